@@ -1,0 +1,59 @@
+//! `floe`: the embedded Iceberg micro-batch writer on one machine.
+
+mod demo;
+mod ingest;
+mod progress;
+mod report;
+mod table;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use floe_core::embedded::Embedded;
+use floe_core::faults::Faults;
+use tracing_subscriber::EnvFilter;
+
+/// floe: JSON records into Apache Iceberg tables, exactly once.
+#[derive(Debug, Parser)]
+#[command(name = "floe", version, about)]
+struct Cli {
+    /// Warehouse directory (tables, metadata and the SQLite catalog).
+    #[arg(long, global = true, env = "FLOE_WAREHOUSE", default_value = "./warehouse")]
+    warehouse: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create and inspect tables.
+    #[command(subcommand)]
+    Table(table::TableCommand),
+    /// Ingest NDJSON files (or `-` for stdin) into a table.
+    Ingest(ingest::IngestArgs),
+    /// Generate the Redpanda Connect benchmark's events and ingest them.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let faults = Faults::from_env()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let floe = Embedded::open(&cli.warehouse, faults)?;
+        match cli.command {
+            Command::Table(cmd) => table::run(&floe, cmd).await,
+            Command::Ingest(args) => ingest::run(&floe, args).await,
+            Command::Demo(args) => demo::run(&floe, args).await,
+        }
+    })
+}

@@ -1,0 +1,157 @@
+//! `floe table create|show`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use floe_core::embedded::Embedded;
+use floe_core::iceberg::spec::TableMetadata;
+use floe_core::{ident, ledger, tabledef};
+use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Create a table from an Iceberg schema JSON file.
+    Create(CreateArgs),
+    /// Show a table's schema, partitioning and snapshots.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// NAMESPACE.TABLE
+    table: String,
+    /// Iceberg schema JSON (`{"type":"struct","fields":[...]}`).
+    #[arg(long)]
+    schema: PathBuf,
+    /// Partition field: `col`, `day(ts)`, `bucket(16, id)`, `truncate(4, s)`… (repeatable).
+    #[arg(long = "partition")]
+    partitions: Vec<String>,
+    /// Table property KEY=VALUE (repeatable).
+    #[arg(long = "property")]
+    properties: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// NAMESPACE.TABLE
+    table: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(floe: &Embedded, cmd: TableCommand) -> Result<()> {
+    match cmd {
+        TableCommand::Create(args) => create(floe, args).await,
+        TableCommand::Show(args) => show(floe, args).await,
+    }
+}
+
+async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {
+    let ident = ident::parse_table(&args.table)?;
+    let text = std::fs::read_to_string(&args.schema)
+        .with_context(|| format!("reading schema file {}", args.schema.display()))?;
+    let schema = tabledef::parse_schema(&text)
+        .with_context(|| format!("schema file {}", args.schema.display()))?;
+    let spec = tabledef::parse_partition(&schema, &args.partitions)?;
+    let props = tabledef::parse_properties(&args.properties)?;
+    let creation = tabledef::creation(ident.name(), schema, spec, props);
+    let loaded = floe.create_table(&ident, creation).await?;
+    println!(
+        "created {} at {}",
+        ident::display(&ident),
+        loaded.metadata.location()
+    );
+    Ok(())
+}
+
+async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
+    let ident = ident::parse_table(&args.table)?;
+    let loaded = floe.catalog().load_table(&ident).await?;
+    let m: &TableMetadata = &loaded.metadata;
+    let snapshots = snapshots_json(m);
+    let data_files = total(m, "total-data-files");
+    let records = total(m, "total-records");
+    if args.json {
+        let out = json!({
+            "table": ident::display(&ident),
+            "location": m.location(),
+            "metadata_location": loaded.metadata_location,
+            "format_version": m.format_version() as u8,
+            "schema": m.current_schema(),
+            "partition_spec": m.default_partition_spec(),
+            "properties": m.properties(),
+            "current_snapshot_id": m.current_snapshot_id(),
+            "data_files": data_files,
+            "records": records,
+            "snapshots": snapshots,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("table     {}", ident::display(&ident));
+    println!("location  {}", m.location());
+    println!("format    v{}", m.format_version() as u8);
+    println!("schema    (id {})", m.current_schema_id());
+    for f in m.current_schema().as_struct().fields() {
+        let req = if f.required { "required" } else { "optional" };
+        println!("  {:>4}  {:<24} {:<10} {}", f.id, f.name, req, f.field_type);
+    }
+    let spec = m.default_partition_spec();
+    if spec.is_unpartitioned() {
+        println!("partition unpartitioned");
+    } else {
+        for f in spec.fields() {
+            println!("partition {} = {}(field {})", f.name, f.transform, f.source_id);
+        }
+    }
+    let mut props: Vec<_> = m.properties().iter().collect();
+    props.sort();
+    for (k, v) in props {
+        println!("property  {k}={v}");
+    }
+    println!("files     {data_files}");
+    println!("records   {records}");
+    println!("snapshots {}", m.snapshots().len());
+    for s in &snapshots {
+        println!(
+            "  {} seq {} {} +{} records, +{} files, {} requests",
+            s["snapshot_id"], s["sequence_number"], s["operation"].as_str().unwrap_or(""),
+            s["summary"]["added-records"].as_str().unwrap_or("0"),
+            s["summary"]["added-data-files"].as_str().unwrap_or("0"),
+            s["summary"][ledger::REQUESTS].as_str().unwrap_or("-"),
+        );
+    }
+    Ok(())
+}
+
+fn total(m: &TableMetadata, key: &str) -> u64 {
+    m.current_snapshot()
+        .and_then(|s| s.summary().additional_properties.get(key))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn snapshots_json(m: &TableMetadata) -> Vec<serde_json::Value> {
+    let mut snaps: Vec<_> = m.snapshots().collect();
+    snaps.sort_by_key(|s| s.sequence_number());
+    snaps
+        .into_iter()
+        .map(|s| {
+            let mut summary = serde_json::Map::new();
+            summary.insert("operation".into(), json!(s.summary().operation.as_str()));
+            for (k, v) in &s.summary().additional_properties {
+                summary.insert(k.clone(), json!(v));
+            }
+            json!({
+                "snapshot_id": s.snapshot_id(),
+                "parent_snapshot_id": s.parent_snapshot_id(),
+                "sequence_number": s.sequence_number(),
+                "timestamp_ms": s.timestamp_ms(),
+                "operation": s.summary().operation.as_str(),
+                "summary": summary,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test of floe: formatting, lints, unit and integration tests.
+# Installs what the tests need (a Python venv with pyiceberg) on first use and
+# reuses a cargo target directory outside the clone so reruns are incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
+venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
+req=local-dev/requirements-test.txt
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+stamp="$venv/.floe-requirements"
+if ! cmp -s "$req" "$stamp" 2>/dev/null; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$stamp"
+fi
+export FLOE_PYTHON="$venv/bin/python"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --all-targets --locked

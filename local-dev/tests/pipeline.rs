@@ -1,0 +1,139 @@
+//! The embedded pipeline through the real `floe` binary, read back by pyiceberg.
+
+mod common;
+
+use common::{EVENT_SCHEMA, Warehouse, events, ids};
+
+#[test]
+fn eight_files_by_four_writers_coalesce_into_fewer_snapshots() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let files: Vec<_> = (0..8)
+        .map(|i| wh.file(&format!("part-{i}.ndjson"), &events(i * 1000..(i + 1) * 1000)))
+        .collect();
+    let paths: Vec<_> = files.iter().map(|p| p.as_path()).collect();
+    let report = wh.ingest("bronze.events", &paths, &["--writers", "4"]);
+
+    assert_eq!(report["records_committed"], 8000);
+    assert_eq!(report["requests"], 8);
+    let commits = report["commits"].as_u64().unwrap();
+    assert!((1..8).contains(&commits), "8 requests took {commits} commits");
+    assert_eq!(report["records_per_commit"], 8000 / commits);
+
+    let table = wh.read("bronze.events", None);
+    assert_eq!(table["count"], 8000);
+    assert_eq!(ids(&table), (0..8000).collect::<Vec<_>>());
+    assert_eq!(table["snapshots"].as_u64().unwrap(), commits);
+    let requests: u64 = table["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["floe.requests"].as_str().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(requests, 8, "every request recorded in a snapshot summary");
+}
+
+#[test]
+fn rerunning_the_same_input_commits_nothing_twice() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let f = wh.file("a.ndjson", &events(0..2500));
+    let first = wh.ingest("bronze.events", &[&f], &["--batch-size", "1000"]);
+    assert_eq!(first["records_committed"], 2500);
+    let again = wh.ingest("bronze.events", &[&f], &["--batch-size", "1000"]);
+    assert_eq!(again["records_committed"], 0);
+    assert_eq!(again["duplicates"], 3);
+    assert_eq!(again["commits"], 0);
+    let table = wh.read("bronze.events", None);
+    assert_eq!(ids(&table), (0..2500).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_records_are_reported_and_dead_lettered_while_good_ones_commit() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let mut lines: Vec<String> = events(0..10).lines().map(str::to_owned).collect();
+    lines[2] = r#"{"id":"two","info":"id is a string"}"#.into();
+    lines[5] = r#"{"user_id":5}"#.into();
+    lines[7] = r#"{"id":7,"ts":"yesterday"}"#.into();
+    lines.insert(8, "not json at all".into());
+    let f = wh.file("mixed.ndjson", &(lines.join("\n") + "\n"));
+    let report = wh.ingest("bronze.events", &[&f], &[]);
+
+    assert_eq!(report["records_committed"], 7);
+    assert_eq!(report["rejected"], 4);
+    let rejected = report["rejected_records"].as_array().unwrap();
+    let summary: Vec<(String, String)> = rejected
+        .iter()
+        .map(|r| {
+            (
+                r["position"].as_str().unwrap().to_string(),
+                r["field"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("line 3".to_string(), "id".to_string()),
+            ("line 6".to_string(), "id".to_string()),
+            ("line 8".to_string(), "ts".to_string()),
+            ("line 9".to_string(), String::new()),
+        ]
+    );
+    for r in rejected {
+        assert_eq!(r["table"], "bronze.events");
+        assert!(!r["reason"].as_str().unwrap().is_empty());
+    }
+
+    // The dead letters are durable NDJSON with the same facts and the raw record.
+    let locations = report["dead_letter_locations"].as_array().unwrap();
+    assert_eq!(locations.len(), 1);
+    let path = locations[0].as_str().unwrap().trim_start_matches("file://");
+    let dead: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(dead.len(), 4);
+    assert_eq!(dead[3]["record"], "not json at all");
+
+    let table = wh.read("bronze.events", None);
+    assert_eq!(ids(&table), vec![0, 1, 3, 4, 6, 8, 9]);
+}
+
+#[test]
+fn table_show_reports_schema_snapshots_and_records_per_commit() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &["--property", "commit.retry.num-retries=7"]);
+    let f = wh.file("a.ndjson", &events(0..300));
+    wh.ingest("bronze.events", &[&f], &["--batch-size", "100"]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&wh.floe(&["table", "show", "bronze.events", "--json"])).unwrap();
+    assert_eq!(shown["records"], 300);
+    assert_eq!(shown["properties"]["write.parquet.compression-codec"], "zstd");
+    assert_eq!(shown["properties"]["commit.retry.num-retries"], "7");
+    assert_eq!(shown["schema"]["fields"].as_array().unwrap().len(), 6);
+    let snaps = shown["snapshots"].as_array().unwrap();
+    assert!(!snaps.is_empty());
+    let requests: u64 = snaps
+        .iter()
+        .map(|s| s["summary"]["floe.requests"].as_str().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(requests, 3);
+    let text = wh.floe(&["table", "show", "bronze.events"]);
+    assert!(text.contains("records   300"), "{text}");
+}
+
+#[test]
+fn missing_table_and_bad_names_fail_with_the_fix() {
+    let wh = Warehouse::new();
+    let f = wh.file("a.ndjson", &events(0..1));
+    let out = wh.floe_env(&["ingest", "bronze.nope", f.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bronze.nope does not exist"), "{err}");
+    assert!(err.contains("floe table create"), "{err}");
+    let out = wh.floe_env(&["ingest", "../x", f.to_str().unwrap()], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid table name"));
+}

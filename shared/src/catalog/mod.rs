@@ -1,0 +1,142 @@
+//! The catalogs floe commits to, behind one small trait the commit engine uses.
+//!
+//! A commit hands the catalog the base metadata it was planned on and the new
+//! metadata; the catalog swaps atomically or answers [`CatalogError::Conflict`]
+//! (someone else committed first) or [`CatalogError::Ambiguous`] (the answer was
+//! lost: the commit may or may not have landed, so the engine must re-read).
+
+mod sqlite;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use iceberg::io::FileIO;
+use iceberg::spec::{TableMetadata, TableMetadataRef};
+use iceberg::table::Table;
+use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+pub use sqlite::SqliteCatalog;
+
+use crate::ident::display;
+
+/// A table as the catalog holds it now.
+#[derive(Debug, Clone)]
+pub struct LoadedTable {
+    /// Its name.
+    pub ident: TableIdent,
+    /// Its current metadata.
+    pub metadata: TableMetadataRef,
+    /// Where that metadata is stored.
+    pub metadata_location: String,
+}
+
+impl LoadedTable {
+    /// The table as iceberg-rust's `Table`, for scans.
+    pub fn to_table(&self, file_io: FileIO) -> Result<Table, CatalogError> {
+        Table::builder()
+            .identifier(self.ident.clone())
+            .metadata(self.metadata.clone())
+            .metadata_location(self.metadata_location.clone())
+            .file_io(file_io)
+            .readonly(true)
+            .build()
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(&self.ident),
+                source,
+            })
+    }
+}
+
+/// One optimistic commit: the new metadata planned on `base`.
+#[derive(Debug)]
+pub struct TableCommit {
+    /// The table as it was loaded when the change was planned.
+    pub base: LoadedTable,
+    /// The metadata the table should have after the commit.
+    pub metadata: TableMetadata,
+    /// The changes from `base` to `metadata`, for catalogs that take updates.
+    pub updates: Vec<TableUpdate>,
+    /// What must still hold for the changes to apply, for catalogs that check.
+    pub requirements: Vec<TableRequirement>,
+}
+
+/// Why a catalog call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The table does not exist.
+    #[error("table {table} does not exist; create it with `floe table create {table} --schema FILE`")]
+    NoSuchTable {
+        /// The table.
+        table: String,
+    },
+    /// The table already exists.
+    #[error("table {table} already exists")]
+    TableExists {
+        /// The table.
+        table: String,
+    },
+    /// Another writer committed first; reload and retry.
+    #[error("commit to {table} conflicted with a concurrent commit")]
+    Conflict {
+        /// The table.
+        table: String,
+    },
+    /// The commit may or may not have been applied; reload to find out.
+    #[error("commit to {table} has an unknown outcome: {reason}")]
+    Ambiguous {
+        /// The table.
+        table: String,
+        /// What was seen.
+        reason: String,
+    },
+    /// iceberg-rust refused or failed an operation.
+    #[error("table {table}: {source}")]
+    Iceberg {
+        /// The table.
+        table: String,
+        /// The error.
+        source: iceberg::Error,
+    },
+    /// The catalog's own store failed.
+    #[error("catalog store: {0}")]
+    Store(String),
+}
+
+impl CatalogError {
+    /// True when reloading the table and trying again can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::Conflict { .. } | CatalogError::Ambiguous { .. }
+        )
+    }
+}
+
+/// A catalog the commit engine can load from and commit to.
+#[async_trait]
+pub trait Catalog: Debug + Send + Sync {
+    /// The FileIO for the tables of this catalog.
+    fn file_io(&self) -> &FileIO;
+
+    /// Where a new table's files go when its creation names no location.
+    fn default_location(&self, ident: &TableIdent) -> String;
+
+    /// Creates the namespace unless it exists.
+    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError>;
+
+    /// Creates a table (and its first metadata file).
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        creation: TableCreation,
+    ) -> Result<LoadedTable, CatalogError>;
+
+    /// Loads the current metadata of a table.
+    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError>;
+
+    /// Atomically replaces `commit.base` with `commit.metadata`.
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+}
+
+/// A shared catalog handle.
+pub type CatalogRef = Arc<dyn Catalog>;

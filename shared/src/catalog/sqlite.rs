@@ -1,0 +1,256 @@
+//! The embedded catalog: a SQLite database with the same tables as pyiceberg's
+//! `SqlCatalog` (and Java's `JdbcCatalog`), so either can open a floe warehouse.
+//!
+//! A commit writes the next metadata file, then swaps the pointer with a
+//! compare-and-swap `UPDATE … WHERE metadata_location = <base>`; zero rows
+//! updated means another writer won and the engine must retry.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iceberg::io::FileIO;
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use crate::faults::{FaultPoint, Faults};
+use crate::ident::display;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS iceberg_tables (
+    catalog_name VARCHAR(255) NOT NULL,
+    table_namespace VARCHAR(255) NOT NULL,
+    table_name VARCHAR(255) NOT NULL,
+    metadata_location VARCHAR(1000),
+    previous_metadata_location VARCHAR(1000),
+    iceberg_type VARCHAR(5),
+    PRIMARY KEY (catalog_name, table_namespace, table_name)
+);
+CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
+    catalog_name VARCHAR(255) NOT NULL,
+    namespace VARCHAR(255) NOT NULL,
+    property_key VARCHAR(255) NOT NULL,
+    property_value VARCHAR(1000) NOT NULL,
+    PRIMARY KEY (catalog_name, namespace, property_key)
+);";
+
+/// The SQLite catalog of an embedded warehouse.
+#[derive(Debug, Clone)]
+pub struct SqliteCatalog {
+    name: String,
+    warehouse_uri: String,
+    conn: Arc<Mutex<Connection>>,
+    file_io: FileIO,
+    faults: Faults,
+}
+
+fn store_err(e: impl std::fmt::Display) -> CatalogError {
+    CatalogError::Store(e.to_string())
+}
+
+impl SqliteCatalog {
+    /// Opens (creating if needed) the catalog database at `db`, for tables under `warehouse_uri`.
+    pub fn open(
+        name: &str,
+        db: &Path,
+        warehouse_uri: &str,
+        file_io: FileIO,
+        faults: Faults,
+    ) -> Result<Self, CatalogError> {
+        let conn = Connection::open(db).map_err(store_err)?;
+        // Several floe processes (or pyiceberg) may share one warehouse.
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(store_err)?;
+        conn.execute_batch(SCHEMA).map_err(store_err)?;
+        Ok(Self {
+            name: name.to_string(),
+            warehouse_uri: warehouse_uri.trim_end_matches('/').to_string(),
+            conn: Arc::new(Mutex::new(conn)),
+            file_io,
+            faults,
+        })
+    }
+
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, CatalogError> {
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| CatalogError::Store("catalog connection poisoned".into()))?;
+        f(&conn).map_err(store_err)
+    }
+
+    fn current_location(&self, ident: &TableIdent) -> Result<Option<String>, CatalogError> {
+        let ns = ident.namespace().join(".");
+        self.with_conn(|c| {
+            c.query_row(
+                "SELECT metadata_location FROM iceberg_tables
+                 WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+                params![self.name, ns, ident.name()],
+                |row| row.get::<_, Option<String>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+        })
+    }
+
+    async fn write_metadata(
+        &self,
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        location: &MetadataLocation,
+    ) -> Result<(), CatalogError> {
+        metadata
+            .write_to(&self.file_io, location)
+            .await
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(ident),
+                source,
+            })
+    }
+}
+
+#[async_trait]
+impl Catalog for SqliteCatalog {
+    fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    fn default_location(&self, ident: &TableIdent) -> String {
+        format!(
+            "{}/{}/{}",
+            self.warehouse_uri,
+            ident.namespace().join("."),
+            ident.name()
+        )
+    }
+
+    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+        let ns = namespace.join(".");
+        self.with_conn(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO iceberg_namespace_properties
+                 (catalog_name, namespace, property_key, property_value) VALUES (?1, ?2, 'exists', 'true')",
+                params![self.name, ns],
+            )
+            .map(|_| ())
+        })
+    }
+
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        mut creation: TableCreation,
+    ) -> Result<LoadedTable, CatalogError> {
+        let table = display(ident);
+        if self.current_location(ident)?.is_some() {
+            return Err(CatalogError::TableExists { table });
+        }
+        self.ensure_namespace(ident.namespace()).await?;
+        let location = creation
+            .location
+            .take()
+            .unwrap_or_else(|| self.default_location(ident));
+        creation.location = Some(location.clone());
+        let metadata = TableMetadataBuilder::from_table_creation(creation)
+            .and_then(|b| b.build())
+            .map_err(|source| CatalogError::Iceberg {
+                table: table.clone(),
+                source,
+            })?
+            .metadata;
+        let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
+        self.write_metadata(ident, &metadata, &metadata_location)
+            .await?;
+        let ns = ident.namespace().join(".");
+        let loc = metadata_location.to_string();
+        let inserted = self.with_conn(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO iceberg_tables
+                 (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location, iceberg_type)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')",
+                params![self.name, ns, ident.name(), loc],
+            )
+        })?;
+        if inserted == 0 {
+            return Err(CatalogError::TableExists { table });
+        }
+        Ok(LoadedTable {
+            ident: ident.clone(),
+            metadata: Arc::new(metadata),
+            metadata_location: loc,
+        })
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
+        let location = self
+            .current_location(ident)?
+            .ok_or_else(|| CatalogError::NoSuchTable {
+                table: display(ident),
+            })?;
+        let metadata = TableMetadata::read_from(&self.file_io, &location)
+            .await
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(ident),
+                source,
+            })?;
+        Ok(LoadedTable {
+            ident: ident.clone(),
+            metadata: Arc::new(metadata),
+            metadata_location: location,
+        })
+    }
+
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        let base_location: MetadataLocation =
+            commit
+                .base
+                .metadata_location
+                .parse()
+                .map_err(|source| CatalogError::Iceberg {
+                    table: table.clone(),
+                    source,
+                })?;
+        let next = base_location
+            .with_next_version()
+            .with_new_metadata(&commit.metadata);
+        self.write_metadata(&ident, &commit.metadata, &next).await?;
+        let next = next.to_string();
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
+            return Err(CatalogError::Store(fault.to_string()));
+        }
+        let ns = ident.namespace().join(".");
+        let swapped = self.with_conn(|c| {
+            c.execute(
+                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
+                   AND metadata_location = ?2",
+                params![next, commit.base.metadata_location, self.name, ns, ident.name()],
+            )
+        })?;
+        if swapped == 0 {
+            // The losing metadata file is never referenced; removing it keeps the
+            // metadata directory to what the table history names.
+            let _ = self.file_io.delete(&next).await;
+            return Err(CatalogError::Conflict { table });
+        }
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
+            return Err(CatalogError::Ambiguous {
+                table,
+                reason: fault.to_string(),
+            });
+        }
+        Ok(LoadedTable {
+            ident,
+            metadata: Arc::new(commit.metadata),
+            metadata_location: next,
+        })
+    }
+}

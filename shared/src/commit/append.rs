@@ -1,0 +1,30 @@
+//! Append: every pending append request of a table becomes ONE snapshot.
+//! Appends commute, so coalescing them loses no order a reader could see.
+
+use iceberg::spec::{Operation, TableMetadata};
+
+use super::snapshot::SnapshotPlan;
+use crate::ledger;
+use crate::request::{CommitRequest, RequestError};
+
+/// Plans one append snapshot holding the files of all `requests`.
+pub fn plan(
+    metadata: &TableMetadata,
+    requests: &[CommitRequest],
+) -> Result<SnapshotPlan, RequestError> {
+    let mut added_data = Vec::new();
+    for r in requests {
+        added_data.extend(r.data_files(metadata)?.into_iter().map(|f| (r.spec_id, f)));
+    }
+    let properties = ledger::summary_entries(
+        requests
+            .iter()
+            .map(|r| (r.batch_id.as_str(), r.sources.as_slice())),
+    );
+    Ok(SnapshotPlan {
+        operation: Operation::Append,
+        added_data,
+        added_deletes: Vec::new(),
+        properties,
+    })
+}

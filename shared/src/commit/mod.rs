@@ -1,0 +1,249 @@
+//! floe's commit engine. iceberg-rust 0.10.1 can only fast-append through its
+//! own catalogs, so floe builds manifests, manifest lists and snapshots itself
+//! (see [`snapshot`]) and hands the catalog the finished metadata.
+//!
+//! Every commit is optimistic and idempotent: load the table, drop the requests
+//! its ledger already holds, plan, commit; on a conflict or an ambiguous answer,
+//! reload and do it again (dropping what landed meanwhile), within a bounded
+//! number of attempts. Actions (append now; row delta, rewrite later) only plan
+//! snapshots; this loop is the same for all of them.
+
+pub mod append;
+pub mod snapshot;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use iceberg::TableIdent;
+use tracing::{info, warn};
+
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::ident::display;
+use crate::ledger::Ledger;
+use crate::request::{CommitRequest, RequestError};
+use snapshot::SnapshotProducer;
+
+/// Bounds on retrying a commit.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts before giving up (the batch then returns to its queue).
+    pub max_attempts: u32,
+    /// First backoff; doubles per attempt.
+    pub initial_backoff: Duration,
+    /// Longest single backoff.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 10,
+            initial_backoff: Duration::from_millis(25),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The catalog failed in a way a retry cannot fix.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A request cannot be bound to the table.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// A request names another table than the one committed.
+    #[error("commit request {batch_id} is for {request_table}, not {table}")]
+    WrongTable {
+        /// The table committed.
+        table: String,
+        /// The request's batch.
+        batch_id: String,
+        /// The table the request names.
+        request_table: String,
+    },
+    /// Building manifests or metadata failed.
+    #[error("table {table}: building the snapshot: {source}")]
+    Build {
+        /// The table.
+        table: String,
+        /// The error.
+        source: iceberg::Error,
+    },
+    /// Every attempt conflicted or had an unknown outcome.
+    #[error("table {table}: gave up after {attempts} attempts ({last}); the requests stay queued and will be retried")]
+    Exhausted {
+        /// The table.
+        table: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        last: CatalogError,
+    },
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Default)]
+pub struct CommitOutcome {
+    /// Batches this call put in the table.
+    pub committed: Vec<String>,
+    /// Batches that were already in the table (redeliveries), skipped.
+    pub duplicates: Vec<String>,
+    /// Snapshots added.
+    pub snapshot_ids: Vec<i64>,
+    /// Records added.
+    pub records: u64,
+    /// Data files added.
+    pub data_files: usize,
+    /// Catalog attempts made (1 when nothing conflicted).
+    pub attempts: u32,
+}
+
+/// Commits requests to tables of one catalog.
+#[derive(Debug, Clone)]
+pub struct CommitEngine {
+    catalog: CatalogRef,
+    retry: RetryPolicy,
+}
+
+impl CommitEngine {
+    /// An engine on this catalog.
+    pub fn new(catalog: CatalogRef, retry: RetryPolicy) -> Self {
+        Self { catalog, retry }
+    }
+
+    /// The catalog it commits to.
+    pub fn catalog(&self) -> &CatalogRef {
+        &self.catalog
+    }
+
+    /// Appends the files of every request in ONE snapshot, exactly once.
+    #[tracing::instrument(skip_all, fields(table = %display(ident), requests = requests.len()))]
+    pub async fn append(
+        &self,
+        ident: &TableIdent,
+        requests: Vec<CommitRequest>,
+    ) -> Result<CommitOutcome, CommitError> {
+        let table = display(ident);
+        for r in &requests {
+            if &r.table != ident {
+                return Err(CommitError::WrongTable {
+                    table,
+                    batch_id: r.batch_id.clone(),
+                    request_table: display(&r.table),
+                });
+            }
+        }
+        let requests = dedup(requests);
+        let mut outcome = CommitOutcome::default();
+        let mut backoff = self.retry.initial_backoff;
+        let mut last_err = None;
+        let mut maybe_landed: HashSet<String> = HashSet::new();
+        for attempt in 1..=self.retry.max_attempts {
+            outcome.attempts = attempt;
+            let base = self.catalog.load_table(ident).await?;
+            let ledger = Ledger::from_metadata(&base.metadata);
+            let (fresh, dups): (Vec<_>, Vec<_>) =
+                requests.iter().partition(|r| !ledger.contains(&r.batch_id));
+            outcome.duplicates = Vec::new();
+            for r in dups {
+                // A batch of our own attempt whose answer was lost counts as ours.
+                if maybe_landed.contains(&r.batch_id) {
+                    outcome.committed.push(r.batch_id.clone());
+                    outcome.records += r.record_count;
+                } else {
+                    outcome.duplicates.push(r.batch_id.clone());
+                }
+            }
+            if fresh.is_empty() {
+                info!(duplicates = outcome.duplicates.len(), "nothing new to commit");
+                return Ok(outcome);
+            }
+            let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
+            let plan = append::plan(&base.metadata, &fresh)?;
+            let data_files = plan.added_data.len();
+            let (commit, written, snapshot_ids) = self.build(&table, &base, vec![plan]).await?;
+            match self.catalog.commit(commit).await {
+                Ok(_) => {
+                    outcome
+                        .committed
+                        .extend(fresh.iter().map(|r| r.batch_id.clone()));
+                    outcome.records += fresh.iter().map(|r| r.record_count).sum::<u64>();
+                    outcome.data_files = data_files;
+                    outcome.snapshot_ids = snapshot_ids;
+                    info!(
+                        batches = outcome.committed.len(),
+                        records = outcome.records,
+                        files = data_files,
+                        attempt,
+                        "committed"
+                    );
+                    return Ok(outcome);
+                }
+                Err(e @ CatalogError::Conflict { .. }) => {
+                    warn!(attempt, "commit conflicted; reloading");
+                    written.discard(self.catalog.file_io()).await;
+                    last_err = Some(e);
+                }
+                Err(e @ CatalogError::Ambiguous { .. }) => {
+                    // The files may be referenced now: keep them, and let the
+                    // reload's ledger decide what landed.
+                    warn!(attempt, error = %e, "commit outcome unknown; reloading");
+                    maybe_landed.extend(fresh.iter().map(|r| r.batch_id.clone()));
+                    last_err = Some(e);
+                }
+                Err(e) => {
+                    written.discard(self.catalog.file_io()).await;
+                    return Err(e.into());
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(self.retry.max_backoff);
+        }
+        Err(CommitError::Exhausted {
+            table,
+            attempts: self.retry.max_attempts,
+            last: last_err.unwrap_or(CatalogError::Store("no attempt made".into())),
+        })
+    }
+
+    async fn build(
+        &self,
+        table: &str,
+        base: &LoadedTable,
+        plans: Vec<snapshot::SnapshotPlan>,
+    ) -> Result<(TableCommit, snapshot::Written, Vec<i64>), CommitError> {
+        let build_err = |source| CommitError::Build {
+            table: table.to_string(),
+            source,
+        };
+        let mut producer = SnapshotProducer::new(self.catalog.file_io(), base)
+            .await
+            .map_err(build_err)?;
+        for plan in plans {
+            producer.add(plan).await.map_err(build_err)?;
+        }
+        let (result, requirements, written, ids) = producer.finish().map_err(build_err)?;
+        Ok((
+            TableCommit {
+                base: base.clone(),
+                metadata: result.metadata,
+                updates: result.changes,
+                requirements,
+            },
+            written,
+            ids,
+        ))
+    }
+}
+
+/// Keeps the first of requests that share a batch id (a message delivered twice
+/// in one receive).
+fn dedup(requests: Vec<CommitRequest>) -> Vec<CommitRequest> {
+    let mut seen = HashSet::new();
+    requests
+        .into_iter()
+        .filter(|r| seen.insert(r.batch_id.clone()))
+        .collect()
+}

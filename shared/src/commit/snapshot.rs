@@ -1,0 +1,309 @@
+//! Builds snapshots the way every floe action needs them: manifests for the
+//! files a snapshot adds, a manifest list that carries the parent's manifests
+//! over, a summary with standard and ledger keys, chained onto the metadata.
+//! Several snapshots can be chained in one commit; each one's parent is the last.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestFile, ManifestList,
+    ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotSummaryCollector,
+    Summary, TableMetadata, TableMetadataBuildResult, TableMetadataBuilder,
+};
+use iceberg::{Error, ErrorKind, TableRequirement};
+use uuid::Uuid;
+
+use crate::catalog::LoadedTable;
+
+/// One snapshot to add: what it changes and what its summary records.
+#[derive(Debug, Default)]
+pub struct SnapshotPlan {
+    /// The Iceberg operation.
+    pub operation: Operation,
+    /// Data files the snapshot adds, with the partition spec id each was written with.
+    pub added_data: Vec<(i32, DataFile)>,
+    /// Delete files the snapshot adds, with their partition spec ids.
+    pub added_deletes: Vec<(i32, DataFile)>,
+    /// Extra summary entries (the ledger).
+    pub properties: Vec<(String, String)>,
+}
+
+/// Files written for an attempt, removed again if the attempt loses.
+#[derive(Debug, Default)]
+pub struct Written(Vec<String>);
+
+impl Written {
+    /// Deletes the files; only for attempts known not to be in the table.
+    pub async fn discard(self, file_io: &FileIO) {
+        for path in self.0 {
+            let _ = file_io.delete(&path).await;
+        }
+    }
+}
+
+/// Chains snapshots onto a loaded table's metadata.
+pub struct SnapshotProducer<'a> {
+    file_io: &'a FileIO,
+    base: &'a LoadedTable,
+    builder: Option<TableMetadataBuilder>,
+    parent: Option<i64>,
+    manifests: Vec<ManifestFile>,
+    totals: HashMap<String, u64>,
+    next_seq: i64,
+    last_ts: i64,
+    commit_id: Uuid,
+    files: u32,
+    written: Written,
+    snapshot_ids: Vec<i64>,
+}
+
+impl<'a> SnapshotProducer<'a> {
+    /// Starts from the table's current state (reads the current manifest list).
+    pub async fn new(file_io: &'a FileIO, base: &'a LoadedTable) -> iceberg::Result<Self> {
+        let meta = &base.metadata;
+        let (manifests, totals) = match meta.current_snapshot() {
+            Some(s) => {
+                let bytes = file_io.new_input(s.manifest_list())?.read().await?;
+                let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
+                (list.consume_entries().into_iter().collect(), totals_of(s.summary()))
+            }
+            None => (Vec::new(), HashMap::new()),
+        };
+        Ok(Self {
+            file_io,
+            base,
+            builder: Some(TableMetadataBuilder::new_from_metadata(
+                (**meta).clone(),
+                Some(base.metadata_location.clone()),
+            )),
+            parent: meta.current_snapshot_id(),
+            manifests,
+            totals,
+            next_seq: meta.next_sequence_number(),
+            last_ts: meta.last_updated_ms(),
+            commit_id: Uuid::now_v7(),
+            files: 0,
+            written: Written::default(),
+            snapshot_ids: Vec::new(),
+        })
+    }
+
+    /// Adds one snapshot on top of the previous one; returns its id.
+    pub async fn add(&mut self, plan: SnapshotPlan) -> iceberg::Result<i64> {
+        let meta: &TableMetadata = &self.base.metadata;
+        let snapshot_id = self.unique_snapshot_id();
+        let seq = self.next_seq;
+        let schema = meta.current_schema().clone();
+
+        let mut collector = SnapshotSummaryCollector::default();
+        let mut new_manifests = Vec::new();
+        for (content, files) in [
+            (DataContentType::Data, plan.added_data),
+            (DataContentType::EqualityDeletes, plan.added_deletes),
+        ] {
+            let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+            for (spec_id, f) in files {
+                by_spec.entry(spec_id).or_default().push(f);
+            }
+            for (spec_id, files) in by_spec {
+                let spec = meta.partition_spec_by_id(spec_id).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::DataInvalid,
+                        format!("data file for unknown partition spec {spec_id}"),
+                    )
+                })?;
+                let path = self.next_path(&format!("{}-m", self.commit_id), "avro");
+                let builder = ManifestWriterBuilder::new(
+                    self.file_io.new_output(&path)?,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.as_ref().clone(),
+                );
+                let mut writer = match (meta.format_version(), content) {
+                    (FormatVersion::V1, DataContentType::Data) => builder.build_v1(),
+                    (FormatVersion::V1, _) => {
+                        return Err(Error::new(
+                            ErrorKind::FeatureUnsupported,
+                            "delete files need table format v2",
+                        ));
+                    }
+                    (FormatVersion::V2, DataContentType::Data) => builder.build_v2_data(),
+                    (FormatVersion::V2, _) => builder.build_v2_deletes(),
+                    (_, DataContentType::Data) => builder.build_v3_data(),
+                    (_, _) => builder.build_v3_deletes(),
+                };
+                for f in files {
+                    collector.add_file(&f, schema.clone(), spec.clone());
+                    // A negative sequence number leaves it to be inherited from
+                    // the manifest list, as the spec intends for added files.
+                    writer.add_file(f, -1)?;
+                }
+                self.written.0.push(path);
+                new_manifests.push(writer.write_manifest_file().await?);
+            }
+        }
+
+        let mut summary = collector.build();
+        self.accumulate_totals(&mut summary);
+        summary.extend(plan.properties);
+
+        let list_path = format!(
+            "{}/metadata/snap-{snapshot_id}-1-{}.avro",
+            meta.location().trim_end_matches('/'),
+            self.commit_id
+        );
+        let out = self.file_io.new_output(&list_path)?.writer().await?;
+        let mut list = match meta.format_version() {
+            FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, self.parent),
+            FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, self.parent, seq),
+            FormatVersion::V3 => ManifestListWriter::v3(
+                out,
+                snapshot_id,
+                self.parent,
+                seq,
+                Some(meta.next_row_id()),
+            ),
+        };
+        // New manifests first: readers plan newest files first, as Java does.
+        new_manifests.extend(self.manifests.drain(..));
+        list.add_manifests(new_manifests.clone().into_iter())?;
+        list.close().await?;
+        self.written.0.push(list_path.clone());
+        // Carried manifests keep their numbers; the new ones took `seq` in the list.
+        self.manifests = new_manifests
+            .into_iter()
+            .map(|mut m| {
+                if m.sequence_number < 0 {
+                    m.sequence_number = seq;
+                }
+                if m.min_sequence_number < 0 {
+                    m.min_sequence_number = seq;
+                }
+                m
+            })
+            .collect();
+
+        let ts = now_ms().max(self.last_ts + 1);
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(self.parent)
+            .with_sequence_number(seq)
+            .with_timestamp_ms(ts)
+            .with_manifest_list(list_path)
+            .with_schema_id(meta.current_schema_id())
+            .with_summary(Summary {
+                operation: plan.operation,
+                additional_properties: summary,
+            })
+            .build();
+        let builder = self.builder.take().ok_or_else(finished)?;
+        self.builder = Some(builder.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
+        self.parent = Some(snapshot_id);
+        self.next_seq += 1;
+        self.last_ts = ts;
+        self.snapshot_ids.push(snapshot_id);
+        Ok(snapshot_id)
+    }
+
+    /// The new metadata, the requirements that must hold, and the files written.
+    pub fn finish(
+        self,
+    ) -> iceberg::Result<(TableMetadataBuildResult, Vec<TableRequirement>, Written, Vec<i64>)> {
+        let meta = &self.base.metadata;
+        let requirements = vec![
+            TableRequirement::UuidMatch { uuid: meta.uuid() },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: meta.current_snapshot_id(),
+            },
+        ];
+        Ok((
+            self.builder.ok_or_else(finished)?.build()?,
+            requirements,
+            self.written,
+            self.snapshot_ids,
+        ))
+    }
+
+    fn unique_snapshot_id(&self) -> i64 {
+        loop {
+            let (hi, lo) = Uuid::new_v4().as_u64_pair();
+            let id = ((hi ^ lo) >> 1) as i64;
+            if id != 0
+                && self.base.metadata.snapshot_by_id(id).is_none()
+                && !self.snapshot_ids.contains(&id)
+            {
+                return id;
+            }
+        }
+    }
+
+    fn next_path(&mut self, stem: &str, ext: &str) -> String {
+        self.files += 1;
+        format!(
+            "{}/metadata/{stem}{}.{ext}",
+            self.base.metadata.location().trim_end_matches('/'),
+            self.files
+        )
+    }
+
+    fn accumulate_totals(&mut self, summary: &mut HashMap<String, String>) {
+        for (total, added, removed) in TOTALS {
+            let get = |k: &str| {
+                summary
+                    .get(k)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let value = self
+                .totals
+                .get(*total)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(get(added))
+                .saturating_sub(get(removed));
+            self.totals.insert(total.to_string(), value);
+            summary.insert(total.to_string(), value.to_string());
+        }
+    }
+}
+
+const TOTALS: &[(&str, &str, &str)] = &[
+    ("total-records", "added-records", "deleted-records"),
+    ("total-files-size", "added-files-size", "removed-files-size"),
+    ("total-data-files", "added-data-files", "deleted-data-files"),
+    ("total-delete-files", "added-delete-files", "removed-delete-files"),
+    (
+        "total-position-deletes",
+        "added-position-deletes",
+        "removed-position-deletes",
+    ),
+    (
+        "total-equality-deletes",
+        "added-equality-deletes",
+        "removed-equality-deletes",
+    ),
+];
+
+fn totals_of(summary: &Summary) -> HashMap<String, u64> {
+    TOTALS
+        .iter()
+        .filter_map(|(k, _, _)| {
+            let v = summary.additional_properties.get(*k)?.parse().ok()?;
+            Some((k.to_string(), v))
+        })
+        .collect()
+}
+
+// A failed `set_branch_snapshot` consumes the builder; the producer is spent.
+fn finished() -> Error {
+    Error::new(ErrorKind::Unexpected, "snapshot producer used after a failed add")
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,107 @@
+//! The idempotency ledger, kept in the table itself: every snapshot floe commits
+//! names the batch ids it contains and, per ordered source, the highest position
+//! committed. A request whose batch id is in the current snapshot's lineage is
+//! already in the table and must not be committed again.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::TableMetadata;
+
+use crate::source::{Position, SourceSpan};
+
+/// Snapshot summary key listing the batch ids a snapshot contains, comma-separated.
+pub const BATCH_IDS: &str = "floe.batch-ids";
+/// Snapshot summary key prefix for per-source high-water marks (`floe.hwm.<source>`).
+pub const HWM_PREFIX: &str = "floe.hwm.";
+/// Snapshot summary key: number of commit requests coalesced into the snapshot.
+pub const REQUESTS: &str = "floe.requests";
+
+/// What the table already holds, read from the summaries of the current lineage.
+#[derive(Debug, Default, Clone)]
+pub struct Ledger {
+    batch_ids: HashSet<String>,
+    high_water: HashMap<String, Position>,
+}
+
+impl Ledger {
+    /// Reads the ledger from the ancestors of the table's current snapshot.
+    pub fn from_metadata(metadata: &TableMetadata) -> Self {
+        let mut ledger = Ledger::default();
+        let mut next = metadata.current_snapshot_id();
+        while let Some(snapshot) = next.and_then(|id| metadata.snapshot_by_id(id)) {
+            let props = &snapshot.summary().additional_properties;
+            if let Some(ids) = props.get(BATCH_IDS) {
+                ledger
+                    .batch_ids
+                    .extend(ids.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
+            }
+            for (key, value) in props {
+                let (Some(source), Some(pos)) =
+                    (key.strip_prefix(HWM_PREFIX), Position::parse(value))
+                else {
+                    continue;
+                };
+                ledger.raise(source, &pos);
+            }
+            next = snapshot.parent_snapshot_id();
+        }
+        ledger
+    }
+
+    /// True when the batch is already in the table.
+    pub fn contains(&self, batch_id: &str) -> bool {
+        self.batch_ids.contains(batch_id)
+    }
+
+    /// Number of batches recorded.
+    pub fn len(&self) -> usize {
+        self.batch_ids.len()
+    }
+
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.batch_ids.is_empty()
+    }
+
+    /// The highest committed position of an ordered source.
+    pub fn high_water_mark(&self, source: &str) -> Option<&Position> {
+        self.high_water.get(source)
+    }
+
+    fn raise(&mut self, source: &str, pos: &Position) {
+        match self.high_water.get(source) {
+            Some(cur) if cur >= pos => {}
+            _ => {
+                self.high_water.insert(source.to_owned(), pos.clone());
+            }
+        }
+    }
+}
+
+/// The ledger entries of one snapshot holding these batches.
+pub fn summary_entries<'a>(
+    batches: impl IntoIterator<Item = (&'a str, &'a [SourceSpan])>,
+) -> Vec<(String, String)> {
+    let mut ids = Vec::new();
+    let mut marks = Ledger::default();
+    for (batch_id, spans) in batches {
+        ids.push(batch_id);
+        for span in spans {
+            if let Some(last) = span.last() {
+                marks.raise(&span.source, last);
+            }
+        }
+    }
+    let mut out = vec![
+        (BATCH_IDS.to_string(), ids.join(",")),
+        (REQUESTS.to_string(), ids.len().to_string()),
+    ];
+    let mut marks: Vec<_> = marks.high_water.into_iter().collect();
+    marks.sort();
+    out.extend(
+        marks
+            .into_iter()
+            .map(|(source, pos)| (format!("{HWM_PREFIX}{source}"), pos.to_string())),
+    );
+    out
+}

@@ -1,0 +1,26 @@
+//! floe-core: everything in floe that is not an entry point.
+//!
+//! Layers look only down: `pipeline` (writer and committer steps, shared by the
+//! Lambda functions and the embedded CLI) sits on `commit` (floe's own Iceberg
+//! commit engine), which sits on `catalog`, `queue`, `write`, `shred`, `dlq`,
+//! `ledger`, `request`, `storage`, `faults` and `metrics`.
+
+pub mod catalog;
+pub mod commit;
+pub mod dlq;
+pub mod embedded;
+pub mod faults;
+pub mod ident;
+pub mod ledger;
+pub mod metrics;
+pub mod pipeline;
+pub mod queue;
+pub mod request;
+pub mod tabledef;
+pub mod shred;
+pub mod ndjson;
+pub mod source;
+pub mod storage;
+pub mod write;
+
+pub use iceberg;

@@ -1,0 +1,135 @@
+//! NDJSON input cut into source batches on line boundaries, each batch knowing
+//! the line numbers it covers (its source positions).
+
+use std::io::Read;
+
+use bytes::{Bytes, BytesMut};
+
+/// A run of whole lines of one input.
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// The lines, newline-terminated except possibly the last line of the input.
+    pub text: Bytes,
+    /// 1-based number of the first line in `text`.
+    pub first_line: u64,
+    /// Number of lines in `text` (blank ones included).
+    pub lines: u64,
+}
+
+impl Chunk {
+    /// The non-blank lines with their 1-based line numbers.
+    pub fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.text
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .map(|(i, line)| (self.first_line + i as u64, line))
+            .filter(|(_, line)| line.iter().any(|b| !b.is_ascii_whitespace()))
+    }
+
+    /// The number of the last line in the chunk.
+    pub fn last_line(&self) -> u64 {
+        self.first_line + self.lines.saturating_sub(1)
+    }
+}
+
+/// Reads an input and yields chunks of at most `lines_per_chunk` lines.
+pub struct Chunker<R> {
+    reader: R,
+    lines_per_chunk: u64,
+    buf: BytesMut,
+    next_line: u64,
+    eof: bool,
+}
+
+impl<R: Read> Chunker<R> {
+    /// Chunks `reader` into runs of `lines_per_chunk` lines.
+    pub fn new(reader: R, lines_per_chunk: u64) -> Self {
+        Self {
+            reader,
+            lines_per_chunk: lines_per_chunk.max(1),
+            buf: BytesMut::new(),
+            next_line: 1,
+            eof: false,
+        }
+    }
+
+    /// The next chunk, `None` at the end of the input.
+    pub fn next_chunk(&mut self) -> std::io::Result<Option<Chunk>> {
+        let mut scanned = 0;
+        let mut lines = 0u64;
+        loop {
+            while let Some(pos) = memchr(b'\n', &self.buf[scanned..]) {
+                scanned += pos + 1;
+                lines += 1;
+                if lines == self.lines_per_chunk {
+                    return Ok(Some(self.take(scanned, lines)));
+                }
+            }
+            if self.eof {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                let len = self.buf.len();
+                let trailing = u64::from(scanned < len);
+                return Ok(Some(self.take(len, lines + trailing)));
+            }
+            let old = self.buf.len();
+            self.buf.resize(old + (1 << 20).max(old), 0);
+            let n = self.reader.read(&mut self.buf[old..])?;
+            self.buf.truncate(old + n);
+            self.eof = n == 0;
+        }
+    }
+
+    fn take(&mut self, len: usize, lines: u64) -> Chunk {
+        let text = self.buf.split_to(len).freeze();
+        let chunk = Chunk {
+            text,
+            first_line: self.next_line,
+            lines,
+        };
+        self.next_line += lines;
+        chunk
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|b| *b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(input: &str, n: u64) -> Vec<(u64, u64, String)> {
+        let mut c = Chunker::new(input.as_bytes(), n);
+        let mut out = Vec::new();
+        while let Some(ch) = c.next_chunk().unwrap() {
+            out.push((
+                ch.first_line,
+                ch.lines,
+                String::from_utf8(ch.text.to_vec()).unwrap(),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn cuts_on_line_boundaries_with_line_numbers() {
+        assert_eq!(
+            chunks("a\nb\nc\n", 2),
+            vec![(1, 2, "a\nb\n".into()), (3, 1, "c\n".into())]
+        );
+        assert_eq!(chunks("a\nb", 5), vec![(1, 2, "a\nb".into())]);
+        assert!(chunks("", 5).is_empty());
+    }
+
+    #[test]
+    fn records_skip_blank_lines_but_keep_numbering() {
+        let mut c = Chunker::new("{}\n\n  \n{\"a\":1}\n".as_bytes(), 10);
+        let ch = c.next_chunk().unwrap().unwrap();
+        let recs: Vec<_> = ch.records().map(|(n, r)| (n, r.to_vec())).collect();
+        assert_eq!(recs, vec![(1, b"{}".to_vec()), (4, b"{\"a\":1}".to_vec())]);
+        assert_eq!(ch.last_line(), 4);
+    }
+}

@@ -1,0 +1,172 @@
+//! The committer step: a receive's worth of commit requests, grouped by table,
+//! each table's requests coalesced by the commit engine. A failure is per table:
+//! only that table's messages go back to the queue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::TableIdent;
+use tracing::{error, warn};
+
+use super::PipelineError;
+use crate::commit::{CommitEngine, CommitOutcome};
+use crate::faults::{FaultPoint, Faults};
+use crate::ident::display;
+use crate::metrics::Counters;
+use crate::queue::{CommitQueue, Delivery, QueueError};
+use crate::request::CommitRequest;
+
+/// What happened to one table's requests.
+#[derive(Debug)]
+pub struct TableCommitReport {
+    /// The table.
+    pub table: String,
+    /// Its receipts.
+    pub receipts: Vec<String>,
+    /// The commit, or why it failed.
+    pub result: Result<CommitOutcome, PipelineError>,
+}
+
+/// What a committer run did.
+#[derive(Debug, Default)]
+pub struct CommitReport {
+    /// Per table.
+    pub tables: Vec<TableCommitReport>,
+    /// Messages that are not commit requests this build can read, with why.
+    pub unreadable: Vec<(String, PipelineError)>,
+}
+
+impl CommitReport {
+    /// Receipts whose requests are in their tables: delete them from the queue.
+    pub fn done(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .filter(|t| t.result.is_ok())
+            .flat_map(|t| t.receipts.iter().cloned())
+            .collect()
+    }
+
+    /// Receipts to hand back for another attempt.
+    pub fn failed(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .filter(|t| t.result.is_err())
+            .flat_map(|t| t.receipts.iter().cloned())
+            .chain(self.unreadable.iter().map(|(r, _)| r.clone()))
+            .collect()
+    }
+}
+
+/// The committer step.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    engine: CommitEngine,
+    faults: Faults,
+    counters: Arc<Counters>,
+}
+
+impl Committer {
+    /// A committer over this engine.
+    pub fn new(engine: CommitEngine, faults: Faults, counters: Arc<Counters>) -> Self {
+        Self {
+            engine,
+            faults,
+            counters,
+        }
+    }
+
+    /// Commits every request in `deliveries`, one engine call per table.
+    pub async fn commit(&self, deliveries: Vec<Delivery>) -> CommitReport {
+        let mut report = CommitReport::default();
+        let mut by_table: BTreeMap<String, (TableIdent, Vec<String>, Vec<CommitRequest>)> =
+            BTreeMap::new();
+        for d in deliveries {
+            match CommitRequest::from_bytes(&d.body) {
+                Ok(req) => {
+                    let entry = by_table
+                        .entry(display(&req.table))
+                        .or_insert_with(|| (req.table.clone(), Vec::new(), Vec::new()));
+                    entry.1.push(d.receipt);
+                    entry.2.push(req);
+                }
+                Err(e) => {
+                    error!(receipt = %d.receipt, error = %e, "unreadable commit request");
+                    report.unreadable.push((d.receipt, e.into()));
+                }
+            }
+        }
+        for (table, (ident, receipts, requests)) in by_table {
+            let result = self.commit_table(&table, &ident, requests).await;
+            if let Err(e) = &result {
+                warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
+            }
+            report.tables.push(TableCommitReport {
+                table,
+                receipts,
+                result,
+            });
+        }
+        report
+    }
+
+    async fn commit_table(
+        &self,
+        table: &str,
+        ident: &TableIdent,
+        requests: Vec<CommitRequest>,
+    ) -> Result<CommitOutcome, PipelineError> {
+        let outcome = self.engine.append(ident, requests).await?;
+        let c = &self.counters;
+        if !outcome.snapshot_ids.is_empty() {
+            Counters::add(&c.commits, 1);
+        }
+        Counters::add(&c.snapshots, outcome.snapshot_ids.len() as u64);
+        Counters::add(&c.batches_committed, outcome.committed.len() as u64);
+        Counters::add(&c.records_committed, outcome.records);
+        Counters::add(&c.duplicates, outcome.duplicates.len() as u64);
+        Counters::add(&c.commit_retries, u64::from(outcome.attempts.saturating_sub(1)));
+        self.faults
+            .hit(FaultPoint::AfterCommit)
+            .map_err(|source| PipelineError::Fault {
+                table: table.to_string(),
+                batch_id: outcome.committed.join(","),
+                source,
+            })?;
+        Ok(outcome)
+    }
+
+    /// Receives from `queue` for up to `window` after the first message (or until
+    /// `max` messages), commits them, then deletes the committed messages and
+    /// releases the failed ones. `Ok(None)` when the queue is closed and drained.
+    pub async fn drain_once(
+        &self,
+        queue: &dyn CommitQueue,
+        max: usize,
+        window: Duration,
+        idle_wait: Duration,
+    ) -> Result<Option<(CommitReport, Vec<Delivery>)>, QueueError> {
+        let mut deliveries = match queue.receive(max, idle_wait).await {
+            Ok(d) => d,
+            Err(QueueError::Closed) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let started = Instant::now();
+        while !deliveries.is_empty() && deliveries.len() < max {
+            let left = window.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            match queue.receive(max - deliveries.len(), left).await {
+                Ok(more) if more.is_empty() => break,
+                Ok(more) => deliveries.extend(more),
+                Err(QueueError::Closed) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let report = self.commit(deliveries.clone()).await;
+        queue.ack(&report.done()).await?;
+        queue.release(&report.failed()).await?;
+        Ok(Some((report, deliveries)))
+    }
+}

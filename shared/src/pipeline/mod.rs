@@ -1,0 +1,73 @@
+//! The two steps of floe, the same code in Lambda and embedded: the writer
+//! step (source batch → data files + dead letters → commit request enqueued)
+//! and the committer step (commit requests → coalesced snapshots).
+
+pub mod committer;
+pub mod writer;
+
+use crate::catalog::CatalogError;
+use crate::commit::CommitError;
+use crate::dlq::DlqError;
+use crate::faults::InjectedFault;
+use crate::queue::QueueError;
+use crate::request::RequestError;
+use crate::shred::ShredError;
+use crate::write::WriteError;
+
+pub use committer::{CommitReport, Committer, TableCommitReport};
+pub use writer::{Records, SourceBatch, WriteReport, Writer};
+
+/// Why a pipeline step failed; the batch must not be acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The catalog failed.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// Writing data files failed.
+    #[error("batch {batch_id}: {source}")]
+    Write {
+        /// The batch.
+        batch_id: String,
+        /// The error.
+        source: WriteError,
+    },
+    /// The table schema cannot be shredded into.
+    #[error("table {table} batch {batch_id}: {source}")]
+    Shred {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// The error.
+        source: ShredError,
+    },
+    /// Dead-lettering rejected records failed.
+    #[error(transparent)]
+    DeadLetter(#[from] DlqError),
+    /// The commit queue failed.
+    #[error("table {table} batch {batch_id}: {source}")]
+    Queue {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// The error.
+        source: QueueError,
+    },
+    /// A commit request could not be built or read.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The commit failed.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    /// An injected fault fired.
+    #[error("table {table} batch {batch_id}: {source}")]
+    Fault {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// The fault.
+        source: InjectedFault,
+    },
+}

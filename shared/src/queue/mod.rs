@@ -1,0 +1,54 @@
+//! The commit queue between writers and the single committer: SQS in AWS, an
+//! in-process queue when embedded. Both give at-least-once delivery with
+//! visibility timeouts; the committer's ledger turns that into exactly once.
+
+mod memory;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+pub use memory::MemoryQueue;
+
+/// A message handed to a consumer, invisible to others until acked or released.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Handle to ack or release this delivery.
+    pub receipt: String,
+    /// The message body (a serialised commit request).
+    pub body: Bytes,
+    /// How many times the message has been received, this time included.
+    pub receive_count: u32,
+}
+
+/// Why a queue call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The queue is closed and empty.
+    #[error("commit queue is closed")]
+    Closed,
+    /// The queue service failed.
+    #[error("commit queue: {0}")]
+    Service(String),
+}
+
+/// A durable-enough queue of commit requests.
+#[async_trait]
+pub trait CommitQueue: Debug + Send + Sync {
+    /// Enqueues a message; returns once the queue holds it.
+    async fn send(&self, body: Bytes) -> Result<(), QueueError>;
+
+    /// Receives up to `max` messages, waiting up to `wait` for the first one.
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;
+
+    /// Deletes delivered messages: their requests are in the table.
+    async fn ack(&self, receipts: &[String]) -> Result<(), QueueError>;
+
+    /// Makes delivered messages visible again at once, for another attempt.
+    async fn release(&self, receipts: &[String]) -> Result<(), QueueError>;
+}
+
+/// A shared queue handle.
+pub type QueueRef = Arc<dyn CommitQueue>;

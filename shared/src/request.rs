@@ -1,0 +1,200 @@
+//! CommitRequest v1: what a writer hands the committer through the commit queue.
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "table": {"namespace": ["bronze"], "name": "events"},
+//!   "batch_id": "5f0c…",                      // deterministic, from the source positions
+//!   "sources": [{"source": "kafka:orders/3",
+//!                "positions": {"kind": "range", "first": "100", "last": "199"}}],
+//!   "schema_id": 0, "spec_id": 0,              // the table schema / partition spec the files were written with
+//!   "data_files": [ { … } ],                  // iceberg DataFile JSON (see `data_files`)
+//!   "delete_files": [],
+//!   "record_count": 100, "rejected_count": 0,
+//!   "created_at_ms": 1764496800000
+//! }
+//! ```
+//!
+//! Files are encoded with iceberg-rust's `serialize_data_file_to_json` (the
+//! manifest-entry shape: bounds as binary single-value serialisation), bound to
+//! the request's `spec_id` (partition type) and `schema_id`. A reader that does
+//! not know `version` must refuse the request rather than guess.
+
+use iceberg::TableIdent;
+use iceberg::spec::{DataFile, FormatVersion, TableMetadata};
+use serde::{Deserialize, Serialize};
+
+use crate::ident::display;
+use crate::source::SourceSpan;
+
+/// The wire format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// A request to commit the files of one writer batch to one table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRequest {
+    /// Wire format version, always [`VERSION`].
+    pub version: u32,
+    /// The target table.
+    pub table: TableIdent,
+    /// Deterministic id of the source batch; the committer's idempotency key.
+    pub batch_id: String,
+    /// The source positions the batch covers.
+    pub sources: Vec<SourceSpan>,
+    /// Schema id the files were written with.
+    pub schema_id: i32,
+    /// Partition spec id the files were written with.
+    pub spec_id: i32,
+    /// Data files, as iceberg DataFile JSON.
+    pub data_files: Vec<serde_json::Value>,
+    /// Delete files, as iceberg DataFile JSON.
+    #[serde(default)]
+    pub delete_files: Vec<serde_json::Value>,
+    /// Records written to the data files.
+    pub record_count: u64,
+    /// Records of the batch sent to the dead-letter location.
+    #[serde(default)]
+    pub rejected_count: u64,
+    /// When the writer created the request (ms since epoch).
+    pub created_at_ms: i64,
+}
+
+/// A request that cannot be encoded, decoded or bound to its table.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Not JSON of the expected shape.
+    #[error("commit request is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A version this build does not read.
+    #[error("commit request version {found} is not supported (this build reads {VERSION})")]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The request names a schema or spec the table does not have.
+    #[error("commit request {batch_id} for {table}: {reason}")]
+    Unbound {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// iceberg-rust could not encode or decode a file entry.
+    #[error("commit request {batch_id} for {table}: data file: {source}")]
+    File {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// The error.
+        source: iceberg::Error,
+    },
+}
+
+impl CommitRequest {
+    /// Encodes files of a table with the given spec into request entries.
+    pub fn encode_files(
+        metadata: &TableMetadata,
+        spec_id: i32,
+        files: Vec<DataFile>,
+        ctx: (&TableIdent, &str),
+    ) -> Result<Vec<serde_json::Value>, RequestError> {
+        let partition_type = partition_type(metadata, spec_id, ctx)?;
+        let version = metadata.format_version().max(FormatVersion::V2);
+        files
+            .into_iter()
+            .map(|f| {
+                let json =
+                    iceberg::spec::serialize_data_file_to_json(f, &partition_type, version)
+                        .map_err(|source| file_err(ctx, source))?;
+                Ok(serde_json::from_str(&json)?)
+            })
+            .collect()
+    }
+
+    /// Decodes the data files against the table's metadata.
+    pub fn data_files(&self, metadata: &TableMetadata) -> Result<Vec<DataFile>, RequestError> {
+        self.decode(metadata, &self.data_files)
+    }
+
+    /// Decodes the delete files against the table's metadata.
+    pub fn delete_files(&self, metadata: &TableMetadata) -> Result<Vec<DataFile>, RequestError> {
+        self.decode(metadata, &self.delete_files)
+    }
+
+    fn decode(
+        &self,
+        metadata: &TableMetadata,
+        files: &[serde_json::Value],
+    ) -> Result<Vec<DataFile>, RequestError> {
+        let ctx = (&self.table, self.batch_id.as_str());
+        let partition_type = partition_type(metadata, self.spec_id, ctx)?;
+        let schema =
+            metadata
+                .schema_by_id(self.schema_id)
+                .ok_or_else(|| RequestError::Unbound {
+                    table: display(&self.table),
+                    batch_id: self.batch_id.clone(),
+                    reason: format!("table has no schema {}", self.schema_id),
+                })?;
+        files
+            .iter()
+            .map(|v| {
+                iceberg::spec::deserialize_data_file_from_json(
+                    &v.to_string(),
+                    self.spec_id,
+                    &partition_type,
+                    schema,
+                )
+                .map_err(|source| file_err(ctx, source))
+            })
+            .collect()
+    }
+
+    /// Serialises the request for the queue.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, RequestError> {
+        Ok(serde_json::to_vec(self)?)
+    }
+
+    /// Parses a request from the queue, refusing versions this build does not read.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, RequestError> {
+        #[derive(Deserialize)]
+        struct Probe {
+            version: u32,
+        }
+        let probe: Probe = serde_json::from_slice(bytes)?;
+        if probe.version != VERSION {
+            return Err(RequestError::Version {
+                found: probe.version,
+            });
+        }
+        Ok(serde_json::from_slice(bytes)?)
+    }
+}
+
+fn partition_type(
+    metadata: &TableMetadata,
+    spec_id: i32,
+    (table, batch_id): (&TableIdent, &str),
+) -> Result<iceberg::spec::StructType, RequestError> {
+    let unbound = |reason: String| RequestError::Unbound {
+        table: display(table),
+        batch_id: batch_id.to_string(),
+        reason,
+    };
+    let spec = metadata
+        .partition_spec_by_id(spec_id)
+        .ok_or_else(|| unbound(format!("table has no partition spec {spec_id}")))?;
+    spec.partition_type(metadata.current_schema())
+        .map_err(|e| unbound(e.to_string()))
+}
+
+fn file_err((table, batch_id): (&TableIdent, &str), source: iceberg::Error) -> RequestError {
+    RequestError::File {
+        table: display(table),
+        batch_id: batch_id.to_string(),
+        source,
+    }
+}

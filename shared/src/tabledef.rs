@@ -1,0 +1,157 @@
+//! Table definitions as users write them: an Iceberg schema JSON file (the
+//! spec's `struct` form), partition expressions like `day(ts)` or
+//! `bucket(16, id)`, and `key=value` properties.
+
+use std::collections::HashMap;
+
+use iceberg::TableCreation;
+use iceberg::spec::{Schema, Transform, UnboundPartitionSpec};
+
+use crate::write::COMPRESSION_CODEC;
+
+/// A table definition that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TableDefError {
+    /// The schema JSON does not parse as an Iceberg schema.
+    #[error("schema: {0}")]
+    Schema(String),
+    /// A partition expression is malformed or names an unknown column.
+    #[error("partition `{expr}`: {reason}")]
+    Partition {
+        /// The expression.
+        expr: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A property is not `key=value`.
+    #[error("property `{0}`: expected KEY=VALUE")]
+    Property(String),
+}
+
+/// Parses an Iceberg schema from its JSON form.
+pub fn parse_schema(json: &str) -> Result<Schema, TableDefError> {
+    serde_json::from_str(json).map_err(|e| TableDefError::Schema(e.to_string()))
+}
+
+/// Parses `transform(args, column)` or a bare column (identity).
+pub fn parse_partition(
+    schema: &Schema,
+    exprs: &[String],
+) -> Result<UnboundPartitionSpec, TableDefError> {
+    let mut builder = UnboundPartitionSpec::builder();
+    for expr in exprs {
+        let bad = |reason: &str| TableDefError::Partition {
+            expr: expr.clone(),
+            reason: reason.to_string(),
+        };
+        let e = expr.trim();
+        let (transform, column) = match e.split_once('(') {
+            None => (Transform::Identity, e.to_string()),
+            Some((name, rest)) => {
+                let args = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| bad("missing `)`"))?;
+                let args: Vec<&str> = args.split(',').map(str::trim).collect();
+                let width = |a: &str| a.parse::<u32>().map_err(|_| bad("width must be a number"));
+                match (name.trim(), args.as_slice()) {
+                    ("identity", [c]) => (Transform::Identity, c.to_string()),
+                    ("year" | "years", [c]) => (Transform::Year, c.to_string()),
+                    ("month" | "months", [c]) => (Transform::Month, c.to_string()),
+                    ("day" | "days", [c]) => (Transform::Day, c.to_string()),
+                    ("hour" | "hours", [c]) => (Transform::Hour, c.to_string()),
+                    ("bucket", [n, c]) => (Transform::Bucket(width(n)?), c.to_string()),
+                    ("truncate", [w, c]) => (Transform::Truncate(width(w)?), c.to_string()),
+                    _ => {
+                        return Err(bad(
+                            "expected identity(c), year(c), month(c), day(c), hour(c), bucket(N, c) or truncate(W, c)",
+                        ));
+                    }
+                }
+            }
+        };
+        let field = schema
+            .field_by_name(&column)
+            .ok_or_else(|| bad(&format!("no column `{column}` in the schema")))?;
+        let name = match transform {
+            Transform::Identity => column.clone(),
+            Transform::Bucket(n) => format!("{column}_bucket_{n}"),
+            Transform::Truncate(w) => format!("{column}_trunc_{w}"),
+            t => format!("{column}_{}", t.to_string().to_lowercase()),
+        };
+        builder = builder
+            .add_partition_field(field.id, name, transform)
+            .map_err(|e| bad(&e.to_string()))?;
+    }
+    Ok(builder.build())
+}
+
+/// Parses `KEY=VALUE` properties.
+pub fn parse_properties(kvs: &[String]) -> Result<HashMap<String, String>, TableDefError> {
+    kvs.iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| !k.trim().is_empty())
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| TableDefError::Property(kv.clone()))
+        })
+        .collect()
+}
+
+/// A table creation with floe's defaults (format v2, zstd) under the given settings.
+pub fn creation(
+    name: &str,
+    schema: Schema,
+    partition: UnboundPartitionSpec,
+    mut properties: HashMap<String, String>,
+) -> TableCreation {
+    properties
+        .entry(COMPRESSION_CODEC.to_string())
+        .or_insert_with(|| "zstd".to_string());
+    TableCreation::builder()
+        .name(name.to_string())
+        .schema(schema)
+        .partition_spec(partition)
+        .properties(properties)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
+        {"id":1,"name":"id","required":true,"type":"long"},
+        {"id":2,"name":"ts","required":false,"type":"timestamptz"},
+        {"id":3,"name":"name","required":false,"type":"string"}]}"#;
+
+    #[test]
+    fn parses_schema_and_partition_expressions() {
+        let schema = parse_schema(SCHEMA).unwrap();
+        let spec = parse_partition(
+            &schema,
+            &["day(ts)".into(), "bucket(16, id)".into(), "name".into()],
+        )
+        .unwrap();
+        let fields = spec.fields();
+        assert_eq!(fields.len(), 3);
+        assert_eq!(fields[0].transform, Transform::Day);
+        assert_eq!(fields[0].name, "ts_day");
+        assert_eq!(fields[1].transform, Transform::Bucket(16));
+        assert_eq!(fields[1].source_id, 1);
+        assert_eq!(fields[2].transform, Transform::Identity);
+    }
+
+    #[test]
+    fn names_what_is_wrong() {
+        let schema = parse_schema(SCHEMA).unwrap();
+        let e = parse_partition(&schema, &["day(nope)".into()]).unwrap_err();
+        assert!(e.to_string().contains("no column `nope`"), "{e}");
+        assert!(parse_partition(&schema, &["bucket(x, id)".into()]).is_err());
+        assert!(parse_schema("{}").is_err());
+        assert!(parse_properties(&["novalue".into()]).is_err());
+        assert_eq!(
+            parse_properties(&["a=b=c".into()]).unwrap()["a"],
+            "b=c".to_string()
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! Arrow batches → Parquet data files in the table's storage, with the column
+//! metrics Iceberg needs, one file (or more, past the target size) per partition.
+//!
+//! Row groups are bounded by the batch a writer holds (a source batch), so
+//! `write.parquet.row-group-size-bytes` never binds before the batch ends.
+
+mod properties;
+
+use arrow_array::RecordBatch;
+use iceberg::TableIdent;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, PartitionKey, PartitionSpecRef, SchemaRef, TableMetadata};
+use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
+use iceberg::writer::CurrentFileStatus;
+pub use properties::*;
+
+use crate::ident::display;
+
+/// Rows handed to the Parquet writer between two checks of the file size.
+const ROLL_CHECK_ROWS: usize = 16 * 1024;
+
+/// Why data files could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A table property has a value floe cannot use.
+    #[error("table {table}: {source}")]
+    Property {
+        /// The table.
+        table: String,
+        /// The property at fault.
+        source: PropertyError,
+    },
+    /// Parquet encoding, partitioning or storage failed.
+    #[error("table {table}: writing data files: {source}")]
+    Iceberg {
+        /// The table.
+        table: String,
+        /// The error.
+        source: iceberg::Error,
+    },
+}
+
+/// Writes data files for one table at one schema and partition spec.
+pub struct TableWriter {
+    ident: TableIdent,
+    schema: SchemaRef,
+    spec: PartitionSpecRef,
+    file_io: FileIO,
+    data_location: String,
+    settings: FileSettings,
+    splitter: Option<RecordBatchPartitionSplitter>,
+}
+
+impl TableWriter {
+    /// A writer for the table's current schema and default partition spec.
+    pub fn new(
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        file_io: FileIO,
+    ) -> Result<Self, WriteError> {
+        let table = display(ident);
+        let settings = FileSettings::from_properties(metadata.properties()).map_err(|source| {
+            WriteError::Property {
+                table: table.clone(),
+                source,
+            }
+        })?;
+        let schema = metadata.current_schema().clone();
+        let spec = metadata.default_partition_spec().clone();
+        let splitter = if spec.is_unpartitioned() {
+            None
+        } else {
+            Some(
+                RecordBatchPartitionSplitter::try_new_with_computed_values(
+                    schema.clone(),
+                    spec.clone(),
+                )
+                .map_err(|source| WriteError::Iceberg {
+                    table: table.clone(),
+                    source,
+                })?,
+            )
+        };
+        let data_location = metadata
+            .properties()
+            .get("write.data.path")
+            .cloned()
+            .unwrap_or_else(|| format!("{}/data", metadata.location().trim_end_matches('/')));
+        Ok(Self {
+            ident: ident.clone(),
+            schema,
+            spec,
+            file_io,
+            data_location,
+            settings,
+            splitter,
+        })
+    }
+
+    /// The schema id files are written with.
+    pub fn schema_id(&self) -> i32 {
+        self.schema.schema_id()
+    }
+
+    /// The partition spec id files are written with.
+    pub fn spec_id(&self) -> i32 {
+        self.spec.spec_id()
+    }
+
+    /// Writes the batch as data files named `<name>-<n>.parquet`; returns them with metrics.
+    pub async fn write(&self, batch: &RecordBatch, name: &str) -> Result<Vec<DataFile>, WriteError> {
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        let parts = match &self.splitter {
+            None => vec![(None, batch.clone())],
+            Some(splitter) => splitter
+                .split(batch)
+                .map_err(|e| self.err(e))?
+                .into_iter()
+                .map(|(key, part)| (Some(key), part))
+                .collect(),
+        };
+        let mut files = Vec::new();
+        for (key, part) in parts {
+            self.write_partition(key.as_ref(), &part, name, &mut files)
+                .await?;
+        }
+        Ok(files)
+    }
+
+    async fn write_partition(
+        &self,
+        key: Option<&PartitionKey>,
+        batch: &RecordBatch,
+        name: &str,
+        files: &mut Vec<DataFile>,
+    ) -> Result<(), WriteError> {
+        let dir = match key {
+            Some(k) => format!("{}/{}", self.data_location, k.to_path()),
+            None => self.data_location.clone(),
+        };
+        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), self.schema.clone());
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let path = format!("{dir}/{name}-{:05}.parquet", files.len());
+            let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
+            let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
+            while offset < batch.num_rows() {
+                let len = ROLL_CHECK_ROWS.min(batch.num_rows() - offset);
+                writer
+                    .write(&batch.slice(offset, len))
+                    .await
+                    .map_err(|e| self.err(e))?;
+                offset += len;
+                if writer.current_written_size() as u64 >= self.settings.target_file_size {
+                    break;
+                }
+            }
+            for mut b in writer.close().await.map_err(|e| self.err(e))? {
+                if let Some(k) = key {
+                    b.partition(k.data().clone());
+                }
+                b.partition_spec_id(self.spec.spec_id());
+                let file = b.build().map_err(|e| {
+                    self.err(iceberg::Error::new(
+                        iceberg::ErrorKind::Unexpected,
+                        e.to_string(),
+                    ))
+                })?;
+                files.push(file);
+            }
+        }
+        Ok(())
+    }
+
+    fn err(&self, source: iceberg::Error) -> WriteError {
+        WriteError::Iceberg {
+            table: display(&self.ident),
+            source,
+        }
+    }
+}
