@@ -14,13 +14,7 @@ use crate::progress::Progress;
 use crate::report;
 
 /// The benchmark event: id, user_id, event_type, value, info, ts.
-const EVENT_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
-  {"id":1,"name":"id","required":false,"type":"long"},
-  {"id":2,"name":"user_id","required":false,"type":"long"},
-  {"id":3,"name":"event_type","required":false,"type":"string"},
-  {"id":4,"name":"value","required":false,"type":"long"},
-  {"id":5,"name":"info","required":false,"type":"string"},
-  {"id":6,"name":"ts","required":false,"type":"timestamptz"}]}"#;
+const EVENT_SCHEMA: &str = include_str!("../bench/events.schema.json");
 
 const EVENT_TYPES: [&str; 5] = ["click", "view", "purchase", "scroll", "hover"];
 

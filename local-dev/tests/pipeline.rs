@@ -137,3 +137,114 @@ fn missing_table_and_bad_names_fail_with_the_fix() {
     let out = wh.floe_env(&["ingest", "../x", f.to_str().unwrap()], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid table name"));
 }
+
+#[test]
+fn every_type_round_trips_exactly_through_pyiceberg() {
+    let wh = Warehouse::new();
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let schema = std::fs::read_to_string(data.join("all_types.schema.json")).unwrap();
+    wh.create_table("silver.all_types", &schema, &[]);
+    let report = wh.ingest("silver.all_types", &[&data.join("all_types.ndjson")], &[]);
+    assert_eq!(report["rejected"], 0, "{report}");
+    assert_eq!(report["records_committed"], 4);
+
+    let table = wh.read("silver.all_types", Some("id"));
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data.join("all_types.expected.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = table["rows"].as_array().unwrap();
+    let expected = expected.as_array().unwrap();
+    assert_eq!(rows.len(), expected.len());
+    for (got, want) in rows.iter().zip(expected) {
+        for (col, value) in want.as_object().unwrap() {
+            assert_eq!(&got[col], value, "row id {} column {col}", want["id"]);
+        }
+    }
+}
+
+#[test]
+fn partitioned_tables_get_one_file_per_partition_under_its_path() {
+    let wh = Warehouse::new();
+    wh.create_table(
+        "silver.events",
+        EVENT_SCHEMA,
+        &["--partition", "day(ts)", "--partition", "bucket(4, id)"],
+    );
+    let lines: String = (0..400)
+        .map(|i| {
+            format!(
+                "{{\"id\":{i},\"event_type\":\"e{}\",\"ts\":\"2026-11-{:02}T12:00:00Z\"}}\n",
+                i % 3,
+                1 + i % 3
+            )
+        })
+        .collect();
+    let f = wh.file("p.ndjson", &lines);
+    let report = wh.ingest("silver.events", &[&f], &["--batch-size", "1000"]);
+    assert_eq!(report["records_committed"], 400);
+
+    let table = wh.read("silver.events", None);
+    assert_eq!(ids(&table), (0..400).collect::<Vec<_>>());
+    let files: Vec<&str> = table["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    // 3 days x 4 buckets, each its own file under ts_day=.../id_bucket_4=...
+    assert_eq!(files.len(), 12, "{files:?}");
+    for day in ["2026-11-01", "2026-11-02", "2026-11-03"] {
+        let n = files
+            .iter()
+            .filter(|f| f.contains(&format!("/data/ts_day={day}/id_bucket_4=")))
+            .count();
+        assert_eq!(n, 4, "files for {day}: {files:?}");
+    }
+    assert_eq!(
+        table["file_records"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum::<u64>(),
+        400
+    );
+}
+
+#[test]
+fn target_file_size_rolls_files_and_codec_property_is_honoured() {
+    let wh = Warehouse::new();
+    wh.create_table(
+        "bronze.events",
+        EVENT_SCHEMA,
+        &[
+            "--property",
+            "write.target-file-size-bytes=65536",
+            "--property",
+            "write.parquet.compression-codec=snappy",
+        ],
+    );
+    let f = wh.file("a.ndjson", &events(0..100_000));
+    let report = wh.ingest("bronze.events", &[&f], &["--batch-size", "100000"]);
+    assert_eq!(report["requests"], 1);
+    let files = report["data_files"].as_u64().unwrap();
+    assert!(files > 1, "a 100k-record batch over a 64 KiB target wrote {files} file(s)");
+    let table = wh.read("bronze.events", None);
+    assert_eq!(table["count"], 100_000);
+    for path in table["files"].as_array().unwrap() {
+        let path = path.as_str().unwrap().trim_start_matches("file://");
+        let codecs = parquet_codecs(path);
+        assert!(codecs.iter().all(|c| c == "SNAPPY"), "{path}: {codecs:?}");
+    }
+}
+
+/// Column-chunk codecs of a Parquet file, read by pyarrow.
+fn parquet_codecs(path: &str) -> Vec<String> {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys,pyarrow.parquet as pq\nm=pq.ParquetFile(sys.argv[1]).metadata\nprint('\\n'.join(m.row_group(r).column(c).compression for r in range(m.num_row_groups) for c in range(m.num_columns)))",
+            path,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}

@@ -19,11 +19,22 @@ pub struct Chunk {
 impl Chunk {
     /// The non-blank lines with their 1-based line numbers.
     pub fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.text
-            .split(|b| *b == b'\n')
-            .enumerate()
-            .map(|(i, line)| (self.first_line + i as u64, line))
-            .filter(|(_, line)| line.iter().any(|b| !b.is_ascii_whitespace()))
+        let text = &self.text[..];
+        let mut start = 0;
+        let mut line = self.first_line;
+        std::iter::from_fn(move || {
+            while start < text.len() {
+                let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |p| start + p);
+                let record = &text[start..end];
+                let number = line;
+                line += 1;
+                start = end + 1;
+                if record.iter().any(|b| !b.is_ascii_whitespace()) {
+                    return Some((number, record));
+                }
+            }
+            None
+        })
     }
 
     /// The number of the last line in the chunk.
@@ -58,7 +69,7 @@ impl<R: Read> Chunker<R> {
         let mut scanned = 0;
         let mut lines = 0u64;
         loop {
-            while let Some(pos) = memchr(b'\n', &self.buf[scanned..]) {
+            while let Some(pos) = memchr::memchr(b'\n', &self.buf[scanned..]) {
                 scanned += pos + 1;
                 lines += 1;
                 if lines == self.lines_per_chunk {
@@ -91,10 +102,6 @@ impl<R: Read> Chunker<R> {
         self.next_line += lines;
         chunk
     }
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
 }
 
 #[cfg(test)]

@@ -31,9 +31,14 @@ pub struct LoadedTable {
 }
 
 impl LoadedTable {
-    /// The table as iceberg-rust's `Table`, for scans.
+    /// The table as iceberg-rust's `Table`, for scans; call inside a tokio runtime.
     pub fn to_table(&self, file_io: FileIO) -> Result<Table, CatalogError> {
+        let runtime = iceberg::Runtime::try_current().map_err(|source| CatalogError::Iceberg {
+            table: display(&self.ident),
+            source,
+        })?;
         Table::builder()
+            .runtime(runtime)
             .identifier(self.ident.clone())
             .metadata(self.metadata.clone())
             .metadata_location(self.metadata_location.clone())

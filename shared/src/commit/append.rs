@@ -3,15 +3,26 @@
 
 use iceberg::spec::{Operation, TableMetadata};
 
+use super::Action;
 use super::snapshot::SnapshotPlan;
 use crate::ledger;
 use crate::request::{CommitRequest, RequestError};
 
-/// Plans one append snapshot holding the files of all `requests`.
-pub fn plan(
-    metadata: &TableMetadata,
-    requests: &[CommitRequest],
-) -> Result<SnapshotPlan, RequestError> {
+/// The append action.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Append;
+
+impl Action for Append {
+    fn plan(
+        &self,
+        metadata: &TableMetadata,
+        requests: &[CommitRequest],
+    ) -> Result<Vec<SnapshotPlan>, RequestError> {
+        Ok(vec![plan(metadata, requests)?])
+    }
+}
+
+fn plan(metadata: &TableMetadata, requests: &[CommitRequest]) -> Result<SnapshotPlan, RequestError> {
     let mut added_data = Vec::new();
     for r in requests {
         added_data.extend(r.data_files(metadata)?.into_iter().map(|f| (r.spec_id, f)));

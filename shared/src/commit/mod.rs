@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use iceberg::TableIdent;
+use iceberg::spec::TableMetadata;
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
@@ -22,6 +23,17 @@ use crate::ident::display;
 use crate::ledger::Ledger;
 use crate::request::{CommitRequest, RequestError};
 use snapshot::SnapshotProducer;
+
+/// What a commit does with the requests not yet in the table: the snapshots to
+/// add, in order. Planned anew on every attempt, against the reloaded table.
+pub trait Action: std::fmt::Debug + Send + Sync {
+    /// Plans the snapshots for `requests` on top of `metadata`.
+    fn plan(
+        &self,
+        metadata: &TableMetadata,
+        requests: &[CommitRequest],
+    ) -> Result<Vec<snapshot::SnapshotPlan>, RequestError>;
+}
 
 /// Bounds on retrying a commit.
 #[derive(Debug, Clone)]
@@ -119,11 +131,21 @@ impl CommitEngine {
     }
 
     /// Appends the files of every request in ONE snapshot, exactly once.
-    #[tracing::instrument(skip_all, fields(table = %display(ident), requests = requests.len()))]
     pub async fn append(
         &self,
         ident: &TableIdent,
         requests: Vec<CommitRequest>,
+    ) -> Result<CommitOutcome, CommitError> {
+        self.commit(ident, requests, &append::Append).await
+    }
+
+    /// Commits the requests not yet in the table through `action`, exactly once.
+    #[tracing::instrument(skip_all, fields(table = %display(ident), requests = requests.len()))]
+    pub async fn commit(
+        &self,
+        ident: &TableIdent,
+        requests: Vec<CommitRequest>,
+        action: &dyn Action,
     ) -> Result<CommitOutcome, CommitError> {
         let table = display(ident);
         for r in &requests {
@@ -161,9 +183,9 @@ impl CommitEngine {
                 return Ok(outcome);
             }
             let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
-            let plan = append::plan(&base.metadata, &fresh)?;
-            let data_files = plan.added_data.len();
-            let (commit, written, snapshot_ids) = self.build(&table, &base, vec![plan]).await?;
+            let plans = action.plan(&base.metadata, &fresh)?;
+            let data_files = plans.iter().map(|p| p.added_data.len()).sum();
+            let (commit, written, snapshot_ids) = self.build(&table, &base, plans).await?;
             match self.catalog.commit(commit).await {
                 Ok(_) => {
                     outcome

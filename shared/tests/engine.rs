@@ -1,0 +1,261 @@
+//! The commit engine against the SQLite catalog: idempotency, several snapshots
+//! in one catalog commit, and a real lost race retried.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+use async_trait::async_trait;
+use floe_core::catalog::{Catalog, CatalogError, LoadedTable, SqliteCatalog, TableCommit};
+use floe_core::commit::snapshot::SnapshotPlan;
+use floe_core::commit::{Action, CommitEngine, RetryPolicy};
+use floe_core::faults::Faults;
+use floe_core::iceberg::io::FileIO;
+use floe_core::iceberg::spec::{Operation, TableMetadata};
+use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent};
+use floe_core::ident::parse_table;
+use floe_core::request::{CommitRequest, RequestError, VERSION};
+use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::write::TableWriter;
+use floe_core::{ledger, tabledef};
+use futures::TryStreamExt;
+
+const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"}]}"#;
+
+async fn setup(dir: &std::path::Path) -> (Arc<SqliteCatalog>, TableIdent) {
+    let catalog = SqliteCatalog::open(
+        "floe",
+        &dir.join("catalog.db"),
+        &format!("file://{}", dir.display()),
+        FileIO::new_with_fs(),
+        Faults::none(),
+    )
+    .unwrap();
+    let ident = parse_table("bronze.t").unwrap();
+    let schema = tabledef::parse_schema(SCHEMA).unwrap();
+    catalog
+        .create_table(
+            &ident,
+            tabledef::creation("t", schema, Default::default(), Default::default()),
+        )
+        .await
+        .unwrap();
+    (Arc::new(catalog), ident)
+}
+
+/// Writes ids `range` as real Parquet and returns the commit request for them.
+async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64) -> CommitRequest {
+    let loaded = catalog.load_table(ident).await.unwrap();
+    let writer = TableWriter::new(ident, &loaded.metadata, catalog.file_io().clone()).unwrap();
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(first..first + n));
+    let schema = Arc::new(
+        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema()).unwrap(),
+    );
+    let batch = RecordBatch::try_new(schema, vec![ids]).unwrap();
+    let spans = vec![SourceSpan {
+        source: "kafka:t/0".into(),
+        positions: Positions::Range {
+            first: (first as u64).into(),
+            last: ((first + n - 1) as u64).into(),
+        },
+    }];
+    let id = batch_id(&spans, None);
+    let files = writer.write(&batch, &id).await.unwrap();
+    CommitRequest {
+        version: VERSION,
+        table: ident.clone(),
+        batch_id: id.clone(),
+        sources: spans,
+        schema_id: writer.schema_id(),
+        spec_id: writer.spec_id(),
+        data_files: CommitRequest::encode_files(&loaded.metadata, writer.spec_id(), files, (ident, &id))
+            .unwrap(),
+        delete_files: vec![],
+        record_count: n as u64,
+        rejected_count: 0,
+        created_at_ms: 0,
+    }
+}
+
+async fn ids(catalog: &SqliteCatalog, ident: &TableIdent) -> Vec<i64> {
+    let loaded = catalog.load_table(ident).await.unwrap();
+    let batches: Vec<RecordBatch> = loaded
+        .to_table(catalog.file_io().clone())
+        .unwrap()
+        .scan()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// One snapshot per request, in order: the shape keyed commits will take.
+#[derive(Debug)]
+struct OnePerRequest;
+
+impl Action for OnePerRequest {
+    fn plan(
+        &self,
+        metadata: &TableMetadata,
+        requests: &[CommitRequest],
+    ) -> Result<Vec<SnapshotPlan>, RequestError> {
+        requests
+            .iter()
+            .map(|r| {
+                Ok(SnapshotPlan {
+                    operation: Operation::Append,
+                    added_data: r
+                        .data_files(metadata)?
+                        .into_iter()
+                        .map(|f| (r.spec_id, f))
+                        .collect(),
+                    added_deletes: vec![],
+                    properties: ledger::summary_entries([(r.batch_id.as_str(), r.sources.as_slice())]),
+                })
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn appends_coalesce_into_one_snapshot_and_never_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident) = setup(dir.path()).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    let a = request(&catalog, &ident, 0, 10).await;
+    let b = request(&catalog, &ident, 10, 5).await;
+
+    let out = engine.append(&ident, vec![a.clone(), b.clone(), a.clone()]).await.unwrap();
+    assert_eq!(out.committed.len(), 2, "the duplicate delivery of a is dropped");
+    assert_eq!(out.snapshot_ids.len(), 1);
+    assert_eq!(out.records, 15);
+
+    let again = engine.append(&ident, vec![b.clone(), a.clone()]).await.unwrap();
+    assert!(again.committed.is_empty());
+    assert_eq!(again.duplicates.len(), 2);
+    assert_eq!(ids(&catalog, &ident).await, (0..15).collect::<Vec<_>>());
+
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    let snap = loaded.metadata.current_snapshot().unwrap();
+    let summary = &snap.summary().additional_properties;
+    assert_eq!(summary["added-records"], "15");
+    assert_eq!(summary["total-records"], "15");
+    assert_eq!(summary[ledger::REQUESTS], "2");
+    assert_eq!(summary["floe.hwm.kafka:t/0"], "14");
+}
+
+#[tokio::test]
+async fn several_snapshots_chain_in_one_catalog_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident) = setup(dir.path()).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    let first = request(&catalog, &ident, 0, 3).await;
+    engine.append(&ident, vec![first]).await.unwrap();
+    let before = catalog.load_table(&ident).await.unwrap();
+
+    let reqs = vec![
+        request(&catalog, &ident, 3, 3).await,
+        request(&catalog, &ident, 6, 3).await,
+        request(&catalog, &ident, 9, 3).await,
+    ];
+    let out = engine.commit(&ident, reqs, &OnePerRequest).await.unwrap();
+    assert_eq!(out.snapshot_ids.len(), 3);
+
+    let after = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(after.metadata.snapshots().len(), 4);
+    // One metadata version for the three snapshots.
+    assert_eq!(after.metadata.metadata_log().len(), before.metadata.metadata_log().len() + 1);
+    let mut parent = before.metadata.current_snapshot_id();
+    let mut seq = before.metadata.last_sequence_number();
+    for id in &out.snapshot_ids {
+        let s = after.metadata.snapshot_by_id(*id).unwrap();
+        assert_eq!(s.parent_snapshot_id(), parent);
+        assert_eq!(s.sequence_number(), seq + 1);
+        parent = Some(*id);
+        seq += 1;
+    }
+    assert_eq!(after.metadata.current_snapshot_id(), parent);
+    assert_eq!(
+        after.metadata.current_snapshot().unwrap().summary().additional_properties["total-records"],
+        "12"
+    );
+    assert_eq!(ids(&catalog, &ident).await, (0..12).collect::<Vec<_>>());
+}
+
+/// A catalog that lets a competing commit land just before the first commit it
+/// is asked for: a real lost race, decided by the SQLite compare-and-swap.
+#[derive(Debug)]
+struct Racing {
+    inner: Arc<SqliteCatalog>,
+    rival: std::sync::Mutex<Option<CommitRequest>>,
+    raced: AtomicBool,
+}
+
+#[async_trait]
+impl Catalog for Racing {
+    fn file_io(&self) -> &FileIO {
+        self.inner.file_io()
+    }
+    fn default_location(&self, ident: &TableIdent) -> String {
+        self.inner.default_location(ident)
+    }
+    async fn ensure_namespace(&self, ns: &NamespaceIdent) -> Result<(), CatalogError> {
+        self.inner.ensure_namespace(ns).await
+    }
+    async fn create_table(&self, i: &TableIdent, c: TableCreation) -> Result<LoadedTable, CatalogError> {
+        self.inner.create_table(i, c).await
+    }
+    async fn load_table(&self, i: &TableIdent) -> Result<LoadedTable, CatalogError> {
+        self.inner.load_table(i).await
+    }
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let rival = self.rival.lock().unwrap().take();
+        if let Some(rival) = rival {
+            let engine = CommitEngine::new(self.inner.clone(), RetryPolicy::default());
+            engine.append(&commit.base.ident, vec![rival]).await.unwrap();
+            self.raced.store(true, Ordering::SeqCst);
+        }
+        self.inner.commit(commit).await
+    }
+}
+
+#[tokio::test]
+async fn a_lost_race_is_retried_on_the_new_table_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident) = setup(dir.path()).await;
+    let rival = request(&catalog, &ident, 100, 4).await;
+    let racing = Arc::new(Racing {
+        inner: catalog.clone(),
+        rival: std::sync::Mutex::new(Some(rival)),
+        raced: AtomicBool::new(false),
+    });
+    let engine = CommitEngine::new(racing.clone(), RetryPolicy::default());
+    let mine = request(&catalog, &ident, 0, 6).await;
+    let out = engine.append(&ident, vec![mine]).await.unwrap();
+    assert!(racing.raced.load(Ordering::SeqCst));
+    assert_eq!(out.attempts, 2, "the first attempt lost the compare-and-swap");
+    assert_eq!(out.committed.len(), 1);
+    let mut want: Vec<i64> = (0..6).collect();
+    want.extend(100..104);
+    assert_eq!(ids(&catalog, &ident).await, want);
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(loaded.metadata.snapshots().len(), 2);
+}
