@@ -39,12 +39,7 @@ pub struct DemoArgs {
 pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
     let ident = ident::parse_table(&args.table)?;
     let schema = tabledef::parse_schema(EVENT_SCHEMA)?;
-    let creation = tabledef::creation(
-        ident.name(),
-        schema,
-        Default::default(),
-        Default::default(),
-    );
+    let creation = tabledef::creation(ident.name(), schema, Default::default(), Default::default());
     match floe.create_table(&ident, creation).await {
         Ok(_) | Err(EmbeddedError::Catalog(CatalogError::TableExists { .. })) => {}
         Err(e) => return Err(e.into()),

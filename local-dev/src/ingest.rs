@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::ident;
-use floe_core::shred::ShredOptions;
+use floe_core::shred::{EpochUnit, ShredOptions};
 
 use crate::progress::Progress;
 use crate::report;
@@ -42,6 +42,33 @@ pub struct Tuning {
     /// Match JSON keys to columns ignoring ASCII case.
     #[arg(long)]
     pub case_insensitive: bool,
+    /// Unit of JSON numbers given for timestamp and time columns.
+    #[arg(long, value_enum, default_value_t = EpochArg::Ms)]
+    pub epoch_unit: EpochArg,
+}
+
+/// `--epoch-unit` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum EpochArg {
+    /// Seconds.
+    S,
+    /// Milliseconds.
+    Ms,
+    /// Microseconds.
+    Us,
+    /// Nanoseconds.
+    Ns,
+}
+
+impl From<EpochArg> for EpochUnit {
+    fn from(a: EpochArg) -> Self {
+        match a {
+            EpochArg::S => EpochUnit::Seconds,
+            EpochArg::Ms => EpochUnit::Milliseconds,
+            EpochArg::Us => EpochUnit::Microseconds,
+            EpochArg::Ns => EpochUnit::Nanoseconds,
+        }
+    }
 }
 
 impl Tuning {
@@ -53,7 +80,7 @@ impl Tuning {
             commit_window: Duration::from_millis(self.commit_window_ms),
             shred: ShredOptions {
                 case_insensitive: self.case_insensitive,
-                ..ShredOptions::default()
+                epoch_unit: self.epoch_unit.into(),
             },
             ..IngestOptions::default()
         }
@@ -78,8 +105,8 @@ pub async fn run(floe: &Embedded, args: IngestArgs) -> Result<()> {
             });
             continue;
         }
-        let file = std::fs::File::open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         total += file.metadata().map(|m| m.len()).unwrap_or(0);
         let abs = path.canonicalize().unwrap_or_else(|_| path.clone());
         inputs.push(Input {

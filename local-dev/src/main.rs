@@ -19,7 +19,12 @@ use tracing_subscriber::EnvFilter;
 #[command(name = "floe", version, about)]
 struct Cli {
     /// Warehouse directory (tables, metadata and the SQLite catalog).
-    #[arg(long, global = true, env = "FLOE_WAREHOUSE", default_value = "./warehouse")]
+    #[arg(
+        long,
+        global = true,
+        env = "FLOE_WAREHOUSE",
+        default_value = "./warehouse"
+    )]
     warehouse: PathBuf,
     #[command(subcommand)]
     command: Command,

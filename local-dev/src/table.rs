@@ -103,7 +103,10 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
         println!("partition unpartitioned");
     } else {
         for f in spec.fields() {
-            println!("partition {} = {}(field {})", f.name, f.transform, f.source_id);
+            println!(
+                "partition {} = {}(field {})",
+                f.name, f.transform, f.source_id
+            );
         }
     }
     let mut props: Vec<_> = m.properties().iter().collect();
@@ -117,7 +120,9 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
     for s in &snapshots {
         println!(
             "  {} seq {} {} +{} records, +{} files, {} requests",
-            s["snapshot_id"], s["sequence_number"], s["operation"].as_str().unwrap_or(""),
+            s["snapshot_id"],
+            s["sequence_number"],
+            s["operation"].as_str().unwrap_or(""),
             s["summary"]["added-records"].as_str().unwrap_or("0"),
             s["summary"]["added-data-files"].as_str().unwrap_or("0"),
             s["summary"][ledger::REQUESTS].as_str().unwrap_or("-"),

@@ -26,7 +26,10 @@ fn crash_then_retry(point: &str) {
     ];
     let fault = format!("{point}@2");
     let crashed = wh.floe_env(&args, &[("FLOE_FAULT", &fault)]);
-    assert!(!crashed.status.success(), "{point}: the injected crash did not stop floe");
+    assert!(
+        !crashed.status.success(),
+        "{point}: the injected crash did not stop floe"
+    );
     assert!(
         String::from_utf8_lossy(&crashed.stderr).contains(&format!("injected crash at {point}")),
         "{point}: {}",
@@ -34,11 +37,19 @@ fn crash_then_retry(point: &str) {
     );
 
     let retry = wh.floe_env(&args, &[]);
-    assert!(retry.status.success(), "{}", String::from_utf8_lossy(&retry.stderr));
+    assert!(
+        retry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&retry.stderr)
+    );
 
     let table = wh.read("bronze.events", None);
     assert_eq!(table["count"], 3000, "{point}: row count after retry");
-    assert_eq!(ids(&table), (0..3000).collect::<Vec<_>>(), "{point}: ids lost or doubled");
+    assert_eq!(
+        ids(&table),
+        (0..3000).collect::<Vec<_>>(),
+        "{point}: ids lost or doubled"
+    );
 }
 
 #[test]

@@ -34,6 +34,7 @@ def main():
     p.add_argument("table")
     p.add_argument("--sort")
     p.add_argument("--filter")
+    p.add_argument("--raw", action="store_true", help="also read the data files directly with pyarrow")
     a = p.parse_args()
     cat = SqlCatalog("floe", uri=f"sqlite:///{a.warehouse}/catalog.db", warehouse=f"file://{a.warehouse}")
     t = cat.load_table(a.table)
@@ -45,9 +46,17 @@ def main():
     rows = [canon(r) for r in tbl.to_pylist()]
     if a.sort:
         rows.sort(key=lambda r: (r[a.sort] is None, r[a.sort]))
-    files = [f.file for task in scan.plan_files() for f in [task]]
+    files = [task.file for task in scan.plan_files()]
     snaps = t.metadata.snapshots
+    raw = []
+    if a.raw:
+        import pyarrow.parquet as pq
+        for f in files:
+            raw.extend(canon(r) for r in pq.read_table(f.file_path.removeprefix("file://")).to_pylist())
+        if a.sort:
+            raw.sort(key=lambda r: (r[a.sort] is None, r[a.sort]))
     print(json.dumps({
+        "raw_rows": raw,
         "count": tbl.num_rows,
         "rows": rows,
         "snapshots": len(snaps),

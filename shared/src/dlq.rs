@@ -41,7 +41,7 @@ pub struct DlqError {
     /// Where it tried to write.
     pub location: String,
     /// The storage error.
-    pub source: iceberg::Error,
+    pub source: Box<iceberg::Error>,
 }
 
 /// Where rejected records go.
@@ -93,7 +93,7 @@ impl DeadLetters for StorageDeadLetters {
             table: display(table),
             batch_id: batch_id.to_string(),
             location: location.clone(),
-            source,
+            source: Box::new(source),
         };
         let mut body = Vec::new();
         for r in records {

@@ -39,7 +39,7 @@ pub enum EmbeddedError {
     Catalog(#[from] CatalogError),
     /// A pipeline step.
     #[error(transparent)]
-    Pipeline(#[from] PipelineError),
+    Pipeline(Box<PipelineError>),
     /// Reading an input.
     #[error("reading {source_name}: {error}")]
     Input {
@@ -57,6 +57,12 @@ pub enum EmbeddedError {
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
     Task(String),
+}
+
+impl From<PipelineError> for EmbeddedError {
+    fn from(e: PipelineError) -> Self {
+        EmbeddedError::Pipeline(Box::new(e))
+    }
 }
 
 /// How an embedded ingest runs.
@@ -225,7 +231,9 @@ impl Embedded {
         let reader = {
             let (table, batch_records) = (table.clone(), opts.batch_records);
             let counters = self.counters.clone();
-            tokio::task::spawn_blocking(move || read_inputs(inputs, &table, batch_records, &tx, &counters))
+            tokio::task::spawn_blocking(move || {
+                read_inputs(inputs, &table, batch_records, &tx, &counters)
+            })
         };
 
         let mut report = IngestReport::default();
@@ -277,7 +285,8 @@ impl Embedded {
         report.snapshots = d(6);
         report.duplicates = d(7);
         report.rejected.sort_by(|a, b| {
-            (a.source.as_str(), line_of(&a.position)).cmp(&(b.source.as_str(), line_of(&b.position)))
+            (a.source.as_str(), line_of(&a.position))
+                .cmp(&(b.source.as_str(), line_of(&b.position)))
         });
         report.elapsed = started.elapsed();
         Ok(report)

@@ -75,7 +75,9 @@ pub enum FaultMode {
 
 /// A `FLOE_FAULT` value that cannot be parsed.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("invalid FLOE_FAULT: {0} (expected <point>[:crash|:error][@<n>], points: after_upload, after_enqueue, catalog_swap, catalog_ambiguous, after_commit)")]
+#[error(
+    "invalid FLOE_FAULT: {0} (expected <point>[:crash|:error][@<n>], points: after_upload, after_enqueue, catalog_swap, catalog_ambiguous, after_commit)"
+)]
 pub struct FaultSpecError(String);
 
 /// The error a step returns when an `Error`-mode fault fires.

@@ -89,7 +89,7 @@ pub enum RequestError {
         /// The batch.
         batch_id: String,
         /// The error.
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
 }
 
@@ -106,9 +106,8 @@ impl CommitRequest {
         files
             .into_iter()
             .map(|f| {
-                let json =
-                    iceberg::spec::serialize_data_file_to_json(f, &partition_type, version)
-                        .map_err(|source| file_err(ctx, source))?;
+                let json = iceberg::spec::serialize_data_file_to_json(f, &partition_type, version)
+                    .map_err(|source| file_err(ctx, source))?;
                 Ok(serde_json::from_str(&json)?)
             })
             .collect()
@@ -195,6 +194,6 @@ fn file_err((table, batch_id): (&TableIdent, &str), source: iceberg::Error) -> R
     RequestError::File {
         table: display(table),
         batch_id: batch_id.to_string(),
-        source,
+        source: Box::new(source),
     }
 }

@@ -20,7 +20,9 @@ impl Position {
             return None;
         }
         let trimmed = s.trim_start_matches('0');
-        Some(Self(if trimmed.is_empty() { "0" } else { trimmed }.to_string()))
+        Some(Self(
+            if trimmed.is_empty() { "0" } else { trimmed }.to_string(),
+        ))
     }
 
     /// The decimal text.
@@ -153,8 +155,10 @@ mod tests {
 
     #[test]
     fn positions_order_numerically_at_any_size() {
-        let big = Position::parse("49590338271490256608559692538361571095921575989136588898").unwrap();
-        let bigger = Position::parse("49590338271490256608559692538361571095921575989136588899").unwrap();
+        let big =
+            Position::parse("49590338271490256608559692538361571095921575989136588898").unwrap();
+        let bigger =
+            Position::parse("49590338271490256608559692538361571095921575989136588899").unwrap();
         assert!(big < bigger);
         assert!(Position::from(9) < Position::from(10));
         assert_eq!(Position::parse("007").unwrap(), Position::from(7));

@@ -48,9 +48,7 @@ pub fn parse_partition(
         let (transform, column) = match e.split_once('(') {
             None => (Transform::Identity, e.to_string()),
             Some((name, rest)) => {
-                let args = rest
-                    .strip_suffix(')')
-                    .ok_or_else(|| bad("missing `)`"))?;
+                let args = rest.strip_suffix(')').ok_or_else(|| bad("missing `)`"))?;
                 let args: Vec<&str> = args.split(',').map(str::trim).collect();
                 let width = |a: &str| a.parse::<u32>().map_err(|_| bad("width must be a number"));
                 match (name.trim(), args.as_slice()) {

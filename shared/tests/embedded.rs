@@ -56,7 +56,10 @@ async fn create(dir: &Path) -> Embedded {
 /// Reads the table with iceberg-rust's scan: (id, info, ts micros) sorted by id.
 async fn scan(floe: &Embedded) -> Vec<(i64, Option<String>, Option<i64>)> {
     let catalog = floe.catalog();
-    let loaded = catalog.load_table(&parse_table("bronze.t").unwrap()).await.unwrap();
+    let loaded = catalog
+        .load_table(&parse_table("bronze.t").unwrap())
+        .await
+        .unwrap();
     let table = loaded.to_table(catalog.file_io().clone()).unwrap();
     let batches: Vec<RecordBatch> = table
         .scan()
@@ -71,8 +74,18 @@ async fn scan(floe: &Embedded) -> Vec<(i64, Option<String>, Option<i64>)> {
         .unwrap();
     let mut rows = Vec::new();
     for b in batches {
-        let id = b.column_by_name("id").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
-        let info = b.column_by_name("info").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
+        let id = b
+            .column_by_name("id")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let info = b
+            .column_by_name("info")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         let ts = b
             .column_by_name("ts")
             .unwrap()
@@ -130,7 +143,9 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
             .await;
         match point {
             FaultPoint::AfterUpload | FaultPoint::AfterEnqueue => {
-                let err = first.expect_err("a writer fault fails the ingest").to_string();
+                let err = first
+                    .expect_err("a writer fault fails the ingest")
+                    .to_string();
                 assert!(err.contains(point.name()), "{point}: {err}");
             }
             _ => {
@@ -144,7 +159,11 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
             .await
             .unwrap();
         let ids: Vec<i64> = scan(&clean).await.into_iter().map(|r| r.0).collect();
-        assert_eq!(ids, (0..1000).collect::<Vec<_>>(), "{point}: rows lost or doubled");
+        assert_eq!(
+            ids,
+            (0..1000).collect::<Vec<_>>(),
+            "{point}: rows lost or doubled"
+        );
     }
 }
 

@@ -50,7 +50,8 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
     let writer = TableWriter::new(ident, &loaded.metadata, catalog.file_io().clone()).unwrap();
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(first..first + n));
     let schema = Arc::new(
-        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema()).unwrap(),
+        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema())
+            .unwrap(),
     );
     let batch = RecordBatch::try_new(schema, vec![ids]).unwrap();
     let spans = vec![SourceSpan {
@@ -69,8 +70,13 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         sources: spans,
         schema_id: writer.schema_id(),
         spec_id: writer.spec_id(),
-        data_files: CommitRequest::encode_files(&loaded.metadata, writer.spec_id(), files, (ident, &id))
-            .unwrap(),
+        data_files: CommitRequest::encode_files(
+            &loaded.metadata,
+            writer.spec_id(),
+            files,
+            (ident, &id),
+        )
+        .unwrap(),
         delete_files: vec![],
         record_count: n as u64,
         rejected_count: 0,
@@ -128,7 +134,10 @@ impl Action for OnePerRequest {
                         .map(|f| (r.spec_id, f))
                         .collect(),
                     added_deletes: vec![],
-                    properties: ledger::summary_entries([(r.batch_id.as_str(), r.sources.as_slice())]),
+                    properties: ledger::summary_entries([(
+                        r.batch_id.as_str(),
+                        r.sources.as_slice(),
+                    )]),
                 })
             })
             .collect()
@@ -143,12 +152,22 @@ async fn appends_coalesce_into_one_snapshot_and_never_twice() {
     let a = request(&catalog, &ident, 0, 10).await;
     let b = request(&catalog, &ident, 10, 5).await;
 
-    let out = engine.append(&ident, vec![a.clone(), b.clone(), a.clone()]).await.unwrap();
-    assert_eq!(out.committed.len(), 2, "the duplicate delivery of a is dropped");
+    let out = engine
+        .append(&ident, vec![a.clone(), b.clone(), a.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        out.committed.len(),
+        2,
+        "the duplicate delivery of a is dropped"
+    );
     assert_eq!(out.snapshot_ids.len(), 1);
     assert_eq!(out.records, 15);
 
-    let again = engine.append(&ident, vec![b.clone(), a.clone()]).await.unwrap();
+    let again = engine
+        .append(&ident, vec![b.clone(), a.clone()])
+        .await
+        .unwrap();
     assert!(again.committed.is_empty());
     assert_eq!(again.duplicates.len(), 2);
     assert_eq!(ids(&catalog, &ident).await, (0..15).collect::<Vec<_>>());
@@ -182,19 +201,26 @@ async fn several_snapshots_chain_in_one_catalog_commit() {
     let after = catalog.load_table(&ident).await.unwrap();
     assert_eq!(after.metadata.snapshots().len(), 4);
     // One metadata version for the three snapshots.
-    assert_eq!(after.metadata.metadata_log().len(), before.metadata.metadata_log().len() + 1);
+    assert_eq!(
+        after.metadata.metadata_log().len(),
+        before.metadata.metadata_log().len() + 1
+    );
     let mut parent = before.metadata.current_snapshot_id();
-    let mut seq = before.metadata.last_sequence_number();
-    for id in &out.snapshot_ids {
+    let first_seq = before.metadata.last_sequence_number() + 1;
+    for (seq, id) in (first_seq..).zip(&out.snapshot_ids) {
         let s = after.metadata.snapshot_by_id(*id).unwrap();
         assert_eq!(s.parent_snapshot_id(), parent);
-        assert_eq!(s.sequence_number(), seq + 1);
+        assert_eq!(s.sequence_number(), seq);
         parent = Some(*id);
-        seq += 1;
     }
     assert_eq!(after.metadata.current_snapshot_id(), parent);
     assert_eq!(
-        after.metadata.current_snapshot().unwrap().summary().additional_properties["total-records"],
+        after
+            .metadata
+            .current_snapshot()
+            .unwrap()
+            .summary()
+            .additional_properties["total-records"],
         "12"
     );
     assert_eq!(ids(&catalog, &ident).await, (0..12).collect::<Vec<_>>());
@@ -220,7 +246,11 @@ impl Catalog for Racing {
     async fn ensure_namespace(&self, ns: &NamespaceIdent) -> Result<(), CatalogError> {
         self.inner.ensure_namespace(ns).await
     }
-    async fn create_table(&self, i: &TableIdent, c: TableCreation) -> Result<LoadedTable, CatalogError> {
+    async fn create_table(
+        &self,
+        i: &TableIdent,
+        c: TableCreation,
+    ) -> Result<LoadedTable, CatalogError> {
         self.inner.create_table(i, c).await
     }
     async fn load_table(&self, i: &TableIdent) -> Result<LoadedTable, CatalogError> {
@@ -230,7 +260,10 @@ impl Catalog for Racing {
         let rival = self.rival.lock().unwrap().take();
         if let Some(rival) = rival {
             let engine = CommitEngine::new(self.inner.clone(), RetryPolicy::default());
-            engine.append(&commit.base.ident, vec![rival]).await.unwrap();
+            engine
+                .append(&commit.base.ident, vec![rival])
+                .await
+                .unwrap();
             self.raced.store(true, Ordering::SeqCst);
         }
         self.inner.commit(commit).await
@@ -251,7 +284,10 @@ async fn a_lost_race_is_retried_on_the_new_table_without_loss() {
     let mine = request(&catalog, &ident, 0, 6).await;
     let out = engine.append(&ident, vec![mine]).await.unwrap();
     assert!(racing.raced.load(Ordering::SeqCst));
-    assert_eq!(out.attempts, 2, "the first attempt lost the compare-and-swap");
+    assert_eq!(
+        out.attempts, 2,
+        "the first attempt lost the compare-and-swap"
+    );
     assert_eq!(out.committed.len(), 1);
     let mut want: Vec<i64> = (0..6).collect();
     want.extend(100..104);

@@ -80,6 +80,15 @@ impl Warehouse {
 
     /// Reads the table with pyiceberg.
     pub fn read(&self, table: &str, sort: Option<&str>) -> Value {
+        self.read_with(table, sort, &[])
+    }
+
+    /// Reads the table with pyiceberg, and its data files with pyarrow (`raw_rows`).
+    pub fn read_raw(&self, table: &str, sort: Option<&str>) -> Value {
+        self.read_with(table, sort, &["--raw"])
+    }
+
+    fn read_with(&self, table: &str, sort: Option<&str>, extra: &[&str]) -> Value {
         let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_table.py");
         let mut cmd = Command::new(&python);
@@ -87,6 +96,7 @@ impl Warehouse {
         if let Some(col) = sort {
             cmd.args(["--sort", col]);
         }
+        cmd.args(extra);
         let out = cmd.output().unwrap_or_else(|e| {
             panic!("running {python}: {e}; run ./local-dev/test.sh, which installs pyiceberg")
         });

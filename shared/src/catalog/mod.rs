@@ -35,7 +35,7 @@ impl LoadedTable {
     pub fn to_table(&self, file_io: FileIO) -> Result<Table, CatalogError> {
         let runtime = iceberg::Runtime::try_current().map_err(|source| CatalogError::Iceberg {
             table: display(&self.ident),
-            source,
+            source: Box::new(source),
         })?;
         Table::builder()
             .runtime(runtime)
@@ -47,7 +47,7 @@ impl LoadedTable {
             .build()
             .map_err(|source| CatalogError::Iceberg {
                 table: display(&self.ident),
-                source,
+                source: Box::new(source),
             })
     }
 }
@@ -69,7 +69,9 @@ pub struct TableCommit {
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// The table does not exist.
-    #[error("table {table} does not exist; create it with `floe table create {table} --schema FILE`")]
+    #[error(
+        "table {table} does not exist; create it with `floe table create {table} --schema FILE`"
+    )]
     NoSuchTable {
         /// The table.
         table: String,
@@ -100,7 +102,7 @@ pub enum CatalogError {
         /// The table.
         table: String,
         /// The error.
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
     /// The catalog's own store failed.
     #[error("catalog store: {0}")]

@@ -110,7 +110,7 @@ impl SqliteCatalog {
             .await
             .map_err(|source| CatalogError::Iceberg {
                 table: display(ident),
-                source,
+                source: Box::new(source),
             })
     }
 }
@@ -161,7 +161,7 @@ impl Catalog for SqliteCatalog {
             .and_then(|b| b.build())
             .map_err(|source| CatalogError::Iceberg {
                 table: table.clone(),
-                source,
+                source: Box::new(source),
             })?
             .metadata;
         let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
@@ -197,7 +197,7 @@ impl Catalog for SqliteCatalog {
             .await
             .map_err(|source| CatalogError::Iceberg {
                 table: display(ident),
-                source,
+                source: Box::new(source),
             })?;
         Ok(LoadedTable {
             ident: ident.clone(),
@@ -214,9 +214,9 @@ impl Catalog for SqliteCatalog {
                 .base
                 .metadata_location
                 .parse()
-                .map_err(|source| CatalogError::Iceberg {
+                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
                     table: table.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
         let next = base_location
             .with_next_version()
@@ -227,14 +227,15 @@ impl Catalog for SqliteCatalog {
             return Err(CatalogError::Store(fault.to_string()));
         }
         let ns = ident.namespace().join(".");
-        let swapped = self.with_conn(|c| {
-            c.execute(
+        let swapped =
+            self.with_conn(|c| {
+                c.execute(
                 "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
                  WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
                    AND metadata_location = ?2",
                 params![next, commit.base.metadata_location, self.name, ns, ident.name()],
             )
-        })?;
+            })?;
         if swapped == 0 {
             // The losing metadata file is never referenced; removing it keeps the
             // metadata directory to what the table history names.

@@ -22,7 +22,10 @@ impl Action for Append {
     }
 }
 
-fn plan(metadata: &TableMetadata, requests: &[CommitRequest]) -> Result<SnapshotPlan, RequestError> {
+fn plan(
+    metadata: &TableMetadata,
+    requests: &[CommitRequest],
+) -> Result<SnapshotPlan, RequestError> {
     let mut added_data = Vec::new();
     for r in requests {
         added_data.extend(r.data_files(metadata)?.into_iter().map(|f| (r.spec_id, f)));

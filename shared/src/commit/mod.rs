@@ -81,10 +81,12 @@ pub enum CommitError {
         /// The table.
         table: String,
         /// The error.
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
     /// Every attempt conflicted or had an unknown outcome.
-    #[error("table {table}: gave up after {attempts} attempts ({last}); the requests stay queued and will be retried")]
+    #[error(
+        "table {table}: gave up after {attempts} attempts ({last}); the requests stay queued and will be retried"
+    )]
     Exhausted {
         /// The table.
         table: String,
@@ -179,7 +181,10 @@ impl CommitEngine {
                 }
             }
             if fresh.is_empty() {
-                info!(duplicates = outcome.duplicates.len(), "nothing new to commit");
+                info!(
+                    duplicates = outcome.duplicates.len(),
+                    "nothing new to commit"
+                );
                 return Ok(outcome);
             }
             let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
@@ -238,7 +243,7 @@ impl CommitEngine {
     ) -> Result<(TableCommit, snapshot::Written, Vec<i64>), CommitError> {
         let build_err = |source| CommitError::Build {
             table: table.to_string(),
-            source,
+            source: Box::new(source),
         };
         let mut producer = SnapshotProducer::new(self.catalog.file_io(), base)
             .await

@@ -66,7 +66,10 @@ impl<'a> SnapshotProducer<'a> {
             Some(s) => {
                 let bytes = file_io.new_input(s.manifest_list())?.read().await?;
                 let list = ManifestList::parse_with_version(&bytes, meta.format_version())?;
-                (list.consume_entries().into_iter().collect(), totals_of(s.summary()))
+                (
+                    list.consume_entries().into_iter().collect(),
+                    totals_of(s.summary()),
+                )
             }
             None => (Vec::new(), HashMap::new()),
         };
@@ -157,16 +160,12 @@ impl<'a> SnapshotProducer<'a> {
         let mut list = match meta.format_version() {
             FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, self.parent),
             FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, self.parent, seq),
-            FormatVersion::V3 => ManifestListWriter::v3(
-                out,
-                snapshot_id,
-                self.parent,
-                seq,
-                Some(meta.next_row_id()),
-            ),
+            FormatVersion::V3 => {
+                ManifestListWriter::v3(out, snapshot_id, self.parent, seq, Some(meta.next_row_id()))
+            }
         };
         // New manifests first: readers plan newest files first, as Java does.
-        new_manifests.extend(self.manifests.drain(..));
+        new_manifests.append(&mut self.manifests);
         list.add_manifests(new_manifests.clone().into_iter())?;
         list.close().await?;
         self.written.0.push(list_path.clone());
@@ -209,7 +208,12 @@ impl<'a> SnapshotProducer<'a> {
     /// The new metadata, the requirements that must hold, and the files written.
     pub fn finish(
         self,
-    ) -> iceberg::Result<(TableMetadataBuildResult, Vec<TableRequirement>, Written, Vec<i64>)> {
+    ) -> iceberg::Result<(
+        TableMetadataBuildResult,
+        Vec<TableRequirement>,
+        Written,
+        Vec<i64>,
+    )> {
         let meta = &self.base.metadata;
         let requirements = vec![
             TableRequirement::UuidMatch { uuid: meta.uuid() },
@@ -273,7 +277,11 @@ const TOTALS: &[(&str, &str, &str)] = &[
     ("total-records", "added-records", "deleted-records"),
     ("total-files-size", "added-files-size", "removed-files-size"),
     ("total-data-files", "added-data-files", "deleted-data-files"),
-    ("total-delete-files", "added-delete-files", "removed-delete-files"),
+    (
+        "total-delete-files",
+        "added-delete-files",
+        "removed-delete-files",
+    ),
     (
         "total-position-deletes",
         "added-position-deletes",
@@ -298,7 +306,10 @@ fn totals_of(summary: &Summary) -> HashMap<String, u64> {
 
 // A failed `set_branch_snapshot` consumes the builder; the producer is spent.
 fn finished() -> Error {
-    Error::new(ErrorKind::Unexpected, "snapshot producer used after a failed add")
+    Error::new(
+        ErrorKind::Unexpected,
+        "snapshot producer used after a failed add",
+    )
 }
 
 fn now_ms() -> i64 {

@@ -125,7 +125,10 @@ impl Committer {
         Counters::add(&c.batches_committed, outcome.committed.len() as u64);
         Counters::add(&c.records_committed, outcome.records);
         Counters::add(&c.duplicates, outcome.duplicates.len() as u64);
-        Counters::add(&c.commit_retries, u64::from(outcome.attempts.saturating_sub(1)));
+        Counters::add(
+            &c.commit_retries,
+            u64::from(outcome.attempts.saturating_sub(1)),
+        );
         self.faults
             .hit(FaultPoint::AfterCommit)
             .map_err(|source| PipelineError::Fault {

@@ -39,7 +39,7 @@ pub enum PipelineError {
         /// The batch.
         batch_id: String,
         /// The error.
-        source: ShredError,
+        source: Box<ShredError>,
     },
     /// Dead-lettering rejected records failed.
     #[error(transparent)]

@@ -143,7 +143,7 @@ impl Writer {
         let shred_err = |source| PipelineError::Shred {
             table: table.clone(),
             batch_id: batch_id.clone(),
-            source,
+            source: Box::new(source),
         };
         let mut shredder = Shredder::new(schema, self.options.clone()).map_err(shred_err)?;
         let source_name = batch
@@ -193,14 +193,14 @@ impl Writer {
             batch_id.get(..16).unwrap_or(&batch_id),
             Uuid::now_v7().simple()
         );
-        let files = ctx
-            .writer
-            .write(&data, &name)
-            .await
-            .map_err(|source| PipelineError::Write {
-                batch_id: batch_id.clone(),
-                source,
-            })?;
+        let files =
+            ctx.writer
+                .write(&data, &name)
+                .await
+                .map_err(|source| PipelineError::Write {
+                    batch_id: batch_id.clone(),
+                    source,
+                })?;
         report.files = files.len();
         report.bytes = files.iter().map(|f| f.file_size_in_bytes()).sum();
         Counters::add(&self.counters.data_files, report.files as u64);
@@ -237,7 +237,11 @@ impl Writer {
             })?;
         Counters::add(&self.counters.requests, 1);
         self.fault(FaultPoint::AfterEnqueue, &table, &batch_id)?;
-        debug!(records = report.records, files = report.files, "batch written");
+        debug!(
+            records = report.records,
+            files = report.files,
+            "batch written"
+        );
         Ok(report)
     }
 

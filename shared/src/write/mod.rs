@@ -11,8 +11,8 @@ use iceberg::TableIdent;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PartitionKey, PartitionSpecRef, SchemaRef, TableMetadata};
-use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use iceberg::writer::CurrentFileStatus;
+use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 pub use properties::*;
 
 use crate::ident::display;
@@ -37,7 +37,7 @@ pub enum WriteError {
         /// The table.
         table: String,
         /// The error.
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
 }
 
@@ -78,7 +78,7 @@ impl TableWriter {
                 )
                 .map_err(|source| WriteError::Iceberg {
                     table: table.clone(),
-                    source,
+                    source: Box::new(source),
                 })?,
             )
         };
@@ -109,7 +109,11 @@ impl TableWriter {
     }
 
     /// Writes the batch as data files named `<name>-<n>.parquet`; returns them with metrics.
-    pub async fn write(&self, batch: &RecordBatch, name: &str) -> Result<Vec<DataFile>, WriteError> {
+    pub async fn write(
+        &self,
+        batch: &RecordBatch,
+        name: &str,
+    ) -> Result<Vec<DataFile>, WriteError> {
         if batch.num_rows() == 0 {
             return Ok(Vec::new());
         }
@@ -178,7 +182,7 @@ impl TableWriter {
     fn err(&self, source: iceberg::Error) -> WriteError {
         WriteError::Iceberg {
             table: display(&self.ident),
-            source,
+            source: Box::new(source),
         }
     }
 }

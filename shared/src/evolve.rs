@@ -1,0 +1,429 @@
+//! Schema inference and evolution from JSON records: the types new fields get,
+//! and the compatible changes that make a table accept records it cannot yet
+//! hold (new optional columns at any depth, int→long, float→double, wider
+//! decimals at the same scale, required→optional). Never a drop or a rename.
+
+use std::sync::Arc;
+
+use iceberg::spec::{
+    ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type,
+};
+use serde_json::Value;
+
+/// How types of new fields are inferred from JSON values.
+#[derive(Debug, Clone, Default)]
+pub struct InferOptions {
+    /// JSON numbers with a fraction or exponent become `decimal(38, scale)` instead of `double`.
+    pub decimal_scale: Option<u32>,
+    /// ISO-8601 date-time strings become `timestamptz` instead of `string`.
+    pub timestamps: bool,
+    /// Match JSON keys to existing fields ignoring ASCII case.
+    pub case_insensitive: bool,
+}
+
+/// A schema change the records need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evolution {
+    /// The evolved schema (same schema id; the catalog assigns the new one).
+    pub schema: Schema,
+    /// What changed, for logs and reports (e.g. `added optional payload.note: string`).
+    pub changes: Vec<String>,
+}
+
+/// The iceberg type for a JSON value; `None` for null or empty containers,
+/// whose type is not known yet.
+pub fn infer_type(value: &Value, opts: &InferOptions, next_id: &mut i32) -> Option<Type> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(_) => Type::Primitive(PrimitiveType::Boolean),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Type::Primitive(PrimitiveType::Long),
+        Value::Number(_) => match opts.decimal_scale {
+            Some(scale) => Type::Primitive(PrimitiveType::Decimal {
+                precision: 38,
+                scale,
+            }),
+            None => Type::Primitive(PrimitiveType::Double),
+        },
+        Value::String(s) if opts.timestamps && looks_like_timestamp(s) => {
+            Type::Primitive(PrimitiveType::Timestamptz)
+        }
+        Value::String(_) => Type::Primitive(PrimitiveType::String),
+        Value::Object(map) => {
+            let mut fields = Vec::new();
+            for (k, v) in map {
+                let id = take_id(next_id);
+                if let Some(t) = infer_type(v, opts, next_id) {
+                    fields.push(Arc::new(NestedField::optional(id, k, t)));
+                }
+            }
+            if fields.is_empty() {
+                return None;
+            }
+            Type::Struct(StructType::new(fields))
+        }
+        Value::Array(items) => {
+            let id = take_id(next_id);
+            let element = items.iter().find_map(|v| infer_type(v, opts, next_id))?;
+            Type::List(ListType::new(Arc::new(NestedField::list_element(
+                id, element, false,
+            ))))
+        }
+    })
+}
+
+/// Infers a whole schema from sample records (the union of their fields, in order of appearance).
+pub fn infer_schema<'a>(
+    records: impl IntoIterator<Item = &'a Value>,
+    opts: &InferOptions,
+) -> Option<Schema> {
+    let empty = Schema::builder().build().ok()?;
+    let evolved = evolve(&empty, 0, records, opts)?;
+    Some(evolved.schema)
+}
+
+/// The schema change that lets `schema` hold every record, or `None` if it
+/// already does. New field ids start after `last_column_id`.
+pub fn evolve<'a>(
+    schema: &Schema,
+    last_column_id: i32,
+    records: impl IntoIterator<Item = &'a Value>,
+    opts: &InferOptions,
+) -> Option<Evolution> {
+    let mut next_id = last_column_id.max(schema.highest_field_id()) + 1;
+    let mut root = schema.as_struct().clone();
+    let mut changes = Vec::new();
+    for record in records {
+        if let Value::Object(map) = record {
+            root = evolve_struct(&root, map, "", opts, &mut next_id, &mut changes);
+        }
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    let schema = Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(root.fields().iter().cloned())
+        .build()
+        .ok()?;
+    Some(Evolution { schema, changes })
+}
+
+fn evolve_struct(
+    st: &StructType,
+    map: &serde_json::Map<String, Value>,
+    path: &str,
+    opts: &InferOptions,
+    next_id: &mut i32,
+    changes: &mut Vec<String>,
+) -> StructType {
+    let mut fields: Vec<NestedFieldRef> = st.fields().to_vec();
+    // Required fields a record lacks become optional.
+    for f in fields.iter_mut() {
+        if f.required && lookup(map, &f.name, opts).is_none_or(Value::is_null) {
+            changes.push(format!("made {} optional", join(path, &f.name)));
+            *f = Arc::new(with_type(f, (*f.field_type).clone(), false));
+        }
+    }
+    for (key, value) in map {
+        let existing = fields.iter().position(|f| names_match(&f.name, key, opts));
+        match existing {
+            None => {
+                let id = take_id(next_id);
+                if let Some(t) = infer_type(value, opts, next_id) {
+                    changes.push(format!("added optional {}: {t}", join(path, key)));
+                    fields.push(Arc::new(NestedField::optional(id, key, t)));
+                }
+            }
+            Some(i) => {
+                let f = &fields[i];
+                let p = join(path, &f.name);
+                let t = evolve_type(&f.field_type, value, &p, opts, next_id, changes);
+                if t != *f.field_type {
+                    fields[i] = Arc::new(with_type(f, t, f.required));
+                }
+            }
+        }
+    }
+    StructType::new(fields)
+}
+
+fn evolve_type(
+    t: &Type,
+    value: &Value,
+    path: &str,
+    opts: &InferOptions,
+    next_id: &mut i32,
+    changes: &mut Vec<String>,
+) -> Type {
+    match (t, value) {
+        (Type::Struct(st), Value::Object(map)) => {
+            Type::Struct(evolve_struct(st, map, path, opts, next_id, changes))
+        }
+        (Type::List(list), Value::Array(items)) => {
+            let mut element = list.element_field.clone();
+            for item in items {
+                if item.is_null() && element.required {
+                    changes.push(format!("made {path}[] optional"));
+                    element = Arc::new(with_type(&element, (*element.field_type).clone(), false));
+                    continue;
+                }
+                let et = evolve_type(
+                    &element.field_type,
+                    item,
+                    &format!("{path}[]"),
+                    opts,
+                    next_id,
+                    changes,
+                );
+                if et != *element.field_type {
+                    element = Arc::new(with_type(&element, et, element.required));
+                }
+            }
+            Type::List(ListType::new(element))
+        }
+        (Type::Map(map), Value::Object(entries)) => {
+            let mut value_field = map.value_field.clone();
+            for v in entries.values() {
+                if v.is_null() && value_field.required {
+                    changes.push(format!("made {path}{{}} optional"));
+                    value_field = Arc::new(with_type(
+                        &value_field,
+                        (*value_field.field_type).clone(),
+                        false,
+                    ));
+                    continue;
+                }
+                let vt = evolve_type(
+                    &value_field.field_type,
+                    v,
+                    &format!("{path}{{}}"),
+                    opts,
+                    next_id,
+                    changes,
+                );
+                if vt != *value_field.field_type {
+                    value_field = Arc::new(with_type(&value_field, vt, value_field.required));
+                }
+            }
+            Type::Map(MapType::new(map.key_field.clone(), value_field))
+        }
+        (Type::Primitive(p), v) => match widen(p, v) {
+            Some(w) => {
+                changes.push(format!("widened {path} from {p} to {w}"));
+                Type::Primitive(w)
+            }
+            None => t.clone(),
+        },
+        // Anything else is incompatible: the shredder rejects those records.
+        _ => t.clone(),
+    }
+}
+
+/// The wider primitive a value needs, if the type can widen to hold it.
+fn widen(p: &PrimitiveType, v: &Value) -> Option<PrimitiveType> {
+    match (p, v) {
+        (PrimitiveType::Int, Value::Number(n)) => {
+            let fits = n.as_i64().is_some_and(|i| i32::try_from(i).is_ok());
+            (!fits && (n.is_i64() || n.is_u64()) && n.as_i64().is_some())
+                .then_some(PrimitiveType::Long)
+        }
+        (PrimitiveType::Float, Value::Number(n)) => {
+            let f = n.as_f64()?;
+            (f.is_finite() && (f as f32).is_infinite()).then_some(PrimitiveType::Double)
+        }
+        (PrimitiveType::Decimal { precision, scale }, v) => {
+            let text = match v {
+                Value::Number(n) => n.to_string(),
+                Value::String(s) => s.clone(),
+                _ => return None,
+            };
+            let int_digits = integer_digits(&text)?;
+            let needed = int_digits + scale;
+            (needed > *precision && needed <= 38).then_some(PrimitiveType::Decimal {
+                precision: needed,
+                scale: *scale,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Digits before the decimal point of a plain decimal literal (no exponent).
+fn integer_digits(text: &str) -> Option<u32> {
+    let t = text.trim().trim_start_matches(['-', '+']);
+    if t.contains(['e', 'E']) {
+        return None;
+    }
+    let int = t.split('.').next()?.trim_start_matches('0');
+    int.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then_some(int.len() as u32)
+}
+
+fn with_type(f: &NestedField, t: Type, required: bool) -> NestedField {
+    let mut out = NestedField::new(f.id, &f.name, t, required);
+    out.doc = f.doc.clone();
+    out
+}
+
+fn lookup<'a>(
+    map: &'a serde_json::Map<String, Value>,
+    name: &str,
+    opts: &InferOptions,
+) -> Option<&'a Value> {
+    if opts.case_insensitive {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    } else {
+        map.get(name)
+    }
+}
+
+fn names_match(field: &str, key: &str, opts: &InferOptions) -> bool {
+    if opts.case_insensitive {
+        field.eq_ignore_ascii_case(key)
+    } else {
+        field == key
+    }
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn take_id(next_id: &mut i32) -> i32 {
+    let id = *next_id;
+    *next_id += 1;
+    id
+}
+
+fn looks_like_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 19
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b'T' || b[10] == b' ')
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[..4].iter().all(u8::is_ascii_digit)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema(json: &str) -> Schema {
+        serde_json::from_str(json).unwrap()
+    }
+
+    const BASE: &str = r#"{"type":"struct","schema-id":0,"fields":[
+        {"id":1,"name":"id","required":true,"type":"long"},
+        {"id":2,"name":"n","required":false,"type":"int"},
+        {"id":3,"name":"amount","required":false,"type":"decimal(5,2)"},
+        {"id":4,"name":"payload","required":false,"type":{"type":"struct","fields":[
+            {"id":5,"name":"a","required":false,"type":"string"}]}}]}"#;
+
+    #[test]
+    fn adds_optional_columns_at_top_level_and_nested_with_fresh_ids() {
+        let s = schema(BASE);
+        let recs = [json!({"id":1,"payload":{"a":"x","b":{"c":1.5}},"tags":["t"],"seen":true})];
+        let e = evolve(&s, 5, recs.iter(), &InferOptions::default()).unwrap();
+        let payload = e.schema.field_by_name("payload").unwrap();
+        let Type::Struct(st) = payload.field_type.as_ref() else {
+            panic!()
+        };
+        let b = st.field_by_name("b").unwrap();
+        assert!(b.id > 5 && !b.required);
+        let Type::Struct(bs) = b.field_type.as_ref() else {
+            panic!()
+        };
+        assert_eq!(
+            *bs.field_by_name("c").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Double)
+        );
+        let tags = e.schema.field_by_name("tags").unwrap();
+        assert!(matches!(tags.field_type.as_ref(), Type::List(_)));
+        assert_eq!(
+            *e.schema.field_by_name("seen").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Boolean)
+        );
+        // Every id is unique.
+        let mut ids: Vec<i32> = (1..=e.schema.highest_field_id())
+            .filter(|id| e.schema.field_by_id(*id).is_some())
+            .collect();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        assert!(e.changes.iter().any(|c| c
+            == "added optional payload.b: struct<7: c: optional double>"
+            || c.starts_with("added optional payload.b")));
+    }
+
+    #[test]
+    fn widens_int_decimal_and_relaxes_required_but_never_changes_kind() {
+        let s = schema(BASE);
+        let recs = [
+            json!({"n": 3_000_000_000i64, "amount": "123456.7"}),
+            json!({"id": 2, "n": "text"}),
+        ];
+        let e = evolve(&s, 5, recs.iter(), &InferOptions::default()).unwrap();
+        assert_eq!(
+            *e.schema.field_by_name("n").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Long)
+        );
+        assert_eq!(
+            *e.schema.field_by_name("amount").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Decimal {
+                precision: 8,
+                scale: 2
+            })
+        );
+        assert!(!e.schema.field_by_name("id").unwrap().required);
+        assert_eq!(e.changes.len(), 3, "{:?}", e.changes);
+    }
+
+    #[test]
+    fn nothing_to_do_when_records_fit() {
+        let s = schema(BASE);
+        let recs = [json!({"id":1,"n":5,"amount":"1.50","payload":{"a":"x"}})];
+        assert!(evolve(&s, 5, recs.iter(), &InferOptions::default()).is_none());
+    }
+
+    #[test]
+    fn infers_a_schema_with_configured_timestamps_and_decimals() {
+        let opts = InferOptions {
+            decimal_scale: Some(4),
+            timestamps: true,
+            case_insensitive: false,
+        };
+        let recs =
+            [json!({"id":1,"ts":"2026-11-30T10:00:00Z","price":1.25,"name":"a","nothing":null})];
+        let s = infer_schema(recs.iter(), &opts).unwrap();
+        let names: Vec<_> = s
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.clone())
+            .collect();
+        assert_eq!(names, ["id", "ts", "price", "name"]);
+        assert_eq!(
+            *s.field_by_name("ts").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Timestamptz)
+        );
+        assert_eq!(
+            *s.field_by_name("price").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Decimal {
+                precision: 38,
+                scale: 4
+            })
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! Hand-written ISO-8601 date/time parsing and epoch arithmetic (no chrono on the hot path).
+
+use super::EpochUnit;
+use super::column::TsUnit;
+use super::decimal::{ExactError, ScaleError, parse_exact};
+use super::error::show;
+
+const SECS_PER_DAY: i64 = 86_400;
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (civil-from-days inverted: shift the year
+/// to start in March so the leap day is last, then count 400-year eras).
+pub(super) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+#[inline(always)]
+fn d2(s: &[u8], i: usize) -> Option<u32> {
+    match s.get(i..i + 2)? {
+        [a @ b'0'..=b'9', b @ b'0'..=b'9'] => Some(((a - b'0') * 10 + (b - b'0')) as u32),
+        _ => None,
+    }
+}
+
+/// `YYYY-MM-DD` at the start of `s` as days since the epoch.
+#[inline]
+fn date_prefix(s: &[u8]) -> Option<i64> {
+    let year = d2(s, 0)? as i64 * 100 + d2(s, 2)? as i64;
+    if s.get(4) != Some(&b'-') || s.get(7) != Some(&b'-') {
+        return None;
+    }
+    let month = d2(s, 5)?;
+    let day = d2(s, 8)?;
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day))
+}
+
+/// `HH:MM:SS` at `s[at..]` as seconds of the day.
+#[inline]
+fn hms(s: &[u8], at: usize) -> Option<i64> {
+    let h = d2(s, at)?;
+    let m = d2(s, at + 3)?;
+    let sec = d2(s, at + 6)?;
+    if s.get(at + 2) != Some(&b':') || s.get(at + 5) != Some(&b':') || h > 23 || m > 59 || sec > 59
+    {
+        return None;
+    }
+    Some((h * 3600 + m * 60 + sec) as i64)
+}
+
+/// Why a fraction of a second was refused.
+enum FracError {
+    Syntax,
+    /// Non-zero digits past what the column stores.
+    Precision,
+}
+
+/// Optional `.digits` at `s[*at..]` in units of 10^-`keep` s; digits past `keep` must be zero.
+#[inline]
+fn fraction(s: &[u8], at: &mut usize, keep: usize) -> Result<i64, FracError> {
+    if !matches!(s.get(*at), Some(b'.' | b',')) {
+        return Ok(0);
+    }
+    *at += 1;
+    let start = *at;
+    let mut value: i64 = 0;
+    let mut n = 0;
+    while let Some(&b) = s.get(*at)
+        && b.is_ascii_digit()
+    {
+        if n < keep {
+            value = value * 10 + (b - b'0') as i64;
+        } else if b != b'0' {
+            return Err(FracError::Precision);
+        }
+        n += 1;
+        *at += 1;
+    }
+    if *at == start {
+        return Err(FracError::Syntax);
+    }
+    for _ in n..keep {
+        value *= 10;
+    }
+    Ok(value)
+}
+
+/// `Z`, `±HH:MM`, `±HHMM` or `±HH` at `s[at..]` (to the end) as seconds east of UTC;
+/// `Ok(None)` when there is nothing left.
+fn offset(s: &[u8], at: usize) -> Result<Option<i64>, ()> {
+    let rest = s.get(at..).unwrap_or(&[]);
+    let sign = match rest.first() {
+        None => return Ok(None),
+        Some(b'Z' | b'z') if rest.len() == 1 => return Ok(Some(0)),
+        Some(b'+') => 1,
+        Some(b'-') => -1,
+        _ => return Err(()),
+    };
+    let h = d2(rest, 1).ok_or(())?;
+    let m = match rest.len() {
+        3 => 0,
+        5 => d2(rest, 3).ok_or(())?,
+        6 if rest[3] == b':' => d2(rest, 4).ok_or(())?,
+        _ => return Err(()),
+    };
+    if h > 23 || m > 59 {
+        return Err(());
+    }
+    Ok(Some(sign * (h as i64 * 3600 + m as i64 * 60)))
+}
+
+/// `YYYY-MM-DD` as days since the epoch.
+pub(super) fn parse_date(s: &[u8]) -> Result<i32, String> {
+    match date_prefix(s) {
+        Some(days) if s.len() == 10 => i32::try_from(days).map_err(|_| bad_date(s)),
+        _ => Err(bad_date(s)),
+    }
+}
+
+#[cold]
+fn bad_date(s: &[u8]) -> String {
+    format!("{} is not a valid date (expected YYYY-MM-DD)", show(s))
+}
+
+/// `HH:MM:SS[.ffffff]` as microseconds since midnight.
+pub(super) fn parse_time(s: &[u8]) -> Result<i64, String> {
+    let bad = || {
+        format!(
+            "{} is not a valid time (expected HH:MM:SS[.ffffff])",
+            show(s)
+        )
+    };
+    let secs = hms(s, 0).ok_or_else(bad)?;
+    let mut at = 8;
+    let micros = match fraction(s, &mut at, 6) {
+        Ok(f) => f,
+        Err(FracError::Syntax) => return Err(bad()),
+        Err(FracError::Precision) => return Err(too_precise(s, TsUnit::Micros)),
+    };
+    if at != s.len() {
+        return Err(bad());
+    }
+    Ok(secs * 1_000_000 + micros)
+}
+
+#[cold]
+fn too_precise(s: &[u8], unit: TsUnit) -> String {
+    let (digits, name) = match unit {
+        TsUnit::Micros => (6, "microseconds"),
+        TsUnit::Nanos => (9, "nanoseconds"),
+    };
+    format!(
+        "{} has non-zero digits past {digits} fractional digits; the column stores {name} and would truncate",
+        show(s)
+    )
+}
+
+/// The last `YYYY-MM-DD` a timestamp column parsed: records of one batch mostly share a date.
+#[derive(Debug, Default)]
+pub(super) struct DateCache {
+    /// All zero until the first date, which no date text can equal.
+    text: [u8; 10],
+    days: i64,
+}
+
+impl DateCache {
+    #[inline(always)]
+    fn days(&mut self, s: &[u8]) -> Option<i64> {
+        let text: [u8; 10] = s.get(..10)?.try_into().ok()?;
+        if text == self.text {
+            return Some(self.days);
+        }
+        let days = date_prefix(s)?;
+        self.text = text;
+        self.days = days;
+        Some(days)
+    }
+}
+
+/// An ISO-8601 timestamp as `unit`s since the epoch in UTC. A string without an offset is
+/// taken as UTC (it is wall time for `timestamp`, and UTC by rule for `timestamptz`).
+#[inline]
+pub(super) fn parse_timestamp(
+    s: &[u8],
+    unit: TsUnit,
+    dates: &mut DateCache,
+) -> Result<i64, String> {
+    let parsed = (|| {
+        let days = dates.days(s)?;
+        if !matches!(s.get(10), Some(b'T' | b't' | b' ')) {
+            return None;
+        }
+        let secs = hms(s, 11)?;
+        Some(days * SECS_PER_DAY + secs)
+    })();
+    let Some(local_secs) = parsed else {
+        return Err(bad_timestamp(s));
+    };
+    let mut at = 19;
+    let (keep, per_sec) = match unit {
+        TsUnit::Micros => (6, 1_000_000),
+        TsUnit::Nanos => (9, 1_000_000_000),
+    };
+    let frac = match fraction(s, &mut at, keep) {
+        Ok(f) => f,
+        Err(FracError::Syntax) => return Err(bad_timestamp(s)),
+        Err(FracError::Precision) => return Err(too_precise(s, unit)),
+    };
+    let utc_secs = match offset(s, at) {
+        Ok(off) => local_secs - off.unwrap_or(0),
+        Err(()) => return Err(bad_timestamp(s)),
+    };
+    utc_secs
+        .checked_mul(per_sec)
+        .and_then(|v| v.checked_add(frac))
+        .ok_or_else(|| format!("{} is out of range for the column", show(s)))
+}
+
+#[cold]
+fn bad_timestamp(s: &[u8]) -> String {
+    format!(
+        "{} is not a valid timestamp (expected YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|±HH:MM])",
+        show(s)
+    )
+}
+
+/// Powers of ten from one `EpochUnit` to the column's unit.
+fn shift(from: EpochUnit, to: TsUnit) -> i64 {
+    let from = match from {
+        EpochUnit::Seconds => 0,
+        EpochUnit::Milliseconds => 3,
+        EpochUnit::Microseconds => 6,
+        EpochUnit::Nanoseconds => 9,
+    };
+    let to = match to {
+        TsUnit::Micros => 6,
+        TsUnit::Nanos => 9,
+    };
+    to - from
+}
+
+pub(super) fn unit_name(u: EpochUnit) -> &'static str {
+    match u {
+        EpochUnit::Seconds => "seconds",
+        EpochUnit::Milliseconds => "milliseconds",
+        EpochUnit::Microseconds => "microseconds",
+        EpochUnit::Nanoseconds => "nanoseconds",
+    }
+}
+
+/// A JSON number of `unit`s converted exactly to the column's unit.
+pub(super) fn epoch_number(text: &[u8], from: EpochUnit, to: TsUnit) -> Result<i64, String> {
+    let x = match parse_exact(text) {
+        Ok(x) => x,
+        Err(ExactError::Syntax) => return Err(format!("{} is not a number", show(text))),
+        Err(ExactError::TooManyDigits) => {
+            return Err(format!("{} has too many digits", show(text)));
+        }
+    };
+    x.scaled_i64(shift(from, to)).map_err(|e| match e {
+        ScaleError::Fraction => format!(
+            "{} {} has a fraction finer than the column's {} and would be truncated",
+            show(text),
+            unit_name(from),
+            if to == TsUnit::Micros {
+                "microseconds"
+            } else {
+                "nanoseconds"
+            },
+        ),
+        ScaleError::Range => format!(
+            "{} {} is out of range for the column",
+            show(text),
+            unit_name(from)
+        ),
+    })
+}
+
+/// A JSON number of `unit`s since midnight as microseconds, within one day.
+pub(super) fn time_number(text: &[u8], from: EpochUnit) -> Result<i64, String> {
+    let v = epoch_number(text, from, TsUnit::Micros)?;
+    if !(0..SECS_PER_DAY * 1_000_000).contains(&v) {
+        return Err(format!(
+            "{} {} is not within one day",
+            show(text),
+            unit_name(from)
+        ));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_days() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        assert_eq!(days_from_civil(2026, 11, 30), 20_787);
+        assert_eq!(days_from_civil(1600, 2, 29), -135_081);
+        // Every day of 1900..2100 is one more than the day before.
+        let mut prev = days_from_civil(1899, 12, 31);
+        for y in 1900..2100 {
+            for m in 1..=12 {
+                for d in 1..=days_in_month(y, m) {
+                    let cur = days_from_civil(y, m, d);
+                    assert_eq!(cur, prev + 1, "{y}-{m}-{d}");
+                    prev = cur;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn offsets() {
+        assert_eq!(offset(b"Z", 0), Ok(Some(0)));
+        assert_eq!(offset(b"+05:30", 0), Ok(Some(19_800)));
+        assert_eq!(offset(b"-0800", 0), Ok(Some(-28_800)));
+        assert_eq!(offset(b"+02", 0), Ok(Some(7_200)));
+        assert_eq!(offset(b"", 0), Ok(None));
+        assert!(offset(b"+5:30", 0).is_err());
+        assert!(offset(b"+24:00", 0).is_err());
+        assert!(offset(b"Zulu", 0).is_err());
+    }
+}
