@@ -24,7 +24,7 @@ floe_run() { # writers batch [taskset cpus]
   "$floe" --warehouse "$wh" table create bench.events --schema local-dev/bench/events.schema.json >/dev/null
   local cmd=("$floe" --warehouse "$wh" ingest bench.events "$events" --writers "$1" --batch-size "$2" --json)
   [ -n "${3:-}" ] && cmd=(taskset -c "$3" "${cmd[@]}")
-  "${cmd[@]}" | "$py" -c 'import json,sys; r=json.load(sys.stdin); print(f"{r[\"records_per_second\"]:.0f} {r[\"commits\"]} {r[\"records_per_commit\"]}")'
+  "${cmd[@]}" | "$py" -c 'import json,sys; r=json.load(sys.stdin); print("%.0f %d %d" % (r["records_per_second"], r["commits"], r["records_per_commit"]))'
 }
 
 echo "| run | records/s | snapshots | records/commit |"

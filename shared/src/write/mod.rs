@@ -4,6 +4,7 @@
 //! Row groups are bounded by the batch a writer holds (a source batch), so
 //! `write.parquet.row-group-size-bytes` never binds before the batch ends.
 
+mod dictionary;
 mod properties;
 
 use arrow_array::RecordBatch;
@@ -145,7 +146,8 @@ impl TableWriter {
             Some(k) => format!("{}/{}", self.data_location, k.to_path()),
             None => self.data_location.clone(),
         };
-        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), self.schema.clone());
+        let props = dictionary::tune(&self.settings.parquet, batch);
+        let builder = ParquetWriterBuilder::new(props, self.schema.clone());
         let mut offset = 0;
         while offset < batch.num_rows() {
             let path = format!("{dir}/{name}-{:05}.parquet", files.len());
