@@ -6,8 +6,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use floe_core::shred::{ShredOptions, Shredder};
 use floe_core::iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use floe_core::shred::{ShredOptions, Shredder};
 
 const RECORDS: usize = 1_000_000;
 const BATCH: usize = 10_000;

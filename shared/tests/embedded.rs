@@ -136,7 +136,13 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
         let dir = tempfile::tempdir().unwrap();
         create(dir.path()).await;
         let t = parse_table("bronze.t").unwrap();
-        let faulty = Embedded::open(dir.path(), Faults::at(point, FaultMode::Error, 2)).unwrap();
+        // Writer points fail the second batch; committer points the first commit,
+        // since every batch may coalesce into one.
+        let nth = match point {
+            FaultPoint::AfterUpload | FaultPoint::AfterEnqueue => 2,
+            _ => 1,
+        };
+        let faulty = Embedded::open(dir.path(), Faults::at(point, FaultMode::Error, nth)).unwrap();
         // Writer faults fail the ingest; committer faults are retried inside it.
         let first = faulty
             .ingest(&t, vec![input("a", records(0..1000))], &options(250))
@@ -151,6 +157,10 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
             _ => {
                 let r = first.unwrap_or_else(|e| panic!("{point}: {e}"));
                 assert_eq!(r.records_committed, 1000, "{point}");
+                if point == FaultPoint::AfterCommit {
+                    // The unacknowledged requests came back and were recognised.
+                    assert!(r.duplicates >= 1, "{point}: {r:?}");
+                }
             }
         }
         let clean = Embedded::open(dir.path(), Faults::none()).unwrap();
@@ -193,4 +203,88 @@ async fn concurrent_committers_on_one_table_lose_nothing() {
         next = s.parent_snapshot_id();
     }
     assert_eq!(lineage, loaded.metadata.snapshots().len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_rust_scan_reads_every_type_exactly() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Decimal128Type, TimestampMicrosecondType};
+
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local-dev/tests/data");
+    let dir = tempfile::tempdir().unwrap();
+    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    let ident = parse_table("silver.all_types").unwrap();
+    let schema = tabledef::parse_schema(
+        &std::fs::read_to_string(data.join("all_types.schema.json")).unwrap(),
+    )
+    .unwrap();
+    floe.create_table(
+        &ident,
+        tabledef::creation("all_types", schema, Default::default(), Default::default()),
+    )
+    .await
+    .unwrap();
+    let file = std::fs::File::open(data.join("all_types.ndjson")).unwrap();
+    let inputs = vec![Input {
+        source: "test:all_types".into(),
+        reader: Box::new(file),
+    }];
+    let report = floe.ingest(&ident, inputs, &options(100)).await.unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+
+    let catalog = floe.catalog();
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    let batches: Vec<RecordBatch> = loaded
+        .to_table(catalog.file_io().clone())
+        .unwrap()
+        .scan()
+        .select_all()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(batch.num_rows(), 4);
+    let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+    let ids = col("id");
+    let row = |id: i64| {
+        (0..batch.num_rows())
+            .find(|i| {
+                ids.as_primitive::<arrow_array::types::Int64Type>()
+                    .value(*i)
+                    == id
+            })
+            .unwrap()
+    };
+    let dec = col("dec");
+    let dec = dec.as_primitive::<Decimal128Type>();
+    assert_eq!(
+        dec.value(row(1)),
+        12_345_678_901_234_567_890_123_456_780_123_456_789
+    );
+    assert_eq!(dec.value(row(3)), -1);
+    assert_eq!(dec.value(row(4)), 15_000_000_000_000);
+    assert!(dec.is_null(row(2)));
+    let tstz = col("tstz");
+    let tstz = tstz.as_primitive::<TimestampMicrosecondType>();
+    // 2026-11-30T10:00:00.123456+05:30 and epoch millis 1764496800123.
+    assert_eq!(tstz.value(row(1)), 1_796_013_000_123_456);
+    assert_eq!(tstz.value(row(3)), 1_764_496_800_123_000);
+    let points = col("points");
+    let points = points.as_list::<i32>();
+    assert!(points.is_null(row(2)), "a missing optional list stays null");
+    assert_eq!(points.value(row(1)).len(), 1);
+    assert_eq!(points.value(row(3)).len(), 0);
+    let m = col("m");
+    let m = m.as_map();
+    assert_eq!(m.value(row(1)).len(), 2);
+    let s = col("s");
+    assert_eq!(
+        s.as_string::<i32>().value(row(1)),
+        "h\u{e9}llo \"q\" \u{1f600}"
+    );
 }

@@ -37,11 +37,12 @@ pub fn tune(base: &WriterProperties, batch: &RecordBatch) -> WriterProperties {
             _ => continue,
         };
         if distinct as f64 > n as f64 * MAX_DISTINCT_SHARE {
-            let b = builder.take().unwrap_or_else(|| base.clone().into_builder());
-            builder = Some(b.set_column_dictionary_enabled(
-                ColumnPath::from(field.name().as_str()),
-                false,
-            ));
+            let b = builder
+                .take()
+                .unwrap_or_else(|| base.clone().into_builder());
+            builder = Some(
+                b.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false),
+            );
         }
     }
     builder.map_or_else(|| base.clone(), |b| b.build())
