@@ -30,7 +30,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "demo.events")]
     table: String,
     #[command(flatten)]
-    tuning: Tuning,
+    pub tuning: Tuning,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -53,6 +53,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         .unwrap_or(0);
     let inputs = vec![Input {
         source: format!("demo:{run}"),
+        kind: floe_core::route::SourceKind::File,
         reader: Box::new(std::io::Cursor::new(data)),
     }];
     // The micro-batch regime of the benchmark: 10k-record batches by default.
@@ -68,7 +69,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         );
     }
     let progress = Progress::start(floe.counters.clone(), total);
-    let result = floe.ingest(&ident, inputs, &opts).await;
+    let result = floe.ingest(Some(&ident), inputs, &opts).await;
     progress.finish();
     let r = result?;
     report::print(&ident::display(&ident), &r, args.json);

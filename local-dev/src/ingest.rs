@@ -5,25 +5,28 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use floe_core::config::Config;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::ident;
-use floe_core::shred::{EpochUnit, ShredOptions};
+use floe_core::route::SourceKind;
+use floe_core::shred::EpochUnit;
 
 use crate::progress::Progress;
 use crate::report;
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// NAMESPACE.TABLE
-    table: String,
-    /// NDJSON files; `-` reads stdin.
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
+    /// NAMESPACE.TABLE, then NDJSON files (`-` reads stdin); with --routed, only files.
+    #[arg(required = true, value_name = "TABLE] [FILE")]
+    args: Vec<String>,
+    /// Route each record by the config's [routing] rules instead of naming one table.
+    #[arg(long)]
+    routed: bool,
     /// Concurrent writer tasks (default: number of CPUs).
     #[arg(long)]
     writers: Option<usize>,
     #[command(flatten)]
-    tuning: Tuning,
+    pub tuning: Tuning,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -42,9 +45,9 @@ pub struct Tuning {
     /// Match JSON keys to columns ignoring ASCII case.
     #[arg(long)]
     pub case_insensitive: bool,
-    /// Unit of JSON numbers given for timestamp and time columns.
-    #[arg(long, value_enum, default_value_t = EpochArg::Ms)]
-    pub epoch_unit: EpochArg,
+    /// Unit of JSON numbers given for timestamp and time columns [default: ms, or the config's].
+    #[arg(long, value_enum)]
+    pub epoch_unit: Option<EpochArg>,
 }
 
 /// `--epoch-unit` values.
@@ -78,11 +81,17 @@ impl Tuning {
             writers: writers.unwrap_or_else(default_writers),
             batch_records: self.batch_size.unwrap_or(default_batch),
             commit_window: Duration::from_millis(self.commit_window_ms),
-            shred: ShredOptions {
-                case_insensitive: self.case_insensitive,
-                epoch_unit: self.epoch_unit.into(),
-            },
             ..IngestOptions::default()
+        }
+    }
+
+    /// Applies the JSON-matching flags over the config's table defaults.
+    pub fn apply(&self, config: &mut Config) {
+        if self.case_insensitive {
+            config.defaults.case_insensitive = true;
+        }
+        if let Some(unit) = self.epoch_unit {
+            config.defaults.epoch_unit = unit.into();
         }
     }
 }
@@ -94,30 +103,48 @@ pub fn default_writers() -> usize {
 }
 
 pub async fn run(floe: &Embedded, args: IngestArgs) -> Result<()> {
-    let ident = ident::parse_table(&args.table)?;
+    let (table, files) = if args.routed {
+        (None, &args.args[..])
+    } else {
+        let (t, rest) = args
+            .args
+            .split_first()
+            .context("name the table (NAMESPACE.TABLE), or pass --routed")?;
+        (Some(ident::parse_table(t)?), rest)
+    };
+    anyhow::ensure!(
+        !files.is_empty(),
+        "give at least one NDJSON file (or - for stdin)"
+    );
     let mut inputs = Vec::new();
     let mut total = 0;
-    for path in &args.files {
-        if path.as_os_str() == "-" {
+    for path in files {
+        if path == "-" {
             inputs.push(Input {
                 source: "stdin".into(),
+                kind: SourceKind::File,
                 reader: Box::new(std::io::stdin()),
             });
             continue;
         }
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
         total += file.metadata().map(|m| m.len()).unwrap_or(0);
-        let abs = path.canonicalize().unwrap_or_else(|_| path.clone());
+        let abs = PathBuf::from(path)
+            .canonicalize()
+            .unwrap_or_else(|_| PathBuf::from(path));
         inputs.push(Input {
             source: format!("file:{}", abs.display()),
+            kind: SourceKind::File,
             reader: Box::new(file),
         });
     }
     let opts = args.tuning.options(args.writers, 100_000);
     let progress = Progress::start(floe.counters.clone(), total);
-    let result = floe.ingest(&ident, inputs, &opts).await;
+    let result = floe.ingest(table.as_ref(), inputs, &opts).await;
     progress.finish();
-    report::print(&ident::display(&ident), &result?, args.json);
+    let name = table
+        .as_ref()
+        .map_or_else(|| "routed".to_string(), ident::display);
+    report::print(&name, &result?, args.json);
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `floe`: the embedded Iceberg micro-batch writer on one machine.
 
 mod demo;
+mod dlq;
 mod ingest;
 mod progress;
 mod report;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use floe_core::config::Config;
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use tracing_subscriber::EnvFilter;
@@ -18,14 +20,13 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "floe", version, about)]
 struct Cli {
-    /// Warehouse directory (tables, metadata and the SQLite catalog).
-    #[arg(
-        long,
-        global = true,
-        env = "FLOE_WAREHOUSE",
-        default_value = "./warehouse"
-    )]
-    warehouse: PathBuf,
+    /// Warehouse directory (tables, metadata and the SQLite catalog)
+    /// [default: warehouse.path of the config, else ./warehouse].
+    #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
+    warehouse: Option<PathBuf>,
+    /// Config file (TOML; see docs/config.md). Also FLOE_CONFIG or FLOE_CONFIG_TOML.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -37,6 +38,9 @@ enum Command {
     Table(table::TableCommand),
     /// Ingest NDJSON files (or `-` for stdin) into a table.
     Ingest(ingest::IngestArgs),
+    /// List and replay dead-lettered records.
+    #[command(subcommand)]
+    Dlq(dlq::DlqCommand),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
 }
@@ -53,11 +57,26 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let mut config = Config::load(cli.config.as_deref())?;
+    match &cli.command {
+        Command::Ingest(args) => args.tuning.apply(&mut config),
+        Command::Demo(args) => args.tuning.apply(&mut config),
+        _ => {}
+    }
+    let warehouse = cli.warehouse.clone().unwrap_or_else(|| {
+        config
+            .warehouse
+            .path
+            .as_deref()
+            .map(|p| config.resolve(p))
+            .unwrap_or_else(|| PathBuf::from("./warehouse"))
+    });
     runtime.block_on(async move {
-        let floe = Embedded::open(&cli.warehouse, faults)?;
+        let floe = Embedded::with_config(&warehouse, config, faults)?;
         match cli.command {
             Command::Table(cmd) => table::run(&floe, cmd).await,
             Command::Ingest(args) => ingest::run(&floe, args).await,
+            Command::Dlq(cmd) => dlq::run(&floe, cmd).await,
             Command::Demo(args) => demo::run(&floe, args).await,
         }
     })

@@ -24,6 +24,8 @@ pub fn print(table: &str, r: &IngestReport, as_json: bool) {
             "commits": r.commits,
             "snapshots": r.snapshots,
             "duplicates": r.duplicates,
+            "created": r.created,
+            "evolved": r.evolved,
             "records_per_commit": per_commit,
             "seconds": secs,
             "records_per_second": r.records_in as f64 / secs,
@@ -41,6 +43,12 @@ pub fn print(table: &str, r: &IngestReport, as_json: bool) {
         "  committed {} records in {} commits ({} records/commit) from {} requests, {} data files",
         r.records_committed, r.commits, per_commit, r.requests, r.data_files
     );
+    for t in &r.created {
+        println!("  created table {t}");
+    }
+    for c in &r.evolved {
+        println!("  schema: {c}");
+    }
     if r.duplicates > 0 {
         println!(
             "  {} batches were already in the table (same input as an earlier run) and were skipped",

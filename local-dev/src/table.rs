@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::embedded::Embedded;
-use floe_core::iceberg::spec::TableMetadata;
-use floe_core::{ident, ledger, tabledef};
+use floe_core::iceberg::spec::{PrimitiveType, TableMetadata};
+use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
@@ -15,6 +16,17 @@ pub enum TableCommand {
     Create(CreateArgs),
     /// Show a table's schema, partitioning and snapshots.
     Show(ShowArgs),
+    /// Change a table's schema: promote column types.
+    Alter(AlterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AlterArgs {
+    /// NAMESPACE.TABLE
+    table: String,
+    /// Promote a column: `COLUMN=TYPE` (int→long, float→double, decimal(p,s)→decimal(P,s)); repeatable.
+    #[arg(long = "widen", required = true)]
+    widen: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -45,7 +57,44 @@ pub async fn run(floe: &Embedded, cmd: TableCommand) -> Result<()> {
     match cmd {
         TableCommand::Create(args) => create(floe, args).await,
         TableCommand::Show(args) => show(floe, args).await,
+        TableCommand::Alter(args) => alter(floe, args).await,
     }
+}
+
+async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
+    let ident = ident::parse_table(&args.table)?;
+    let mut changes = Vec::new();
+    for w in &args.widen {
+        let (column, ty) = w
+            .split_once('=')
+            .with_context(|| format!("--widen {w}: expected COLUMN=TYPE"))?;
+        let ty: PrimitiveType =
+            serde_json::from_value(serde_json::Value::String(ty.trim().to_string()))
+                .with_context(|| format!("--widen {w}: `{ty}` is not an Iceberg primitive type"))?;
+        changes.push((column.trim().to_string(), ty));
+    }
+    let engine = CommitEngine::new(floe.catalog(), RetryPolicy::default());
+    let loaded = floe.catalog().load_table(&ident).await?;
+    // Check every promotion up front so a bad one changes nothing.
+    let mut schema = (**loaded.metadata.current_schema()).clone();
+    for (column, ty) in &changes {
+        schema = evolve::widen_column(&schema, column, ty).map_err(anyhow::Error::msg)?;
+    }
+    let loaded = engine
+        .update_schema(&ident, |m| {
+            let mut s = (**m.current_schema()).clone();
+            for (column, ty) in &changes {
+                s = evolve::widen_column(&s, column, ty).ok()?;
+            }
+            (s.as_struct() != m.current_schema().as_struct()).then_some(s)
+        })
+        .await?;
+    println!(
+        "{} now at schema {}",
+        ident::display(&ident),
+        loaded.metadata.current_schema_id()
+    );
+    Ok(())
 }
 
 async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {

@@ -66,7 +66,14 @@ fn bad_records_are_reported_and_dead_lettered_while_good_ones_commit() {
     lines[7] = r#"{"id":7,"ts":"yesterday"}"#.into();
     lines.insert(8, "not json at all".into());
     let f = wh.file("mixed.ndjson", &(lines.join("\n") + "\n"));
-    let report = wh.ingest("bronze.events", &[&f], &[]);
+    // With evolution off, a record missing a required field is rejected rather
+    // than the column relaxed.
+    let fixed = wh.file("fixed.toml", "[defaults]\nevolution = false\n");
+    let report = wh.ingest(
+        "bronze.events",
+        &[&f],
+        &["--config", fixed.to_str().unwrap()],
+    );
 
     assert_eq!(report["records_committed"], 7);
     assert_eq!(report["rejected"], 4);
@@ -165,7 +172,13 @@ fn every_type_round_trips_exactly_through_pyiceberg() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let schema = std::fs::read_to_string(data.join("all_types.schema.json")).unwrap();
     wh.create_table("silver.all_types", &schema, &[]);
-    let report = wh.ingest("silver.all_types", &[&data.join("all_types.ndjson")], &[]);
+    // Evolution off: the unknown `extra` field of record 4 is ignored, not added.
+    let fixed = wh.file("fixed.toml", "[defaults]\nevolution = false\n");
+    let report = wh.ingest(
+        "silver.all_types",
+        &[&data.join("all_types.ndjson")],
+        &["--config", fixed.to_str().unwrap()],
+    );
     assert_eq!(report["rejected"], 0, "{report}");
     assert_eq!(report["records_committed"], 4);
 

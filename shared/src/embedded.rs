@@ -12,13 +12,16 @@ use tokio::sync::{Mutex, mpsc};
 
 use crate::catalog::{Catalog, CatalogError, CatalogRef, LoadedTable, SqliteCatalog};
 use crate::commit::{CommitEngine, RetryPolicy};
+use crate::config::{Config, Location};
 use crate::dlq::{Rejected, StorageDeadLetters};
 use crate::faults::Faults;
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
-use crate::pipeline::{Committer, PipelineError, Records, SourceBatch, Writer};
+use crate::pipeline::{
+    Committer, PipelineError, Records, Source, SourceBatch, WriteReport, Writer, WriterParts,
+};
 use crate::queue::{MemoryQueue, QueueError};
-use crate::shred::ShredOptions;
+use crate::route::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::storage::{LocalWarehouse, StorageError};
 
@@ -76,8 +79,6 @@ pub struct IngestOptions {
     pub commit_window: Duration,
     /// Most requests coalesced into one commit.
     pub max_requests_per_commit: usize,
-    /// JSON matching options.
-    pub shred: ShredOptions,
 }
 
 impl Default for IngestOptions {
@@ -87,7 +88,6 @@ impl Default for IngestOptions {
             batch_records: 100_000,
             commit_window: Duration::from_millis(500),
             max_requests_per_commit: 10_000,
-            shred: ShredOptions::default(),
         }
     }
 }
@@ -96,6 +96,8 @@ impl Default for IngestOptions {
 pub struct Input {
     /// Its source name in positions and dead letters (`file:/abs/path`, `stdin`).
     pub source: String,
+    /// Its kind and name for routing templates (`{source}`).
+    pub kind: SourceKind,
     /// Its bytes.
     pub reader: Box<dyn Read + Send>,
 }
@@ -123,6 +125,10 @@ pub struct IngestReport {
     pub snapshots: u64,
     /// Batches already in the table (a rerun of the same input), skipped.
     pub duplicates: u64,
+    /// Tables created on first write.
+    pub created: Vec<String>,
+    /// Schema changes made.
+    pub evolved: Vec<String>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -132,14 +138,20 @@ pub struct IngestReport {
 pub struct Embedded {
     warehouse: LocalWarehouse,
     catalog: Arc<SqliteCatalog>,
+    config: Arc<Config>,
     faults: Faults,
     /// Live counters, for progress display.
     pub counters: Arc<Counters>,
 }
 
 impl Embedded {
-    /// Opens (creating if needed) the warehouse at `dir`.
+    /// Opens (creating if needed) the warehouse at `dir` with default settings.
     pub fn open(dir: &Path, faults: Faults) -> Result<Self, EmbeddedError> {
+        Self::with_config(dir, Config::default(), faults)
+    }
+
+    /// Opens the warehouse at `dir` with these settings (routing, table defaults).
+    pub fn with_config(dir: &Path, config: Config, faults: Faults) -> Result<Self, EmbeddedError> {
         let warehouse = LocalWarehouse::open(dir)?;
         let catalog = SqliteCatalog::open(
             CATALOG_NAME,
@@ -151,9 +163,28 @@ impl Embedded {
         Ok(Self {
             warehouse,
             catalog: Arc::new(catalog),
+            config: Arc::new(config),
             faults,
             counters: Arc::new(Counters::default()),
         })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where dead letters go: `dead_letter.location`, else `<warehouse>/_floe/dlq`.
+    pub fn dead_letter_prefix(&self) -> String {
+        match &self.config.dead_letter.location {
+            None => format!("{}/_floe/dlq", self.warehouse.uri()),
+            Some(_) => match self.config.dead_letter_location() {
+                Location::Uri(uri) => uri,
+                Location::Path(p) => {
+                    format!("file://{}", std::path::absolute(&p).unwrap_or(p).display())
+                }
+            },
+        }
     }
 
     /// The warehouse.
@@ -175,30 +206,48 @@ impl Embedded {
         Ok(self.catalog.create_table(ident, creation).await?)
     }
 
-    /// Ingests NDJSON inputs into a table; returns once every batch is in the
-    /// table (or dead-lettered), so success here is the acknowledgement.
+    /// Ingests NDJSON inputs into `table` (or, with `None`, into the tables the
+    /// configured routing picks per record); returns once every batch is in its
+    /// table or dead-lettered, so success here is the acknowledgement.
     pub async fn ingest(
         &self,
-        table: &TableIdent,
+        table: Option<&TableIdent>,
         inputs: Vec<Input>,
         opts: &IngestOptions,
     ) -> Result<IngestReport, EmbeddedError> {
+        let batch_records = opts.batch_records;
+        let batches = inputs.into_iter().map(|input| {
+            let table = table.cloned();
+            Box::new(move |tx: &mpsc::Sender<SourceBatch>, counters: &Counters| {
+                read_input(input, table, batch_records, tx, counters)
+            }) as Reader
+        });
+        // Fail before reading anything when a named table is missing.
+        if let Some(t) = table {
+            self.catalog.load_table(t).await?;
+        }
+        self.run(batches.collect(), opts).await
+    }
+
+    async fn run(
+        &self,
+        readers: Vec<Reader>,
+        opts: &IngestOptions,
+    ) -> Result<IngestReport, EmbeddedError> {
         let started = Instant::now();
-        // Fail before reading anything when the table is missing.
-        self.catalog.load_table(table).await?;
         let queue = Arc::new(MemoryQueue::new());
         let dead_letters = Arc::new(StorageDeadLetters::new(
             self.warehouse.file_io(),
-            format!("{}/_floe/dlq", self.warehouse.uri()),
+            self.dead_letter_prefix(),
         ));
-        let writer = Arc::new(Writer::new(
-            self.catalog.clone(),
-            queue.clone(),
+        let writer = Arc::new(Writer::new(WriterParts {
+            catalog: self.catalog.clone(),
+            queue: queue.clone(),
             dead_letters,
-            self.faults.clone(),
-            self.counters.clone(),
-            opts.shred.clone(),
-        ));
+            faults: self.faults.clone(),
+            counters: self.counters.clone(),
+            config: self.config.clone(),
+        })?);
         let committer = Committer::new(
             CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
             self.faults.clone(),
@@ -229,10 +278,12 @@ impl Embedded {
         }
 
         let reader = {
-            let (table, batch_records) = (table.clone(), opts.batch_records);
             let counters = self.counters.clone();
             tokio::task::spawn_blocking(move || {
-                read_inputs(inputs, &table, batch_records, &tx, &counters)
+                for read in readers {
+                    read(&tx, &counters)?;
+                }
+                Ok(())
             })
         };
 
@@ -243,10 +294,11 @@ impl Embedded {
             match t.await {
                 Ok(Ok(reports)) => {
                     for r in reports {
-                        if let Some(loc) = r.dead_letter_location {
-                            report.dead_letter_locations.push(loc);
-                        }
+                        let r: WriteReport = r;
+                        report.dead_letter_locations.extend(r.dead_letter_locations);
                         report.rejected.extend(r.rejected);
+                        report.created.extend(r.created);
+                        report.evolved.extend(r.evolved);
                     }
                 }
                 Ok(Err(e)) => {
@@ -293,6 +345,142 @@ impl Embedded {
     }
 }
 
+/// A dead-letter file of the local warehouse.
+#[derive(Debug, Clone)]
+pub struct DeadLetterFile {
+    /// Where it is.
+    pub path: std::path::PathBuf,
+    /// The table its records were meant for (empty for unroutable records).
+    pub table: String,
+    /// Its records with why they were rejected.
+    pub entries: Vec<Rejected>,
+}
+
+impl Embedded {
+    /// The dead-letter files under the local dead-letter prefix, optionally of one table.
+    pub fn dead_letter_files(
+        &self,
+        table: Option<&TableIdent>,
+    ) -> Result<Vec<DeadLetterFile>, EmbeddedError> {
+        let prefix = self.dead_letter_prefix();
+        let root = std::path::PathBuf::from(prefix.trim_start_matches("file://"));
+        let io = |error| EmbeddedError::Input {
+            source_name: root.display().to_string(),
+            error,
+        };
+        let mut out = Vec::new();
+        if !root.exists() {
+            return Ok(out);
+        }
+        for ns in std::fs::read_dir(&root).map_err(io)? {
+            let ns = ns.map_err(io)?.path();
+            for tbl in std::fs::read_dir(&ns).map_err(io)? {
+                let tbl = tbl.map_err(io)?.path();
+                let mut files: Vec<_> = std::fs::read_dir(&tbl)
+                    .map_err(io)?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
+                    .collect();
+                files.sort();
+                for path in files {
+                    let text = std::fs::read_to_string(&path).map_err(io)?;
+                    let entries: Vec<Rejected> = text
+                        .lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .filter_map(|l| serde_json::from_str(l).ok())
+                        .collect();
+                    let table_name = entries.first().map(|e| e.table.clone()).unwrap_or_default();
+                    if let Some(t) = table
+                        && table_name != crate::ident::display(t)
+                    {
+                        continue;
+                    }
+                    out.push(DeadLetterFile {
+                        path,
+                        table: table_name,
+                        entries,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Re-ingests dead-lettered records (of one table, or all) once the table or
+    /// the data is fixed, exactly once: each dead-letter file is one batch whose
+    /// id derives from its path and content, so a replay that crashes and runs
+    /// again commits nothing twice. Replayed files are removed; records that
+    /// fail again go to new dead-letter files.
+    pub async fn replay_dead_letters(
+        &self,
+        table: Option<&TableIdent>,
+        opts: &IngestOptions,
+    ) -> Result<(IngestReport, Vec<std::path::PathBuf>), EmbeddedError> {
+        let files = self.dead_letter_files(table)?;
+        let mut readers: Vec<Reader> = Vec::new();
+        let mut paths = Vec::new();
+        for file in files {
+            let target = if file.table.is_empty() {
+                None
+            } else {
+                Some(
+                    crate::ident::parse_table(&file.table).map_err(|e| EmbeddedError::Input {
+                        source_name: file.path.display().to_string(),
+                        error: std::io::Error::other(e.to_string()),
+                    })?,
+                )
+            };
+            let content = std::fs::read(&file.path).map_err(|error| EmbeddedError::Input {
+                source_name: file.path.display().to_string(),
+                error,
+            })?;
+            let spans = vec![SourceSpan {
+                source: format!("dlq:{}", file.path.display()),
+                positions: Positions::Range {
+                    first: 1u64.into(),
+                    last: (file.entries.len() as u64).max(1).into(),
+                },
+            }];
+            let batch = SourceBatch {
+                source: Source {
+                    kind: SourceKind::File,
+                    name: "dlq".into(),
+                },
+                table: target,
+                batch_id: batch_id(&spans, Some(&content)),
+                spans,
+                records: Records::Items(
+                    file.entries
+                        .iter()
+                        .map(|e| {
+                            (
+                                format!("{} {}", e.source, e.position),
+                                bytes::Bytes::from(e.record.clone()),
+                            )
+                        })
+                        .collect(),
+                ),
+            };
+            paths.push(file.path);
+            readers.push(Box::new(
+                move |tx: &mpsc::Sender<SourceBatch>, _: &Counters| {
+                    // A closed channel means the writers stopped on an error, reported by the caller.
+                    let _ = tx.blocking_send(batch);
+                    Ok(())
+                },
+            ));
+        }
+        let report = self.run(readers, opts).await?;
+        for p in &paths {
+            std::fs::remove_file(p).map_err(|error| EmbeddedError::Input {
+                source_name: p.display().to_string(),
+                error,
+            })?;
+        }
+        Ok((report, paths))
+    }
+}
+
 fn line_of(position: &str) -> u64 {
     position
         .rsplit(' ')
@@ -314,44 +502,55 @@ fn snapshot_counters(c: &Counters) -> [u64; 8] {
     ]
 }
 
-fn read_inputs(
-    inputs: Vec<Input>,
-    table: &TableIdent,
+/// Feeds one input's batches to the writers.
+type Reader =
+    Box<dyn FnOnce(&mpsc::Sender<SourceBatch>, &Counters) -> Result<(), EmbeddedError> + Send>;
+
+fn read_input(
+    input: Input,
+    table: Option<TableIdent>,
     batch_records: u64,
     tx: &mpsc::Sender<SourceBatch>,
     counters: &Counters,
 ) -> Result<(), EmbeddedError> {
-    for input in inputs {
-        let mut chunker = Chunker::new(input.reader, batch_records);
-        loop {
-            let chunk = chunker.next_chunk().map_err(|error| EmbeddedError::Input {
-                source_name: input.source.clone(),
-                error,
-            })?;
-            let Some(chunk) = chunk else { break };
-            Counters::add(&counters.bytes_in, chunk.text.len() as u64);
-            let spans = vec![SourceSpan {
-                source: input.source.clone(),
-                positions: Positions::Range {
-                    first: chunk.first_line.into(),
-                    last: chunk.last_line().into(),
-                },
-            }];
-            // Lines of a file can be edited in place, so the content is part of the id.
-            let id = batch_id(&spans, Some(&chunk.text));
-            let batch = SourceBatch {
-                table: table.clone(),
-                batch_id: id,
-                spans,
-                records: Records::Ndjson(chunk),
-            };
-            if tx.blocking_send(batch).is_err() {
-                // Writers stopped on an error, which the caller reports.
-                return Ok(());
-            }
+    let mut chunker = Chunker::new(input.reader, batch_records);
+    let name = input
+        .source
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or(&input.source)
+        .to_string();
+    loop {
+        let chunk = chunker.next_chunk().map_err(|error| EmbeddedError::Input {
+            source_name: input.source.clone(),
+            error,
+        })?;
+        let Some(chunk) = chunk else { return Ok(()) };
+        Counters::add(&counters.bytes_in, chunk.text.len() as u64);
+        let spans = vec![SourceSpan {
+            source: input.source.clone(),
+            positions: Positions::Range {
+                first: chunk.first_line.into(),
+                last: chunk.last_line().into(),
+            },
+        }];
+        // Lines of a file can be edited in place, so the content is part of the id.
+        let id = batch_id(&spans, Some(&chunk.text));
+        let batch = SourceBatch {
+            source: Source {
+                kind: input.kind,
+                name: name.clone(),
+            },
+            table: table.clone(),
+            batch_id: id,
+            spans,
+            records: Records::Ndjson(chunk),
+        };
+        if tx.blocking_send(batch).is_err() {
+            // Writers stopped on an error, which the caller reports.
+            return Ok(());
         }
     }
-    Ok(())
 }
 
 async fn commit_loop(

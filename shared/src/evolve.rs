@@ -11,7 +11,7 @@ use iceberg::spec::{
 use serde_json::Value;
 
 /// How types of new fields are inferred from JSON values.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct InferOptions {
     /// JSON numbers with a fraction or exponent become `decimal(38, scale)` instead of `double`.
     pub decimal_scale: Option<u32>,
@@ -19,6 +19,20 @@ pub struct InferOptions {
     pub timestamps: bool,
     /// Match JSON keys to existing fields ignoring ASCII case.
     pub case_insensitive: bool,
+    /// Widen existing column types (int→long, float→double, decimal precision);
+    /// off, only columns are added and relaxed.
+    pub widen: bool,
+}
+
+impl Default for InferOptions {
+    fn default() -> Self {
+        Self {
+            decimal_scale: None,
+            timestamps: false,
+            case_insensitive: false,
+            widen: true,
+        }
+    }
 }
 
 /// A schema change the records need.
@@ -92,9 +106,12 @@ pub fn evolve<'a>(
     let mut next_id = last_column_id.max(schema.highest_field_id()) + 1;
     let mut root = schema.as_struct().clone();
     let mut changes = Vec::new();
+    // Identifier fields stay required whatever a record lacks: Iceberg needs them so.
+    let keys: Vec<i32> = schema.identifier_field_ids().collect();
+    let ctx = Ctx { opts, keys: &keys };
     for record in records {
         if let Value::Object(map) = record {
-            root = evolve_struct(&root, map, "", opts, &mut next_id, &mut changes);
+            root = evolve_struct(&root, map, "", &ctx, &mut next_id, &mut changes);
         }
     }
     if changes.is_empty() {
@@ -109,18 +126,27 @@ pub fn evolve<'a>(
     Some(Evolution { schema, changes })
 }
 
+struct Ctx<'a> {
+    opts: &'a InferOptions,
+    keys: &'a [i32],
+}
+
 fn evolve_struct(
     st: &StructType,
     map: &serde_json::Map<String, Value>,
     path: &str,
-    opts: &InferOptions,
+    ctx: &Ctx<'_>,
     next_id: &mut i32,
     changes: &mut Vec<String>,
 ) -> StructType {
+    let opts = ctx.opts;
     let mut fields: Vec<NestedFieldRef> = st.fields().to_vec();
     // Required fields a record lacks become optional.
     for f in fields.iter_mut() {
-        if f.required && lookup(map, &f.name, opts).is_none_or(Value::is_null) {
+        if f.required
+            && !ctx.keys.contains(&f.id)
+            && lookup(map, &f.name, opts).is_none_or(Value::is_null)
+        {
             changes.push(format!("made {} optional", join(path, &f.name)));
             *f = Arc::new(with_type(f, (*f.field_type).clone(), false));
         }
@@ -138,7 +164,7 @@ fn evolve_struct(
             Some(i) => {
                 let f = &fields[i];
                 let p = join(path, &f.name);
-                let t = evolve_type(&f.field_type, value, &p, opts, next_id, changes);
+                let t = evolve_type(&f.field_type, value, &p, ctx, next_id, changes);
                 if t != *f.field_type {
                     fields[i] = Arc::new(with_type(f, t, f.required));
                 }
@@ -152,13 +178,14 @@ fn evolve_type(
     t: &Type,
     value: &Value,
     path: &str,
-    opts: &InferOptions,
+    ctx: &Ctx<'_>,
     next_id: &mut i32,
     changes: &mut Vec<String>,
 ) -> Type {
+    let opts = ctx.opts;
     match (t, value) {
         (Type::Struct(st), Value::Object(map)) => {
-            Type::Struct(evolve_struct(st, map, path, opts, next_id, changes))
+            Type::Struct(evolve_struct(st, map, path, ctx, next_id, changes))
         }
         (Type::List(list), Value::Array(items)) => {
             let mut element = list.element_field.clone();
@@ -172,7 +199,7 @@ fn evolve_type(
                     &element.field_type,
                     item,
                     &format!("{path}[]"),
-                    opts,
+                    ctx,
                     next_id,
                     changes,
                 );
@@ -198,7 +225,7 @@ fn evolve_type(
                     &value_field.field_type,
                     v,
                     &format!("{path}{{}}"),
-                    opts,
+                    ctx,
                     next_id,
                     changes,
                 );
@@ -208,7 +235,7 @@ fn evolve_type(
             }
             Type::Map(MapType::new(map.key_field.clone(), value_field))
         }
-        (Type::Primitive(p), v) => match widen(p, v) {
+        (Type::Primitive(p), v) if opts.widen => match widen(p, v) {
             Some(w) => {
                 changes.push(format!("widened {path} from {p} to {w}"));
                 Type::Primitive(w)
@@ -218,6 +245,55 @@ fn evolve_type(
         // Anything else is incompatible: the shredder rejects those records.
         _ => t.clone(),
     }
+}
+
+/// `schema` with the top-level column `column` promoted to `to`, if Iceberg
+/// allows that promotion (int→long, float→double, decimal(p,s)→decimal(P,s), P ≥ p).
+pub fn widen_column(schema: &Schema, column: &str, to: &PrimitiveType) -> Result<Schema, String> {
+    let field = schema
+        .field_by_name(column)
+        .filter(|f| schema.as_struct().fields().iter().any(|t| t.id == f.id))
+        .ok_or_else(|| format!("no top-level column `{column}`"))?;
+    let Type::Primitive(from) = field.field_type.as_ref() else {
+        return Err(format!(
+            "`{column}` is {}, not a primitive",
+            field.field_type
+        ));
+    };
+    let allowed = match (from, to) {
+        (a, b) if a == b => true,
+        (PrimitiveType::Int, PrimitiveType::Long) => true,
+        (PrimitiveType::Float, PrimitiveType::Double) => true,
+        (
+            PrimitiveType::Decimal {
+                precision: p,
+                scale: s,
+            },
+            PrimitiveType::Decimal {
+                precision: q,
+                scale: t,
+            },
+        ) => s == t && q >= p,
+        _ => false,
+    };
+    if !allowed {
+        return Err(format!(
+            "cannot change `{column}` from {from} to {to} (Iceberg allows int→long, float→double, and a larger decimal precision at the same scale)"
+        ));
+    }
+    let fields = schema.as_struct().fields().iter().map(|f| {
+        if f.id == field.id {
+            Arc::new(with_type(f, Type::Primitive(to.clone()), f.required))
+        } else {
+            f.clone()
+        }
+    });
+    Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(fields)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// The wider primitive a value needs, if the type can widen to hold it.
@@ -391,6 +467,50 @@ mod tests {
     }
 
     #[test]
+    fn widens_columns_only_along_iceberg_promotions() {
+        let s = schema(BASE);
+        let w = widen_column(&s, "n", &PrimitiveType::Long).unwrap();
+        assert_eq!(
+            *w.field_by_name("n").unwrap().field_type,
+            Type::Primitive(PrimitiveType::Long)
+        );
+        let d = PrimitiveType::Decimal {
+            precision: 10,
+            scale: 2,
+        };
+        assert!(widen_column(&s, "amount", &d).is_ok());
+        let e = widen_column(
+            &s,
+            "amount",
+            &PrimitiveType::Decimal {
+                precision: 10,
+                scale: 3,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("cannot change `amount`"), "{e}");
+        assert!(widen_column(&s, "id", &PrimitiveType::String).is_err());
+        assert!(widen_column(&s, "missing", &PrimitiveType::Long).is_err());
+    }
+
+    #[test]
+    fn identifier_fields_are_never_relaxed() {
+        let s = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            ))])
+            .with_identifier_field_ids([1])
+            .build()
+            .unwrap();
+        let recs = [json!({"other": 1})];
+        let e = evolve(&s, 1, recs.iter(), &InferOptions::default()).unwrap();
+        assert!(e.schema.field_by_name("id").unwrap().required);
+        assert_eq!(e.changes, ["added optional other: long"]);
+    }
+
+    #[test]
     fn nothing_to_do_when_records_fit() {
         let s = schema(BASE);
         let recs = [json!({"id":1,"n":5,"amount":"1.50","payload":{"a":"x"}})];
@@ -402,7 +522,7 @@ mod tests {
         let opts = InferOptions {
             decimal_scale: Some(4),
             timestamps: true,
-            case_insensitive: false,
+            ..InferOptions::default()
         };
         let recs =
             [json!({"id":1,"ts":"2026-11-30T10:00:00Z","price":1.25,"name":"a","nothing":null})];

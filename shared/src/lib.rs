@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod config;
 pub mod dlq;
 pub mod embedded;
 pub mod evolve;
@@ -18,6 +19,7 @@ pub mod ndjson;
 pub mod pipeline;
 pub mod queue;
 pub mod request;
+pub mod route;
 pub mod shred;
 pub mod source;
 pub mod storage;

@@ -139,6 +139,15 @@ pub fn batch_id(spans: &[SourceSpan], content: Option<&[u8]>) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// The id of the part of batch `batch_id` that goes to `table`, when one
+/// source batch is routed to several tables.
+pub fn sub_batch_id(batch_id: &str, table: &str) -> String {
+    format!(
+        "{:032x}",
+        xxhash_rust::xxh3::xxh3_128(format!("{batch_id}/{table}").as_bytes())
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,9 +4,15 @@
 
 use std::collections::HashMap;
 
-use iceberg::TableCreation;
-use iceberg::spec::{Schema, Transform, UnboundPartitionSpec};
+use std::sync::Arc;
 
+use iceberg::TableCreation;
+use iceberg::spec::{
+    FormatVersion, NestedField, NullOrder, Schema, SortDirection, SortField, SortOrder, Transform,
+    UnboundPartitionSpec,
+};
+
+use crate::config::ResolvedTable;
 use crate::write::COMPRESSION_CODEC;
 
 /// A table definition that cannot be used.
@@ -26,6 +32,17 @@ pub enum TableDefError {
     /// A property is not `key=value`.
     #[error("property `{0}`: expected KEY=VALUE")]
     Property(String),
+    /// A sort expression is malformed or names an unknown column.
+    #[error("sort `{expr}`: {reason}")]
+    Sort {
+        /// The expression.
+        expr: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An identifier field names no top-level column.
+    #[error("identifier field `{0}`: no such top-level column")]
+    Identifier(String),
 }
 
 /// Parses an Iceberg schema from its JSON form.
@@ -95,6 +112,96 @@ pub fn parse_properties(kvs: &[String]) -> Result<HashMap<String, String>, Table
         .collect()
 }
 
+/// Parses sort expressions `col [asc|desc] [nulls first|nulls last]`.
+pub fn parse_sort(schema: &Schema, exprs: &[String]) -> Result<SortOrder, TableDefError> {
+    if exprs.is_empty() {
+        return Ok(SortOrder::unsorted_order());
+    }
+    let mut builder = SortOrder::builder();
+    builder.with_order_id(1);
+    for expr in exprs {
+        let bad = |reason: &str| TableDefError::Sort {
+            expr: expr.clone(),
+            reason: reason.to_string(),
+        };
+        let words: Vec<String> = expr.split_whitespace().map(str::to_lowercase).collect();
+        let (column, rest) = words.split_first().ok_or_else(|| bad("empty"))?;
+        let field = schema
+            .field_by_name(column)
+            .ok_or_else(|| bad(&format!("no column `{column}` in the schema")))?;
+        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+        let (direction, nulls) = match rest.split_first() {
+            Some((&"desc", n)) => (SortDirection::Descending, n),
+            Some((&"asc", n)) => (SortDirection::Ascending, n),
+            _ => (SortDirection::Ascending, rest.as_slice()),
+        };
+        let null_order = match nulls {
+            [] if direction == SortDirection::Descending => NullOrder::Last,
+            [] => NullOrder::First,
+            ["nulls", "first"] => NullOrder::First,
+            ["nulls", "last"] => NullOrder::Last,
+            _ => return Err(bad("expected `col [asc|desc] [nulls first|nulls last]`")),
+        };
+        builder.with_sort_field(SortField {
+            source_id: field.id,
+            transform: Transform::Identity,
+            direction,
+            null_order,
+        });
+    }
+    builder.build(schema).map_err(|e| TableDefError::Sort {
+        expr: exprs.join(", "),
+        reason: e.to_string(),
+    })
+}
+
+/// The creation of a table from its configured settings and a (declared or
+/// inferred) schema: identifier fields become required, then partitioning,
+/// sort order, properties and format version are applied.
+pub fn configured_creation(
+    name: &str,
+    schema: Schema,
+    table: &ResolvedTable,
+) -> Result<TableCreation, TableDefError> {
+    let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
+    let mut identifier_ids = Vec::new();
+    for id_name in &table.identifier_fields {
+        let pos = fields
+            .iter()
+            .position(|f| &f.name == id_name)
+            .ok_or_else(|| TableDefError::Identifier(id_name.clone()))?;
+        let f = &fields[pos];
+        identifier_ids.push(f.id);
+        fields[pos] = Arc::new(NestedField::required(
+            f.id,
+            &f.name,
+            (*f.field_type).clone(),
+        ));
+    }
+    let schema = Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_fields(fields)
+        .with_identifier_field_ids(identifier_ids)
+        .build()
+        .map_err(|e| TableDefError::Schema(e.to_string()))?;
+    let partition = parse_partition(&schema, &table.partition)?;
+    let sort = parse_sort(&schema, &table.sort)?;
+    let format_version = match table.format_version {
+        1 => FormatVersion::V1,
+        3 => FormatVersion::V3,
+        _ => FormatVersion::V2,
+    };
+    let mut creation = creation(
+        name,
+        schema,
+        partition,
+        table.properties.clone().into_iter().collect(),
+    );
+    creation.sort_order = Some(sort);
+    creation.format_version = format_version;
+    Ok(creation)
+}
+
 /// A table creation with floe's defaults (format v2, zstd) under the given settings.
 pub fn creation(
     name: &str,
@@ -137,6 +244,19 @@ mod tests {
         assert_eq!(fields[1].transform, Transform::Bucket(16));
         assert_eq!(fields[1].source_id, 1);
         assert_eq!(fields[2].transform, Transform::Identity);
+    }
+
+    #[test]
+    fn parses_sort_orders() {
+        let schema = parse_schema(SCHEMA).unwrap();
+        let order = parse_sort(&schema, &["ts desc".into(), "id asc nulls last".into()]).unwrap();
+        assert_eq!(order.fields.len(), 2);
+        assert_eq!(order.fields[0].direction, SortDirection::Descending);
+        assert_eq!(order.fields[0].null_order, NullOrder::Last);
+        assert_eq!(order.fields[1].source_id, 1);
+        assert_eq!(order.fields[1].null_order, NullOrder::Last);
+        assert!(parse_sort(&schema, &["nope".into()]).is_err());
+        assert!(parse_sort(&schema, &["id sideways".into()]).is_err());
     }
 
     #[test]

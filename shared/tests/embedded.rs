@@ -8,6 +8,7 @@ use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosec
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::ident::parse_table;
+use floe_core::route::SourceKind;
 use floe_core::tabledef;
 use futures::TryStreamExt;
 
@@ -27,6 +28,7 @@ fn records(ids: std::ops::Range<i64>) -> Vec<u8> {
 fn input(name: &str, data: Vec<u8>) -> Input {
     Input {
         source: format!("test:{name}"),
+        kind: SourceKind::File,
         reader: Box::new(Cursor::new(data)),
     }
 }
@@ -115,7 +117,7 @@ async fn iceberg_rust_scan_reads_back_every_value() {
     let floe = create(dir.path()).await;
     let t = parse_table("bronze.t").unwrap();
     let report = floe
-        .ingest(&t, vec![input("a", records(0..2000))], &options(300))
+        .ingest(Some(&t), vec![input("a", records(0..2000))], &options(300))
         .await
         .unwrap();
     assert_eq!(report.records_committed, 2000);
@@ -145,7 +147,7 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
         let faulty = Embedded::open(dir.path(), Faults::at(point, FaultMode::Error, nth)).unwrap();
         // Writer faults fail the ingest; committer faults are retried inside it.
         let first = faulty
-            .ingest(&t, vec![input("a", records(0..1000))], &options(250))
+            .ingest(Some(&t), vec![input("a", records(0..1000))], &options(250))
             .await;
         match point {
             FaultPoint::AfterUpload | FaultPoint::AfterEnqueue => {
@@ -165,7 +167,7 @@ async fn error_at_each_step_then_retry_leaves_every_row_once() {
         }
         let clean = Embedded::open(dir.path(), Faults::none()).unwrap();
         clean
-            .ingest(&t, vec![input("a", records(0..1000))], &options(250))
+            .ingest(Some(&t), vec![input("a", records(0..1000))], &options(250))
             .await
             .unwrap();
         let ids: Vec<i64> = scan(&clean).await.into_iter().map(|r| r.0).collect();
@@ -187,8 +189,8 @@ async fn concurrent_committers_on_one_table_lose_nothing() {
     let b = Embedded::open(dir.path(), Faults::none()).unwrap();
     let opts = options(100);
     let (ra, rb) = tokio::join!(
-        a.ingest(&t, vec![input("a", records(0..3000))], &opts),
-        b.ingest(&t, vec![input("b", records(3000..6000))], &opts),
+        a.ingest(Some(&t), vec![input("a", records(0..3000))], &opts),
+        b.ingest(Some(&t), vec![input("b", records(3000..6000))], &opts),
     );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.records_committed + rb.records_committed, 6000);
@@ -212,7 +214,10 @@ async fn iceberg_rust_scan_reads_every_type_exactly() {
 
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local-dev/tests/data");
     let dir = tempfile::tempdir().unwrap();
-    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    // Evolution off: record 4's unknown nested `extra` is ignored, not added.
+    let mut config = floe_core::config::Config::default();
+    config.defaults.evolution = false;
+    let floe = Embedded::with_config(dir.path(), config, Faults::none()).unwrap();
     let ident = parse_table("silver.all_types").unwrap();
     let schema = tabledef::parse_schema(
         &std::fs::read_to_string(data.join("all_types.schema.json")).unwrap(),
@@ -227,9 +232,13 @@ async fn iceberg_rust_scan_reads_every_type_exactly() {
     let file = std::fs::File::open(data.join("all_types.ndjson")).unwrap();
     let inputs = vec![Input {
         source: "test:all_types".into(),
+        kind: SourceKind::File,
         reader: Box::new(file),
     }];
-    let report = floe.ingest(&ident, inputs, &options(100)).await.unwrap();
+    let report = floe
+        .ingest(Some(&ident), inputs, &options(100))
+        .await
+        .unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
 
     let catalog = floe.catalog();

@@ -14,8 +14,8 @@ pub mod snapshot;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use iceberg::TableIdent;
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{Schema, TableMetadata, TableMetadataBuilder};
+use iceberg::{TableIdent, TableRequirement};
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
@@ -224,6 +224,72 @@ impl CommitEngine {
                     written.discard(self.catalog.file_io()).await;
                     return Err(e.into());
                 }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(self.retry.max_backoff);
+        }
+        Err(CommitError::Exhausted {
+            table,
+            attempts: self.retry.max_attempts,
+            last: last_err.unwrap_or(CatalogError::Store("no attempt made".into())),
+        })
+    }
+
+    /// Makes `evolve`'s schema current, re-deriving it from the table as it is
+    /// on every attempt, so writers evolving one table at once converge: a
+    /// column another writer added meanwhile is found, not added twice.
+    #[tracing::instrument(skip_all, fields(table = %display(ident)))]
+    pub async fn update_schema(
+        &self,
+        ident: &TableIdent,
+        evolve: impl Fn(&TableMetadata) -> Option<Schema>,
+    ) -> Result<LoadedTable, CommitError> {
+        let table = display(ident);
+        let mut backoff = self.retry.initial_backoff;
+        let mut last_err = None;
+        for attempt in 1..=self.retry.max_attempts {
+            let base = self.catalog.load_table(ident).await?;
+            let Some(schema) = evolve(&base.metadata) else {
+                return Ok(base);
+            };
+            let build_err = |source| CommitError::Build {
+                table: table.clone(),
+                source: Box::new(source),
+            };
+            let result = TableMetadataBuilder::new_from_metadata(
+                (*base.metadata).clone(),
+                Some(base.metadata_location.clone()),
+            )
+            .add_current_schema(schema)
+            .and_then(|b| b.build())
+            .map_err(build_err)?;
+            let commit = TableCommit {
+                requirements: vec![
+                    TableRequirement::UuidMatch {
+                        uuid: base.metadata.uuid(),
+                    },
+                    TableRequirement::CurrentSchemaIdMatch {
+                        current_schema_id: base.metadata.current_schema_id(),
+                    },
+                ],
+                base,
+                metadata: result.metadata,
+                updates: result.changes,
+            };
+            match self.catalog.commit(commit).await {
+                Ok(loaded) => {
+                    info!(
+                        attempt,
+                        schema_id = loaded.metadata.current_schema_id(),
+                        "schema evolved"
+                    );
+                    return Ok(loaded);
+                }
+                Err(e) if e.is_retryable() => {
+                    warn!(attempt, error = %e, "schema update did not apply; reloading");
+                    last_err = Some(e);
+                }
+                Err(e) => return Err(e.into()),
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(self.retry.max_backoff);

@@ -15,7 +15,7 @@ use crate::shred::ShredError;
 use crate::write::WriteError;
 
 pub use committer::{CommitReport, Committer, TableCommitReport};
-pub use writer::{Records, SourceBatch, WriteReport, Writer};
+pub use writer::{Pos, Records, Source, SourceBatch, WriteReport, Writer, WriterParts};
 
 /// Why a pipeline step failed; the batch must not be acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +60,17 @@ pub enum PipelineError {
     /// The commit failed.
     #[error(transparent)]
     Commit(#[from] CommitError),
+    /// The configuration cannot drive this step.
+    #[error("config: {0}")]
+    Config(String),
+    /// A table to create on first write has a definition floe cannot use.
+    #[error("table {table}: {reason}")]
+    TableDef {
+        /// The table.
+        table: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// An injected fault fired.
     #[error("table {table} batch {batch_id}: {source}")]
     Fault {

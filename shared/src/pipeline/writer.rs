@@ -1,27 +1,41 @@
-//! The writer step: one source batch in, data files durable in storage, bad
-//! records dead-lettered, one commit request enqueued — and only then success.
+//! The writer step: one source batch in; records routed to their tables
+//! (created on first write, evolved as records need), data files durable in
+//! storage, bad records dead-lettered, one commit request per table enqueued —
+//! and only then success.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use iceberg::TableIdent;
+use iceberg::spec::Schema;
+use iceberg::{NamespaceIdent, TableIdent};
 use tokio::sync::Mutex;
-use tracing::{debug, instrument};
+use tracing::{debug, info, instrument};
 use uuid::Uuid;
 
 use super::PipelineError;
-use crate::catalog::{CatalogRef, LoadedTable};
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
+use crate::commit::CommitEngine;
+use crate::config::{Config, ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::{DeadLetters, Rejected};
+use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 use crate::metrics::Counters;
 use crate::ndjson::Chunk;
 use crate::queue::QueueRef;
 use crate::request::{CommitRequest, VERSION};
-use crate::shred::{ShredOptions, Shredder};
-use crate::source::SourceSpan;
+use crate::route::{Router, SourceInfo, SourceKind};
+use crate::shred::{RecordErrorKind, ShredOptions, Shredder, UnknownFields};
+use crate::source::{SourceSpan, sub_batch_id};
+use crate::tabledef;
 use crate::write::TableWriter;
+
+/// Records sampled to infer the schema of a table created on first write.
+const INFER_SAMPLE: usize = 1_000;
+/// Schema changes one batch may make before the rest of its misfits are dead-lettered.
+const MAX_EVOLUTIONS: usize = 3;
 
 /// The records of a source batch.
 #[derive(Debug, Clone)]
@@ -32,28 +46,50 @@ pub enum Records {
     Items(Vec<(String, Bytes)>),
 }
 
-impl Records {
-    fn for_each(&self, mut f: impl FnMut(&dyn Fn() -> String, &[u8])) {
+/// Where a record sits in its source, for dead letters.
+#[derive(Debug, Clone, Copy)]
+pub enum Pos<'a> {
+    /// A line number.
+    Line(u64),
+    /// A source-specific position.
+    Item(&'a str),
+}
+
+impl fmt::Display for Pos<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Records::Ndjson(chunk) => {
-                for (line, rec) in chunk.records() {
-                    f(&|| format!("line {line}"), rec);
-                }
-            }
-            Records::Items(items) => {
-                for (pos, rec) in items {
-                    f(&|| pos.clone(), rec);
-                }
-            }
+            Pos::Line(n) => write!(f, "line {n}"),
+            Pos::Item(p) => f.write_str(p),
         }
     }
 }
 
-/// One invocation's worth of records for one table.
+impl Records {
+    /// The records with their positions, in source order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (Pos<'_>, &[u8])> + '_> {
+        match self {
+            Records::Ndjson(chunk) => Box::new(chunk.records().map(|(n, r)| (Pos::Line(n), r))),
+            Records::Items(items) => Box::new(items.iter().map(|(p, r)| (Pos::Item(p), &r[..]))),
+        }
+    }
+}
+
+/// The source a batch came from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Its kind.
+    pub kind: SourceKind,
+    /// Queue, stream, topic or file name.
+    pub name: String,
+}
+
+/// One invocation's worth of records.
 #[derive(Debug, Clone)]
 pub struct SourceBatch {
-    /// The target table.
-    pub table: TableIdent,
+    /// The source.
+    pub source: Source,
+    /// The target table; `None` routes each record by the configured rules.
+    pub table: Option<TableIdent>,
     /// Deterministic id derived from `spans` (see [`crate::source::batch_id`]).
     pub batch_id: String,
     /// The source positions the batch covers.
@@ -65,8 +101,6 @@ pub struct SourceBatch {
 /// What the writer step did with a batch.
 #[derive(Debug, Clone, Default)]
 pub struct WriteReport {
-    /// The batch.
-    pub batch_id: String,
     /// Records written to data files.
     pub records: u64,
     /// Data files written.
@@ -76,121 +110,234 @@ pub struct WriteReport {
     /// Records dead-lettered.
     pub rejected: Vec<Rejected>,
     /// Where they were dead-lettered.
-    pub dead_letter_location: Option<String>,
+    pub dead_letter_locations: Vec<String>,
+    /// Tables created for this batch.
+    pub created: Vec<String>,
+    /// Schema changes made for this batch.
+    pub evolved: Vec<String>,
 }
 
 struct TableContext {
     loaded: LoadedTable,
     writer: TableWriter,
+    settings: ResolvedTable,
+}
+
+/// The parts a writer step works with.
+pub struct WriterParts {
+    /// The catalog.
+    pub catalog: CatalogRef,
+    /// The commit queue.
+    pub queue: QueueRef,
+    /// The dead-letter location.
+    pub dead_letters: Arc<dyn DeadLetters>,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Counters.
+    pub counters: Arc<Counters>,
+    /// Settings: routing, table defaults and per-table sections.
+    pub config: Arc<Config>,
 }
 
 /// The writer step, shared by concurrent tasks.
 pub struct Writer {
-    catalog: CatalogRef,
-    queue: QueueRef,
-    dead_letters: Arc<dyn DeadLetters>,
-    faults: Faults,
-    counters: Arc<Counters>,
-    options: ShredOptions,
+    parts: WriterParts,
+    engine: CommitEngine,
+    router: Option<Router>,
     tables: Mutex<HashMap<TableIdent, Arc<TableContext>>>,
 }
 
-impl Writer {
-    /// A writer step over these parts.
-    pub fn new(
-        catalog: CatalogRef,
-        queue: QueueRef,
-        dead_letters: Arc<dyn DeadLetters>,
-        faults: Faults,
-        counters: Arc<Counters>,
-        options: ShredOptions,
-    ) -> Self {
-        Self {
-            catalog,
-            queue,
-            dead_letters,
-            faults,
-            counters,
-            options,
-            tables: Mutex::new(HashMap::new()),
-        }
-    }
+/// A group of records bound for one table.
+struct Group<'a> {
+    records: Vec<(Pos<'a>, &'a [u8])>,
+}
 
-    async fn table(&self, ident: &TableIdent) -> Result<Arc<TableContext>, PipelineError> {
-        let mut tables = self.tables.lock().await;
-        if let Some(ctx) = tables.get(ident) {
-            return Ok(ctx.clone());
-        }
-        let loaded = self.catalog.load_table(ident).await?;
-        let writer = TableWriter::new(ident, &loaded.metadata, self.catalog.file_io().clone())
-            .map_err(|source| PipelineError::Write {
-                batch_id: String::new(),
-                source,
-            })?;
-        let ctx = Arc::new(TableContext { loaded, writer });
-        tables.insert(ident.clone(), ctx.clone());
-        Ok(ctx)
+impl Writer {
+    /// A writer step; routes records when the config's routing names a table or a rule.
+    pub fn new(parts: WriterParts) -> Result<Self, PipelineError> {
+        let routing = &parts.config.routing;
+        let router = if routing.table.is_some() || routing.template.is_some() {
+            Some(Router::new(routing).map_err(|e| PipelineError::Config(e.to_string()))?)
+        } else {
+            None
+        };
+        Ok(Self {
+            engine: CommitEngine::new(parts.catalog.clone(), Default::default()),
+            parts,
+            router,
+            tables: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Runs the step for one batch; success means every record is durable in a
-    /// data file or the dead-letter location, and the commit request is enqueued.
-    #[instrument(skip_all, fields(table = %display(&batch.table), batch_id = %batch.batch_id))]
+    /// data file or the dead-letter location, and the commit requests are enqueued.
+    #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
     pub async fn write(&self, batch: SourceBatch) -> Result<WriteReport, PipelineError> {
-        let table = display(&batch.table);
-        let batch_id = batch.batch_id.clone();
-        let ctx = self.table(&batch.table).await?;
-        let schema = ctx.loaded.metadata.current_schema();
-        let shred_err = |source| PipelineError::Shred {
-            table: table.clone(),
-            batch_id: batch_id.clone(),
-            source: Box::new(source),
-        };
-        let mut shredder = Shredder::new(schema, self.options.clone()).map_err(shred_err)?;
-        let source_name = batch
-            .spans
-            .first()
-            .map(|s| s.source.clone())
-            .unwrap_or_default();
-        let mut rejected = Vec::new();
+        let mut report = WriteReport::default();
+        let source = SourceInfo::new(batch.source.kind, &batch.source.name);
+        let mut groups: BTreeMap<String, (TableIdent, Group<'_>)> = BTreeMap::new();
+        let mut unrouted = Vec::new();
+        let fixed = batch
+            .table
+            .clone()
+            .or_else(|| self.router.as_ref().and_then(|r| r.fixed().cloned()));
         let mut seen = 0u64;
-        batch.records.for_each(|position, record| {
+        for (pos, record) in batch.records.iter() {
             seen += 1;
-            if let Err(e) = shredder.push(record) {
-                rejected.push(Rejected {
-                    table: table.clone(),
-                    batch_id: batch_id.clone(),
-                    source: source_name.clone(),
-                    position: position(),
-                    field: e.field,
-                    reason: e.reason,
+            let table = match (&fixed, &self.router) {
+                (Some(t), _) => Ok(t.clone()),
+                (None, Some(router)) => router.route(record, &source),
+                (None, None) => {
+                    return Err(PipelineError::Config(
+                        "no target table: give one, or configure [routing]".into(),
+                    ));
+                }
+            };
+            match table {
+                Ok(t) => {
+                    groups
+                        .entry(display(&t))
+                        .or_insert_with(|| {
+                            (
+                                t,
+                                Group {
+                                    records: Vec::new(),
+                                },
+                            )
+                        })
+                        .1
+                        .records
+                        .push((pos, record));
+                }
+                Err(e) => unrouted.push(Rejected {
+                    table: String::new(),
+                    batch_id: batch.batch_id.clone(),
+                    source: source_name(&batch),
+                    position: pos.to_string(),
+                    field: self.parts.config.routing.field.clone().unwrap_or_default(),
+                    reason: e.to_string(),
                     record: String::from_utf8_lossy(record).into_owned(),
-                });
+                }),
             }
-        });
-        Counters::add(&self.counters.records_in, seen);
-        let data = shredder.finish().map_err(shred_err)?;
-
-        let mut report = WriteReport {
-            batch_id: batch_id.clone(),
-            records: data.num_rows() as u64,
-            ..Default::default()
-        };
-        if !rejected.is_empty() {
-            let location = self
-                .dead_letters
-                .put(&batch.table, &batch_id, &rejected)
+        }
+        Counters::add(&self.parts.counters.records_in, seen);
+        if !unrouted.is_empty() {
+            let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
+            self.dead_letter(&ident, &batch.batch_id, unrouted, &mut report)
                 .await?;
-            Counters::add(&self.counters.records_rejected, rejected.len() as u64);
-            report.dead_letter_location = Some(location);
         }
-        report.rejected = rejected;
-        if data.num_rows() == 0 {
-            return Ok(report);
+        let single = groups.len() == 1;
+        for (name, (ident, group)) in groups {
+            let batch_id = if single {
+                batch.batch_id.clone()
+            } else {
+                sub_batch_id(&batch.batch_id, &name)
+            };
+            self.write_table(&ident, &batch_id, &batch, group, &mut report)
+                .await?;
         }
+        Ok(report)
+    }
 
+    #[instrument(skip_all, fields(table = %display(ident), batch_id = %batch_id))]
+    async fn write_table(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        batch: &SourceBatch,
+        group: Group<'_>,
+        report: &mut WriteReport,
+    ) -> Result<(), PipelineError> {
+        let table = display(ident);
+        let mut evolutions = 0;
+        let (ctx, data, rejected) = loop {
+            let ctx = match self.context(ident, &group, report).await? {
+                Some(ctx) => ctx,
+                None => {
+                    // The table is missing and routing may not create it.
+                    let reason =
+                        format!("table {table} does not exist and routing.create is false");
+                    let rejected = group
+                        .records
+                        .iter()
+                        .map(|(pos, r)| {
+                            self.rejected(&table, batch_id, batch, *pos, "", &reason, r)
+                        })
+                        .collect();
+                    return self.dead_letter(ident, batch_id, rejected, report).await;
+                }
+            };
+            let settings = &ctx.settings;
+            let mut shredder = Shredder::new(
+                ctx.loaded.metadata.current_schema(),
+                shred_options(settings),
+            )
+            .map_err(|source| PipelineError::Shred {
+                table: table.clone(),
+                batch_id: batch_id.to_string(),
+                source: Box::new(source),
+            })?;
+            let mut rejected = Vec::new();
+            let mut misfits = HashSet::new();
+            for (ordinal, (pos, record)) in group.records.iter().enumerate() {
+                if let Err(e) = shredder.push(record) {
+                    let evolvable = match e.kind {
+                        RecordErrorKind::OutOfRange => settings.widen_types,
+                        RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => true,
+                        _ => false,
+                    };
+                    if evolvable {
+                        misfits.insert(ordinal);
+                    }
+                    rejected.push(
+                        self.rejected(&table, batch_id, batch, *pos, &e.field, &e.reason, record),
+                    );
+                }
+            }
+            misfits.extend(shredder.take_unknown().records);
+            let data = shredder.finish().map_err(|source| PipelineError::Shred {
+                table: table.clone(),
+                batch_id: batch_id.to_string(),
+                source: Box::new(source),
+            })?;
+            if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
+                break (ctx, data, rejected);
+            }
+            let values: Vec<serde_json::Value> = misfits
+                .iter()
+                .filter_map(|i| group.records.get(*i))
+                .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                .collect();
+            let opts = infer_options(settings);
+            let meta = &ctx.loaded.metadata;
+            let Some(evolution) =
+                evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
+            else {
+                break (ctx, data, rejected);
+            };
+            self.engine
+                .update_schema(ident, |m| {
+                    evolve::evolve(m.current_schema(), m.last_column_id(), &values, &opts)
+                        .map(|e| e.schema)
+                })
+                .await?;
+            info!(changes = ?evolution.changes, "evolved the table schema");
+            report
+                .evolved
+                .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
+            self.tables.lock().await.remove(ident);
+            evolutions += 1;
+        };
+
+        if !rejected.is_empty() {
+            self.dead_letter(ident, batch_id, rejected, report).await?;
+        }
+        if data.num_rows() == 0 {
+            return Ok(());
+        }
         let name = format!(
             "{}-{}",
-            batch_id.get(..16).unwrap_or(&batch_id),
+            batch_id.get(..16).unwrap_or(batch_id),
             Uuid::now_v7().simple()
         );
         let files =
@@ -198,55 +345,185 @@ impl Writer {
                 .write(&data, &name)
                 .await
                 .map_err(|source| PipelineError::Write {
-                    batch_id: batch_id.clone(),
+                    batch_id: batch_id.to_string(),
                     source,
                 })?;
-        report.files = files.len();
-        report.bytes = files.iter().map(|f| f.file_size_in_bytes()).sum();
-        Counters::add(&self.counters.data_files, report.files as u64);
-        Counters::add(&self.counters.data_bytes, report.bytes);
-        Counters::add(&self.counters.records_written, report.records);
-        self.fault(FaultPoint::AfterUpload, &table, &batch_id)?;
+        let records = data.num_rows() as u64;
+        let bytes: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();
+        report.records += records;
+        report.files += files.len();
+        report.bytes += bytes;
+        let c = &self.parts.counters;
+        Counters::add(&c.data_files, files.len() as u64);
+        Counters::add(&c.data_bytes, bytes);
+        Counters::add(&c.records_written, records);
+        self.fault(FaultPoint::AfterUpload, &table, batch_id)?;
 
         let spec_id = ctx.writer.spec_id();
         let request = CommitRequest {
             version: VERSION,
-            table: batch.table.clone(),
-            batch_id: batch_id.clone(),
-            sources: batch.spans,
+            table: ident.clone(),
+            batch_id: batch_id.to_string(),
+            sources: batch.spans.clone(),
             schema_id: ctx.writer.schema_id(),
             spec_id,
             data_files: CommitRequest::encode_files(
                 &ctx.loaded.metadata,
                 spec_id,
                 files,
-                (&batch.table, &batch_id),
+                (ident, batch_id),
             )?,
             delete_files: Vec::new(),
-            record_count: report.records,
-            rejected_count: report.rejected.len() as u64,
+            record_count: records,
+            rejected_count: 0,
             created_at_ms: now_ms(),
         };
-        self.queue
+        self.parts
+            .queue
             .send(Bytes::from(request.to_bytes()?))
             .await
             .map_err(|source| PipelineError::Queue {
                 table: table.clone(),
-                batch_id: batch_id.clone(),
+                batch_id: batch_id.to_string(),
                 source,
             })?;
-        Counters::add(&self.counters.requests, 1);
-        self.fault(FaultPoint::AfterEnqueue, &table, &batch_id)?;
-        debug!(
-            records = report.records,
-            files = report.files,
-            "batch written"
-        );
-        Ok(report)
+        Counters::add(&c.requests, 1);
+        self.fault(FaultPoint::AfterEnqueue, &table, batch_id)?;
+        debug!(records, "batch written");
+        Ok(())
+    }
+
+    /// The table's writer context: cached, loaded, or created on first write.
+    /// `None` when the table is missing and may not be created.
+    async fn context(
+        &self,
+        ident: &TableIdent,
+        group: &Group<'_>,
+        report: &mut WriteReport,
+    ) -> Result<Option<Arc<TableContext>>, PipelineError> {
+        let mut tables = self.tables.lock().await;
+        if let Some(ctx) = tables.get(ident) {
+            return Ok(Some(ctx.clone()));
+        }
+        let table = display(ident);
+        let settings = self.parts.config.table(&table);
+        let loaded = match self.parts.catalog.load_table(ident).await {
+            Ok(loaded) => loaded,
+            Err(CatalogError::NoSuchTable { .. }) if self.parts.config.routing.create => {
+                let loaded = self.create(ident, &settings, group).await?;
+                report.created.push(table.clone());
+                loaded
+            }
+            Err(CatalogError::NoSuchTable { .. }) if self.router.is_some() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let writer = TableWriter::new(
+            ident,
+            &loaded.metadata,
+            self.parts.catalog.file_io().clone(),
+        )
+        .map_err(|source| PipelineError::Write {
+            batch_id: String::new(),
+            source,
+        })?;
+        let ctx = Arc::new(TableContext {
+            loaded,
+            writer,
+            settings,
+        });
+        tables.insert(ident.clone(), ctx.clone());
+        Ok(Some(ctx))
+    }
+
+    async fn create(
+        &self,
+        ident: &TableIdent,
+        settings: &ResolvedTable,
+        group: &Group<'_>,
+    ) -> Result<LoadedTable, PipelineError> {
+        let table = display(ident);
+        let def_err = |reason: String| PipelineError::TableDef {
+            table: table.clone(),
+            reason,
+        };
+        let schema: Schema = match &settings.schema {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| def_err(format!("schema file {}: {e}", path.display())))?;
+                tabledef::parse_schema(&text).map_err(|e| def_err(e.to_string()))?
+            }
+            None => {
+                let sample: Vec<serde_json::Value> = group
+                    .records
+                    .iter()
+                    .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                    .take(INFER_SAMPLE)
+                    .collect();
+                evolve::infer_schema(&sample, &infer_options(settings)).ok_or_else(|| {
+                    def_err(
+                        "cannot infer a schema: no record in the batch has a non-null field".into(),
+                    )
+                })?
+            }
+        };
+        let creation = tabledef::configured_creation(ident.name(), schema, settings)
+            .map_err(|e| def_err(e.to_string()))?;
+        match self.parts.catalog.create_table(ident, creation).await {
+            Ok(loaded) => {
+                info!(table = %table, "created table on first write");
+                Ok(loaded)
+            }
+            // Another writer created it first.
+            Err(CatalogError::TableExists { .. }) => {
+                Ok(self.parts.catalog.load_table(ident).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rejected(
+        &self,
+        table: &str,
+        batch_id: &str,
+        batch: &SourceBatch,
+        pos: Pos<'_>,
+        field: &str,
+        reason: &str,
+        record: &[u8],
+    ) -> Rejected {
+        Rejected {
+            table: table.to_string(),
+            batch_id: batch_id.to_string(),
+            source: source_name(batch),
+            position: pos.to_string(),
+            field: field.to_string(),
+            reason: reason.to_string(),
+            record: String::from_utf8_lossy(record).into_owned(),
+        }
+    }
+
+    async fn dead_letter(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        rejected: Vec<Rejected>,
+        report: &mut WriteReport,
+    ) -> Result<(), PipelineError> {
+        let location = self
+            .parts
+            .dead_letters
+            .put(ident, batch_id, &rejected)
+            .await?;
+        Counters::add(&self.parts.counters.records_rejected, rejected.len() as u64);
+        report.dead_letter_locations.push(location);
+        report.rejected.extend(rejected);
+        Ok(())
     }
 
     fn fault(&self, point: FaultPoint, table: &str, batch_id: &str) -> Result<(), PipelineError> {
-        self.faults
+        self.parts
+            .faults
             .hit(point)
             .map_err(|source| PipelineError::Fault {
                 table: table.to_string(),
@@ -254,6 +531,35 @@ impl Writer {
                 source,
             })
     }
+}
+
+fn shred_options(t: &ResolvedTable) -> ShredOptions {
+    ShredOptions {
+        case_insensitive: t.case_insensitive,
+        epoch_unit: t.epoch_unit,
+        unknown_fields: match (t.evolution, t.unknown_fields) {
+            (true, _) => UnknownFields::Collect,
+            (false, ConfigUnknown::Ignore) => UnknownFields::Ignore,
+            (false, ConfigUnknown::Reject) => UnknownFields::Reject,
+        },
+    }
+}
+
+fn infer_options(t: &ResolvedTable) -> InferOptions {
+    InferOptions {
+        decimal_scale: t.infer_decimal_scale.map(u32::from),
+        timestamps: t.infer_timestamps,
+        case_insensitive: t.case_insensitive,
+        widen: t.widen_types,
+    }
+}
+
+fn source_name(batch: &SourceBatch) -> String {
+    batch
+        .spans
+        .first()
+        .map(|s| s.source.clone())
+        .unwrap_or_else(|| batch.source.name.clone())
 }
 
 fn now_ms() -> i64 {

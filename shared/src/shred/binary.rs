@@ -4,7 +4,7 @@ use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use super::error::show;
+use super::error::{Fail, PResult, RecordErrorKind, show};
 
 /// Standard alphabet; producers differ on padding, so both forms are accepted.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -22,11 +22,14 @@ fn hex(b: u8) -> Option<u8> {
 }
 
 /// Appends the 16 bytes of a canonical `8-4-4-4-12` UUID (hex in either case).
-pub(super) fn parse_uuid(s: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+pub(super) fn parse_uuid(s: &[u8], out: &mut Vec<u8>) -> PResult<()> {
     let bad = || {
-        format!(
-            "{} is not a UUID (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
-            show(s)
+        Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!(
+                "{} is not a UUID (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
+                show(s)
+            ),
         )
     };
     if s.len() != 36 {
@@ -55,26 +58,32 @@ pub(super) fn parse_uuid(s: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
 }
 
 /// Appends the decoded bytes of standard base64 (padding optional); returns how many.
-pub(super) fn decode_base64(s: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+pub(super) fn decode_base64(s: &[u8], out: &mut Vec<u8>) -> PResult<usize> {
     let start = out.len();
     match BASE64.decode_vec(s, out) {
         Ok(()) => Ok(out.len() - start),
         Err(e) => {
             out.truncate(start);
-            Err(format!("{} is not valid base64: {e}", show(s)))
+            Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                format!("{} is not valid base64: {e}", show(s)),
+            ))
         }
     }
 }
 
 /// Appends exactly `width` decoded bytes or fails without appending.
-pub(super) fn decode_fixed(s: &[u8], width: usize, out: &mut Vec<u8>) -> Result<(), String> {
+pub(super) fn decode_fixed(s: &[u8], width: usize, out: &mut Vec<u8>) -> PResult<()> {
     let start = out.len();
     let n = decode_base64(s, out)?;
     if n != width {
         out.truncate(start);
-        return Err(format!(
-            "{} decodes to {n} bytes; fixed[{width}] needs exactly {width}",
-            show(s)
+        return Err(Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!(
+                "{} decodes to {n} bytes; fixed[{width}] needs exactly {width}",
+                show(s)
+            ),
         ));
     }
     Ok(())

@@ -16,14 +16,31 @@ fn unsupported(path: &str, reason: impl Into<String>) -> ShredError {
     }
 }
 
+/// Where a column sits, in two spellings: `path` names it in schema errors (`m.value`), `shape`
+/// is the position-free record path that unknown keys are reported under (`m{}`, `items[]`).
+#[derive(Clone, Copy)]
+pub(super) struct At<'p> {
+    pub path: &'p str,
+    pub shape: &'p str,
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
 /// The struct of `fields` matched with their Arrow `arrow` fields (same order, by construction
 /// of `schema_to_arrow_schema`).
 pub(super) fn struct_col(
     fields: &[NestedFieldRef],
     arrow: &Fields,
-    path: &str,
+    at: At,
     case_insensitive: bool,
 ) -> Result<StructCol, ShredError> {
+    let path = at.path;
     if fields.len() != arrow.len() {
         return Err(unsupported(path, "Arrow and Iceberg field counts differ"));
     }
@@ -31,27 +48,34 @@ pub(super) fn struct_col(
         .iter()
         .zip(arrow.iter())
         .map(|(nf, af)| {
-            let child_path = if path.is_empty() {
-                nf.name.clone()
-            } else {
-                format!("{path}.{}", nf.name)
-            };
-            column(nf, af, &child_path, case_insensitive)
+            let path = join(path, &nf.name);
+            let shape = join(at.shape, &nf.name);
+            column(
+                nf,
+                af,
+                At {
+                    path: &path,
+                    shape: &shape,
+                },
+                case_insensitive,
+            )
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(StructCol {
         fields: arrow.clone(),
         lookup: FieldLookup::new(fields.iter().map(|f| f.name.as_str()), case_insensitive),
         children,
+        shape: at.shape.into(),
     })
 }
 
 fn column(
     nf: &NestedField,
     af: &FieldRef,
-    path: &str,
+    at: At,
     case_insensitive: bool,
 ) -> Result<Column, ShredError> {
+    let At { path, shape } = at;
     if nf.name != *af.name() {
         return Err(unsupported(
             path,
@@ -63,7 +87,7 @@ fn column(
         (Type::Struct(st), DataType::Struct(arrow)) => Kind::Struct(Box::new(struct_col(
             st.fields(),
             arrow,
-            path,
+            at,
             case_insensitive,
         )?)),
         (Type::List(lt), DataType::List(element)) => Kind::List(Box::new(ListCol {
@@ -72,7 +96,10 @@ fn column(
             child: column(
                 &lt.element_field,
                 element,
-                &format!("{path}[]"),
+                At {
+                    path: &format!("{path}[]"),
+                    shape: &format!("{shape}[]"),
+                },
                 case_insensitive,
             )?,
         })),
@@ -89,11 +116,22 @@ fn column(
             Kind::Map(Box::new(MapCol {
                 entries: entries.clone(),
                 offsets: vec![0],
-                keys: column(&mt.key_field, key, &format!("{path}.key"), case_insensitive)?,
+                keys: column(
+                    &mt.key_field,
+                    key,
+                    At {
+                        path: &format!("{path}.key"),
+                        shape: &format!("{shape}{{key}}"),
+                    },
+                    case_insensitive,
+                )?,
                 values: column(
                     &mt.value_field,
                     value,
-                    &format!("{path}.value"),
+                    At {
+                        path: &format!("{path}.value"),
+                        shape: &format!("{shape}{{}}"),
+                    },
                     case_insensitive,
                 )?,
             }))

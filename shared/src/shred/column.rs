@@ -4,6 +4,7 @@ use arrow_array::OffsetSizeTrait;
 use arrow_schema::{FieldRef, Fields};
 
 use super::bitmap::{Bitmap, Validity};
+use super::error::{Fail, PResult, RecordErrorKind};
 use super::lookup::FieldLookup;
 use super::temporal::DateCache;
 
@@ -71,6 +72,9 @@ pub(super) struct StructCol {
     pub fields: Fields,
     pub children: Vec<Column>,
     pub lookup: FieldLookup,
+    /// Position-free path of this struct in a record (`items[]`, `attrs{}`; empty for the
+    /// record itself), the prefix of the paths its unknown keys are reported under.
+    pub shape: Box<str>,
 }
 
 #[derive(Debug)]
@@ -99,7 +103,7 @@ impl<O: OffsetSizeTrait> VarBytes<O> {
 
     /// Closes the value whose bytes were just appended to `data`.
     #[inline(always)]
-    pub fn close(&mut self) -> Result<(), String> {
+    pub fn close(&mut self) -> PResult<()> {
         match O::from_usize(self.data.len()) {
             Some(end) => {
                 self.offsets.push(end);
@@ -129,13 +133,16 @@ impl<O: OffsetSizeTrait> VarBytes<O> {
 }
 
 #[cold]
-pub(super) fn too_big() -> String {
-    "the batch holds more data than Arrow offsets can address; finish batches earlier".into()
+pub(super) fn too_big() -> Box<Fail> {
+    Fail::new(
+        RecordErrorKind::BatchFull,
+        "the batch holds more data than Arrow offsets can address; finish batches earlier",
+    )
 }
 
 /// Offset of a list/map child, failing (instead of wrapping) past `i32::MAX` entries.
 #[inline]
-pub(super) fn child_offset(len: usize) -> Result<i32, String> {
+pub(super) fn child_offset(len: usize) -> PResult<i32> {
     i32::try_from(len).map_err(|_| too_big())
 }
 

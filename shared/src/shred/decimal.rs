@@ -1,6 +1,6 @@
 //! Exact decimal arithmetic on number text, for decimals and epoch numbers (never via f64).
 
-use super::error::show;
+use super::error::{Fail, PResult, RecordErrorKind, show};
 
 /// At most this many significant digits are kept exactly (Iceberg decimals top out at 38).
 const MAX_DIGITS: u32 = 38;
@@ -171,26 +171,95 @@ pub(super) enum ScaleError {
     Range,
 }
 
+/// Digits before the decimal point of a number too long for [`parse_exact`], which stops at
+/// the digit limit; `None` if the text is not a number after all. Tells a number that is too
+/// large from one that is too finely divided.
+#[cold]
+pub(super) fn long_integer_digits(text: &[u8]) -> Option<i64> {
+    let body = match text.split_first() {
+        Some((b'-' | b'+', rest)) => rest,
+        _ => text,
+    };
+    let (mantissa, exp) = match body.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(at) => (&body[..at], Some(&body[at + 1..])),
+        None => (body, None),
+    };
+    let (int, frac) = match mantissa.iter().position(|&b| b == b'.') {
+        Some(at) => (&mantissa[..at], &mantissa[at + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    if int.is_empty() && frac.is_empty() || !int.iter().chain(frac).all(u8::is_ascii_digit) {
+        return None;
+    }
+    // The value is 0.d₁d₂… × 10^(lead + exp), d₁ its first non-zero digit.
+    let int_sig = int.iter().skip_while(|&&b| b == b'0').count() as i64;
+    let lead = if int_sig > 0 {
+        int_sig
+    } else {
+        match frac.iter().position(|&b| b != b'0') {
+            Some(zeros) => -(zeros as i64),
+            None => return Some(0),
+        }
+    };
+    let exp = match exp {
+        None => 0,
+        Some(e) => {
+            let (neg, digits) = match e.split_first() {
+                Some((b'-', d)) => (true, d),
+                Some((b'+', d)) => (false, d),
+                _ => (false, e),
+            };
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let v = digits.iter().fold(0i64, |v, &d| {
+                (v * 10 + (d - b'0') as i64).min(1_000_000_000)
+            });
+            if neg { -v } else { v }
+        }
+    };
+    Some((lead + exp).max(0))
+}
+
 /// The unscaled `i128` of `text` for `decimal(precision, scale)`.
-pub(super) fn to_decimal(text: &[u8], precision: u8, scale: i8) -> Result<i128, String> {
-    let ty = format!("decimal({precision},{scale})");
+pub(super) fn to_decimal(text: &[u8], precision: u8, scale: i8) -> PResult<i128> {
+    // Only errors name the type, so the success path does not format it.
+    let ty = || format!("decimal({precision},{scale})");
+    let int_allowed = precision as i64 - scale as i64;
     let x = match parse_exact(text) {
         Ok(x) => x,
         Err(ExactError::Syntax) => {
-            return Err(format!("{} is not a decimal number for {ty}", show(text)));
+            return Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                format!("{} is not a decimal number for {}", show(text), ty()),
+            ));
         }
         Err(ExactError::TooManyDigits) => {
-            return Err(format!(
-                "{} has more than {MAX_DIGITS} significant digits; does not fit {ty}",
-                show(text)
+            // More significant digits than any precision: if the integer part fits, the
+            // fraction must be what overflows the scale.
+            let kind = match long_integer_digits(text) {
+                None => RecordErrorKind::TypeMismatch,
+                Some(n) if n > int_allowed => RecordErrorKind::OutOfRange,
+                Some(_) => RecordErrorKind::Precision,
+            };
+            return Err(Fail::new(
+                kind,
+                format!(
+                    "{} has more than {MAX_DIGITS} significant digits; does not fit {}",
+                    show(text),
+                    ty()
+                ),
             ));
         }
     };
-    let int_allowed = precision as i64 - scale as i64;
     if x.integer_digits() > int_allowed {
-        return Err(format!(
-            "{} does not fit {ty}: at most {int_allowed} digits before the decimal point",
-            show(text)
+        return Err(Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!(
+                "{} does not fit {}: at most {int_allowed} digits before the decimal point",
+                show(text),
+                ty()
+            ),
         ));
     }
     match x.scaled(scale as i64) {
@@ -199,13 +268,21 @@ pub(super) fn to_decimal(text: &[u8], precision: u8, scale: i8) -> Result<i128, 
             let v = i128::try_from(m).unwrap_or(i128::MAX);
             Ok(if x.negative { -v } else { v })
         }
-        Ok(None) => Err(format!(
-            "{} has more than {scale} digits after the decimal point for {ty} and would round",
-            show(text)
+        Ok(None) => Err(Fail::new(
+            RecordErrorKind::Precision,
+            format!(
+                "{} has more than {scale} digits after the decimal point for {} and would round",
+                show(text),
+                ty()
+            ),
         )),
-        _ => Err(format!(
-            "{} does not fit {ty}: more than {precision} digits",
-            show(text)
+        _ => Err(Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!(
+                "{} does not fit {}: more than {precision} digits",
+                show(text),
+                ty()
+            ),
         )),
     }
 }
@@ -233,20 +310,32 @@ mod tests {
 
     #[test]
     fn decimal_scaling() {
-        assert_eq!(to_decimal(b"123.45", 10, 2), Ok(12345));
-        assert_eq!(to_decimal(b"123.4500000", 10, 2), Ok(12345));
-        assert_eq!(to_decimal(b"-0.001", 10, 3), Ok(-1));
-        assert_eq!(to_decimal(b"1.5e3", 10, 2), Ok(150000));
-        assert_eq!(to_decimal(b"0", 10, 2), Ok(0));
-        assert!(
-            to_decimal(b"1.234", 10, 2)
-                .unwrap_err()
-                .contains("would round")
-        );
-        assert!(
-            to_decimal(b"123456789", 10, 2)
-                .unwrap_err()
-                .contains("decimal(10,2)")
-        );
+        assert_eq!(to_decimal(b"123.45", 10, 2).ok(), Some(12345));
+        assert_eq!(to_decimal(b"123.4500000", 10, 2).ok(), Some(12345));
+        assert_eq!(to_decimal(b"-0.001", 10, 3).ok(), Some(-1));
+        assert_eq!(to_decimal(b"1.5e3", 10, 2).ok(), Some(150000));
+        assert_eq!(to_decimal(b"0", 10, 2).ok(), Some(0));
+        let e = to_decimal(b"1.234", 10, 2).unwrap_err();
+        assert!(e.reason.contains("would round"), "{}", e.reason);
+        assert_eq!(e.kind, RecordErrorKind::Precision);
+        let e = to_decimal(b"123456789", 10, 2).unwrap_err();
+        assert!(e.reason.contains("decimal(10,2)"), "{}", e.reason);
+        assert_eq!(e.kind, RecordErrorKind::OutOfRange);
+    }
+
+    #[test]
+    fn integer_digits_of_long_numbers() {
+        assert_eq!(long_integer_digits(b"123.45"), Some(3));
+        assert_eq!(long_integer_digits(b"-000123.45"), Some(3));
+        assert_eq!(long_integer_digits(b"0.00123"), Some(0));
+        assert_eq!(long_integer_digits(b"0.00123e5"), Some(3));
+        assert_eq!(long_integer_digits(b"1.5e3"), Some(4));
+        assert_eq!(long_integer_digits(b"12E-1"), Some(1));
+        assert_eq!(long_integer_digits(b".5"), Some(0));
+        assert_eq!(long_integer_digits(b"0.000"), Some(0));
+        assert_eq!(long_integer_digits(b"1e"), None);
+        assert_eq!(long_integer_digits(b"1x"), None);
+        assert_eq!(long_integer_digits(b"."), None);
+        assert_eq!(long_integer_digits(b""), None);
     }
 }

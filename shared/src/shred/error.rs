@@ -13,6 +13,32 @@ pub struct RecordError {
     pub field: String,
     /// What is wrong, phrased so a user can fix the producer.
     pub reason: String,
+    /// The class of the problem, for callers that route or count rejections by cause.
+    pub kind: RecordErrorKind,
+}
+
+/// The class of problem that rejected a record (the `reason` text says the specifics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordErrorKind {
+    /// Malformed JSON or an empty record: the input is not one JSON value.
+    Syntax,
+    /// Well-formed JSON the column does not take (wrong JSON type, text not of the column's type).
+    TypeMismatch,
+    /// Out of the column's range: int/long/float/double, decimal integer digits, dates, times.
+    OutOfRange,
+    /// More fractional digits than the column keeps (decimal scale, time or timestamp unit).
+    Precision,
+    /// A required field, or a map entry's key or required value, is absent.
+    MissingRequired,
+    /// `null` in a required field, list element or map value.
+    NullRequired,
+    /// A key twice in one object, a repeated map key, or a key naming several fields (any case).
+    Duplicate,
+    /// A key that matches no field of its struct, under [`super::UnknownFields::Reject`].
+    UnknownField,
+    /// The batch outgrew Arrow's 32-bit offsets: not the record's fault; finish and push it again.
+    BatchFull,
 }
 
 fn render(field: &str, reason: &str) -> String {
@@ -53,8 +79,10 @@ pub(super) enum Seg {
 /// A rejected record on its way up; boxed so the hot `Ok` path stays one word wide.
 #[derive(Debug)]
 pub(super) struct Fail {
-    /// Malformed JSON is reported against the whole record, so no path is collected for it.
+    /// Malformed JSON is reported against the whole record, so no path is collected for it
+    /// (and the record is not re-checked for syntax).
     pub syntax: bool,
+    pub kind: RecordErrorKind,
     pub reason: String,
     pub path: Vec<Seg>,
 }
@@ -62,10 +90,12 @@ pub(super) struct Fail {
 pub(super) type PResult<T> = Result<T, Box<Fail>>;
 
 impl Fail {
+    /// A bad value; the path is filled in while unwinding.
     #[cold]
-    pub fn value(reason: impl Into<String>) -> Box<Fail> {
+    pub fn new(kind: RecordErrorKind, reason: impl Into<String>) -> Box<Fail> {
         Box::new(Fail {
             syntax: false,
+            kind,
             reason: reason.into(),
             path: Vec::new(),
         })
@@ -75,16 +105,18 @@ impl Fail {
     pub fn syntax(pos: usize, what: &str) -> Box<Fail> {
         Box::new(Fail {
             syntax: true,
+            kind: RecordErrorKind::Syntax,
             reason: format!("invalid JSON at byte {pos}: {what}"),
             path: Vec::new(),
         })
     }
 
-    /// A non-syntax failure of the record as a whole (e.g. it is an array).
+    /// Malformed input with no byte to point at (an empty record).
     #[cold]
     pub fn record(reason: impl Into<String>) -> Box<Fail> {
         Box::new(Fail {
             syntax: true,
+            kind: RecordErrorKind::Syntax,
             reason: reason.into(),
             path: Vec::new(),
         })
@@ -137,6 +169,7 @@ impl Fail {
         RecordError {
             field,
             reason: self.reason,
+            kind: self.kind,
         }
     }
 }

@@ -4,6 +4,10 @@
 //! owned column buffers (no intermediate JSON tree); a rejected record is rolled back by
 //! truncating every buffer to the previous row count. [`Shredder::finish`] hands the buffers to
 //! Arrow without copying.
+//!
+//! Keys that match no field are skipped, rejected, or skipped and reported by
+//! [`Shredder::take_unknown`], as [`ShredOptions::unknown_fields`] says; every rejection carries
+//! a [`RecordErrorKind`].
 
 mod binary;
 mod bitmap;
@@ -19,29 +23,37 @@ mod scalar;
 mod temporal;
 #[cfg(test)]
 mod tests;
+mod unknown;
 
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::SchemaRef;
 
-pub use error::{RecordError, ShredError};
+pub use error::{RecordError, RecordErrorKind, ShredError};
+pub use unknown::{Unknown, UnknownFields};
 
 use column::StructCol;
 use json::Cursor;
-use parse::Ctx;
+use parse::{Ctx, Scratch};
 
 /// Unit of plain JSON numbers given for timestamp and time columns.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum EpochUnit {
     /// Seconds since the epoch (or since midnight for `time`).
+    #[serde(rename = "s")]
     Seconds,
     /// Milliseconds, the unit of JavaScript's `Date.now()`.
     #[default]
+    #[serde(rename = "ms")]
     Milliseconds,
     /// Microseconds.
+    #[serde(rename = "us")]
     Microseconds,
     /// Nanoseconds.
+    #[serde(rename = "ns")]
     Nanoseconds,
 }
 
@@ -52,13 +64,8 @@ pub struct ShredOptions {
     pub case_insensitive: bool,
     /// Unit of plain JSON numbers given for timestamp / time columns (default: milliseconds).
     pub epoch_unit: EpochUnit,
-}
-
-/// Scratch space reused across records so the common path allocates nothing.
-#[derive(Debug, Default)]
-struct Scratch {
-    text: Vec<u8>,
-    dedup: Vec<(u64, u32)>,
+    /// What to do with keys that match no field (default: ignore them).
+    pub unknown_fields: UnknownFields,
 }
 
 /// Turns JSON records into Arrow record batches of one Iceberg table schema.
@@ -87,15 +94,21 @@ impl Shredder {
         let root = build::struct_col(
             schema.as_struct().fields(),
             arrow.fields(),
-            "",
+            build::At {
+                path: "",
+                shape: "",
+            },
             options.case_insensitive,
         )?;
         Ok(Shredder {
             schema: arrow,
             root,
             rows: 0,
+            scratch: Scratch {
+                unknown: options.unknown_fields,
+                ..Scratch::default()
+            },
             options,
-            scratch: Scratch::default(),
         })
     }
 
@@ -108,21 +121,30 @@ impl Shredder {
     pub fn push(&mut self, record: &[u8]) -> Result<(), RecordError> {
         let mut ctx = Ctx {
             cur: Cursor::new(record),
-            text: &mut self.scratch.text,
-            dedup: &mut self.scratch.dedup,
+            scratch: &mut self.scratch,
             epoch: self.options.epoch_unit,
             case_insensitive: self.options.case_insensitive,
         };
         match parse::record(&mut ctx, &mut self.root, self.rows) {
             Ok(()) => {
+                self.scratch.collector.accept(self.rows);
                 self.rows += 1;
                 Ok(())
             }
             Err(fail) => {
                 self.root.truncate(self.rows);
+                self.scratch.collector.reject();
                 Err(report(*fail, record))
             }
         }
+    }
+
+    /// Takes the unknown keys seen under [`UnknownFields::Collect`] and restarts the numbering.
+    ///
+    /// Ordinals count pushes since the last `finish` or `take_unknown`, whichever came last, and
+    /// `finish` keeps what was collected: take it once per batch, just before or after `finish`.
+    pub fn take_unknown(&mut self) -> Unknown {
+        self.scratch.collector.take(self.rows)
     }
 
     /// Records appended since the last finish.
@@ -143,6 +165,8 @@ impl Shredder {
     /// Takes the buffered records as a batch and resets for reuse (keeps allocations where cheap).
     pub fn finish(&mut self) -> Result<RecordBatch, ShredError> {
         let rows = std::mem::take(&mut self.rows);
+        // Push ordinals restart with the batch; what was collected waits for `take_unknown`.
+        self.scratch.collector.restart();
         let batch = finish::children(&mut self.root).and_then(|columns| {
             let options = RecordBatchOptions::new().with_row_count(Some(rows));
             Ok(RecordBatch::try_new_with_options(

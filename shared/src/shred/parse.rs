@@ -2,19 +2,29 @@
 
 use super::EpochUnit;
 use super::column::{Column, Kind, ListCol, MapCol, StructCol, child_offset};
-use super::error::{Fail, PResult, show};
+use super::error::{Fail, PResult, RecordErrorKind, show};
 use super::json::Cursor;
 use super::lookup::Found;
-use super::scalar::{Reject, expects, from_key_text, from_number, from_str, integer};
+use super::scalar::{Reject, expects, from_key_text, from_number, from_str, not_integer};
 use super::temporal::parse_timestamp;
+use super::unknown::{Collector, UnknownFields, unknown_key};
 
-/// Per-record parsing state; the scratch buffers live in the shredder and are reused.
+/// State kept across records: buffers reused so the common path allocates nothing, and what
+/// unknown keys were seen. One pointer in [`Ctx`], so a push sets up no more than it uses.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// Decoded text of strings that had escapes.
+    pub text: Vec<u8>,
+    /// (hash, entry) pairs for finding duplicate map keys.
+    pub dedup: Vec<(u64, u32)>,
+    pub unknown: UnknownFields,
+    pub collector: Collector,
+}
+
+/// Per-record parsing state.
 pub(super) struct Ctx<'a, 's> {
     pub cur: Cursor<'a>,
-    /// Decoded text of strings that had escapes.
-    pub text: &'s mut Vec<u8>,
-    /// (hash, entry) pairs for finding duplicate map keys.
-    pub dedup: &'s mut Vec<(u64, u32)>,
+    pub scratch: &'s mut Scratch,
     pub epoch: EpochUnit,
     pub case_insensitive: bool,
 }
@@ -27,10 +37,13 @@ pub(super) fn record(ctx: &mut Ctx, root: &mut StructCol, row: usize) -> PResult
     }
     let b = ctx.cur.peek()?;
     if b != b'{' {
+        // A value error, so that broken input (`nope`, `[1,`) is reported as malformed JSON
+        // rather than described as the value it starts like.
         let found = describe(ctx.cur.input(), ctx.cur.pos);
-        return Err(Fail::record(format!(
-            "a record must be a JSON object, got {found}"
-        )));
+        return Err(Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!("a record must be a JSON object, got {found}"),
+        ));
     }
     object(ctx, root, row)?;
     if !ctx.cur.at_end() {
@@ -55,10 +68,15 @@ fn object(ctx: &mut Ctx, st: &mut StructCol, row: usize) -> PResult<()> {
                 Found::Field(hint)
             } else {
                 let found = {
-                    let key = ctx.cur.read_str(ctx.text)?;
+                    let key = ctx.cur.read_str(&mut ctx.scratch.text)?;
                     match st.lookup.find(key, hint) {
                         Found::Ambiguous => {
                             return Err(ambiguous(key));
+                        }
+                        Found::Unknown if ctx.scratch.unknown != UnknownFields::Ignore => {
+                            let policy = ctx.scratch.unknown;
+                            unknown_key(policy, &mut ctx.scratch.collector, &st.shape, key)?;
+                            Found::Unknown
                         }
                         found => found,
                     }
@@ -69,12 +87,18 @@ fn object(ctx: &mut Ctx, st: &mut StructCol, row: usize) -> PResult<()> {
             match found {
                 Found::Field(i) => {
                     let Some(child) = st.children.get_mut(i) else {
-                        return Err(Fail::value("internal error: field index out of range"));
+                        // Unreachable: lookup indexes come from this struct's own field list.
+                        return Err(Fail::new(
+                            RecordErrorKind::TypeMismatch,
+                            "internal error: field index out of range",
+                        ));
                     };
                     if child.len != row {
-                        return Err(
-                            Fail::value("duplicate key in one object").in_field(child.name())
-                        );
+                        return Err(Fail::new(
+                            RecordErrorKind::Duplicate,
+                            "duplicate key in one object",
+                        )
+                        .in_field(child.name()));
                     }
                     if let Err(e) = value(ctx, child) {
                         return Err(e.in_field(child.name()));
@@ -95,7 +119,11 @@ fn object(ctx: &mut Ctx, st: &mut StructCol, row: usize) -> PResult<()> {
     for child in &mut st.children {
         if child.len == row {
             if !child.nullable {
-                return Err(Fail::value("required field is missing").in_field(child.name()));
+                return Err(Fail::new(
+                    RecordErrorKind::MissingRequired,
+                    "required field is missing",
+                )
+                .in_field(child.name()));
             }
             child.push_null();
         }
@@ -103,10 +131,15 @@ fn object(ctx: &mut Ctx, st: &mut StructCol, row: usize) -> PResult<()> {
     Ok(())
 }
 
+/// A key that names several fields is rejected under every policy (it is neither skipped nor
+/// collected); classed with duplicates, as several fields claim one key.
 #[cold]
 fn ambiguous(key: &[u8]) -> Box<Fail> {
-    Fail::value("key matches several fields when ASCII case is ignored")
-        .in_field(&String::from_utf8_lossy(key))
+    Fail::new(
+        RecordErrorKind::Duplicate,
+        "key matches several fields when ASCII case is ignored",
+    )
+    .in_field(&String::from_utf8_lossy(key))
 }
 
 /// Writes the value at the cursor as one row of `col`.
@@ -115,7 +148,10 @@ pub(super) fn value(ctx: &mut Ctx, col: &mut Column) -> PResult<()> {
     if b == b'n' {
         ctx.cur.literal(b"null")?;
         if !col.nullable {
-            return Err(Fail::value("null is not allowed: the field is required"));
+            return Err(Fail::new(
+                RecordErrorKind::NullRequired,
+                "null is not allowed: the field is required",
+            ));
         }
         col.push_null();
         return Ok(());
@@ -128,15 +164,15 @@ pub(super) fn value(ctx: &mut Ctx, col: &mut Column) -> PResult<()> {
         Kind::Int(v) => v.push(int(ctx, b, i32::MIN as i64, i32::MAX as i64, start)? as i32),
         Kind::String(v) if b == b'"' => {
             ctx.cur.read_str_into(&mut v.data)?;
-            v.close().map_err(Fail::value)?;
+            v.close()?;
         }
         Kind::Timestamp {
             unit,
             values,
             dates,
         } if b == b'"' => {
-            let s = ctx.cur.read_str(ctx.text)?;
-            values.push(parse_timestamp(s, *unit, dates).map_err(Fail::value)?);
+            let s = ctx.cur.read_str(&mut ctx.scratch.text)?;
+            values.push(parse_timestamp(s, *unit, dates)?);
         }
         _ => return value_rest(ctx, col, b, start),
     }
@@ -180,7 +216,7 @@ fn value_rest(ctx: &mut Ctx, col: &mut Column, b: u8, start: usize) -> PResult<(
         kind => {
             let result = match b {
                 b'"' => {
-                    let s = ctx.cur.read_str(ctx.text)?;
+                    let s = ctx.cur.read_str(&mut ctx.scratch.text)?;
                     from_str(kind, s)
                 }
                 b'-' | b'0'..=b'9' => {
@@ -191,7 +227,7 @@ fn value_rest(ctx: &mut Ctx, col: &mut Column, b: u8, start: usize) -> PResult<(
             };
             match result {
                 Ok(()) => {}
-                Err(Reject::Invalid(reason)) => return Err(Fail::value(reason)),
+                Err(Reject::Invalid(fail)) => return Err(fail),
                 Err(Reject::WrongType) => return Err(wrong_type(ctx, &col.kind, start)),
             }
         }
@@ -210,9 +246,10 @@ fn int(ctx: &mut Ctx, b: u8, min: i64, max: i64, start: usize) -> PResult<i64> {
             "long"
         };
         let found = describe(ctx.cur.input(), start);
-        return Err(Fail::value(format!(
-            "expected a JSON integer ({name}), got {found}"
-        )));
+        return Err(Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!("expected a JSON integer ({name}), got {found}"),
+        ));
     }
     let tok = ctx.cur.int()?;
     if let super::json::IntTok::Int(v) = tok
@@ -222,16 +259,20 @@ fn int(ctx: &mut Ctx, b: u8, min: i64, max: i64, start: usize) -> PResult<i64> {
         return Ok(v);
     }
     let text = ctx.cur.input().get(start..ctx.cur.pos).unwrap_or(&[]);
-    integer(text, tok, min, max).map_err(Fail::value)
+    // Past the check above, `tok` is out of range or not an integer.
+    Err(not_integer(text, tok, min, max))
 }
 
 #[cold]
 fn wrong_type(ctx: &Ctx, kind: &Kind, start: usize) -> Box<Fail> {
-    Fail::value(format!(
-        "expected {}, got {}",
-        expects(kind, ctx.epoch),
-        describe(ctx.cur.input(), start)
-    ))
+    Fail::new(
+        RecordErrorKind::TypeMismatch,
+        format!(
+            "expected {}, got {}",
+            expects(kind, ctx.epoch),
+            describe(ctx.cur.input(), start)
+        ),
+    )
 }
 
 /// A short description of the JSON value starting at `start`, for error messages.
@@ -266,9 +307,11 @@ fn list(ctx: &mut Ctx, l: &mut ListCol) -> PResult<()> {
         loop {
             if !l.child.nullable && ctx.cur.peek()? == b'n' {
                 ctx.cur.literal(b"null")?;
-                return Err(
-                    Fail::value("null element, but the list's elements are required").at_index(i),
-                );
+                return Err(Fail::new(
+                    RecordErrorKind::NullRequired,
+                    "null element, but the list's elements are required",
+                )
+                .at_index(i));
             }
             value(ctx, &mut l.child).map_err(|e| e.at_index(i))?;
             i += 1;
@@ -277,8 +320,7 @@ fn list(ctx: &mut Ctx, l: &mut ListCol) -> PResult<()> {
             }
         }
     }
-    l.offsets
-        .push(child_offset(l.child.len).map_err(Fail::value)?);
+    l.offsets.push(child_offset(l.child.len)?);
     Ok(())
 }
 
@@ -289,9 +331,8 @@ fn map(ctx: &mut Ctx, m: &mut MapCol, open: u8) -> PResult<()> {
     } else {
         map_entries(ctx, m)?;
     }
-    check_duplicates(ctx.dedup, &m.keys, first)?;
-    m.offsets
-        .push(child_offset(m.keys.len).map_err(Fail::value)?);
+    check_duplicates(&mut ctx.scratch.dedup, &m.keys, first)?;
+    m.offsets.push(child_offset(m.keys.len)?);
     Ok(())
 }
 
@@ -306,18 +347,21 @@ fn map_object(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
         }
         let key_pos = ctx.cur.pos;
         {
-            let key = ctx.cur.read_str(ctx.text)?;
-            if let Err(reason) = from_key_text(&mut m.keys.kind, key, ctx.epoch) {
-                return Err(Fail::value(format!("invalid map key: {reason}"))
-                    .at_key(String::from_utf8_lossy(key).into_owned()));
+            let key = ctx.cur.read_str(&mut ctx.scratch.text)?;
+            if let Err(mut fail) = from_key_text(&mut m.keys.kind, key, ctx.epoch) {
+                fail.reason = format!("invalid map key: {}", fail.reason);
+                return Err(fail.at_key(String::from_utf8_lossy(key).into_owned()));
             }
             m.keys.commit_valid();
         }
         ctx.cur.expect(b':', "expected ':' after an object key")?;
         if !m.values.nullable && ctx.cur.peek()? == b'n' {
             ctx.cur.literal(b"null")?;
-            return Err(Fail::value("null value, but the map's values are required")
-                .at_key(key_text(ctx.cur.input(), key_pos)));
+            return Err(Fail::new(
+                RecordErrorKind::NullRequired,
+                "null value, but the map's values are required",
+            )
+            .at_key(key_text(ctx.cur.input(), key_pos)));
         }
         if let Err(e) = value(ctx, &mut m.values) {
             return Err(e.at_key(key_text(ctx.cur.input(), key_pos)));
@@ -347,9 +391,10 @@ fn map_entries(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
     loop {
         if ctx.cur.peek()? != b'{' {
             let found = describe(ctx.cur.input(), ctx.cur.pos);
-            return Err(Fail::value(format!(
-                "a map entry must be an object {{\"key\":…,\"value\":…}}, got {found}"
-            ))
+            return Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                format!("a map entry must be an object {{\"key\":…,\"value\":…}}, got {found}"),
+            )
             .at_index(i));
         }
         entry(ctx, m).map_err(|e| e.at_index(i))?;
@@ -368,7 +413,7 @@ fn entry(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
                 return Err(ctx.cur.error("expected a string key"));
             }
             let is_key = {
-                let k = ctx.cur.read_str(ctx.text)?;
+                let k = ctx.cur.read_str(&mut ctx.scratch.text)?;
                 let eq = |name: &[u8]| {
                     if ctx.case_insensitive {
                         k.eq_ignore_ascii_case(name)
@@ -381,10 +426,15 @@ fn entry(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
                 } else if eq(b"value") {
                     false
                 } else {
-                    return Err(Fail::value(format!(
-                        "unexpected member {} in a map entry (only \"key\" and \"value\")",
-                        show(k)
-                    )));
+                    // The entry's shape is fixed by the format, not the table: this is a
+                    // malformed entry under every unknown-field policy.
+                    return Err(Fail::new(
+                        RecordErrorKind::TypeMismatch,
+                        format!(
+                            "unexpected member {} in a map entry (only \"key\" and \"value\")",
+                            show(k)
+                        ),
+                    ));
                 }
             };
             ctx.cur.expect(b':', "expected ':' after an object key")?;
@@ -394,7 +444,10 @@ fn entry(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
                 (&mut m.values, "value")
             };
             if col.len != row {
-                return Err(Fail::value("duplicate key in one object").in_field(name));
+                return Err(
+                    Fail::new(RecordErrorKind::Duplicate, "duplicate key in one object")
+                        .in_field(name),
+                );
             }
             value(ctx, col).map_err(|e| e.in_field(name))?;
             if !ctx.cur.next_or_close(b'}')? {
@@ -403,11 +456,14 @@ fn entry(ctx: &mut Ctx, m: &mut MapCol) -> PResult<()> {
         }
     }
     if m.keys.len == row {
-        return Err(Fail::value("map entry has no \"key\"").in_field("key"));
+        return Err(
+            Fail::new(RecordErrorKind::MissingRequired, "map entry has no \"key\"").in_field("key"),
+        );
     }
     if m.values.len == row {
         if !m.values.nullable {
-            return Err(Fail::value(
+            return Err(Fail::new(
+                RecordErrorKind::MissingRequired,
                 "map entry has no \"value\", but the map's values are required",
             )
             .in_field("value"));
@@ -456,14 +512,17 @@ fn check_duplicates(scratch: &mut Vec<(u64, u32)>, keys: &Column, first: usize) 
         Some((i, j)) => {
             let (i, j) = (i.min(j), i.max(j));
             if let Kind::String(v) = &keys.kind {
-                Err(Fail::value("duplicate map key")
+                Err(Fail::new(RecordErrorKind::Duplicate, "duplicate map key")
                     .at_key(String::from_utf8_lossy(v.value(j)).into_owned()))
             } else {
-                Err(Fail::value(format!(
-                    "duplicate map key (entries {} and {} are equal)",
-                    i - first,
-                    j - first
-                )))
+                Err(Fail::new(
+                    RecordErrorKind::Duplicate,
+                    format!(
+                        "duplicate map key (entries {} and {} are equal)",
+                        i - first,
+                        j - first
+                    ),
+                ))
             }
         }
     }

@@ -4,7 +4,7 @@ use super::EpochUnit;
 use super::binary::{decode_base64, decode_fixed, parse_uuid};
 use super::column::{Kind, TsUnit};
 use super::decimal::to_decimal;
-use super::error::show;
+use super::error::{Fail, PResult, RecordErrorKind, show};
 use super::json::{Cursor, IntTok, NumTok};
 use super::temporal::{
     epoch_number, parse_date, parse_time, parse_timestamp, time_number, unit_name,
@@ -16,12 +16,12 @@ pub(super) enum Reject {
     /// This JSON type is never accepted by the column; the caller says what would be.
     WrongType,
     /// Right JSON type, bad value.
-    Invalid(String),
+    Invalid(Box<Fail>),
 }
 
-impl From<String> for Reject {
-    fn from(reason: String) -> Self {
-        Reject::Invalid(reason)
+impl From<Box<Fail>> for Reject {
+    fn from(fail: Box<Fail>) -> Self {
+        Reject::Invalid(fail)
     }
 }
 
@@ -115,29 +115,47 @@ pub(super) fn from_str(kind: &mut Kind, s: &[u8]) -> Result<(), Reject> {
 
 #[cold]
 fn not_special(s: &[u8]) -> Reject {
-    Reject::Invalid(format!(
-        "{} is not a number; only \"NaN\", \"Infinity\" and \"-Infinity\" are accepted as strings",
-        show(s)
+    Reject::Invalid(Fail::new(
+        RecordErrorKind::TypeMismatch,
+        format!(
+            "{} is not a number; only \"NaN\", \"Infinity\" and \"-Infinity\" are accepted as strings",
+            show(s)
+        ),
     ))
 }
 
 /// An integer from number text, range-checked for `int` or `long`.
-pub(super) fn integer(text: &[u8], tok: IntTok, min: i64, max: i64) -> Result<i64, String> {
+pub(super) fn integer(text: &[u8], tok: IntTok, min: i64, max: i64) -> PResult<i64> {
+    match tok {
+        IntTok::Int(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(not_integer(text, tok, min, max)),
+    }
+}
+
+/// Why [`integer`] refused `tok`. Only ever an error, so the hot caller's `Ok` path stays
+/// apart from it.
+#[cold]
+pub(super) fn not_integer(text: &[u8], tok: IntTok, min: i64, max: i64) -> Box<Fail> {
     let name = if min == i32::MIN as i64 {
         "int"
     } else {
         "long"
     };
     match tok {
-        IntTok::Int(v) if (min..=max).contains(&v) => Ok(v),
-        IntTok::Int(_) | IntTok::Overflow => Err(format!(
-            "{} is out of range for {name} ({min}..={max})",
-            String::from_utf8_lossy(text)
-        )),
-        IntTok::NotInteger => Err(format!(
-            "{} is not an integer ({name} takes JSON integers only)",
-            String::from_utf8_lossy(text)
-        )),
+        IntTok::Int(_) | IntTok::Overflow => Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!(
+                "{} is out of range for {name} ({min}..={max})",
+                String::from_utf8_lossy(text)
+            ),
+        ),
+        IntTok::NotInteger => Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!(
+                "{} is not an integer ({name} takes JSON integers only)",
+                String::from_utf8_lossy(text)
+            ),
+        ),
     }
 }
 
@@ -221,7 +239,7 @@ fn fast_float(text: &[u8], double: bool) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
-fn float(text: &[u8], double: bool) -> Result<f64, String> {
+fn float(text: &[u8], double: bool) -> PResult<f64> {
     if let Some(v) = fast_float(text, double) {
         return Ok(v);
     }
@@ -234,12 +252,18 @@ fn float(text: &[u8], double: bool) -> Result<f64, String> {
     });
     match parsed {
         Some(x) if x.is_finite() => Ok(x),
-        Some(_) => Err(format!(
-            "{} is out of range for {}",
-            String::from_utf8_lossy(text),
-            if double { "double" } else { "float" }
+        Some(_) => Err(Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!(
+                "{} is out of range for {}",
+                String::from_utf8_lossy(text),
+                if double { "double" } else { "float" }
+            ),
         )),
-        None => Err(format!("{} is not a number", show(text))),
+        None => Err(Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!("{} is not a number", show(text)),
+        )),
     }
 }
 
@@ -266,15 +290,19 @@ pub(super) fn from_number(kind: &mut Kind, tok: NumTok, epoch: EpochUnit) -> Res
         } => values.push(to_decimal(text, *precision, *scale)?),
         Kind::Date(v) => {
             let days = match int_tok() {
-                IntTok::Int(d) => i32::try_from(d).ok(),
-                _ => None,
+                IntTok::Int(d) => i32::try_from(d).map_err(|_| RecordErrorKind::OutOfRange),
+                IntTok::Overflow => Err(RecordErrorKind::OutOfRange),
+                IntTok::NotInteger => Err(RecordErrorKind::TypeMismatch),
             };
             match days {
-                Some(d) => v.push(d),
-                None => {
-                    return Err(Reject::Invalid(format!(
-                        "{} is not a whole number of days within the date range",
-                        String::from_utf8_lossy(text)
+                Ok(d) => v.push(d),
+                Err(kind) => {
+                    return Err(Reject::Invalid(Fail::new(
+                        kind,
+                        format!(
+                            "{} is not a whole number of days within the date range",
+                            String::from_utf8_lossy(text)
+                        ),
                     )));
                 }
             }
@@ -305,7 +333,7 @@ fn as_number(text: &[u8]) -> Option<NumTok<'_>> {
 }
 
 /// A map key's text (JSON object keys are always strings) parsed by the key column's type.
-pub(super) fn from_key_text(kind: &mut Kind, text: &[u8], epoch: EpochUnit) -> Result<(), String> {
+pub(super) fn from_key_text(kind: &mut Kind, text: &[u8], epoch: EpochUnit) -> PResult<()> {
     let result = match kind {
         Kind::String(v) => {
             v.data.extend_from_slice(text);
@@ -338,16 +366,19 @@ pub(super) fn from_key_text(kind: &mut Kind, text: &[u8], epoch: EpochUnit) -> R
             from_str(kind, text)
         }
         Kind::Struct(_) | Kind::List(_) | Kind::Map(_) => {
-            return Err(
-                "keys of a nested type can only be given as [{\"key\":…,\"value\":…}] entries"
-                    .into(),
-            );
+            return Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                "keys of a nested type can only be given as [{\"key\":…,\"value\":…}] entries",
+            ));
         }
     };
     match result {
         Ok(()) => Ok(()),
-        Err(Reject::Invalid(reason)) => Err(reason),
-        Err(Reject::WrongType) => Err(format!("{} is not {}", show(text), expects(kind, epoch))),
+        Err(Reject::Invalid(fail)) => Err(fail),
+        Err(Reject::WrongType) => Err(Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!("{} is not {}", show(text), expects(kind, epoch)),
+        )),
     }
 }
 

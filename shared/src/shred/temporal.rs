@@ -2,8 +2,8 @@
 
 use super::EpochUnit;
 use super::column::TsUnit;
-use super::decimal::{ExactError, ScaleError, parse_exact};
-use super::error::show;
+use super::decimal::{ExactError, ScaleError, long_integer_digits, parse_exact};
+use super::error::{Fail, PResult, RecordErrorKind, show};
 
 const SECS_PER_DAY: i64 = 86_400;
 
@@ -130,7 +130,7 @@ fn offset(s: &[u8], at: usize) -> Result<Option<i64>, ()> {
 }
 
 /// `YYYY-MM-DD` as days since the epoch.
-pub(super) fn parse_date(s: &[u8]) -> Result<i32, String> {
+pub(super) fn parse_date(s: &[u8]) -> PResult<i32> {
     match date_prefix(s) {
         Some(days) if s.len() == 10 => i32::try_from(days).map_err(|_| bad_date(s)),
         _ => Err(bad_date(s)),
@@ -138,16 +138,22 @@ pub(super) fn parse_date(s: &[u8]) -> Result<i32, String> {
 }
 
 #[cold]
-fn bad_date(s: &[u8]) -> String {
-    format!("{} is not a valid date (expected YYYY-MM-DD)", show(s))
+fn bad_date(s: &[u8]) -> Box<Fail> {
+    Fail::new(
+        RecordErrorKind::TypeMismatch,
+        format!("{} is not a valid date (expected YYYY-MM-DD)", show(s)),
+    )
 }
 
 /// `HH:MM:SS[.ffffff]` as microseconds since midnight.
-pub(super) fn parse_time(s: &[u8]) -> Result<i64, String> {
+pub(super) fn parse_time(s: &[u8]) -> PResult<i64> {
     let bad = || {
-        format!(
-            "{} is not a valid time (expected HH:MM:SS[.ffffff])",
-            show(s)
+        Fail::new(
+            RecordErrorKind::TypeMismatch,
+            format!(
+                "{} is not a valid time (expected HH:MM:SS[.ffffff])",
+                show(s)
+            ),
         )
     };
     let secs = hms(s, 0).ok_or_else(bad)?;
@@ -164,14 +170,17 @@ pub(super) fn parse_time(s: &[u8]) -> Result<i64, String> {
 }
 
 #[cold]
-fn too_precise(s: &[u8], unit: TsUnit) -> String {
+fn too_precise(s: &[u8], unit: TsUnit) -> Box<Fail> {
     let (digits, name) = match unit {
         TsUnit::Micros => (6, "microseconds"),
         TsUnit::Nanos => (9, "nanoseconds"),
     };
-    format!(
-        "{} has non-zero digits past {digits} fractional digits; the column stores {name} and would truncate",
-        show(s)
+    Fail::new(
+        RecordErrorKind::Precision,
+        format!(
+            "{} has non-zero digits past {digits} fractional digits; the column stores {name} and would truncate",
+            show(s)
+        ),
     )
 }
 
@@ -200,11 +209,7 @@ impl DateCache {
 /// An ISO-8601 timestamp as `unit`s since the epoch in UTC. A string without an offset is
 /// taken as UTC (it is wall time for `timestamp`, and UTC by rule for `timestamptz`).
 #[inline]
-pub(super) fn parse_timestamp(
-    s: &[u8],
-    unit: TsUnit,
-    dates: &mut DateCache,
-) -> Result<i64, String> {
+pub(super) fn parse_timestamp(s: &[u8], unit: TsUnit, dates: &mut DateCache) -> PResult<i64> {
     let parsed = (|| {
         let days = dates.days(s)?;
         if !matches!(s.get(10), Some(b'T' | b't' | b' ')) {
@@ -233,14 +238,22 @@ pub(super) fn parse_timestamp(
     utc_secs
         .checked_mul(per_sec)
         .and_then(|v| v.checked_add(frac))
-        .ok_or_else(|| format!("{} is out of range for the column", show(s)))
+        .ok_or_else(|| {
+            Fail::new(
+                RecordErrorKind::OutOfRange,
+                format!("{} is out of range for the column", show(s)),
+            )
+        })
 }
 
 #[cold]
-fn bad_timestamp(s: &[u8]) -> String {
-    format!(
-        "{} is not a valid timestamp (expected YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|±HH:MM])",
-        show(s)
+fn bad_timestamp(s: &[u8]) -> Box<Fail> {
+    Fail::new(
+        RecordErrorKind::TypeMismatch,
+        format!(
+            "{} is not a valid timestamp (expected YYYY-MM-DDTHH:MM:SS[.fffffffff][Z|±HH:MM])",
+            show(s)
+        ),
     )
 }
 
@@ -269,41 +282,62 @@ pub(super) fn unit_name(u: EpochUnit) -> &'static str {
 }
 
 /// A JSON number of `unit`s converted exactly to the column's unit.
-pub(super) fn epoch_number(text: &[u8], from: EpochUnit, to: TsUnit) -> Result<i64, String> {
+pub(super) fn epoch_number(text: &[u8], from: EpochUnit, to: TsUnit) -> PResult<i64> {
+    let shift = shift(from, to);
     let x = match parse_exact(text) {
         Ok(x) => x,
-        Err(ExactError::Syntax) => return Err(format!("{} is not a number", show(text))),
+        Err(ExactError::Syntax) => {
+            return Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                format!("{} is not a number", show(text)),
+            ));
+        }
         Err(ExactError::TooManyDigits) => {
-            return Err(format!("{} has too many digits", show(text)));
+            // Over 38 significant digits: an integer part that fits an i64 (at most 19
+            // digits, taken as 18 to stay on the safe side) leaves too fine a fraction.
+            let kind = match long_integer_digits(text) {
+                None => RecordErrorKind::TypeMismatch,
+                Some(n) if n + shift > 18 => RecordErrorKind::OutOfRange,
+                Some(_) => RecordErrorKind::Precision,
+            };
+            return Err(Fail::new(
+                kind,
+                format!("{} has too many digits", show(text)),
+            ));
         }
     };
-    x.scaled_i64(shift(from, to)).map_err(|e| match e {
-        ScaleError::Fraction => format!(
-            "{} {} has a fraction finer than the column's {} and would be truncated",
-            show(text),
-            unit_name(from),
-            if to == TsUnit::Micros {
-                "microseconds"
-            } else {
-                "nanoseconds"
-            },
+    x.scaled_i64(shift).map_err(|e| match e {
+        ScaleError::Fraction => Fail::new(
+            RecordErrorKind::Precision,
+            format!(
+                "{} {} has a fraction finer than the column's {} and would be truncated",
+                show(text),
+                unit_name(from),
+                if to == TsUnit::Micros {
+                    "microseconds"
+                } else {
+                    "nanoseconds"
+                },
+            ),
         ),
-        ScaleError::Range => format!(
-            "{} {} is out of range for the column",
-            show(text),
-            unit_name(from)
+        ScaleError::Range => Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!(
+                "{} {} is out of range for the column",
+                show(text),
+                unit_name(from)
+            ),
         ),
     })
 }
 
 /// A JSON number of `unit`s since midnight as microseconds, within one day.
-pub(super) fn time_number(text: &[u8], from: EpochUnit) -> Result<i64, String> {
+pub(super) fn time_number(text: &[u8], from: EpochUnit) -> PResult<i64> {
     let v = epoch_number(text, from, TsUnit::Micros)?;
     if !(0..SECS_PER_DAY * 1_000_000).contains(&v) {
-        return Err(format!(
-            "{} {} is not within one day",
-            show(text),
-            unit_name(from)
+        return Err(Fail::new(
+            RecordErrorKind::OutOfRange,
+            format!("{} {} is not within one day", show(text), unit_name(from)),
         ));
     }
     Ok(v)

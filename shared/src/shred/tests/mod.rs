@@ -1,9 +1,11 @@
 //! Unit tests of the shredder, asserting on the values it produces.
 
+mod kinds;
 mod nested;
 mod primitives;
 mod records;
 mod temporal;
+mod unknown;
 
 use std::sync::Arc;
 

@@ -404,11 +404,13 @@ fn record_error_display() {
     let e = super::super::RecordError {
         field: "a.b".into(),
         reason: "bad".into(),
+        kind: super::super::RecordErrorKind::TypeMismatch,
     };
     assert_eq!(e.to_string(), "field `a.b`: bad");
     let e = super::super::RecordError {
         field: String::new(),
         reason: "bad".into(),
+        kind: super::super::RecordErrorKind::Syntax,
     };
     assert_eq!(e.to_string(), "bad");
 }

@@ -1,0 +1,768 @@
+//! floe's configuration: one TOML file, checked completely when it is loaded.
+//!
+//! # Where it comes from
+//!
+//! floe reads exactly one of these, in this order:
+//!
+//! 1. a file: `--config PATH`, or `FLOE_CONFIG=PATH`;
+//! 2. the whole file inline in `FLOE_CONFIG_TOML` (for AWS Lambda, where there
+//!    is no file to ship);
+//! 3. nothing: every key takes its default, and the environment overrides
+//!    below configure floe on their own.
+//!
+//! Giving both a file and `FLOE_CONFIG_TOML` is an error. Relative paths
+//! (`warehouse.path`, `dead_letter.location`, `tables.*.schema`) are relative to
+//! the config file's directory, or to the working directory when there is no
+//! file; this holds for paths set through the environment too.
+//!
+//! Nothing is guessed: an unknown key, a value of the wrong type, a key the
+//! routing mode needs but lacks, a key the mode does not use, or an invalid
+//! table name stops floe at start-up with an error that names the key:
+//!
+//! ```text
+//! config key routing.tempalte: unknown key (did you mean template?)
+//! config key routing.template: unknown placeholder {topik} (use {source}, {topic}, {queue} or {stream})
+//! config key routing.mode (from FLOE_ROUTING_MODE): unknown value "feild" (use fixed, field or source)
+//! environment variable FLOE_DEFAULTS_EVOLUTION: expected true or false, got "maybe" (overrides defaults.evolution)
+//! ```
+//!
+//! # Environment overrides
+//!
+//! Every key of `[warehouse]`, `[dead_letter]`, `[routing]` and `[defaults]`
+//! can be replaced by `FLOE_<SECTION>_<KEY>`, upper-cased:
+//! `FLOE_WAREHOUSE_URI`, `FLOE_DEAD_LETTER_LOCATION`, `FLOE_ROUTING_MODE`,
+//! `FLOE_ROUTING_ALLOW`, `FLOE_DEFAULTS_EVOLUTION`,
+//! `FLOE_DEFAULTS_INFER_DECIMAL_SCALE`, …
+//!
+//! - The variable replaces the key's whole value, as if it were written in the
+//!   file, and is then checked like the file; errors name the variable.
+//! - Booleans: `true`/`false` (also `1`/`0`, `yes`/`no`). Lists: comma-separated
+//!   (`FLOE_ROUTING_ALLOW=raw.*,bronze.events`). Properties: comma-separated
+//!   `KEY=VALUE` pairs (`FLOE_DEFAULTS_PROPERTIES=write.parquet.compression-codec=zstd`),
+//!   which replace the file's `[defaults.properties]` as a whole.
+//! - An empty variable removes the key, so its default applies: this is how a
+//!   key that the new routing mode does not use is cleared
+//!   (`FLOE_ROUTING_MODE=fixed FLOE_ROUTING_TABLE=bronze.events FLOE_ROUTING_TEMPLATE=`).
+//! - `warehouse.path` and `warehouse.uri` are alternatives: setting one through
+//!   the environment drops the other one from the file.
+//! - A `FLOE_WAREHOUSE_*`, `FLOE_DEAD_LETTER_*`, `FLOE_ROUTING_*` or
+//!   `FLOE_DEFAULTS_*` variable that is not a key is an error, so a typo is not
+//!   silently ignored.
+//! - `[tables.*]` sections have no environment overrides.
+//!
+//! # Reference
+//!
+//! ```toml
+//! [warehouse]
+//! path = "./warehouse"
+//! # uri = "s3://bucket/prefix"
+//!
+//! [dead_letter]
+//! location = "./warehouse/_floe/dlq"
+//!
+//! [routing]
+//! mode = "field"
+//! field = "type"
+//! template = "raw.{value}"
+//! allow = ["raw.*", "bronze.events"]
+//! create = true
+//!
+//! [defaults]
+//! evolution = true
+//! unknown_fields = "ignore"
+//! format_version = 2
+//! infer_timestamps = true
+//! infer_decimal_scale = 6
+//! case_insensitive = false
+//! epoch_unit = "ms"
+//! properties = { "write.parquet.compression-codec" = "zstd" }
+//!
+//! [tables."bronze.events"]
+//! schema = "schemas/events.json"
+//! partition = ["day(ts)", "bucket(16, id)"]
+//! sort = ["ts", "id desc nulls last"]
+//! identifier_fields = ["id"]
+//! evolution = false
+//! unknown_fields = "reject"
+//! properties = { "write.target-file-size-bytes" = 134217728 }
+//! ```
+//!
+//! ## `[warehouse]`: where tables live
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `path` | string | `"./warehouse"` | Directory of the embedded warehouse (SQLite catalog, metadata and data files). |
+//! | `uri` | string | — | Object-store warehouse such as `s3://bucket/prefix`. Accepted and kept for deployments that use it; set `path` or `uri`, not both. |
+//!
+//! ## `[dead_letter]`: records that cannot be written
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `location` | string | `<warehouse>/_floe/dlq` | Directory or URI (`s3://…`) under which rejected records are kept, with the field and reason of each rejection. |
+//!
+//! ## `[routing]`: which table each record goes to
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `mode` | `"fixed"`, `"field"` or `"source"` | `"fixed"` | `fixed`: every record to `table`. `field`: the value of a record field picks the table through `template`. `source`: the queue, stream, topic or file name picks it through `template`. |
+//! | `table` | string | — | `fixed` only, required: the table, `namespace.table` (`a.b.table` for nested namespaces). |
+//! | `field` | string | — | `field` only, required: a top-level field of each JSON record, matched exactly (a dot is part of the name, not a path). Its value must be a string or an integer; a record without it, or with `null`, an object, an array, a boolean or a fraction there, goes to the dead letter location. |
+//! | `template` | string | — | `field` and `source`, required: the table name with placeholders. `field` mode: `{value}`, the field's value. `source` mode: `{source}`, the source's name whatever its kind; `{topic}` (Kafka), `{queue}` (SQS), `{stream}` (Kinesis, DynamoDB streams), which refuse a record from another kind of source. |
+//! | `allow` | list of patterns | `[]` | Tables that routing may pick, e.g. `["raw.*", "bronze.events"]`; `*` matches any run of characters within one name part (`raw.*` matches `raw.orders` but not `raw.eu.orders`). Empty: any valid name. |
+//! | `create` | boolean | `true` | Create a table that does not exist on its first write, from its `[tables.*]` section or inferred from the batch; `false` sends records for a missing table to the dead letter location. |
+//!
+//! A routed name is built from the template, lower-cased, and every character
+//! of a placeholder's value other than `a-z`, `0-9`, `_` and `-` becomes `_`:
+//! topic `Orders.v2` with `raw.{topic}` goes to `raw.orders_v2`. A value can
+//! therefore never add a namespace level or a path component. Names must have
+//! a namespace and a table, each part 1–255 characters of letters, digits, `_`
+//! and `-`. Write `[tables.*]` sections and `allow` patterns for routed tables
+//! in lower case.
+//!
+//! ## `[defaults]`: settings of every table
+//!
+//! Each key can be set again in a table's own section, which wins.
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `evolution` | boolean | `true` | Add columns and widen types (int → long, float → double, decimal precision) as records need them. |
+//! | `widen_types` | boolean | `true` | With `evolution`, whether types widen too; `false` keeps types fixed, so values that do not fit go to the dead letter location (widen by hand with `floe table alter --widen`, then `floe dlq replay`). |
+//! | `unknown_fields` | `"ignore"` or `"reject"` | `"ignore"` | With `evolution = false`, what happens to a record field that the table has no column for: dropped, or the whole record goes to the dead letter location. |
+//! | `format_version` | 1, 2 or 3 | `2` | Iceberg format version of tables that floe creates. |
+//! | `properties` | table of strings | `{}` | Iceberg table properties for tables floe creates, e.g. `"write.parquet.compression-codec" = "zstd"`. Numbers and booleans are accepted and stored as text. A table's own `properties` are merged key by key, the table's value winning. |
+//! | `infer_timestamps` | boolean | `true` | In inferred schemas, strings that are ISO-8601 timestamps become `timestamptz` (otherwise `string`). |
+//! | `infer_decimal_scale` | integer 0–38 | — | In inferred schemas, fractional JSON numbers become `decimal(38, N)` with this scale; unset: `double`. |
+//! | `case_insensitive` | boolean | `false` | Match record fields to columns ignoring case. |
+//! | `epoch_unit` | `"s"`, `"ms"`, `"us"` or `"ns"` | `"ms"` | Unit of JSON numbers written to timestamp, date and time columns. |
+//!
+//! ## `[tables."namespace.table"]`: one table
+//!
+//! Quote the name: `[tables.bronze.events]` would mean a table `bronze` with a
+//! key `events`. Every `[defaults]` key, plus:
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `schema` | string | — | Iceberg schema JSON file (the spec's `struct` form), relative to the config file; it must exist. Unset: inferred from the first batch. |
+//! | `partition` | list of strings | `[]` | Partition fields: `col`, `identity(col)`, `year(col)`, `month(col)`, `day(col)`, `hour(col)`, `bucket(N, col)`, `truncate(W, col)`. |
+//! | `sort` | list of strings | `[]` | Sort order, most significant first: `col`, optionally followed by `asc`/`desc` and `nulls first`/`nulls last`. |
+//! | `identifier_fields` | list of strings | `[]` | Columns that identify a row (Iceberg identifier fields; required columns). |
+//!
+//! `partition` and `sort` entries are checked against the schema when the table
+//! is created; here they only have to be non-empty.
+
+mod keys;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+use crate::route::Router;
+
+/// A config that cannot be used; every message names the file, key or variable at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML.
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// Where the text came from (`config file floe.toml`, `FLOE_CONFIG_TOML`).
+        origin: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A key is unknown, missing, of the wrong type or has an unusable value.
+    #[error("config key {key}{}: {message}", from_var(var))]
+    Key {
+        /// The key's path, e.g. `routing.template` or `tables."bronze.events".sort[1]`.
+        key: String,
+        /// The environment variable that set the key, if one did.
+        var: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// An environment variable cannot be used.
+    #[error("environment variable {var}: {message}")]
+    Env {
+        /// The variable.
+        var: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn from_var(var: &Option<String>) -> String {
+    var.as_ref()
+        .map(|v| format!(" (from {v})"))
+        .unwrap_or_default()
+}
+
+impl ConfigError {
+    /// A `Key` error for `key`.
+    pub fn key(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Key {
+            key: key.into(),
+            var: None,
+            message: message.into(),
+        }
+    }
+
+    /// Names the variable behind the key at fault, so a user whose file looks
+    /// right is pointed at the environment.
+    fn blame_env(self, applied: &[(String, String)]) -> Self {
+        match self {
+            Self::Key {
+                key,
+                var: None,
+                message,
+            } => {
+                let var = applied
+                    .iter()
+                    .find(|(k, _)| {
+                        key == *k
+                            || key
+                                .strip_prefix(k.as_str())
+                                .is_some_and(|rest| rest.starts_with(['[', '.']))
+                    })
+                    .map(|(_, v)| v.clone());
+                Self::Key { key, var, message }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The whole configuration, as written (after environment overrides).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[warehouse]`.
+    pub warehouse: WarehouseConfig,
+    /// `[dead_letter]`.
+    pub dead_letter: DeadLetterConfig,
+    /// `[routing]`.
+    pub routing: RoutingConfig,
+    /// `[defaults]`.
+    pub defaults: TableDefaults,
+    /// `[tables."ns.table"]`, by table name.
+    pub tables: BTreeMap<String, TableConfig>,
+    /// Directory that relative paths are relative to.
+    #[serde(skip)]
+    base_dir: PathBuf,
+}
+
+/// `[warehouse]`: where tables live.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WarehouseConfig {
+    /// Embedded warehouse directory as written; see [`Config::warehouse_location`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Object-store warehouse URI (`s3://bucket/prefix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+}
+
+/// `[dead_letter]`: where rejected records go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeadLetterConfig {
+    /// Directory or URI as written; see [`Config::dead_letter_location`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+/// `[routing]`: which table a record goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutingConfig {
+    /// How the table is chosen.
+    pub mode: RoutingMode,
+    /// `fixed`: the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// `field`: the top-level record field whose value picks the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// `field` / `source`: the table name with placeholders.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Patterns a routed table must match; empty allows any valid name.
+    pub allow: Vec<String>,
+    /// Create missing tables on first write.
+    pub create: bool,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        Self {
+            mode: RoutingMode::default(),
+            table: None,
+            field: None,
+            template: None,
+            allow: Vec::new(),
+            create: true,
+        }
+    }
+}
+
+/// `routing.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoutingMode {
+    /// Every record goes to `routing.table`.
+    #[default]
+    Fixed,
+    /// A record field's value fills `{value}` in `routing.template`.
+    Field,
+    /// The source's name fills the placeholders of `routing.template`.
+    Source,
+}
+
+impl RoutingMode {
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fixed => "fixed",
+            Self::Field => "field",
+            Self::Source => "source",
+        }
+    }
+}
+
+impl fmt::Display for RoutingMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `unknown_fields`: record fields without a column when evolution is off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownFields {
+    /// Drop the field, keep the record.
+    #[default]
+    Ignore,
+    /// Send the whole record to the dead letter location.
+    Reject,
+}
+
+/// `epoch_unit`: the unit of JSON numbers written to temporal columns (`s`, `ms`, `us`, `ns`).
+pub use crate::shred::EpochUnit;
+
+/// `[defaults]`: settings of every table unless its own section overrides them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TableDefaults {
+    /// Add columns and widen types as records need.
+    pub evolution: bool,
+    /// Fields without a column when `evolution` is off.
+    pub unknown_fields: UnknownFields,
+    /// Iceberg format version of created tables (1–3).
+    pub format_version: u8,
+    /// ISO-8601 strings become `timestamptz` in inferred schemas.
+    pub infer_timestamps: bool,
+    /// Fractional numbers become `decimal(38, N)` in inferred schemas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infer_decimal_scale: Option<u8>,
+    /// Match record fields to columns ignoring case.
+    pub case_insensitive: bool,
+    /// Unit of epoch numbers in temporal columns.
+    pub epoch_unit: EpochUnit,
+    /// With `evolution`, also widen column types (int→long, float→double, decimal precision).
+    pub widen_types: bool,
+    /// Iceberg table properties.
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for TableDefaults {
+    fn default() -> Self {
+        Self {
+            evolution: true,
+            unknown_fields: UnknownFields::default(),
+            format_version: 2,
+            infer_timestamps: true,
+            infer_decimal_scale: None,
+            case_insensitive: false,
+            epoch_unit: EpochUnit::default(),
+            widen_types: true,
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[tables."ns.table"]`: one table's settings; unset keys fall back to `[defaults]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TableConfig {
+    /// Iceberg schema JSON file as written (relative to the config file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<PathBuf>,
+    /// Partition expressions such as `day(ts)`.
+    pub partition: Vec<String>,
+    /// Sort expressions such as `id desc nulls last`.
+    pub sort: Vec<String>,
+    /// Iceberg identifier fields.
+    pub identifier_fields: Vec<String>,
+    /// Overrides `defaults.evolution`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evolution: Option<bool>,
+    /// Overrides `defaults.unknown_fields`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_fields: Option<UnknownFields>,
+    /// Overrides `defaults.format_version`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<u8>,
+    /// Overrides `defaults.infer_timestamps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infer_timestamps: Option<bool>,
+    /// Overrides `defaults.infer_decimal_scale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infer_decimal_scale: Option<u8>,
+    /// Overrides `defaults.case_insensitive`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub case_insensitive: Option<bool>,
+    /// Overrides `defaults.epoch_unit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch_unit: Option<EpochUnit>,
+    /// Overrides `defaults.widen_types`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widen_types: Option<bool>,
+    /// Merged over `defaults.properties`, key by key.
+    pub properties: BTreeMap<String, String>,
+}
+
+/// A table's effective settings: its section merged over `[defaults]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTable {
+    /// The table name as asked for.
+    pub name: String,
+    /// Whether the config has a `[tables.*]` section for it.
+    pub configured: bool,
+    /// Schema file, resolved against the config file's directory.
+    pub schema: Option<PathBuf>,
+    /// Partition expressions.
+    pub partition: Vec<String>,
+    /// Sort expressions.
+    pub sort: Vec<String>,
+    /// Identifier fields.
+    pub identifier_fields: Vec<String>,
+    /// Defaults' properties with the table's on top.
+    pub properties: BTreeMap<String, String>,
+    /// Schema evolution on or off.
+    pub evolution: bool,
+    /// Fields without a column when evolution is off.
+    pub unknown_fields: UnknownFields,
+    /// Iceberg format version.
+    pub format_version: u8,
+    /// ISO strings become `timestamptz` in inferred schemas.
+    pub infer_timestamps: bool,
+    /// Fractional numbers become `decimal(38, N)` in inferred schemas.
+    pub infer_decimal_scale: Option<u8>,
+    /// Case-insensitive field matching.
+    pub case_insensitive: bool,
+    /// Unit of epoch numbers.
+    pub epoch_unit: EpochUnit,
+    /// Types widen as records need (with `evolution`).
+    pub widen_types: bool,
+}
+
+/// A place for files: a local directory or an object-store URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory.
+    Path(PathBuf),
+    /// A URI such as `s3://bucket/prefix`, without a trailing `/`.
+    Uri(String),
+}
+
+impl Location {
+    /// The location `rel` (a `/`-separated relative path) below this one.
+    pub fn join(&self, rel: &str) -> Location {
+        match self {
+            Self::Path(p) => Self::Path(rel.split('/').fold(p.clone(), |p, part| p.join(part))),
+            Self::Uri(u) => Self::Uri(format!("{}/{rel}", u.trim_end_matches('/'))),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Path(p) => write!(f, "{}", p.display()),
+            Self::Uri(u) => f.write_str(u),
+        }
+    }
+}
+
+/// Warehouse directory used when neither `warehouse.path` nor `warehouse.uri` is set.
+pub const DEFAULT_WAREHOUSE: &str = "./warehouse";
+
+/// Dead-letter location below the warehouse when `dead_letter.location` is unset.
+pub const DEFAULT_DEAD_LETTER: &str = "_floe/dlq";
+
+impl Config {
+    /// Loads the config from `path` (`--config`), else `FLOE_CONFIG`, else
+    /// `FLOE_CONFIG_TOML`, else defaults, then applies `FLOE_*` overrides.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        keys::check_env_names(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()))?;
+        Self::load_with(path, &|name: &str| std::env::var(name).ok())
+    }
+
+    /// [`Config::load`] with the environment given as a lookup function.
+    fn load_with(
+        path: Option<&Path>,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let file = path
+            .map(Path::to_path_buf)
+            .or_else(|| set("FLOE_CONFIG").map(PathBuf::from));
+        match (file, set("FLOE_CONFIG_TOML")) {
+            (Some(file), Some(_)) => Err(ConfigError::Env {
+                var: "FLOE_CONFIG_TOML".into(),
+                message: format!(
+                    "a config file ({}) is given too; use one or the other",
+                    file.display()
+                ),
+            }),
+            (Some(file), None) => {
+                let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+                    path: file.clone(),
+                    source,
+                })?;
+                let base = file.parent().unwrap_or(Path::new(""));
+                let origin = format!("config file {}", file.display());
+                Self::parse(&text, base, &origin, env)
+            }
+            (None, Some(text)) => Self::parse(&text, Path::new(""), "FLOE_CONFIG_TOML", env),
+            (None, None) => Self::parse("", Path::new(""), "config", env),
+        }
+    }
+
+    /// Parses TOML text; relative paths are relative to `base_dir`; `env`
+    /// looks up `FLOE_*` overrides (pass `&|_| None` for none).
+    pub fn from_toml_str(
+        text: &str,
+        base_dir: &Path,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        Self::parse(text, base_dir, "config", env)
+    }
+
+    fn parse(
+        text: &str,
+        base_dir: &Path,
+        origin: &str,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut root: Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                origin: origin.to_string(),
+                message: e.to_string().trim_end().to_string(),
+            })?;
+        let applied = apply_env(&mut root, env)?;
+        keys::check(&mut root).map_err(|e| e.blame_env(&applied))?;
+        // `check` has vetted every key and type, so this only fails on a
+        // mismatch between `keys` and the structs, which the tests would catch.
+        let mut config: Config = Value::Table(root)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                ConfigError::key("(config)", e.to_string().trim_end().replace('\n', " "))
+            })?;
+        config.base_dir = base_dir.to_path_buf();
+        config.finish().map_err(|e| e.blame_env(&applied))?;
+        Ok(config)
+    }
+
+    /// Fills in defaults that depend on other keys and checks the rules that
+    /// span keys.
+    fn finish(&mut self) -> Result<(), ConfigError> {
+        match (&self.warehouse.path, &self.warehouse.uri) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::key(
+                    "warehouse.uri",
+                    "set either warehouse.path or warehouse.uri, not both",
+                ));
+            }
+            (None, None) => self.warehouse.path = Some(PathBuf::from(DEFAULT_WAREHOUSE)),
+            (None, Some(uri)) => check_uri("warehouse.uri", uri)?,
+            (Some(_), None) => {}
+        }
+        if let Some(location) = &self.dead_letter.location
+            && location.contains("://")
+        {
+            check_uri("dead_letter.location", location)?;
+        }
+        // Fixed mode without a table is the CLI's and the tests' case: the caller
+        // names the table (`floe ingest NS.TABLE`); only records routed by these
+        // rules need them complete.
+        if self.routing.mode != RoutingMode::Fixed || self.routing.table.is_some() {
+            Router::new(&self.routing)?;
+        }
+        for (name, table) in &self.tables {
+            let at = keys::join(keys::TABLES, name);
+            if let Some(schema) = &table.schema {
+                let file = self.resolve(schema);
+                if !file.is_file() {
+                    return Err(ConfigError::key(
+                        keys::join(&at, "schema"),
+                        format!("no schema file at {}", file.display()),
+                    ));
+                }
+            }
+            let mut seen = BTreeSet::new();
+            for (i, field) in table.identifier_fields.iter().enumerate() {
+                if !seen.insert(field.trim()) {
+                    return Err(ConfigError::key(
+                        format!("{at}.identifier_fields[{i}]"),
+                        format!("{field:?} is listed twice"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Directory that relative paths in this config are relative to.
+    pub fn base_dir(&self) -> &Path {
+        &self.base_dir
+    }
+
+    /// A path from the config, made relative to the config file's directory.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            return path.to_path_buf();
+        }
+        let path = path.strip_prefix(".").unwrap_or(path);
+        self.base_dir.join(path)
+    }
+
+    /// Where the warehouse is: `warehouse.uri`, else `warehouse.path` resolved.
+    pub fn warehouse_location(&self) -> Location {
+        match (&self.warehouse.uri, &self.warehouse.path) {
+            (Some(uri), _) => Location::Uri(uri.trim_end_matches('/').to_string()),
+            (None, Some(path)) => Location::Path(self.resolve(path)),
+            (None, None) => Location::Path(self.resolve(Path::new(DEFAULT_WAREHOUSE))),
+        }
+    }
+
+    /// Where rejected records go: `dead_letter.location`, else `<warehouse>/_floe/dlq`.
+    pub fn dead_letter_location(&self) -> Location {
+        match &self.dead_letter.location {
+            Some(uri) if uri.contains("://") => {
+                Location::Uri(uri.trim_end_matches('/').to_string())
+            }
+            Some(path) => Location::Path(self.resolve(Path::new(path))),
+            None => self.warehouse_location().join(DEFAULT_DEAD_LETTER),
+        }
+    }
+
+    /// The effective settings of table `name`: its section merged over `[defaults]`.
+    pub fn table(&self, name: &str) -> ResolvedTable {
+        let defaults = &self.defaults;
+        let section = self.tables.get(name);
+        let own = section.cloned().unwrap_or_default();
+        let mut properties = defaults.properties.clone();
+        properties.extend(own.properties);
+        ResolvedTable {
+            name: name.to_string(),
+            configured: section.is_some(),
+            schema: own.schema.as_deref().map(|p| self.resolve(p)),
+            partition: own.partition,
+            sort: own.sort,
+            identifier_fields: own.identifier_fields,
+            properties,
+            evolution: own.evolution.unwrap_or(defaults.evolution),
+            unknown_fields: own.unknown_fields.unwrap_or(defaults.unknown_fields),
+            format_version: own.format_version.unwrap_or(defaults.format_version),
+            infer_timestamps: own.infer_timestamps.unwrap_or(defaults.infer_timestamps),
+            infer_decimal_scale: own.infer_decimal_scale.or(defaults.infer_decimal_scale),
+            case_insensitive: own.case_insensitive.unwrap_or(defaults.case_insensitive),
+            epoch_unit: own.epoch_unit.unwrap_or(defaults.epoch_unit),
+            widen_types: own.widen_types.unwrap_or(defaults.widen_types),
+        }
+    }
+}
+
+/// Applies `FLOE_<SECTION>_<KEY>` overrides; returns `(key path, variable)` of each.
+fn apply_env(
+    root: &mut Table,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut applied = Vec::new();
+    let mut replaced = Vec::new();
+    for (section, section_keys) in keys::SECTIONS {
+        for key in *section_keys {
+            let var = keys::env_var(section, key.name);
+            let Some(text) = env(&var) else {
+                continue;
+            };
+            let path = format!("{section}.{}", key.name);
+            let entry = root
+                .entry(section.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            let found = keys::type_name(entry);
+            let Some(table) = entry.as_table_mut() else {
+                return Err(ConfigError::key(
+                    *section,
+                    format!("expected a table ([{section}]), got {found}"),
+                ));
+            };
+            if text.trim().is_empty() {
+                table.remove(key.name);
+            } else {
+                let value = keys::parse_env(key.kind, &text).map_err(|m| ConfigError::Env {
+                    var: var.clone(),
+                    message: format!("{m} (overrides {path})"),
+                })?;
+                table.insert(key.name.to_string(), value);
+                replaced.push(path.clone());
+            }
+            applied.push((path, var));
+        }
+    }
+    // The file's `path` would otherwise clash with an `uri` from the
+    // environment: they are two ways of saying one thing.
+    let set = |k: &str| replaced.iter().any(|r| r == k);
+    if let Some(Value::Table(w)) = root.get_mut("warehouse") {
+        if set("warehouse.uri") && !set("warehouse.path") {
+            w.remove("path");
+        }
+        if set("warehouse.path") && !set("warehouse.uri") {
+            w.remove("uri");
+        }
+    }
+    Ok(applied)
+}
+
+fn check_uri(key: &str, uri: &str) -> Result<(), ConfigError> {
+    let ok = uri.split_once("://").is_some_and(|(scheme, rest)| {
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            && !rest.trim_matches('/').is_empty()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::key(
+            key,
+            format!("expected a URI like s3://bucket/prefix, got {uri:?}"),
+        ))
+    }
+}
