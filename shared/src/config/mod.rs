@@ -105,7 +105,7 @@
 //! | key | type | default | meaning |
 //! |---|---|---|---|
 //! | `mode` | `"fixed"`, `"field"` or `"source"` | `"fixed"` | `fixed`: every record to `table`. `field`: the value of a record field picks the table through `template`. `source`: the queue, stream, topic or file name picks it through `template`. |
-//! | `table` | string | — | `fixed` only, required: the table, `namespace.table` (`a.b.table` for nested namespaces). |
+//! | `table` | string | — | `fixed` only: the table, `namespace.table` (`a.b.table` for nested namespaces). Optional where the caller names the table, as `floe ingest NS.TABLE` does; required for `floe ingest --routed` and the Lambda writer. |
 //! | `field` | string | — | `field` only, required: a top-level field of each JSON record, matched exactly (a dot is part of the name, not a path). Its value must be a string or an integer; a record without it, or with `null`, an object, an array, a boolean or a fraction there, goes to the dead letter location. |
 //! | `template` | string | — | `field` and `source`, required: the table name with placeholders. `field` mode: `{value}`, the field's value. `source` mode: `{source}`, the source's name whatever its kind; `{topic}` (Kafka), `{queue}` (SQS), `{stream}` (Kinesis, DynamoDB streams), which refuse a record from another kind of source. |
 //! | `allow` | list of patterns | `[]` | Tables that routing may pick, e.g. `["raw.*", "bronze.events"]`; `*` matches any run of characters within one name part (`raw.*` matches `raw.orders` but not `raw.eu.orders`). Empty: any valid name. |
