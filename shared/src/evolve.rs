@@ -494,6 +494,40 @@ mod tests {
     }
 
     #[test]
+    fn adds_fields_inside_list_elements_and_map_values() {
+        let s = schema(
+            r#"{"type":"struct","schema-id":0,"fields":[
+            {"id":1,"name":"items","required":false,"type":{"type":"list","element-id":2,"element-required":true,
+              "element":{"type":"struct","fields":[{"id":3,"name":"sku","required":true,"type":"string"}]}}},
+            {"id":4,"name":"attrs","required":false,"type":{"type":"map","key-id":5,"key":"string","value-id":6,"value-required":false,
+              "value":{"type":"struct","fields":[{"id":7,"name":"v","required":false,"type":"long"}]}}}]}"#,
+        );
+        let recs = [json!({"items":[{"sku":"a","qty":2}],"attrs":{"k":{"v":1,"unit":"kg"}}})];
+        let e = evolve(&s, 7, recs.iter(), &InferOptions::default()).unwrap();
+        let Type::List(items) = e.schema.field_by_name("items").unwrap().field_type.as_ref() else {
+            panic!()
+        };
+        let Type::Struct(el) = items.element_field.field_type.as_ref() else {
+            panic!()
+        };
+        assert!(
+            el.field_by_name("qty")
+                .is_some_and(|f| f.id > 7 && !f.required)
+        );
+        let Type::Map(attrs) = e.schema.field_by_name("attrs").unwrap().field_type.as_ref() else {
+            panic!()
+        };
+        let Type::Struct(val) = attrs.value_field.field_type.as_ref() else {
+            panic!()
+        };
+        assert_eq!(
+            *val.field_by_name("unit").unwrap().field_type,
+            Type::Primitive(PrimitiveType::String)
+        );
+        assert_eq!(e.changes.len(), 2, "{:?}", e.changes);
+    }
+
+    #[test]
     fn identifier_fields_are_never_relaxed() {
         let s = Schema::builder()
             .with_fields(vec![Arc::new(NestedField::required(
