@@ -213,7 +213,6 @@ partition = ["bucket(4, id)"]
 
 [tables."raw.buy"]
 partition = ["country"]
-identifier_fields = ["id"]
 "#,
     );
     let kinds = ["click", "view", "buy"];

@@ -79,6 +79,9 @@ pub struct IngestOptions {
     pub commit_window: Duration,
     /// Most requests coalesced into one commit.
     pub max_requests_per_commit: usize,
+    /// Keep each input's batches in order (one writer per input), as keyed
+    /// tables need; [`Embedded::ingest`] turns it on for them.
+    pub preserve_order: bool,
 }
 
 impl Default for IngestOptions {
@@ -88,6 +91,7 @@ impl Default for IngestOptions {
             batch_records: 100_000,
             commit_window: Duration::from_millis(500),
             max_requests_per_commit: 10_000,
+            preserve_order: false,
         }
     }
 }
@@ -223,10 +227,24 @@ impl Embedded {
             }) as Reader
         });
         // Fail before reading anything when a named table is missing.
-        if let Some(t) = table {
-            self.catalog.load_table(t).await?;
-        }
-        self.run(batches.collect(), opts).await
+        let keyed = match table {
+            Some(t) => {
+                let loaded = self.catalog.load_table(t).await?;
+                loaded
+                    .metadata
+                    .current_schema()
+                    .identifier_field_ids()
+                    .next()
+                    .is_some()
+            }
+            // Routed records may reach keyed tables.
+            None => true,
+        };
+        let opts = IngestOptions {
+            preserve_order: opts.preserve_order || keyed,
+            ..opts.clone()
+        };
+        self.run(batches.collect(), &opts).await
     }
 
     async fn run(
@@ -261,11 +279,21 @@ impl Embedded {
             tokio::spawn(async move { commit_loop(&committer, &queue, max, window).await })
         };
 
-        let (tx, rx) = mpsc::channel::<SourceBatch>(opts.writers.max(1) * 2);
-        let rx = Arc::new(Mutex::new(rx));
+        // Batches of one input go to one writer when order matters (keyed
+        // tables), as a Lambda processes one shard at a time; otherwise any
+        // idle writer takes the next batch.
+        let writers = opts.writers.max(1);
+        let lanes = if opts.preserve_order { writers } else { 1 };
+        let mut senders = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in 0..lanes {
+            let (tx, rx) = mpsc::channel::<SourceBatch>(writers * 2);
+            senders.push(tx);
+            receivers.push(Arc::new(Mutex::new(rx)));
+        }
         let mut writer_tasks = Vec::new();
-        for _ in 0..opts.writers.max(1) {
-            let (writer, rx) = (writer.clone(), rx.clone());
+        for w in 0..writers {
+            let (writer, rx) = (writer.clone(), receivers[w % lanes].clone());
             writer_tasks.push(tokio::spawn(async move {
                 let mut reports = Vec::new();
                 loop {
@@ -276,12 +304,15 @@ impl Embedded {
                 Ok::<_, PipelineError>(reports)
             }));
         }
+        // Only the writers hold their lanes now: a writer that stops on an
+        // error closes its lane, so the reader stops instead of blocking.
+        drop(receivers);
 
         let reader = {
             let counters = self.counters.clone();
             tokio::task::spawn_blocking(move || {
-                for read in readers {
-                    read(&tx, &counters)?;
+                for (i, read) in readers.into_iter().enumerate() {
+                    read(&senders[i % senders.len()], &counters)?;
                 }
                 Ok(())
             })

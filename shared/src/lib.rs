@@ -6,6 +6,7 @@
 //! `ledger`, `request`, `storage`, `faults` and `metrics`.
 
 pub mod catalog;
+pub mod change;
 pub mod commit;
 pub mod config;
 pub mod dlq;

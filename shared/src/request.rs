@@ -50,6 +50,9 @@ pub struct CommitRequest {
     /// Delete files, as iceberg DataFile JSON.
     #[serde(default)]
     pub delete_files: Vec<serde_json::Value>,
+    /// A keyed (upsert/delete) batch: committed as its own snapshot, in source order.
+    #[serde(default)]
+    pub keyed: bool,
     /// Records written to the data files.
     pub record_count: u64,
     /// Records of the batch sent to the dead-letter location.

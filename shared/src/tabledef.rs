@@ -185,6 +185,12 @@ pub fn configured_creation(
         .build()
         .map_err(|e| TableDefError::Schema(e.to_string()))?;
     let partition = parse_partition(&schema, &table.partition)?;
+    if !table.identifier_fields.is_empty() && !partition.fields().is_empty() {
+        return Err(TableDefError::Partition {
+            expr: table.partition.join(", "),
+            reason: "keyed tables (identifier_fields) are unpartitioned for now: their equality deletes must reach every partition".into(),
+        });
+    }
     let sort = parse_sort(&schema, &table.sort)?;
     let format_version = match table.format_version {
         1 => FormatVersion::V1,

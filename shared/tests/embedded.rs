@@ -1,16 +1,17 @@
 //! The embedded pipeline in-process: tables read back through iceberg-rust's
 //! own scan, error faults at every step, and concurrent committers.
 
+mod common;
+
 use std::io::Cursor;
 use std::path::Path;
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{Array, Int64Array, StringArray, TimestampMicrosecondArray};
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::ident::parse_table;
 use floe_core::route::SourceKind;
 use floe_core::tabledef;
-use futures::TryStreamExt;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
@@ -57,23 +58,7 @@ async fn create(dir: &Path) -> Embedded {
 
 /// Reads the table with iceberg-rust's scan: (id, info, ts micros) sorted by id.
 async fn scan(floe: &Embedded) -> Vec<(i64, Option<String>, Option<i64>)> {
-    let catalog = floe.catalog();
-    let loaded = catalog
-        .load_table(&parse_table("bronze.t").unwrap())
-        .await
-        .unwrap();
-    let table = loaded.to_table(catalog.file_io().clone()).unwrap();
-    let batches: Vec<RecordBatch> = table
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = common::scan(floe.catalog().as_ref(), &parse_table("bronze.t").unwrap()).await;
     let mut rows = Vec::new();
     for b in batches {
         let id = b
@@ -241,21 +226,7 @@ async fn iceberg_rust_scan_reads_every_type_exactly() {
         .unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
 
-    let catalog = floe.catalog();
-    let loaded = catalog.load_table(&ident).await.unwrap();
-    let batches: Vec<RecordBatch> = loaded
-        .to_table(catalog.file_io().clone())
-        .unwrap()
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = common::scan(floe.catalog().as_ref(), &ident).await;
     let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
     assert_eq!(batch.num_rows(), 4);
     let col = |name: &str| batch.column_by_name(name).unwrap().clone();

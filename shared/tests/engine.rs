@@ -1,6 +1,8 @@
 //! The commit engine against the SQLite catalog: idempotency, several snapshots
 //! in one catalog commit, and a real lost race retried.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,7 +20,6 @@ use floe_core::request::{CommitRequest, RequestError, VERSION};
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::write::TableWriter;
 use floe_core::{ledger, tabledef};
-use futures::TryStreamExt;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"}]}"#;
@@ -78,6 +79,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         )
         .unwrap(),
         delete_files: vec![],
+        keyed: false,
         record_count: n as u64,
         rejected_count: 0,
         created_at_ms: 0,
@@ -85,19 +87,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
 }
 
 async fn ids(catalog: &SqliteCatalog, ident: &TableIdent) -> Vec<i64> {
-    let loaded = catalog.load_table(ident).await.unwrap();
-    let batches: Vec<RecordBatch> = loaded
-        .to_table(catalog.file_io().clone())
-        .unwrap()
-        .scan()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = common::scan(catalog, ident).await;
     let mut out: Vec<i64> = batches
         .iter()
         .flat_map(|b| {

@@ -1,17 +1,18 @@
 //! Four writers (four processes' worth of pipeline, each with its own catalog
 //! connection) evolving the same table at once converge on one schema.
 
+mod common;
+
 use std::io::Cursor;
 
+use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{Array, RecordBatch};
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
 use floe_core::route::SourceKind;
 use floe_core::tabledef;
-use futures::TryStreamExt;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"}]}"#;
@@ -82,19 +83,7 @@ async fn concurrent_writers_adding_different_columns_all_land() {
         "no column added twice"
     );
 
-    let batches: Vec<RecordBatch> = loaded
-        .to_table(catalog.file_io().clone())
-        .unwrap()
-        .scan()
-        .select_all()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = common::scan(catalog.as_ref(), &t).await;
     let mut rows = 0;
     for b in &batches {
         let ids = b.column_by_name("id").unwrap().as_primitive::<Int64Type>();

@@ -9,6 +9,7 @@
 //! snapshots; this loop is the same for all of them.
 
 pub mod append;
+pub mod row_delta;
 pub mod snapshot;
 
 use std::collections::HashSet;
@@ -33,6 +34,12 @@ pub trait Action: std::fmt::Debug + Send + Sync {
         metadata: &TableMetadata,
         requests: &[CommitRequest],
     ) -> Result<Vec<snapshot::SnapshotPlan>, RequestError>;
+
+    /// Requests this action must not commit on this table, with why (e.g. a late
+    /// keyed batch that would undo newer changes). None by default.
+    fn refuse(&self, _ledger: &Ledger, _requests: &[CommitRequest]) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// Bounds on retrying a commit.
@@ -104,6 +111,8 @@ pub struct CommitOutcome {
     pub committed: Vec<String>,
     /// Batches that were already in the table (redeliveries), skipped.
     pub duplicates: Vec<String>,
+    /// Batches the action refused, with why; never committed, never retried.
+    pub refused: Vec<(String, String)>,
     /// Snapshots added.
     pub snapshot_ids: Vec<i64>,
     /// Records added.
@@ -180,6 +189,15 @@ impl CommitEngine {
                     outcome.duplicates.push(r.batch_id.clone());
                 }
             }
+            let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
+            outcome.refused = action.refuse(&ledger, &fresh);
+            for (batch_id, reason) in &outcome.refused {
+                warn!(%batch_id, %reason, "refused");
+            }
+            let fresh: Vec<CommitRequest> = fresh
+                .into_iter()
+                .filter(|r| !outcome.refused.iter().any(|(id, _)| id == &r.batch_id))
+                .collect();
             if fresh.is_empty() {
                 info!(
                     duplicates = outcome.duplicates.len(),
@@ -187,7 +205,6 @@ impl CommitEngine {
                 );
                 return Ok(outcome);
             }
-            let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
             let plans = action.plan(&base.metadata, &fresh)?;
             let data_files = plans.iter().map(|p| p.added_data.len()).sum();
             let (commit, written, snapshot_ids) = self.build(&table, &base, plans).await?;

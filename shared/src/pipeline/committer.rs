@@ -10,6 +10,7 @@ use iceberg::TableIdent;
 use tracing::{error, warn};
 
 use super::PipelineError;
+use crate::commit::row_delta::RowDelta;
 use crate::commit::{CommitEngine, CommitOutcome};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
@@ -116,7 +117,15 @@ impl Committer {
         ident: &TableIdent,
         requests: Vec<CommitRequest>,
     ) -> Result<CommitOutcome, PipelineError> {
-        let outcome = self.engine.append(ident, requests).await?;
+        let keyed = requests.iter().any(|r| r.keyed);
+        let outcome = if keyed {
+            self.engine.commit(ident, requests, &RowDelta).await?
+        } else {
+            self.engine.append(ident, requests).await?
+        };
+        for (batch_id, reason) in &outcome.refused {
+            error!(%table, %batch_id, %reason, "refused commit request");
+        }
         let c = &self.counters;
         if !outcome.snapshot_ids.is_empty() {
             Counters::add(&c.commits, 1);

@@ -3,6 +3,7 @@
 //! and the committer step (commit requests → coalesced snapshots).
 
 pub mod committer;
+pub mod keyed;
 pub mod writer;
 
 use crate::catalog::CatalogError;

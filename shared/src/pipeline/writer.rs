@@ -3,6 +3,7 @@
 //! storage, bad records dead-lettered, one commit request per table enqueued —
 //! and only then success.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use tracing::{debug, info, instrument};
 use uuid::Uuid;
 
 use super::PipelineError;
+use super::keyed;
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
+use crate::change::{self, ChangeFormat};
 use crate::commit::CommitEngine;
 use crate::config::{Config, ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::{DeadLetters, Rejected};
@@ -149,7 +152,7 @@ pub struct Writer {
 
 /// A group of records bound for one table.
 struct Group<'a> {
-    records: Vec<(Pos<'a>, &'a [u8])>,
+    records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
 }
 
 impl Writer {
@@ -207,7 +210,7 @@ impl Writer {
                         })
                         .1
                         .records
-                        .push((pos, record));
+                        .push((pos, Cow::Borrowed(record)));
                 }
                 Err(e) => unrouted.push(Rejected {
                     table: String::new(),
@@ -249,23 +252,62 @@ impl Writer {
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
-        let mut evolutions = 0;
-        let (ctx, data, rejected) = loop {
-            let ctx = match self.context(ident, &group, report).await? {
-                Some(ctx) => ctx,
-                None => {
-                    // The table is missing and routing may not create it.
-                    let reason =
-                        format!("table {table} does not exist and routing.create is false");
-                    let rejected = group
-                        .records
-                        .iter()
-                        .map(|(pos, r)| {
-                            self.rejected(&table, batch_id, batch, *pos, "", &reason, r)
-                        })
-                        .collect();
-                    return self.dead_letter(ident, batch_id, rejected, report).await;
+        let Some(first) = self.context(ident, &group, report).await? else {
+            // The table is missing and routing may not create it.
+            let reason = format!("table {table} does not exist and routing.create is false");
+            let rejected = group
+                .records
+                .iter()
+                .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r))
+                .collect();
+            return self.dead_letter(ident, batch_id, rejected, report).await;
+        };
+        // A keyed table takes changes: fold them to the last state per key.
+        let schema = first.loaded.metadata.current_schema().clone();
+        let key_names: Vec<String> = schema
+            .identifier_field_ids()
+            .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
+            .collect();
+        let mut rejected = Vec::new();
+        let (rows, delete_keys) = if key_names.is_empty() {
+            (group.records, None)
+        } else {
+            let mut changes = Vec::new();
+            let mut sources = Vec::new();
+            for (pos, record) in &group.records {
+                match change::decode(record, ChangeFormat::Auto) {
+                    Ok(c) => {
+                        changes.push((*pos, c));
+                        sources.push(record.clone());
+                    }
+                    Err(e) => rejected.push(
+                        self.rejected(&table, batch_id, batch, *pos, &e.field, &e.reason, record),
+                    ),
                 }
+            }
+            let positions: Vec<Pos<'_>> = changes.iter().map(|(p, _)| *p).collect();
+            let (folded, errors) = keyed::fold(changes, &key_names);
+            for (i, e) in errors {
+                rejected.push(self.rejected(
+                    &table,
+                    batch_id,
+                    batch,
+                    positions[i],
+                    &e.field,
+                    &e.reason,
+                    &sources[i],
+                ));
+            }
+            (folded.upserts, Some(folded.keys))
+        };
+        let group = Group { records: rows };
+        let mut evolutions = 0;
+        let (ctx, data, mut shred_rejected) = loop {
+            let Some(ctx) = self.context(ident, &group, report).await? else {
+                return Err(CatalogError::NoSuchTable {
+                    table: table.clone(),
+                }
+                .into());
             };
             let settings = &ctx.settings;
             let mut shredder = Shredder::new(
@@ -329,17 +371,25 @@ impl Writer {
             evolutions += 1;
         };
 
+        rejected.append(&mut shred_rejected);
         if !rejected.is_empty() {
             self.dead_letter(ident, batch_id, rejected, report).await?;
-        }
-        if data.num_rows() == 0 {
-            return Ok(());
         }
         let name = format!(
             "{}-{}",
             batch_id.get(..16).unwrap_or(batch_id),
             Uuid::now_v7().simple()
         );
+        let deletes = match &delete_keys {
+            Some(keys) if !keys.is_empty() => {
+                self.write_deletes(&ctx, &table, batch_id, keys, &name)
+                    .await?
+            }
+            _ => Vec::new(),
+        };
+        if data.num_rows() == 0 && deletes.is_empty() {
+            return Ok(());
+        }
         let files =
             ctx.writer
                 .write(&data, &name)
@@ -373,7 +423,13 @@ impl Writer {
                 files,
                 (ident, batch_id),
             )?,
-            delete_files: Vec::new(),
+            delete_files: CommitRequest::encode_files(
+                &ctx.loaded.metadata,
+                spec_id,
+                deletes,
+                (ident, batch_id),
+            )?,
+            keyed: delete_keys.is_some(),
             record_count: records,
             rejected_count: 0,
             created_at_ms: now_ms(),
@@ -391,6 +447,41 @@ impl Writer {
         self.fault(FaultPoint::AfterEnqueue, &table, batch_id)?;
         debug!(records, "batch written");
         Ok(())
+    }
+
+    /// Writes the equality deletes of a keyed batch: one key row per touched key.
+    async fn write_deletes(
+        &self,
+        ctx: &TableContext,
+        table: &str,
+        batch_id: &str,
+        keys: &[Vec<u8>],
+        name: &str,
+    ) -> Result<Vec<iceberg::spec::DataFile>, PipelineError> {
+        let write_err = |source| PipelineError::Write {
+            batch_id: batch_id.to_string(),
+            source,
+        };
+        let shred_err = |source| PipelineError::Shred {
+            table: table.to_string(),
+            batch_id: batch_id.to_string(),
+            source: Box::new(source),
+        };
+        let Some(key_schema) = ctx.writer.key_schema().map_err(write_err)? else {
+            return Ok(Vec::new());
+        };
+        let mut shredder =
+            Shredder::new(&key_schema, shred_options(&ctx.settings)).map_err(shred_err)?;
+        for k in keys {
+            // A key that does not fit its column also fails its row in the data
+            // shredder, which dead-letters it; the delete is then moot.
+            let _ = shredder.push(k);
+        }
+        let keys = shredder.finish().map_err(shred_err)?;
+        ctx.writer
+            .write_deletes(&keys, name)
+            .await
+            .map_err(write_err)
     }
 
     /// The table's writer context: cached, loaded, or created on first write.

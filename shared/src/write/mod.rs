@@ -11,7 +11,9 @@ use arrow_array::RecordBatch;
 use iceberg::TableIdent;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, PartitionKey, PartitionSpecRef, SchemaRef, TableMetadata};
+use iceberg::spec::{
+    DataContentType, DataFile, PartitionKey, PartitionSpecRef, Schema, SchemaRef, TableMetadata,
+};
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 pub use properties::*;
@@ -107,6 +109,70 @@ impl TableWriter {
     /// The partition spec id files are written with.
     pub fn spec_id(&self) -> i32 {
         self.spec.spec_id()
+    }
+
+    /// The schema of equality-delete rows: the table's identifier fields, or
+    /// `None` when the table has none (it is append-only).
+    pub fn key_schema(&self) -> Result<Option<SchemaRef>, WriteError> {
+        let ids: Vec<i32> = self.schema.identifier_field_ids().collect();
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let fields = ids.iter().filter_map(|id| {
+            self.schema
+                .as_struct()
+                .fields()
+                .iter()
+                .find(|f| f.id == *id)
+                .cloned()
+        });
+        let schema = Schema::builder()
+            .with_schema_id(self.schema.schema_id())
+            .with_identifier_field_ids(ids.clone())
+            .with_fields(fields)
+            .build()
+            .map_err(|e| self.err(e))?;
+        Ok(Some(std::sync::Arc::new(schema)))
+    }
+
+    /// Writes an equality-delete file of the key rows in `keys` (batch of [`Self::key_schema`]),
+    /// deleting every older row with one of those keys.
+    pub async fn write_deletes(
+        &self,
+        keys: &RecordBatch,
+        name: &str,
+    ) -> Result<Vec<DataFile>, WriteError> {
+        let Some(key_schema) = self.key_schema()? else {
+            return Ok(Vec::new());
+        };
+        if keys.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        if !self.spec.is_unpartitioned() {
+            return Err(self.err(iceberg::Error::new(
+                iceberg::ErrorKind::FeatureUnsupported,
+                "keyed (upsert) tables must be unpartitioned for now",
+            )));
+        }
+        let ids: Vec<i32> = key_schema.identifier_field_ids().collect();
+        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), key_schema);
+        let path = format!("{}/{name}-eq-deletes.parquet", self.data_location);
+        let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
+        let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
+        writer.write(keys).await.map_err(|e| self.err(e))?;
+        let mut files = Vec::new();
+        for mut b in writer.close().await.map_err(|e| self.err(e))? {
+            b.content(DataContentType::EqualityDeletes)
+                .equality_ids(Some(ids.clone()))
+                .partition_spec_id(self.spec.spec_id());
+            files.push(b.build().map_err(|e| {
+                self.err(iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    e.to_string(),
+                ))
+            })?);
+        }
+        Ok(files)
     }
 
     /// Writes the batch as data files named `<name>-<n>.parquet`; returns them with metrics.

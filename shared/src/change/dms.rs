@@ -1,0 +1,105 @@
+//! AWS DMS records as its Kinesis and Kafka targets write them:
+//! `{"data":{…},"metadata":{"operation":"insert","timestamp":"…",…}}`.
+
+use super::{
+    Change, ChangeError, ChangeOp, Path, RawObject, RowWriter, object, parse_timestamp_ms, string,
+};
+
+/// Decodes one DMS record.
+pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
+    let metadata_path = Path::Root.key("metadata");
+    let metadata_raw = root.get_non_null("metadata").ok_or_else(|| {
+        ChangeError::at(
+            metadata_path,
+            "missing: every DMS record has a `metadata` object",
+        )
+    })?;
+    let metadata = object(metadata_raw, metadata_path)?;
+
+    let operation_path = metadata_path.key("operation");
+    let operation = match metadata.get_non_null("operation") {
+        Some(raw) => Some(string(raw, operation_path)?),
+        None => None,
+    };
+    let record_type_path = metadata_path.key("record-type");
+    if let Some(raw) = metadata.get_non_null("record-type") {
+        let record_type = string(raw, record_type_path)?;
+        if record_type.eq_ignore_ascii_case("control") {
+            let what = operation.as_deref().unwrap_or("unknown");
+            return Err(ChangeError::at(
+                record_type_path,
+                format!(
+                    "DMS control record (operation `{what}`) carries table/DDL events, not a row; \
+                     handle or skip control records before decoding"
+                ),
+            ));
+        }
+        if !record_type.eq_ignore_ascii_case("data") {
+            return Err(ChangeError::at(
+                record_type_path,
+                format!("unknown DMS record type `{record_type}`; expected `data` or `control`"),
+            ));
+        }
+    }
+
+    let operation = operation.ok_or_else(|| {
+        ChangeError::at(
+            operation_path,
+            "missing: a DMS data record says insert, update, delete or load",
+        )
+    })?;
+    let op = match operation.to_ascii_lowercase().as_str() {
+        "insert" => ChangeOp::Insert,
+        "update" => ChangeOp::Update,
+        "delete" => ChangeOp::Delete,
+        "load" => ChangeOp::Read,
+        _ => {
+            return Err(ChangeError::at(
+                operation_path,
+                format!(
+                    "unknown DMS operation `{operation}`; expected insert, update, delete or load"
+                ),
+            ));
+        }
+    };
+
+    // `data` is the row after the change, and for deletes the deleted row; `before-image`
+    // (BeforeImageSettings) only repeats old values and is ignored.
+    let data_path = Path::Root.key("data");
+    let data_raw = root.get_non_null("data").ok_or_else(|| {
+        ChangeError::at(
+            data_path,
+            format!("missing or null on a DMS `{operation}` record; it must hold the row"),
+        )
+    })?;
+    let data = object(data_raw, data_path)?;
+    let size: usize = data.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
+    let mut row = RowWriter::with_capacity(size);
+    for (key, value) in data.iter() {
+        row.raw(key, value);
+    }
+
+    let timestamp_path = metadata_path.key("timestamp");
+    let ts_ms = match metadata.get_non_null("timestamp") {
+        Some(raw) => {
+            let text = string(raw, timestamp_path)?;
+            Some(parse_timestamp_ms(&text).ok_or_else(|| {
+                ChangeError::at(
+                    timestamp_path,
+                    format!(
+                        "`{text}` is not an ISO 8601 timestamp like 2026-11-30T10:00:00.123456Z"
+                    ),
+                )
+            })?)
+        }
+        None => None,
+    };
+
+    Ok(Change {
+        op,
+        row: row.finish(),
+        position: None,
+        ts_ms,
+        unchanged: Vec::new(),
+    })
+}
