@@ -173,11 +173,6 @@ impl Embedded {
         })
     }
 
-    /// The settings.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// Where dead letters go: `dead_letter.location`, else `<warehouse>/_floe/dlq`.
     pub fn dead_letter_prefix(&self) -> String {
         match &self.config.dead_letter.location {

@@ -53,16 +53,6 @@ impl Ledger {
         self.batch_ids.contains(batch_id)
     }
 
-    /// Number of batches recorded.
-    pub fn len(&self) -> usize {
-        self.batch_ids.len()
-    }
-
-    /// True when nothing is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.batch_ids.is_empty()
-    }
-
     /// The highest committed position of an ordered source.
     pub fn high_water_mark(&self, source: &str) -> Option<&Position> {
         self.high_water.get(source)

@@ -52,11 +52,6 @@ impl LocalWarehouse {
         self.root.join("catalog.db")
     }
 
-    /// Where floe keeps its own files (dead letters) inside the warehouse.
-    pub fn floe_dir(&self) -> PathBuf {
-        self.root.join("_floe")
-    }
-
     /// The FileIO for this warehouse.
     pub fn file_io(&self) -> FileIO {
         FileIO::new_with_fs()

@@ -170,7 +170,7 @@ impl CommitEngine {
         }
         let requests = dedup(requests);
         let mut outcome = CommitOutcome::default();
-        let mut backoff = self.retry.initial_backoff;
+        let mut backoff = Backoff::new(&self.retry);
         let mut last_err = None;
         let mut maybe_landed: HashSet<String> = HashSet::new();
         for attempt in 1..=self.retry.max_attempts {
@@ -242,14 +242,9 @@ impl CommitEngine {
                     return Err(e.into());
                 }
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(self.retry.max_backoff);
+            backoff.wait().await;
         }
-        Err(CommitError::Exhausted {
-            table,
-            attempts: self.retry.max_attempts,
-            last: last_err.unwrap_or(CatalogError::Store("no attempt made".into())),
-        })
+        Err(self.exhausted(table, last_err))
     }
 
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
@@ -262,7 +257,7 @@ impl CommitEngine {
         evolve: impl Fn(&TableMetadata) -> Option<Schema>,
     ) -> Result<LoadedTable, CommitError> {
         let table = display(ident);
-        let mut backoff = self.retry.initial_backoff;
+        let mut backoff = Backoff::new(&self.retry);
         let mut last_err = None;
         for attempt in 1..=self.retry.max_attempts {
             let base = self.catalog.load_table(ident).await?;
@@ -308,14 +303,17 @@ impl CommitEngine {
                 }
                 Err(e) => return Err(e.into()),
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(self.retry.max_backoff);
+            backoff.wait().await;
         }
-        Err(CommitError::Exhausted {
+        Err(self.exhausted(table, last_err))
+    }
+
+    fn exhausted(&self, table: String, last: Option<CatalogError>) -> CommitError {
+        CommitError::Exhausted {
             table,
             attempts: self.retry.max_attempts,
-            last: last_err.unwrap_or(CatalogError::Store("no attempt made".into())),
-        })
+            last: last.unwrap_or(CatalogError::Store("no attempt made".into())),
+        }
     }
 
     async fn build(
@@ -345,6 +343,26 @@ impl CommitEngine {
             written,
             ids,
         ))
+    }
+}
+
+/// Exponential backoff between the attempts of one commit.
+struct Backoff<'a> {
+    policy: &'a RetryPolicy,
+    next: Duration,
+}
+
+impl<'a> Backoff<'a> {
+    fn new(policy: &'a RetryPolicy) -> Self {
+        Self {
+            policy,
+            next: policy.initial_backoff,
+        }
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(self.policy.max_backoff);
     }
 }
 

@@ -34,19 +34,6 @@ impl MemoryQueue {
         Self::default()
     }
 
-    /// Messages waiting or in flight.
-    pub fn len(&self) -> usize {
-        self.state
-            .lock()
-            .map(|s| s.ready.len() + s.in_flight.len())
-            .unwrap_or(0)
-    }
-
-    /// True when nothing is waiting or in flight.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// No more sends: receivers get [`QueueError::Closed`] once it is drained.
     pub fn close(&self) {
         if let Ok(mut s) = self.state.lock() {
