@@ -67,6 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         first: n.into(),
                         last: n.into(),
                     },
+                    stream: true,
                 }];
                 let mut e = entry.clone();
                 e["file_path"] = format!("file:///bench/{n}.parquet").into();

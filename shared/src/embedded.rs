@@ -466,6 +466,7 @@ impl Embedded {
                     first: 1u64.into(),
                     last: (file.entries.len() as u64).max(1).into(),
                 },
+                stream: false,
             }];
             let batch = SourceBatch {
                 source: Source {
@@ -559,6 +560,15 @@ fn read_input(
                 first: chunk.first_line.into(),
                 last: chunk.last_line().into(),
             },
+            // Inputs named as streams (a Kafka partition dump, say) keep their
+            // order across runs; files and stdin restart their line numbers.
+            stream: matches!(
+                input.kind,
+                SourceKind::Kafka
+                    | SourceKind::Kinesis
+                    | SourceKind::DynamoDb
+                    | SourceKind::Postgres
+            ),
         }];
         // Lines of a file can be edited in place, so the content is part of the id.
         let id = batch_id(&spans, Some(&chunk.text));

@@ -6,10 +6,11 @@
 //!   "table": {"namespace": ["bronze"], "name": "events"},
 //!   "batch_id": "5f0c…",                      // deterministic, from the source positions
 //!   "sources": [{"source": "kafka:orders/3",
-//!                "positions": {"kind": "range", "first": "100", "last": "199"}}],
+//!                "positions": {"kind": "range", "first": "100", "last": "199"},
+//!                "stream": true}],
 //!   "schema_id": 0, "spec_id": 0,              // the table schema / partition spec the files were written with
 //!   "data_files": [ { … } ],                  // iceberg DataFile JSON (see `data_files`)
-//!   "delete_files": [],
+//!   "delete_files": [], "keyed": false,
 //!   "record_count": 100, "rejected_count": 0,
 //!   "created_at_ms": 1764496800000
 //! }

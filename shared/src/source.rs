@@ -90,6 +90,11 @@ pub struct SourceSpan {
     pub source: String,
     /// The records of that source in the batch.
     pub positions: Positions,
+    /// The positions are durable stream positions (Kafka offsets, Kinesis
+    /// sequence numbers, LSNs): a lower one is always older data. Line numbers
+    /// of a file or stdin are not: they restart with every run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 impl SourceSpan {
@@ -159,6 +164,7 @@ mod tests {
                 first: first.into(),
                 last: last.into(),
             },
+            stream: true,
         }
     }
 
@@ -187,6 +193,7 @@ mod tests {
             positions: Positions::Ids {
                 ids: v.iter().map(|s| s.to_string()).collect(),
             },
+            stream: false,
         };
         assert_eq!(
             batch_id(&[ids(&["m1", "m2"])], None),

@@ -186,3 +186,64 @@ async fn two_requests_touching_one_key_in_one_commit_keep_the_later_value() {
     let state = table_state(&floe).await;
     assert_eq!(state, Model::from([(1, ("new".to_string(), 3))]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn line_numbered_inputs_restart_without_being_refused_but_stale_stream_batches_are() {
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path()).await;
+    let t = parse_table("silver.kv").unwrap();
+    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    let input = |kind: SourceKind, source: &str, text: &str| Input {
+        source: source.into(),
+        kind,
+        reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+    };
+    let opts = options(10);
+    // Two runs of stdin: line numbers restart, and the second run still applies.
+    let first = "{\"id\":2,\"v\":\"x\",\"n\":0}\n";
+    floe.ingest(
+        Some(&t),
+        vec![input(SourceKind::File, "stdin", first)],
+        &opts,
+    )
+    .await
+    .unwrap();
+    let second = "{\"id\":1,\"v\":\"a\",\"n\":1}\n{\"_op\":\"u\",\"id\":1,\"v\":\"b\",\"n\":2}\n{\"_op\":\"d\",\"id\":2}\n";
+    let r = floe
+        .ingest(
+            Some(&t),
+            vec![input(SourceKind::File, "stdin", second)],
+            &opts,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.commits, 1);
+    assert_eq!(
+        table_state(&floe).await,
+        Model::from([(1, ("b".to_string(), 2))])
+    );
+
+    // A stream's batch that arrives after later positions were committed is refused.
+    let later = "{\"id\":5,\"v\":\"new\",\"n\":5}\n{\"id\":5,\"v\":\"newer\",\"n\":6}\n";
+    floe.ingest(
+        Some(&t),
+        vec![input(SourceKind::Kafka, "kafka:cdc/0", later)],
+        &opts,
+    )
+    .await
+    .unwrap();
+    let stale = "{\"id\":5,\"v\":\"old\",\"n\":4}\n";
+    let r = floe
+        .ingest(
+            Some(&t),
+            vec![input(SourceKind::Kafka, "kafka:cdc/0", stale)],
+            &opts,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.commits, 0, "the stale batch is refused, not committed");
+    assert_eq!(
+        table_state(&floe).await,
+        Model::from([(1, ("b".to_string(), 2)), (5, ("newer".to_string(), 6))])
+    );
+}

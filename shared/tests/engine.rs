@@ -61,6 +61,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
             first: (first as u64).into(),
             last: ((first + n - 1) as u64).into(),
         },
+        stream: true,
     }];
     let id = batch_id(&spans, None);
     let files = writer.write(&batch, &id).await.unwrap();

@@ -80,7 +80,7 @@ pub fn stale(ledger: &ledger::Ledger, requests: &[CommitRequest]) -> Vec<(String
     requests
         .iter()
         .filter_map(|r| {
-            r.sources.iter().find_map(|s| {
+            r.sources.iter().filter(|s| s.stream).find_map(|s| {
                 let crate::source::Positions::Range { first, .. } = &s.positions else {
                     return None;
                 };
