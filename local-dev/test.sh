@@ -24,4 +24,12 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
-cargo test --workspace --all-targets --locked
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+# A hang fails the run well inside CI's 90 minutes instead of eating them.
+timeout 2700 cargo test --workspace --all-targets --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+# One closing line for the whole suite: cargo prints one result per target,
+# and the last target (the CLI binary) has no unit tests of its own.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"
+exit "$status"
