@@ -280,21 +280,7 @@ partition = ["country"]
         "one file per country"
     );
     // Partition pruning: a filter on the partition column plans one file, with the right rows.
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_table.py");
-    let out = std::process::Command::new(python)
-        .arg(script)
-        .arg(wh.path())
-        .arg("raw.buy")
-        .args(["--filter", "country=fr"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pruned: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pruned = wh.read_filtered("raw.buy", "country=fr");
     assert_eq!(pruned["files"].as_array().unwrap().len(), 1);
     let rows = pruned["rows"].as_array().unwrap();
     assert!(!rows.is_empty());

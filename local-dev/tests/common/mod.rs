@@ -88,6 +88,12 @@ impl Warehouse {
         self.read_with(table, sort, &["--raw"])
     }
 
+    /// Reads the rows pyiceberg's scan with `COL=VALUE` as its row filter returns,
+    /// and (`files`) the data files it planned after partition pruning.
+    pub fn read_filtered(&self, table: &str, filter: &str) -> Value {
+        self.read_with(table, None, &["--filter", filter])
+    }
+
     fn read_with(&self, table: &str, sort: Option<&str>, extra: &[&str]) -> Value {
         let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_table.py");

@@ -212,15 +212,22 @@ impl Writer {
                         .records
                         .push((pos, Cow::Borrowed(record)));
                 }
-                Err(e) => unrouted.push(Rejected {
-                    table: String::new(),
-                    batch_id: batch.batch_id.clone(),
-                    source: source_name(&batch),
-                    position: pos.to_string(),
-                    field: self.parts.config.routing.field.clone().unwrap_or_default(),
-                    reason: e.to_string(),
-                    record: String::from_utf8_lossy(record).into_owned(),
-                }),
+                Err(e) => unrouted.push(
+                    self.rejected(
+                        "",
+                        &batch.batch_id,
+                        &batch,
+                        pos,
+                        self.parts
+                            .config
+                            .routing
+                            .field
+                            .as_deref()
+                            .unwrap_or_default(),
+                        &e.to_string(),
+                        record,
+                    ),
+                ),
             }
         }
         Counters::add(&self.parts.counters.records_in, seen);
