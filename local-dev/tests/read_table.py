@@ -46,7 +46,8 @@ def main():
     rows = [canon(r) for r in tbl.to_pylist()]
     if a.sort:
         rows.sort(key=lambda r: (r[a.sort] is None, r[a.sort]))
-    files = [task.file for task in scan.plan_files()]
+    tasks = list(scan.plan_files())
+    files = [task.file for task in tasks]
     snaps = t.metadata.snapshots
     raw = []
     if a.raw:
@@ -62,6 +63,7 @@ def main():
         "snapshots": len(snaps),
         "files": [f.file_path for f in files],
         "file_records": [f.record_count for f in files],
+        "delete_files": sum(len(task.delete_files) for task in tasks),
         "summaries": [dict(s.summary.additional_properties, operation=s.summary.operation.value) for s in snaps],
     }))
 

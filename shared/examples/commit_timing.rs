@@ -81,6 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     data_files: vec![e],
                     delete_files: vec![],
                     keyed: false,
+                    truncate: false,
                     record_count: 100,
                     rejected_count: 0,
                     created_at_ms: 0,

@@ -15,6 +15,7 @@ use crate::commit::{CommitEngine, RetryPolicy};
 use crate::config::{Config, Location};
 use crate::dlq::{Rejected, StorageDeadLetters};
 use crate::faults::Faults;
+use crate::ident::display;
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
 use crate::pipeline::{
@@ -223,15 +224,22 @@ impl Embedded {
         });
         // Fail before reading anything when a named table is missing.
         let keyed = match table {
-            Some(t) => {
-                let loaded = self.catalog.load_table(t).await?;
-                loaded
+            Some(t) => match self.catalog.load_table(t).await {
+                Ok(loaded) => loaded
                     .metadata
                     .current_schema()
                     .identifier_field_ids()
                     .next()
-                    .is_some()
-            }
+                    .is_some(),
+                // A table the config declares is created on its first write;
+                // it may be keyed, so keep order.
+                Err(CatalogError::NoSuchTable { .. })
+                    if self.config.routing.create && self.config.table(&display(t)).configured =>
+                {
+                    true
+                }
+                Err(e) => return Err(e.into()),
+            },
             // Routed records may reach keyed tables.
             None => true,
         };

@@ -10,7 +10,7 @@
 //!                "stream": true}],
 //!   "schema_id": 0, "spec_id": 0,              // the table schema / partition spec the files were written with
 //!   "data_files": [ { … } ],                  // iceberg DataFile JSON (see `data_files`)
-//!   "delete_files": [], "keyed": false,
+//!   "delete_files": [], "keyed": false,     // "truncate": true when the batch emptied the table first
 //!   "record_count": 100, "rejected_count": 0,
 //!   "created_at_ms": 1764496800000
 //! }
@@ -54,6 +54,10 @@ pub struct CommitRequest {
     /// A keyed (upsert/delete) batch: committed as its own snapshot, in source order.
     #[serde(default)]
     pub keyed: bool,
+    /// The batch truncated the table: every row committed before it is removed
+    /// first (a keyed batch holding a TRUNCATE).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncate: bool,
     /// Records written to the data files.
     pub record_count: u64,
     /// Records of the batch sent to the dead-letter location.

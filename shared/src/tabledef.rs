@@ -164,14 +164,17 @@ pub fn configured_creation(
     table: &ResolvedTable,
 ) -> Result<TableCreation, TableDefError> {
     let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
-    let mut identifier_ids = Vec::new();
+    // The schema file's own identifier fields count as much as the config's.
+    let mut identifier_ids: Vec<i32> = schema.identifier_field_ids().collect();
     for id_name in &table.identifier_fields {
         let pos = fields
             .iter()
             .position(|f| &f.name == id_name)
             .ok_or_else(|| TableDefError::Identifier(id_name.clone()))?;
         let f = &fields[pos];
-        identifier_ids.push(f.id);
+        if !identifier_ids.contains(&f.id) {
+            identifier_ids.push(f.id);
+        }
         fields[pos] = Arc::new(NestedField::required(
             f.id,
             &f.name,
@@ -185,7 +188,7 @@ pub fn configured_creation(
         .build()
         .map_err(|e| TableDefError::Schema(e.to_string()))?;
     let partition = parse_partition(&schema, &table.partition)?;
-    if !table.identifier_fields.is_empty() && !partition.fields().is_empty() {
+    if schema.identifier_field_ids().next().is_some() && !partition.fields().is_empty() {
         return Err(TableDefError::Partition {
             expr: table.partition.join(", "),
             reason: "keyed tables (identifier_fields) are unpartitioned for now: their equality deletes must reach every partition".into(),

@@ -74,14 +74,37 @@ fn inputs(lines: &[String]) -> Vec<Input> {
 }
 
 async fn create(dir: &std::path::Path) {
+    create_with(dir, Default::default()).await;
+}
+
+async fn create_with(dir: &std::path::Path, properties: std::collections::HashMap<String, String>) {
     let floe = Embedded::open(dir, Faults::none()).unwrap();
     let schema = tabledef::parse_schema(SCHEMA).unwrap();
     floe.create_table(
         &parse_table("silver.kv").unwrap(),
-        tabledef::creation("kv", schema, Default::default(), Default::default()),
+        tabledef::creation("kv", schema, Default::default(), properties),
     )
     .await
     .unwrap();
+}
+
+fn copy_on_write() -> std::collections::HashMap<String, String> {
+    [("write.update.mode".to_string(), "copy-on-write".to_string())].into()
+}
+
+/// The current snapshot's summary.
+async fn summary(floe: &Embedded) -> std::collections::HashMap<String, String> {
+    let t = floe
+        .catalog()
+        .load_table(&parse_table("silver.kv").unwrap())
+        .await
+        .unwrap();
+    t.metadata
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties
+        .clone()
 }
 
 async fn table_state(floe: &Embedded) -> Model {
@@ -246,4 +269,91 @@ async fn line_numbered_inputs_restart_without_being_refused_but_stale_stream_bat
         table_state(&floe).await,
         Model::from([(1, ("b".to_string(), 2)), (5, ("newer".to_string(), 6))])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_tables_equal_the_model_with_no_delete_files() {
+    let dir = tempfile::tempdir().unwrap();
+    create_with(dir.path(), copy_on_write()).await;
+    let (lines, model) = events(5, 3000, 200, 3);
+    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    let t = parse_table("silver.kv").unwrap();
+    let r = floe
+        .ingest(Some(&t), inputs(&lines), &options(100))
+        .await
+        .unwrap();
+    assert!(r.rejected.is_empty());
+    assert_eq!(table_state(&floe).await, model);
+    let s = summary(&floe).await;
+    assert_eq!(s["total-delete-files"], "0");
+    assert_eq!(s["total-records"], model.len().to_string());
+    let rewritten: u64 = s["floe.cow.rows-rewritten"].parse().unwrap();
+    let changed: u64 = s["floe.cow.rows-changed"].parse().unwrap();
+    assert!(changed > 0 && rewritten > 0, "{s:?}");
+    assert!(s.contains_key("floe.cow.write-amplification"));
+    // Rewritten files replace their originals: the live files hold exactly the rows.
+    let files: u64 = s["total-data-files"].parse().unwrap();
+    assert!(files >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_with_faults_and_redelivery_equals_the_model() {
+    for point in FaultPoint::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        create_with(dir.path(), copy_on_write()).await;
+        let (lines, model) = events(13, 900, 90, 3);
+        let t = parse_table("silver.kv").unwrap();
+        let faulty = Embedded::open(dir.path(), Faults::at(point, FaultMode::Error, 2)).unwrap();
+        let _ = faulty.ingest(Some(&t), inputs(&lines), &options(50)).await;
+        let clean = Embedded::open(dir.path(), Faults::none()).unwrap();
+        clean
+            .ingest(Some(&t), inputs(&lines), &options(50))
+            .await
+            .unwrap();
+        assert_eq!(table_state(&clean).await, model, "after a fault at {point}");
+        assert_eq!(summary(&clean).await["total-delete-files"], "0");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_empties_the_table_in_order_for_both_strategies() {
+    for cow in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        create_with(
+            dir.path(),
+            if cow {
+                copy_on_write()
+            } else {
+                Default::default()
+            },
+        )
+        .await;
+        let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+        let t = parse_table("silver.kv").unwrap();
+        let input = |text: &str| Input {
+            source: "kafka:cdc/0".into(),
+            kind: SourceKind::Kafka,
+            reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+        };
+        // Two batches of one stream: rows, then a truncate and a row after it.
+        let text = "{\"id\":1,\"v\":\"a\",\"n\":1}\n{\"id\":2,\"v\":\"b\",\"n\":2}\n\
+                    {\"_op\":\"truncate\"}\n{\"id\":3,\"v\":\"c\",\"n\":3}\n";
+        let opts = IngestOptions {
+            writers: 1,
+            ..options(2)
+        };
+        let r = floe
+            .ingest(Some(&t), vec![input(text)], &opts)
+            .await
+            .unwrap();
+        assert_eq!(r.requests, 2);
+        assert_eq!(
+            table_state(&floe).await,
+            Model::from([(3, ("c".to_string(), 3))]),
+            "copy-on-write: {cow}"
+        );
+        let s = summary(&floe).await;
+        assert_eq!(s["total-records"], "1", "copy-on-write: {cow}: {s:?}");
+        assert_eq!(s["total-delete-files"], if cow { "0" } else { "1" });
+    }
 }

@@ -10,13 +10,13 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use async_trait::async_trait;
 use floe_core::catalog::{Catalog, CatalogError, LoadedTable, SqliteCatalog, TableCommit};
 use floe_core::commit::snapshot::SnapshotPlan;
-use floe_core::commit::{Action, CommitEngine, RetryPolicy};
+use floe_core::commit::{Action, CommitEngine, CommitError, PlanContext, RetryPolicy};
 use floe_core::faults::Faults;
 use floe_core::iceberg::io::FileIO;
-use floe_core::iceberg::spec::{Operation, TableMetadata};
+use floe_core::iceberg::spec::Operation;
 use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use floe_core::ident::parse_table;
-use floe_core::request::{CommitRequest, RequestError, VERSION};
+use floe_core::request::{CommitRequest, VERSION};
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::write::TableWriter;
 use floe_core::{ledger, tabledef};
@@ -81,6 +81,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         .unwrap(),
         delete_files: vec![],
         keyed: false,
+        truncate: false,
         record_count: n as u64,
         rejected_count: 0,
         created_at_ms: 0,
@@ -108,12 +109,14 @@ async fn ids(catalog: &SqliteCatalog, ident: &TableIdent) -> Vec<i64> {
 #[derive(Debug)]
 struct OnePerRequest;
 
+#[async_trait]
 impl Action for OnePerRequest {
-    fn plan(
+    async fn plan(
         &self,
-        metadata: &TableMetadata,
+        ctx: &PlanContext<'_>,
         requests: &[CommitRequest],
-    ) -> Result<Vec<SnapshotPlan>, RequestError> {
+    ) -> Result<Vec<SnapshotPlan>, CommitError> {
+        let metadata = ctx.metadata();
         requests
             .iter()
             .map(|r| {
@@ -124,11 +127,11 @@ impl Action for OnePerRequest {
                         .into_iter()
                         .map(|f| (r.spec_id, f))
                         .collect(),
-                    added_deletes: vec![],
                     properties: ledger::summary_entries([(
                         r.batch_id.as_str(),
                         r.sources.as_slice(),
                     )]),
+                    ..Default::default()
                 })
             })
             .collect()

@@ -41,6 +41,49 @@ pub(super) fn decode_payload(
     let op_text = string(op_raw, op_path)?;
     let op = op_letter(&op_text, op_path)?;
 
+    // A truncate has no row: it removes every row of the table.
+    let (row, unchanged) = if op == ChangeOp::Truncate {
+        (b"{}".to_vec(), Vec::new())
+    } else {
+        row_image(event, schema, path, op, &op_text)?
+    };
+
+    let source_path = path.key("source");
+    let source = match event.get_non_null("source") {
+        Some(raw) => Some(object(raw, source_path)?),
+        None => None,
+    };
+    let position = match &source {
+        Some(source) => source_position(source, source_path)?,
+        None => None,
+    };
+    // `source.ts_ms` is when the change happened in the database (Flink CDC's `op_ts`); the
+    // envelope's `ts_ms` is only when the connector processed it, so it is the fallback.
+    let ts_ms = match source.as_ref().and_then(|s| s.get_non_null("ts_ms")) {
+        Some(raw) => Some(millis(raw, source_path.key("ts_ms"))?),
+        None => match event.get_non_null("ts_ms") {
+            Some(raw) => Some(millis(raw, path.key("ts_ms"))?),
+            None => None,
+        },
+    };
+    Ok(Change {
+        op,
+        row,
+        position,
+        ts_ms,
+        unchanged,
+    })
+}
+
+/// The row a change leaves (`after`), or for deletes the row it removed (`before`),
+/// with the columns Debezium left out as unchanged.
+fn row_image(
+    event: &RawObject<'_>,
+    schema: Option<&RawValue>,
+    path: Path<'_>,
+    op: ChangeOp,
+    op_text: &str,
+) -> Result<(Vec<u8>, Vec<String>), ChangeError> {
     // Deletes carry the old row in `before`; everything else the new row in `after`.
     let image = if op == ChangeOp::Delete {
         "before"
@@ -82,32 +125,7 @@ pub(super) fn decode_payload(
     };
     let mut unchanged = Vec::new();
     let row = build_row(&row_obj, image_path, &[], &decimals, &mut unchanged)?;
-
-    let source_path = path.key("source");
-    let source = match event.get_non_null("source") {
-        Some(raw) => Some(object(raw, source_path)?),
-        None => None,
-    };
-    let position = match &source {
-        Some(source) => source_position(source, source_path)?,
-        None => None,
-    };
-    // `source.ts_ms` is when the change happened in the database (Flink CDC's `op_ts`); the
-    // envelope's `ts_ms` is only when the connector processed it, so it is the fallback.
-    let ts_ms = match source.as_ref().and_then(|s| s.get_non_null("ts_ms")) {
-        Some(raw) => Some(millis(raw, source_path.key("ts_ms"))?),
-        None => match event.get_non_null("ts_ms") {
-            Some(raw) => Some(millis(raw, path.key("ts_ms"))?),
-            None => None,
-        },
-    };
-    Ok(Change {
-        op,
-        row,
-        position,
-        ts_ms,
-        unchanged,
-    })
+    Ok((row, unchanged))
 }
 
 /// Maps Debezium's one-letter `op`.
@@ -117,7 +135,7 @@ fn op_letter(op: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
         "u" => Ok(ChangeOp::Update),
         "d" => Ok(ChangeOp::Delete),
         "r" => Ok(ChangeOp::Read),
-        "t" => Err(truncate_error(path)),
+        "t" => Ok(ChangeOp::Truncate),
         "m" => Err(ChangeError::at(
             path,
             "`m` is a logical decoding message (pg_logical_emit_message), not a row change; route \
@@ -128,15 +146,6 @@ fn op_letter(op: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
             format!("unknown Debezium op `{other}`; expected c, u, d or r"),
         )),
     }
-}
-
-/// TRUNCATE removes every row of the table; it has no key, so it cannot be a [`Change`].
-pub(super) fn truncate_error(path: Path<'_>) -> ChangeError {
-    ChangeError::at(
-        path,
-        "truncate event: it empties the whole table and has no row, so it is not decoded here; \
-         handle TRUNCATE separately (or drop it with `skipped.operations=t`)",
-    )
 }
 
 // ---------------------------------------------------------------------------------------

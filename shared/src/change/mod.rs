@@ -31,6 +31,8 @@ pub enum ChangeOp {
     Delete,
     /// A snapshot read (Debezium `r`, DMS `load`): an upsert.
     Read,
+    /// Every row of the table is gone (Debezium `t`, Postgres TRUNCATE); the row is `{}`.
+    Truncate,
 }
 
 /// One change, normalized.

@@ -3,7 +3,7 @@
 
 use serde_json::value::RawValue;
 
-use super::debezium::{build_row, connect_decimals, millis, position_value, truncate_error};
+use super::debezium::{build_row, connect_decimals, millis, position_value};
 use super::{Change, ChangeError, ChangeOp, Kind, Path, RawObject, kind, string};
 
 /// The fields of floe's own convention; they are metadata, so they are not written to the row.
@@ -96,11 +96,11 @@ fn op_word(word: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
         "u" | "update" | "upsert" => Ok(ChangeOp::Update),
         "d" | "delete" => Ok(ChangeOp::Delete),
         "r" | "read" => Ok(ChangeOp::Read),
-        "t" | "truncate" => Err(truncate_error(path)),
+        "t" | "truncate" => Ok(ChangeOp::Truncate),
         _ => Err(ChangeError::at(
             path,
             format!(
-                "unknown op `{word}`; expected c/i/insert, u/update/upsert, d/delete or r/read"
+                "unknown op `{word}`; expected c/i/insert, u/update/upsert, d/delete, r/read or t/truncate"
             ),
         )),
     }

@@ -170,19 +170,15 @@ fn debezium_keys_with_escapes_round_trip() {
 }
 
 #[test]
-fn debezium_non_row_events_are_errors() {
+fn debezium_truncates_decode_and_messages_are_errors() {
     let truncate = r#"{"source":{"lsn":5},"op":"t","ts_ms":1}"#;
-    assert_error(
-        &err(truncate, ChangeFormat::Debezium),
-        "op",
-        "TRUNCATE separately",
-    );
     // Auto must not mistake a truncate (no before/after) for a plain row.
-    assert_error(
-        &err(truncate, ChangeFormat::Auto),
-        "op",
-        "TRUNCATE separately",
-    );
+    for format in [ChangeFormat::Debezium, ChangeFormat::Auto] {
+        let change = ok(truncate, format);
+        assert_eq!(change.op, ChangeOp::Truncate);
+        assert_eq!(change.row, b"{}");
+        assert_eq!(change.position.as_deref(), Some("5"));
+    }
     let message = debezium_envelope(
         r#"{"op":"m","ts_ms":1,"source":{},"message":{"prefix":"p","content":"Zm9v"}}"#,
     );
@@ -847,16 +843,15 @@ fn op_field_defaults_timestamps_and_numbers() {
 }
 
 #[test]
-fn op_field_errors() {
+fn op_field_errors_and_truncate() {
     assert_error(
         &err(r#"{"id":1,"_op":"merge"}"#, ChangeFormat::OpField),
         "_op",
         "unknown op `merge`",
     );
-    assert_error(
-        &err(r#"{"id":1,"_op":"t"}"#, ChangeFormat::OpField),
-        "_op",
-        "TRUNCATE",
+    assert_eq!(
+        ok(r#"{"_op":"truncate","__lsn":7}"#, ChangeFormat::OpField).op,
+        ChangeOp::Truncate
     );
     assert_error(
         &err(r#"{"id":1,"_op":1}"#, ChangeFormat::OpField),

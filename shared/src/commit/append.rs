@@ -1,10 +1,11 @@
 //! Append: every pending append request of a table becomes ONE snapshot.
 //! Appends commute, so coalescing them loses no order a reader could see.
 
+use async_trait::async_trait;
 use iceberg::spec::{Operation, TableMetadata};
 
-use super::Action;
 use super::snapshot::SnapshotPlan;
+use super::{Action, CommitError, PlanContext};
 use crate::ledger;
 use crate::request::{CommitRequest, RequestError};
 
@@ -12,13 +13,14 @@ use crate::request::{CommitRequest, RequestError};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Append;
 
+#[async_trait]
 impl Action for Append {
-    fn plan(
+    async fn plan(
         &self,
-        metadata: &TableMetadata,
+        ctx: &PlanContext<'_>,
         requests: &[CommitRequest],
-    ) -> Result<Vec<SnapshotPlan>, RequestError> {
-        Ok(vec![plan(metadata, requests)?])
+    ) -> Result<Vec<SnapshotPlan>, CommitError> {
+        Ok(vec![plan(ctx.metadata(), requests)?])
     }
 }
 
@@ -38,7 +40,7 @@ fn plan(
     Ok(SnapshotPlan {
         operation: Operation::Append,
         added_data,
-        added_deletes: Vec::new(),
         properties,
+        ..Default::default()
     })
 }

@@ -5,16 +5,21 @@
 //! Every commit is optimistic and idempotent: load the table, drop the requests
 //! its ledger already holds, plan, commit; on a conflict or an ambiguous answer,
 //! reload and do it again (dropping what landed meanwhile), within a bounded
-//! number of attempts. Actions (append now; row delta, rewrite later) only plan
+//! number of attempts. Actions (append, row delta, copy-on-write) only plan
 //! snapshots; this loop is the same for all of them.
 
 pub mod append;
+pub mod copy_on_write;
+pub mod live;
+pub mod read;
 pub mod row_delta;
 pub mod snapshot;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use iceberg::io::FileIO;
 use iceberg::spec::{Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
 use tracing::{info, warn};
@@ -25,15 +30,45 @@ use crate::ledger::Ledger;
 use crate::request::{CommitRequest, RequestError};
 use snapshot::SnapshotProducer;
 
+/// What an action plans against: the table as loaded for this attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanContext<'a> {
+    /// The table as loaded.
+    pub table: &'a LoadedTable,
+    /// Where its files are.
+    pub file_io: &'a FileIO,
+}
+
+impl PlanContext<'_> {
+    /// The table's metadata.
+    pub fn metadata(&self) -> &TableMetadata {
+        &self.table.metadata
+    }
+
+    /// The table's name, for errors.
+    pub fn table_name(&self) -> String {
+        display(&self.table.ident)
+    }
+
+    /// Wraps an iceberg-rust error met while planning.
+    pub fn build_err(&self, source: iceberg::Error) -> CommitError {
+        CommitError::Build {
+            table: self.table_name(),
+            source: Box::new(source),
+        }
+    }
+}
+
 /// What a commit does with the requests not yet in the table: the snapshots to
 /// add, in order. Planned anew on every attempt, against the reloaded table.
+#[async_trait]
 pub trait Action: std::fmt::Debug + Send + Sync {
-    /// Plans the snapshots for `requests` on top of `metadata`.
-    fn plan(
+    /// Plans the snapshots for `requests` on top of the table in `ctx`.
+    async fn plan(
         &self,
-        metadata: &TableMetadata,
+        ctx: &PlanContext<'_>,
         requests: &[CommitRequest],
-    ) -> Result<Vec<snapshot::SnapshotPlan>, RequestError>;
+    ) -> Result<Vec<snapshot::SnapshotPlan>, CommitError>;
 
     /// Requests this action must not commit on this table, with why (e.g. a late
     /// keyed batch that would undo newer changes). None by default.
@@ -72,6 +107,9 @@ pub enum CommitError {
     /// A request cannot be bound to the table.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// Rewriting data files (copy-on-write) failed.
+    #[error(transparent)]
+    Write(#[from] crate::write::WriteError),
     /// A request names another table than the one committed.
     #[error("commit request {batch_id} is for {request_table}, not {table}")]
     WrongTable {
@@ -205,11 +243,21 @@ impl CommitEngine {
                 );
                 return Ok(outcome);
             }
-            let plans = action.plan(&base.metadata, &fresh)?;
+            let ctx = PlanContext {
+                table: &base,
+                file_io: self.catalog.file_io(),
+            };
+            let plans = action.plan(&ctx, &fresh).await?;
             let data_files = plans.iter().map(|p| p.added_data.len()).sum();
+            let obsolete: Vec<String> = plans.iter().flat_map(|p| p.obsolete.clone()).collect();
             let (commit, written, snapshot_ids) = self.build(&table, &base, plans).await?;
             match self.catalog.commit(commit).await {
                 Ok(_) => {
+                    // Inputs the snapshot made redundant (a copy-on-write
+                    // batch's key lists); a failure here only leaves an orphan.
+                    for path in &obsolete {
+                        let _ = self.catalog.file_io().delete(path).await;
+                    }
                     outcome
                         .committed
                         .extend(fresh.iter().map(|r| r.batch_id.clone()));

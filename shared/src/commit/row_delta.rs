@@ -3,27 +3,38 @@
 //! delete applies only to data of lower sequence numbers, so a later request's
 //! deletes remove an earlier request's rows while its own rows survive: the
 //! table ends with the last state of every key, never two rows for one key.
+//!
+//! Tables set to copy-on-write get their touched files rewritten instead (see
+//! [`super::copy_on_write`]), in one snapshot.
 
-use iceberg::spec::{Operation, TableMetadata};
+use async_trait::async_trait;
+use iceberg::spec::Operation;
 
-use super::Action;
 use super::snapshot::SnapshotPlan;
+use super::{Action, CommitError, PlanContext, copy_on_write};
 use crate::ledger;
-use crate::request::{CommitRequest, RequestError};
+use crate::request::CommitRequest;
 use crate::source::Position;
 
 /// The row-delta action.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RowDelta;
 
+#[async_trait]
 impl Action for RowDelta {
-    fn plan(
+    async fn plan(
         &self,
-        metadata: &TableMetadata,
+        ctx: &PlanContext<'_>,
         requests: &[CommitRequest],
-    ) -> Result<Vec<SnapshotPlan>, RequestError> {
+    ) -> Result<Vec<SnapshotPlan>, CommitError> {
         let mut ordered: Vec<&CommitRequest> = requests.iter().collect();
         ordered.sort_by_key(|r| order_key(r));
+        let metadata = ctx.metadata();
+        if copy_on_write::enabled(metadata)
+            && let Some(plan) = copy_on_write::plan(ctx, &ordered).await?
+        {
+            return Ok(vec![plan]);
+        }
         ordered
             .into_iter()
             .map(|r| {
@@ -42,14 +53,21 @@ impl Action for RowDelta {
                     (true, false) => Operation::Delete,
                     (false, false) => Operation::Overwrite,
                 };
+                let operation = if r.truncate {
+                    Operation::Overwrite
+                } else {
+                    operation
+                };
                 Ok(SnapshotPlan {
                     operation,
                     added_data,
                     added_deletes,
+                    truncate: r.truncate,
                     properties: ledger::summary_entries([(
                         r.batch_id.as_str(),
                         r.sources.as_slice(),
                     )]),
+                    ..Default::default()
                 })
             })
             .collect()

@@ -3,13 +3,14 @@
 //! over, a summary with standard and ledger keys, chained onto the metadata.
 //! Several snapshots can be chained in one commit; each one's parent is the last.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestFile, ManifestList,
-    ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotSummaryCollector,
-    Summary, TableMetadata, TableMetadataBuildResult, TableMetadataBuilder,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
+    ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation,
+    PartitionSpecRef, SchemaRef, Snapshot, SnapshotSummaryCollector, Summary, TableMetadata,
+    TableMetadataBuildResult, TableMetadataBuilder,
 };
 use iceberg::{Error, ErrorKind, TableRequirement};
 use uuid::Uuid;
@@ -25,6 +26,15 @@ pub struct SnapshotPlan {
     pub added_data: Vec<(i32, DataFile)>,
     /// Delete files the snapshot adds, with their partition spec ids.
     pub added_deletes: Vec<(i32, DataFile)>,
+    /// Live data files the snapshot removes (by path), e.g. files a copy-on-write
+    /// commit rewrote.
+    pub removed_data: Vec<String>,
+    /// Removes every live data and delete file first (a TRUNCATE).
+    pub truncate: bool,
+    /// Files written while planning; removed again if the attempt loses.
+    pub written: Vec<String>,
+    /// Files to delete once the commit has landed: inputs it made redundant.
+    pub obsolete: Vec<String>,
     /// Extra summary entries (the ledger).
     pub properties: Vec<(String, String)>,
 }
@@ -116,26 +126,8 @@ impl<'a> SnapshotProducer<'a> {
                         format!("data file for unknown partition spec {spec_id}"),
                     )
                 })?;
-                let path = self.next_path(&format!("{}-m", self.commit_id), "avro");
-                let builder = ManifestWriterBuilder::new(
-                    self.file_io.new_output(&path)?,
-                    Some(snapshot_id),
-                    schema.clone(),
-                    spec.as_ref().clone(),
-                );
-                let mut writer = match (meta.format_version(), content) {
-                    (FormatVersion::V1, DataContentType::Data) => builder.build_v1(),
-                    (FormatVersion::V1, _) => {
-                        return Err(Error::new(
-                            ErrorKind::FeatureUnsupported,
-                            "delete files need table format v2",
-                        ));
-                    }
-                    (FormatVersion::V2, DataContentType::Data) => builder.build_v2_data(),
-                    (FormatVersion::V2, _) => builder.build_v2_deletes(),
-                    (_, DataContentType::Data) => builder.build_v3_data(),
-                    (_, _) => builder.build_v3_deletes(),
-                };
+                let (path, mut writer) =
+                    self.manifest_writer(snapshot_id, &schema, spec, content)?;
                 for f in files {
                     collector.add_file(&f, schema.clone(), spec.clone());
                     // A negative sequence number leaves it to be inherited from
@@ -146,6 +138,16 @@ impl<'a> SnapshotProducer<'a> {
                 new_manifests.push(writer.write_manifest_file().await?);
             }
         }
+
+        if plan.truncate || !plan.removed_data.is_empty() {
+            let removed: HashSet<&str> = plan.removed_data.iter().map(String::as_str).collect();
+            let only = (!plan.truncate).then_some(&removed);
+            let mut rewritten = self
+                .remove_files(snapshot_id, &schema, only, &mut collector)
+                .await?;
+            new_manifests.append(&mut rewritten);
+        }
+        self.written.0.extend(plan.written);
 
         let mut summary = collector.build();
         self.accumulate_totals(&mut summary);
@@ -228,6 +230,122 @@ impl<'a> SnapshotProducer<'a> {
             self.written,
             self.snapshot_ids,
         ))
+    }
+
+    fn manifest_writer(
+        &mut self,
+        snapshot_id: i64,
+        schema: &SchemaRef,
+        spec: &PartitionSpecRef,
+        content: DataContentType,
+    ) -> iceberg::Result<(String, ManifestWriter)> {
+        let path = self.next_path(&format!("{}-m", self.commit_id), "avro");
+        let builder = ManifestWriterBuilder::new(
+            self.file_io.new_output(&path)?,
+            Some(snapshot_id),
+            schema.clone(),
+            spec.as_ref().clone(),
+        );
+        let writer = match (self.base.metadata.format_version(), content) {
+            (FormatVersion::V1, DataContentType::Data) => builder.build_v1(),
+            (FormatVersion::V1, _) => {
+                return Err(Error::new(
+                    ErrorKind::FeatureUnsupported,
+                    "delete files need table format v2",
+                ));
+            }
+            (FormatVersion::V2, DataContentType::Data) => builder.build_v2_data(),
+            (FormatVersion::V2, _) => builder.build_v2_deletes(),
+            (_, DataContentType::Data) => builder.build_v3_data(),
+            (_, _) => builder.build_v3_deletes(),
+        };
+        Ok((path, writer))
+    }
+
+    /// Marks live files deleted: the data files in `only`, or with `None`
+    /// every data and delete file. Each carried manifest that lists one is
+    /// rewritten (the others kept as existing entries) and returned, to be
+    /// listed as a manifest of the new snapshot.
+    async fn remove_files(
+        &mut self,
+        snapshot_id: i64,
+        schema: &SchemaRef,
+        only: Option<&HashSet<&str>>,
+        collector: &mut SnapshotSummaryCollector,
+    ) -> iceberg::Result<Vec<ManifestFile>> {
+        let removes = |path: &str| only.is_none_or(|set| set.contains(path));
+        let mut kept = Vec::new();
+        let mut rewritten = Vec::new();
+        let mut found = 0;
+        for m in std::mem::take(&mut self.manifests) {
+            if (only.is_some() && m.content != ManifestContentType::Data)
+                || !(m.has_added_files() || m.has_existing_files())
+            {
+                kept.push(m);
+                continue;
+            }
+            let manifest = m.load_manifest(self.file_io).await?;
+            let entries = manifest.entries();
+            if !entries
+                .iter()
+                .any(|e| e.is_alive() && removes(e.file_path()))
+            {
+                kept.push(m);
+                continue;
+            }
+            let spec = self
+                .base
+                .metadata
+                .partition_spec_by_id(m.partition_spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::DataInvalid,
+                        format!(
+                            "manifest for unknown partition spec {}",
+                            m.partition_spec_id
+                        ),
+                    )
+                })?;
+            let content = match m.content {
+                ManifestContentType::Data => DataContentType::Data,
+                ManifestContentType::Deletes => DataContentType::EqualityDeletes,
+            };
+            let (path, mut writer) = self.manifest_writer(snapshot_id, schema, &spec, content)?;
+            for e in entries.iter().filter(|e| e.is_alive()) {
+                let seq = e.sequence_number().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::DataInvalid,
+                        format!("manifest entry {} has no sequence number", e.file_path()),
+                    )
+                })?;
+                let file = e.data_file().clone();
+                if removes(e.file_path()) {
+                    found += 1;
+                    collector.remove_file(&file, schema.clone(), spec.clone());
+                    writer.add_delete_file(file, seq, e.file_sequence_number)?;
+                } else {
+                    let added_by = e.snapshot_id().unwrap_or(m.added_snapshot_id);
+                    writer.add_existing_file(file, added_by, seq, e.file_sequence_number)?;
+                }
+            }
+            self.written.0.push(path);
+            rewritten.push(writer.write_manifest_file().await?);
+        }
+        self.manifests = kept;
+        if let Some(set) = only.filter(|set| set.len() != found) {
+            // Planned on a table that changed: the catalog would refuse the
+            // commit anyway, but a silent partial removal must never be built.
+            return Err(Error::new(
+                ErrorKind::DataInvalid,
+                format!(
+                    "{} of {} files to remove are not live in the table",
+                    set.len() - found,
+                    set.len()
+                ),
+            ));
+        }
+        Ok(rewritten)
     }
 
     fn unique_snapshot_id(&self) -> i64 {

@@ -40,6 +40,8 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 pub(super) const MODES: &[&str] = &["fixed", "field", "source"];
 pub(super) const UNKNOWN_FIELDS: &[&str] = &["ignore", "reject"];
 pub(super) const EPOCH_UNITS: &[&str] = &["s", "ms", "us", "ns"];
+pub(super) const MERGE_STRATEGIES: &[&str] = &["merge-on-read", "copy-on-write"];
+pub(super) const CHANGELOGS: &[&str] = &["off", "beside", "only"];
 
 const WAREHOUSE: &[Key] = &[key("path", Kind::Text), key("uri", Kind::Text)];
 const DEAD_LETTER: &[Key] = &[key("location", Kind::Text)];
@@ -62,6 +64,8 @@ const DEFAULTS: &[Key] = &[
     key("case_insensitive", Kind::Bool),
     key("epoch_unit", Kind::Choice(EPOCH_UNITS)),
     key("widen_types", Kind::Bool),
+    key("merge_strategy", Kind::Choice(MERGE_STRATEGIES)),
+    key("changelog", Kind::Choice(CHANGELOGS)),
 ];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),

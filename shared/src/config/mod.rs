@@ -134,6 +134,8 @@
 //! | `infer_decimal_scale` | integer 0–38 | — | In inferred schemas, fractional JSON numbers become `decimal(38, N)` with this scale; unset: `double`. |
 //! | `case_insensitive` | boolean | `false` | Match record fields to columns ignoring case. |
 //! | `epoch_unit` | `"s"`, `"ms"`, `"us"` or `"ns"` | `"ms"` | Unit of JSON numbers written to timestamp, date and time columns. |
+//! | `merge_strategy` | `"merge-on-read"` or `"copy-on-write"` | `"merge-on-read"` | Keyed tables: `merge-on-read` commits equality delete files that readers apply; `copy-on-write` rewrites the data files holding touched keys at commit, so the table never has delete files (for engines that read none), at the cost of write amplification reported in each snapshot summary (`floe.cow.*`). Sets `write.update.mode`, `write.delete.mode` and `write.merge.mode` on tables floe creates; the committer follows those properties. |
+//! | `changelog` | `"off"`, `"beside"` or `"only"` | `"off"` | Change records (Debezium, DMS, DynamoDB, `_op`): `beside` also appends every change, unfolded and in order, to `<table>_changelog` with columns `_op` (`insert`, `update`, `delete`, `read`, `truncate`), `_position` (the source position, e.g. the LSN) and `_ts` (event time) before the row's own; `only` writes that changelog to the table itself, with no keyed table. |
 //!
 //! ## `[tables."namespace.table"]`: one table
 //!
@@ -362,6 +364,33 @@ pub enum UnknownFields {
 /// `epoch_unit`: the unit of JSON numbers written to temporal columns (`s`, `ms`, `us`, `ns`).
 pub use crate::shred::EpochUnit;
 
+/// `merge_strategy`: how a keyed table applies updates and deletes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MergeStrategy {
+    /// Equality delete files, applied by readers.
+    #[default]
+    MergeOnRead,
+    /// Touched data files rewritten at commit; the table holds no delete files.
+    CopyOnWrite,
+}
+
+/// `changelog`: whether every change is also kept, in order, in an append-only table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Changelog {
+    /// No changelog.
+    #[default]
+    Off,
+    /// The keyed table plus `<table>_changelog` with every change.
+    Beside,
+    /// Only the changelog: the table itself is append-only, one row per change.
+    Only,
+}
+
+/// Suffix of the changelog table written beside a keyed table.
+pub const CHANGELOG_SUFFIX: &str = "_changelog";
+
 /// `[defaults]`: settings of every table unless its own section overrides them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -383,6 +412,10 @@ pub struct TableDefaults {
     pub epoch_unit: EpochUnit,
     /// With `evolution`, also widen column types (int→long, float→double, decimal precision).
     pub widen_types: bool,
+    /// How keyed tables apply updates and deletes.
+    pub merge_strategy: MergeStrategy,
+    /// Whether changes are also kept in an append-only changelog table.
+    pub changelog: Changelog,
     /// Iceberg table properties.
     pub properties: BTreeMap<String, String>,
 }
@@ -398,6 +431,8 @@ impl Default for TableDefaults {
             case_insensitive: false,
             epoch_unit: EpochUnit::default(),
             widen_types: true,
+            merge_strategy: MergeStrategy::default(),
+            changelog: Changelog::default(),
             properties: BTreeMap::new(),
         }
     }
@@ -440,6 +475,12 @@ pub struct TableConfig {
     /// Overrides `defaults.widen_types`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub widen_types: Option<bool>,
+    /// Overrides `defaults.merge_strategy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_strategy: Option<MergeStrategy>,
+    /// Overrides `defaults.changelog`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changelog: Option<Changelog>,
     /// Merged over `defaults.properties`, key by key.
     pub properties: BTreeMap<String, String>,
 }
@@ -477,6 +518,10 @@ pub struct ResolvedTable {
     pub epoch_unit: EpochUnit,
     /// Types widen as records need (with `evolution`).
     pub widen_types: bool,
+    /// How a keyed table applies updates and deletes.
+    pub merge_strategy: MergeStrategy,
+    /// Whether changes are also kept in an append-only changelog table.
+    pub changelog: Changelog,
 }
 
 /// A place for files: a local directory or an object-store URI.
@@ -678,6 +723,15 @@ impl Config {
         let own = section.cloned().unwrap_or_default();
         let mut properties = defaults.properties.clone();
         properties.extend(own.properties);
+        let merge_strategy = own.merge_strategy.unwrap_or(defaults.merge_strategy);
+        if merge_strategy == MergeStrategy::CopyOnWrite {
+            // The committer reads the mode from the table, as every engine does.
+            for p in crate::commit::copy_on_write::MODE_PROPERTIES {
+                properties
+                    .entry(p.to_string())
+                    .or_insert_with(|| "copy-on-write".to_string());
+            }
+        }
         ResolvedTable {
             name: name.to_string(),
             configured: section.is_some(),
@@ -694,6 +748,8 @@ impl Config {
             case_insensitive: own.case_insensitive.unwrap_or(defaults.case_insensitive),
             epoch_unit: own.epoch_unit.unwrap_or(defaults.epoch_unit),
             widen_types: own.widen_types.unwrap_or(defaults.widen_types),
+            merge_strategy,
+            changelog: own.changelog.unwrap_or(defaults.changelog),
         }
     }
 }

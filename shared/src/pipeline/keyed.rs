@@ -3,9 +3,9 @@
 //! older rows); keys whose last change is an upsert also get their new row.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 
 use super::writer::Pos;
 use crate::change::{Change, ChangeOp};
@@ -17,6 +17,8 @@ pub struct Folded<'a> {
     pub upserts: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
     /// One JSON object of key columns per touched key, for the equality deletes.
     pub keys: Vec<Vec<u8>>,
+    /// The batch truncated the table: every row older than the batch goes.
+    pub truncate: bool,
 }
 
 /// Why one change cannot be folded.
@@ -28,9 +30,13 @@ pub struct FoldError {
     pub reason: String,
 }
 
+/// A row as its columns' exact JSON texts: never through `f64`, so a numeric
+/// like `12345678901234567890.123456789` reaches the shredder digit for digit.
+type Row = BTreeMap<String, Box<RawValue>>;
+
 /// The last change of a key: its index in the batch, the key columns, and the
 /// row it leaves (`None` after a delete).
-type Latest = (usize, Map<String, Value>, Option<Map<String, Value>>);
+type Latest = (usize, Row, Option<Row>);
 
 /// Folds decoded changes, keyed by `key_names`; returns the fold and the
 /// changes that could not take part, by their index in `changes`.
@@ -41,10 +47,18 @@ pub fn fold<'a>(
     let mut errors = Vec::new();
     let mut last: HashMap<String, Latest> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
+    let mut truncate = false;
     for (i, (_, change)) in changes.iter().enumerate() {
-        let row: Map<String, Value> = match serde_json::from_slice(&change.row) {
-            Ok(Value::Object(m)) => m,
-            _ => {
+        if change.op == ChangeOp::Truncate {
+            // Everything before is gone with the table's older rows.
+            last.clear();
+            order.clear();
+            truncate = true;
+            continue;
+        }
+        let row: Row = match serde_json::from_slice(&change.row) {
+            Ok(m) => m,
+            Err(_) => {
                 errors.push((
                     i,
                     FoldError {
@@ -55,11 +69,11 @@ pub fn fold<'a>(
                 continue;
             }
         };
-        let mut key = Map::new();
+        let mut key = Row::new();
         let mut missing = None;
         for k in key_names {
             match row.get(k) {
-                Some(v) if !v.is_null() => {
+                Some(v) if v.get() != "null" => {
                     key.insert(k.clone(), v.clone());
                 }
                 _ => {
@@ -78,7 +92,7 @@ pub fn fold<'a>(
             ));
             continue;
         }
-        let key_text = Value::Object(key.clone()).to_string();
+        let key_text = to_text(&key);
         let previous = last.get(&key_text).and_then(|(_, _, r)| r.clone());
         let new_row = match change.op {
             ChangeOp::Delete => None,
@@ -98,7 +112,7 @@ pub fn fold<'a>(
                                     reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
                                 },
                             ));
-                            row = Map::new();
+                            row = Row::new();
                             break;
                         }
                     }
@@ -114,17 +128,18 @@ pub fn fold<'a>(
         }
         last.insert(key_text, (i, key, new_row));
     }
-    let mut folded = Folded::default();
+    let mut folded = Folded {
+        truncate,
+        ..Default::default()
+    };
     let mut upserts: Vec<(usize, Vec<u8>)> = Vec::new();
     for key_text in order {
         let Some((i, key, row)) = last.remove(&key_text) else {
             continue;
         };
-        folded
-            .keys
-            .push(Value::Object(key).to_string().into_bytes());
+        folded.keys.push(to_text(&key).into_bytes());
         if let Some(row) = row {
-            upserts.push((i, Value::Object(row).to_string().into_bytes()));
+            upserts.push((i, to_text(&row).into_bytes()));
         }
     }
     upserts.sort_by_key(|(i, _)| *i);
@@ -136,9 +151,24 @@ pub fn fold<'a>(
     (folded, errors)
 }
 
+fn to_text(row: &Row) -> String {
+    let mut text = String::from("{");
+    for (n, (k, v)) in row.iter().enumerate() {
+        if n > 0 {
+            text.push(',');
+        }
+        text.push_str(&serde_json::Value::String(k.clone()).to_string());
+        text.push(':');
+        text.push_str(v.get());
+    }
+    text.push('}');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn change(op: ChangeOp, row: &str) -> Change {
         Change {
@@ -186,6 +216,30 @@ mod tests {
         assert_eq!(
             keys,
             vec![serde_json::json!({"id":1}), serde_json::json!({"id":2})]
+        );
+    }
+
+    #[test]
+    fn numbers_stay_exact_and_truncate_drops_what_came_before() {
+        let changes = vec![
+            (Pos::Line(1), change(ChangeOp::Insert, r#"{"id":1,"v":1}"#)),
+            (Pos::Line(2), change(ChangeOp::Truncate, "{}")),
+            (
+                Pos::Line(3),
+                change(
+                    ChangeOp::Insert,
+                    r#"{"id":2,"v":12345678901234567890.123456789}"#,
+                ),
+            ),
+        ];
+        let (f, errors) = fold(changes, &["id".to_string()]);
+        assert!(errors.is_empty());
+        assert!(f.truncate);
+        assert_eq!(f.keys, vec![br#"{"id":2}"#.to_vec()]);
+        assert_eq!(f.upserts.len(), 1);
+        assert_eq!(
+            std::str::from_utf8(&f.upserts[0].1).unwrap(),
+            r#"{"id":2,"v":12345678901234567890.123456789}"#
         );
     }
 

@@ -2,6 +2,7 @@
 //! step (source batch → data files + dead letters → commit request enqueued)
 //! and the committer step (commit requests → coalesced snapshots).
 
+pub mod changelog;
 pub mod committer;
 pub mod keyed;
 pub mod writer;

@@ -16,11 +16,11 @@ use tracing::{debug, info, instrument};
 use uuid::Uuid;
 
 use super::PipelineError;
-use super::keyed;
+use super::{changelog, keyed};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::change::{self, ChangeFormat};
 use crate::commit::CommitEngine;
-use crate::config::{Config, ResolvedTable, UnknownFields as ConfigUnknown};
+use crate::config::{Changelog, Config, ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::{DeadLetters, Rejected};
 use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
@@ -270,20 +270,27 @@ impl Writer {
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
         // A keyed table takes changes: fold them to the last state per key.
+        // A changelog takes them unfolded, one row per change.
         let schema = first.loaded.metadata.current_schema().clone();
+        let changelog = first.settings.changelog;
         let key_names: Vec<String> = schema
             .identifier_field_ids()
             .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
             .collect();
+        let keyed = !key_names.is_empty() && changelog != Changelog::Only;
         let mut rejected = Vec::new();
-        let (rows, delete_keys) = if key_names.is_empty() {
-            (group.records, None)
+        let mut log_rows = Vec::new();
+        let (rows, delete_keys, truncate) = if !keyed && changelog == Changelog::Off {
+            (group.records, None, false)
         } else {
             let mut changes = Vec::new();
             let mut sources = Vec::new();
             for (pos, record) in &group.records {
                 match change::decode(record, ChangeFormat::Auto) {
                     Ok(c) => {
+                        if changelog != Changelog::Off {
+                            log_rows.push((*pos, Cow::Owned(changelog::row(&c, *pos))));
+                        }
                         changes.push((*pos, c));
                         sources.push(record.clone());
                     }
@@ -292,21 +299,33 @@ impl Writer {
                     ),
                 }
             }
-            let positions: Vec<Pos<'_>> = changes.iter().map(|(p, _)| *p).collect();
-            let (folded, errors) = keyed::fold(changes, &key_names);
-            for (i, e) in errors {
-                rejected.push(self.rejected(
-                    &table,
-                    batch_id,
-                    batch,
-                    positions[i],
-                    &e.field,
-                    &e.reason,
-                    &sources[i],
-                ));
+            if changelog == Changelog::Only {
+                (std::mem::take(&mut log_rows), None, false)
+            } else if !keyed {
+                // A changelog beside an append-only table: the table takes
+                // the records as they came.
+                (group.records, None, false)
+            } else {
+                let positions: Vec<Pos<'_>> = changes.iter().map(|(p, _)| *p).collect();
+                let (folded, errors) = keyed::fold(changes, &key_names);
+                for (i, e) in errors {
+                    rejected.push(self.rejected(
+                        &table,
+                        batch_id,
+                        batch,
+                        positions[i],
+                        &e.field,
+                        &e.reason,
+                        &sources[i],
+                    ));
+                }
+                (folded.upserts, Some(folded.keys), folded.truncate)
             }
-            (folded.upserts, Some(folded.keys))
         };
+        if !log_rows.is_empty() {
+            self.write_changelog(ident, &schema, batch_id, batch, log_rows, report)
+                .await?;
+        }
         let group = Group { records: rows };
         let mut evolutions = 0;
         let (ctx, data, mut shred_rejected) = loop {
@@ -394,7 +413,7 @@ impl Writer {
             }
             _ => Vec::new(),
         };
-        if data.num_rows() == 0 && deletes.is_empty() {
+        if data.num_rows() == 0 && deletes.is_empty() && !truncate {
             return Ok(());
         }
         let files =
@@ -437,6 +456,7 @@ impl Writer {
                 (ident, batch_id),
             )?,
             keyed: delete_keys.is_some(),
+            truncate,
             record_count: records,
             rejected_count: 0,
             created_at_ms: now_ms(),
@@ -493,6 +513,39 @@ impl Writer {
 
     /// The table's writer context: cached, loaded, or created on first write.
     /// `None` when the table is missing and may not be created.
+    /// Appends a batch's changes to the changelog table beside `ident`,
+    /// creating it from the keyed table's schema on first use.
+    async fn write_changelog(
+        &self,
+        ident: &TableIdent,
+        main_schema: &Schema,
+        batch_id: &str,
+        batch: &SourceBatch,
+        rows: Vec<(Pos<'_>, Cow<'_, [u8]>)>,
+        report: &mut WriteReport,
+    ) -> Result<(), PipelineError> {
+        let log = changelog::table_of(ident);
+        let name = display(&log);
+        if let Err(CatalogError::NoSuchTable { .. }) = self.parts.catalog.load_table(&log).await {
+            let def_err = |reason: String| PipelineError::TableDef {
+                table: name.clone(),
+                reason,
+            };
+            let schema = changelog::schema(main_schema).map_err(|e| def_err(e.to_string()))?;
+            let settings = self.parts.config.table(&name);
+            let creation = tabledef::configured_creation(log.name(), schema, &settings)
+                .map_err(|e| def_err(e.to_string()))?;
+            match self.parts.catalog.create_table(&log, creation).await {
+                Ok(_) => report.created.push(name.clone()),
+                // Another writer created it first.
+                Err(CatalogError::TableExists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let log_batch = sub_batch_id(batch_id, &name);
+        Box::pin(self.write_table(&log, &log_batch, batch, Group { records: rows }, report)).await
+    }
+
     async fn context(
         &self,
         ident: &TableIdent,
@@ -551,10 +604,23 @@ impl Writer {
                 tabledef::parse_schema(&text).map_err(|e| def_err(e.to_string()))?
             }
             None => {
+                // Change records describe rows: infer from the rows they carry.
+                let changes =
+                    !settings.identifier_fields.is_empty() || settings.changelog == Changelog::Only;
                 let sample: Vec<serde_json::Value> = group
                     .records
                     .iter()
-                    .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                    .filter_map(|(pos, r)| {
+                        if !changes {
+                            return serde_json::from_slice(r).ok();
+                        }
+                        let c = change::decode(r, ChangeFormat::Auto).ok()?;
+                        let row = match settings.changelog {
+                            Changelog::Only => changelog::row(&c, *pos),
+                            _ => c.row,
+                        };
+                        serde_json::from_slice(&row).ok()
+                    })
                     .take(INFER_SAMPLE)
                     .collect();
                 evolve::infer_schema(&sample, &infer_options(settings)).ok_or_else(|| {
