@@ -73,7 +73,7 @@ fi
 as_pg "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 start -o "\
  -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data\
  -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=16\
- -c max_connections=200 -c fsync=off -c synchronous_commit=off\
+ -c max_connections=200 -c fsync=off\
  -c full_page_writes=off" >&2 || {
   # Another caller may have started it at the same moment.
   if ! "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then

@@ -22,11 +22,14 @@ pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
         }
         .instrument(span),
     );
+    // Decoding only reads flushed WAL: the watermarks floe commits must be
+    // flushed when the commit returns, whatever the server's default.
     client
         .batch_execute(
             "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex';
              SET extra_float_digits = 3; SET standard_conforming_strings = on;
-             SET IntervalStyle = 'iso_8601'",
+             SET IntervalStyle = 'iso_8601';
+             SET synchronous_commit = on",
         )
         .await
         .context(|| "setting session parameters".to_string())?;
