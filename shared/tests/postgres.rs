@@ -524,6 +524,7 @@ async fn snapshot_merges_with_concurrent_changes() {
         }
     }
     let ops = writer.await.unwrap();
+    eprintln!("snapshot test: {round} batches, {ops} concurrent writes");
     assert!(ops >= 300);
     assert!(round >= 8, "7 chunks at least, got {round} rounds");
     let expected = table_rows(&db, &source).await;
