@@ -18,6 +18,8 @@ pub mod ledger;
 pub mod metrics;
 pub mod ndjson;
 pub mod pipeline;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod queue;
 pub mod request;
 pub mod route;

@@ -1,0 +1,167 @@
+//! Errors of the Postgres source. Misconfigurations found before reading say
+//! how to fix them, because whoever meets them is setting floe up.
+
+/// What went wrong talking to Postgres or decoding what it sent.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// A query or the connection failed.
+    #[error("postgres: {context}: {source}")]
+    Query {
+        /// What floe was doing.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server does not decode WAL logically.
+    #[error(
+        "postgres: wal_level is {actual}, logical replication needs logical; fix: \
+         ALTER SYSTEM SET wal_level = logical; then restart Postgres"
+    )]
+    WalLevel {
+        /// The server's current `wal_level`.
+        actual: String,
+    },
+    /// The role may not use replication slots.
+    #[error(
+        "postgres: role {role} has neither REPLICATION nor superuser; fix: \
+         ALTER ROLE {role} WITH REPLICATION;"
+    )]
+    NoReplicationRole {
+        /// The connecting role, quoted as an identifier.
+        role: String,
+    },
+    /// The configured slot does not exist.
+    #[error(
+        "postgres: replication slot {slot:?} does not exist; fix: \
+         SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput'); (or run `floe pg setup`)"
+    )]
+    SlotMissing {
+        /// The slot name.
+        slot: String,
+    },
+    /// The slot exists but is not a pgoutput logical slot of this database.
+    #[error(
+        "postgres: replication slot {slot:?} {problem}; fix: drop it with \
+         SELECT pg_drop_replication_slot('{slot}'); then \
+         SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput'); in database {database}"
+    )]
+    SlotUnusable {
+        /// The slot name.
+        slot: String,
+        /// What is wrong with it.
+        problem: String,
+        /// The database floe connects to.
+        database: String,
+    },
+    /// The configured publication does not exist.
+    #[error(
+        "postgres: publication {publication:?} does not exist; fix: \
+         CREATE PUBLICATION {publication_ident} FOR TABLE {tables}; (or run `floe pg setup`)"
+    )]
+    PublicationMissing {
+        /// The publication name.
+        publication: String,
+        /// The publication name quoted as an identifier.
+        publication_ident: String,
+        /// The configured tables, quoted and comma separated.
+        tables: String,
+    },
+    /// A configured table does not exist.
+    #[error("postgres: table {table} does not exist (tables are configured as schema.table)")]
+    TableMissing {
+        /// The table as configured.
+        table: String,
+    },
+    /// A configured table is not published, so its changes would never arrive.
+    #[error(
+        "postgres: table {table} is not in publication {publication:?}; fix: \
+         ALTER PUBLICATION {publication_ident} ADD TABLE {table_ident};"
+    )]
+    TableNotPublished {
+        /// The table as configured.
+        table: String,
+        /// The quoted table.
+        table_ident: String,
+        /// The publication name.
+        publication: String,
+        /// The publication quoted as an identifier.
+        publication_ident: String,
+    },
+    /// A configured table has no primary key, so changes cannot be keyed.
+    #[error(
+        "postgres: table {table} has no primary key, floe needs one to key changes; fix: \
+         ALTER TABLE {table_ident} ADD PRIMARY KEY (<columns>);"
+    )]
+    NoPrimaryKey {
+        /// The table as configured.
+        table: String,
+        /// The quoted table.
+        table_ident: String,
+    },
+    /// The slot was advanced past what the caller says is committed: the
+    /// changes in between are gone from the slot and cannot be read again.
+    #[error(
+        "postgres: slot {slot:?} is at {confirmed} but only {committed} is committed; \
+         the changes between were consumed elsewhere and are lost to floe; \
+         re-snapshot the tables (clear the snapshot state) to recover"
+    )]
+    SlotAhead {
+        /// The slot name.
+        slot: String,
+        /// The slot's `confirmed_flush_lsn`.
+        confirmed: String,
+        /// The committed LSN passed in.
+        committed: String,
+    },
+    /// A pgoutput message was cut short or malformed.
+    #[error("pgoutput: {0}")]
+    Decode(String),
+    /// An LSN in the wrong text form.
+    #[error("postgres: bad LSN {0:?} (expected X/Y in hex)")]
+    BadLsn(String),
+    /// Postgres did not produce the high watermark the snapshot waits for.
+    #[error("postgres: slot {slot:?}: watermark {id} not found in the stream")]
+    WatermarkLost {
+        /// The slot name.
+        slot: String,
+        /// The watermark's id.
+        id: String,
+    },
+    /// Stored snapshot state does not fit the table (wrong number of key values).
+    #[error(
+        "postgres: snapshot cursor of {table} has {got} key values, the primary key has {want}"
+    )]
+    BadCursor {
+        /// The table.
+        table: String,
+        /// Values in the cursor.
+        got: usize,
+        /// Primary key columns.
+        want: usize,
+    },
+    /// A table's schema cannot be expressed in Iceberg.
+    #[error("postgres: table {table}: iceberg schema: {source}")]
+    Schema {
+        /// The table.
+        table: String,
+        /// Iceberg's error.
+        #[source]
+        source: Box<iceberg::Error>,
+    },
+}
+
+/// Attaches what floe was doing to a driver error.
+pub(crate) trait Context<T> {
+    /// Wraps the error as [`PgError::Query`] with `context`.
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, PgError>;
+}
+
+impl<T> Context<T> for Result<T, tokio_postgres::Error> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, PgError> {
+        self.map_err(|source| PgError::Query {
+            context: context(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,224 @@
+//! Connecting, checking that the server and its objects are set up for
+//! logical replication, and setting them up.
+
+use tokio_postgres::{Client, NoTls};
+use tracing::Instrument as _;
+
+use super::error::Context as _;
+use super::schema::table_schema;
+use super::{PgConfig, PgError, TableName, quote_ident};
+
+/// Connects and pins the session settings that decide how values print.
+pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
+    let (client, connection) = tokio_postgres::connect(&config.conninfo, NoTls)
+        .await
+        .context(|| "connecting".to_string())?;
+    let span = tracing::info_span!("pg_connection", slot = %config.slot);
+    tokio::spawn(
+        async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "postgres connection ended");
+            }
+        }
+        .instrument(span),
+    );
+    // Decoding only reads flushed WAL: the watermarks floe commits must be
+    // flushed when the commit returns, whatever the server's default.
+    client
+        .batch_execute(
+            "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex';
+             SET extra_float_digits = 3; SET standard_conforming_strings = on;
+             SET IntervalStyle = 'iso_8601';
+             SET synchronous_commit = on",
+        )
+        .await
+        .context(|| "setting session parameters".to_string())?;
+    Ok(client)
+}
+
+/// Checks everything floe needs before reading; each error names its fix.
+pub(crate) async fn preflight(client: &Client, config: &PgConfig) -> Result<(), PgError> {
+    let wal_level: String = client
+        .query_one("SELECT current_setting('wal_level')", &[])
+        .await
+        .context(|| "reading wal_level".to_string())?
+        .get(0);
+    if wal_level != "logical" {
+        return Err(PgError::WalLevel { actual: wal_level });
+    }
+
+    let role = client
+        .query_one(
+            "SELECT current_user::text, rolsuper, rolreplication, current_database()::text
+               FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .context(|| "reading the role's attributes".to_string())?;
+    let (user, superuser, replication, database): (String, bool, bool, String) =
+        (role.get(0), role.get(1), role.get(2), role.get(3));
+    if !superuser && !replication {
+        return Err(PgError::NoReplicationRole {
+            role: quote_ident(&user),
+        });
+    }
+
+    let slot = client
+        .query_opt(
+            "SELECT plugin::text, slot_type, database::text FROM pg_replication_slots
+              WHERE slot_name = $1",
+            &[&config.slot],
+        )
+        .await
+        .context(|| format!("looking up slot {}", config.slot))?;
+    let Some(slot) = slot else {
+        return Err(PgError::SlotMissing {
+            slot: config.slot.clone(),
+        });
+    };
+    let (plugin, kind, slot_db): (Option<String>, String, Option<String>) =
+        (slot.get(0), slot.get(1), slot.get(2));
+    let problem = if kind != "logical" {
+        Some(format!("is a {kind} slot, not a logical one"))
+    } else if plugin.as_deref() != Some("pgoutput") {
+        Some(format!(
+            "uses plugin {}, floe reads pgoutput",
+            plugin.unwrap_or_default()
+        ))
+    } else if slot_db.as_deref() != Some(database.as_str()) {
+        Some(format!(
+            "belongs to database {}, floe connects to {database}",
+            slot_db.unwrap_or_default()
+        ))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        return Err(PgError::SlotUnusable {
+            slot: config.slot.clone(),
+            problem,
+            database,
+        });
+    }
+
+    let tables = config.table_names();
+    let publication = client
+        .query_opt(
+            "SELECT puballtables FROM pg_publication WHERE pubname = $1",
+            &[&config.publication],
+        )
+        .await
+        .context(|| format!("looking up publication {}", config.publication))?;
+    if publication.is_none() {
+        return Err(PgError::PublicationMissing {
+            publication: config.publication.clone(),
+            publication_ident: quote_ident(&config.publication),
+            tables: tables
+                .iter()
+                .map(TableName::quoted)
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let published = published_tables(client, &config.publication).await?;
+    for table in &tables {
+        // A missing table is reported as missing, not as unpublished.
+        let schema = table_schema(client, table).await?;
+        if !published.contains(table) {
+            return Err(PgError::TableNotPublished {
+                table: table.to_string(),
+                table_ident: table.quoted(),
+                publication: config.publication.clone(),
+                publication_ident: quote_ident(&config.publication),
+            });
+        }
+        if schema.primary_key.is_empty() {
+            return Err(PgError::NoPrimaryKey {
+                table: table.to_string(),
+                table_ident: table.quoted(),
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn published_tables(client: &Client, publication: &str) -> Result<Vec<TableName>, PgError> {
+    Ok(client
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .context(|| format!("listing the tables of publication {publication}"))?
+        .iter()
+        .map(|r| TableName {
+            schema: r.get(0),
+            name: r.get(1),
+        })
+        .collect())
+}
+
+/// Creates what [`PgConfig`] names when missing: the publication (FOR TABLE
+/// the configured tables; tables missing from an existing one are added)
+/// and the pgoutput slot. Safe to run again.
+pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
+    let span =
+        tracing::info_span!("pg_setup", slot = %config.slot, publication = %config.publication);
+    async {
+        let client = connect(config).await?;
+        let tables = config.table_names();
+        let exists = client
+            .query_opt(
+                "SELECT 1 FROM pg_publication WHERE pubname = $1",
+                &[&config.publication],
+            )
+            .await
+            .context(|| format!("looking up publication {}", config.publication))?
+            .is_some();
+        let publication = quote_ident(&config.publication);
+        if !exists {
+            let list: Vec<String> = tables.iter().map(TableName::quoted).collect();
+            client
+                .batch_execute(&format!(
+                    "CREATE PUBLICATION {publication} FOR TABLE {}",
+                    list.join(", ")
+                ))
+                .await
+                .context(|| format!("creating publication {}", config.publication))?;
+            tracing::info!("created publication");
+        } else {
+            let published = published_tables(&client, &config.publication).await?;
+            for table in tables.iter().filter(|t| !published.contains(t)) {
+                client
+                    .batch_execute(&format!(
+                        "ALTER PUBLICATION {publication} ADD TABLE {}",
+                        table.quoted()
+                    ))
+                    .await
+                    .context(|| format!("adding {table} to publication {}", config.publication))?;
+                tracing::info!(table = %table, "added table to publication");
+            }
+        }
+        let slot_exists = client
+            .query_opt(
+                "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
+                &[&config.slot],
+            )
+            .await
+            .context(|| format!("looking up slot {}", config.slot))?
+            .is_some();
+        if !slot_exists {
+            client
+                .execute(
+                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+                    &[&config.slot],
+                )
+                .await
+                .context(|| format!("creating slot {}", config.slot))?;
+            tracing::info!("created slot");
+        }
+        Ok(())
+    }
+    .instrument(span)
+    .await
+}

@@ -1,0 +1,262 @@
+//! Incremental initial snapshot: progress state, watermarks and chunk reads.
+//! The merge with the stream lives in `source.rs`; the module doc of
+//! `postgres` explains why it is safe.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+use super::error::Context as _;
+use super::schema::TableSchema;
+use super::{PgError, TableName, quote_ident, quote_literal};
+
+/// Message prefix of floe's watermarks in the WAL.
+pub(crate) const WATERMARK_PREFIX: &str = "floe.watermark";
+
+/// Initial-snapshot progress of every configured table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotState {
+    /// Per `schema.table`; a table without an entry has not started.
+    pub tables: BTreeMap<String, TableProgress>,
+}
+
+/// How far one table's initial snapshot has come.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TableProgress {
+    /// Rows with keys after `after` (all rows when `None`) are still to copy.
+    Pending {
+        /// Primary key of the last row copied, as Postgres prints each column.
+        after: Option<Vec<String>>,
+    },
+    /// Every row has been copied.
+    Done,
+}
+
+impl SnapshotState {
+    /// Progress of `table` (`schema.table`).
+    pub fn progress(&self, table: &str) -> TableProgress {
+        self.tables
+            .get(table)
+            .cloned()
+            .unwrap_or(TableProgress::Pending { after: None })
+    }
+
+    /// Whether every one of `tables` is copied.
+    pub fn is_done(&self, tables: &[String]) -> bool {
+        tables
+            .iter()
+            .all(|t| self.progress(&super::TableName::parse(t).to_string()) == TableProgress::Done)
+    }
+}
+
+/// A watermark's content, JSON in the WAL message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Watermark {
+    pub kind: String,
+    pub id: String,
+    pub table: String,
+}
+
+/// Writes a watermark in its own committed transaction.
+pub(crate) async fn emit_watermark(client: &Client, mark: &Watermark) -> Result<(), PgError> {
+    let content = serde_json::to_string(mark).unwrap_or_default();
+    client
+        .execute(
+            "SELECT pg_logical_emit_message(true, $1, $2::text)",
+            &[&WATERMARK_PREFIX, &content],
+        )
+        .await
+        .context(|| format!("emitting the {} watermark for {}", mark.kind, mark.table))?;
+    Ok(())
+}
+
+/// Which transactions a snapshot sees, from `pg_current_snapshot()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Visibility {
+    xmin: u64,
+    xmax: u64,
+    in_progress: Vec<u64>,
+}
+
+impl Visibility {
+    /// Parses `xmin:xmax:xip,xip,...`.
+    pub fn parse(text: &str) -> Result<Self, PgError> {
+        let bad = || PgError::Decode(format!("bad pg_current_snapshot() value {text:?}"));
+        let mut parts = text.split(':');
+        let mut next = || parts.next().ok_or_else(bad);
+        let xmin = next()?.parse().map_err(|_| bad())?;
+        let xmax = next()?.parse().map_err(|_| bad())?;
+        let in_progress = next()?
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            xmin,
+            xmax,
+            in_progress,
+        })
+    }
+
+    /// Whether the 32-bit `xid` of a decoded transaction committed before
+    /// the snapshot. The epoch is taken from `xmax`: decoded transactions
+    /// are within 2^31 of it.
+    pub fn sees(&self, xid: u32) -> bool {
+        let mut full = (self.xmax & !0xFFFF_FFFF) | u64::from(xid);
+        if full > self.xmax + (1 << 31) {
+            full = full.saturating_sub(1 << 32);
+        }
+        full < self.xmin || (full < self.xmax && !self.in_progress.contains(&full))
+    }
+}
+
+/// One chunk of a table read in key order.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    /// The columns the rows hold.
+    pub schema: TableSchema,
+    /// Rows in key order; each value as Postgres prints it.
+    pub rows: Vec<Vec<Option<String>>>,
+    /// Key of each row to its index in `rows`.
+    pub keys: HashMap<Vec<String>, usize>,
+    /// Key of the last row, the next cursor.
+    pub last_key: Option<Vec<String>>,
+    /// What the SELECT saw.
+    pub visibility: Visibility,
+}
+
+/// Reads the `limit` rows after `after` in primary key order, with the
+/// snapshot they were read in. Values come through the simple protocol, so
+/// they print exactly as in pgoutput tuples.
+pub(crate) async fn read_chunk(
+    client: &Client,
+    table: &TableName,
+    schema: TableSchema,
+    after: Option<&[String]>,
+    limit: usize,
+) -> Result<Chunk, PgError> {
+    let key_columns: Vec<usize> = schema
+        .primary_key
+        .iter()
+        .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
+        .collect();
+    let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
+    let columns_sql: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let filter = match after {
+        None => String::new(),
+        Some(values) => {
+            if values.len() != key_columns.len() {
+                return Err(PgError::BadCursor {
+                    table: table.to_string(),
+                    got: values.len(),
+                    want: key_columns.len(),
+                });
+            }
+            let literals: Vec<String> = values
+                .iter()
+                .zip(&key_columns)
+                .map(|(v, &i)| format!("{}::{}", quote_literal(v), schema.columns[i].type_name))
+                .collect();
+            format!(
+                " WHERE ({}) > ({})",
+                keys_sql.join(", "),
+                literals.join(", ")
+            )
+        }
+    };
+    let select = format!(
+        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {limit}",
+        columns_sql.join(", "),
+        table.quoted(),
+        keys_sql.join(", ")
+    );
+    let ctx = || format!("reading a snapshot chunk of {table}");
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .context(ctx)?;
+    let result = async {
+        let snapshot = simple_rows(client, "SELECT pg_current_snapshot()::text").await?;
+        let visibility = snapshot
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .ok_or_else(|| PgError::Decode("pg_current_snapshot() returned nothing".into()))
+            .and_then(|s| Visibility::parse(&s))?;
+        let rows = simple_rows(client, &select).await?;
+        Ok::<_, PgError>((visibility, rows))
+    }
+    .await;
+    // Read-only: ending it either way loses nothing.
+    client.batch_execute("COMMIT").await.context(ctx)?;
+    let (visibility, rows) = result.map_err(|e| match e {
+        PgError::Query { source, .. } => PgError::Query {
+            context: ctx(),
+            source,
+        },
+        other => other,
+    })?;
+    let mut keys = HashMap::with_capacity(rows.len());
+    let mut last_key = None;
+    for (i, row) in rows.iter().enumerate() {
+        let key: Vec<String> = key_columns
+            .iter()
+            .map(|&c| row.get(c).cloned().flatten().unwrap_or_default())
+            .collect();
+        keys.insert(key.clone(), i);
+        last_key = Some(key);
+    }
+    Ok(Chunk {
+        schema,
+        rows,
+        keys,
+        last_key,
+        visibility,
+    })
+}
+
+async fn simple_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>, PgError> {
+    let messages = client
+        .simple_query(sql)
+        .await
+        .context(|| sql.chars().take(200).collect())?;
+    Ok(messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).map(str::to_string))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn visibility() {
+        let v = Visibility::parse("100:105:101,103").unwrap();
+        assert!(v.sees(99));
+        assert!(v.sees(100));
+        assert!(!v.sees(101));
+        assert!(v.sees(102));
+        assert!(!v.sees(103));
+        assert!(!v.sees(105));
+        assert!(!v.sees(200));
+        // Epoch 1: xids just below the wrap belong to epoch 0.
+        let v = Visibility::parse(&format!("{}:{}:", (1u64 << 32) + 5, (1u64 << 32) + 10)).unwrap();
+        assert!(v.sees(u32::MAX));
+        assert!(!v.sees(10));
+        assert!(v.sees(4));
+        assert!(Visibility::parse("1:2").is_err());
+    }
+}

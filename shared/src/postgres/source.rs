@@ -1,0 +1,640 @@
+//! The source itself: one call, one micro-batch of whole transactions.
+
+use std::collections::HashMap;
+
+use tokio_postgres::Client;
+use tracing::Instrument as _;
+
+use super::error::Context as _;
+use super::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
+use super::schema::{PgColumn, TableSchema, table_schema};
+use super::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
+use super::values::{UNAVAILABLE, push_json, push_str};
+use super::{
+    PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
+    quote_ident,
+};
+
+/// Microseconds between the Unix epoch and Postgres' (2000-01-01).
+const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+/// One table's share of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableChanges {
+    /// `schema.table`.
+    pub table: String,
+    /// The table's columns as last seen in this batch (so an added column
+    /// shows up here as soon as a change carries it).
+    pub relation: TableSchema,
+    /// NDJSON lines in floe's flat `_op` form, in commit order.
+    pub lines: Vec<String>,
+}
+
+/// One micro-batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgBatch {
+    /// Tables with lines, in configuration order.
+    pub tables: Vec<TableChanges>,
+    /// End LSN of the first transaction included (equals `last_lsn` when none is).
+    pub first_lsn: u64,
+    /// End LSN of the last transaction included: what the caller records as
+    /// committed with the batch and then passes to [`PgSource::advance`].
+    pub last_lsn: u64,
+    /// Snapshot progress to record with the batch.
+    pub snapshot: SnapshotState,
+    /// Whether anything changed relative to the state passed in.
+    progressed: bool,
+}
+
+impl PgBatch {
+    /// True when there is nothing to commit: no lines, no snapshot progress.
+    pub fn is_empty(&self) -> bool {
+        !self.progressed
+    }
+
+    /// Lines across all tables.
+    pub fn line_count(&self) -> usize {
+        self.tables.iter().map(|t| t.lines.len()).sum()
+    }
+}
+
+/// A connected, preflighted reader of one slot.
+pub struct PgSource {
+    client: Client,
+    config: PgConfig,
+    tables: Vec<TableName>,
+    /// Decoded relation messages and the schema built for each, so a batch
+    /// only asks the catalog when a table's shape changed.
+    relations: HashMap<u32, (Relation, Option<TableSchema>)>,
+}
+
+/// A snapshot chunk and the ids of the watermarks around its SELECT.
+struct ChunkRead {
+    table: TableName,
+    chunk: Chunk,
+    low: String,
+    high: String,
+}
+
+/// One decoded transaction.
+struct Txn {
+    xid: u32,
+    end_lsn: u64,
+    ts_ms: i64,
+    messages: Vec<Message>,
+}
+
+impl PgSource {
+    /// Connects and checks the server, role, slot, publication and tables;
+    /// a misconfiguration comes back as a [`PgError`] naming its fix.
+    pub async fn connect(config: PgConfig) -> Result<Self, PgError> {
+        let span = tracing::info_span!("pg_connect", slot = %config.slot);
+        async {
+            let client = preflight::connect(&config).await?;
+            preflight::preflight(&client, &config).await?;
+            Ok(Self {
+                client,
+                tables: config.table_names(),
+                config,
+                relations: HashMap::new(),
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The columns and primary key of `table` (`schema.table`) from the catalog.
+    pub async fn table_schema(&self, table: &str) -> Result<TableSchema, PgError> {
+        table_schema(&self.client, &TableName::parse(table)).await
+    }
+
+    /// The slot's `confirmed_flush_lsn`: where reading resumes.
+    pub async fn confirmed_flush_lsn(&self) -> Result<u64, PgError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.config.slot],
+            )
+            .await
+            .context(|| format!("reading slot {}", self.config.slot))?;
+        let text: Option<String> = row.get(0);
+        parse_lsn(&text.unwrap_or_else(|| "0/0".into()))
+    }
+
+    /// Moves the slot to `lsn` (a batch's `last_lsn`, once durably committed),
+    /// letting Postgres recycle the WAL before it. Never moves it back.
+    pub async fn advance(&self, lsn: u64) -> Result<(), PgError> {
+        if self.confirmed_flush_lsn().await? >= lsn {
+            return Ok(());
+        }
+        let target = format_lsn(lsn);
+        self.client
+            .execute(
+                "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)",
+                &[&self.config.slot, &target],
+            )
+            .await
+            .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
+        Ok(())
+    }
+
+    /// Reads one micro-batch after `state.committed_lsn`, copying one
+    /// snapshot chunk when a table's initial snapshot is unfinished and the
+    /// stream backlog is below `max_changes`.
+    pub async fn read_batch(&mut self, state: &SourceState) -> Result<PgBatch, PgError> {
+        let span = tracing::info_span!(
+            "pg_read_batch",
+            slot = %self.config.slot,
+            committed = ?state.committed_lsn.map(format_lsn)
+        );
+        async {
+            let start = self.sync_slot(state.committed_lsn).await?;
+            let max = self.config.max_changes.max(1);
+            let (txns, full) = self.peek(max).await?;
+            let pending =
+                self.tables
+                    .iter()
+                    .find_map(|t| match state.snapshot.progress(&t.to_string()) {
+                        TableProgress::Pending { after } => Some((t.clone(), after)),
+                        TableProgress::Done => None,
+                    });
+            let Some((table, after)) = pending.filter(|_| !full) else {
+                // Catch up on the stream first: a chunk would wait for all of it.
+                return self
+                    .assemble(txns, start, None, state.snapshot.clone(), false)
+                    .await;
+            };
+            let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
+            let read = self
+                .read_chunk(&table, after.as_deref())
+                .instrument(span)
+                .await?;
+            let txns = self.peek_through(&read.high, max).await?;
+            let chunk = &read.chunk;
+            let mut snapshot = state.snapshot.clone();
+            let progress = match (&chunk.last_key, chunk.rows.len() < self.config.chunk_rows) {
+                (Some(key), false) => TableProgress::Pending {
+                    after: Some(key.clone()),
+                },
+                _ => TableProgress::Done,
+            };
+            tracing::info!(
+                rows = chunk.rows.len(),
+                done = progress == TableProgress::Done,
+                "snapshot chunk"
+            );
+            snapshot.tables.insert(table.to_string(), progress);
+            self.assemble(txns, start, Some(read), snapshot, true).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Brings the slot up to `committed`, never past it, and returns where
+    /// reading starts.
+    async fn sync_slot(&self, committed: Option<u64>) -> Result<u64, PgError> {
+        let confirmed = self.confirmed_flush_lsn().await?;
+        match committed {
+            Some(c) if confirmed < c => {
+                self.advance(c).await?;
+                Ok(c)
+            }
+            Some(c) if confirmed > c => Err(PgError::SlotAhead {
+                slot: self.config.slot.clone(),
+                confirmed: format_lsn(confirmed),
+                committed: format_lsn(c),
+            }),
+            _ => Ok(confirmed),
+        }
+    }
+
+    /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).
+    async fn peek(&self, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
+        let upto_i32 = i32::try_from(upto).unwrap_or(i32::MAX);
+        let rows = self
+            .client
+            .query(
+                "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
+                    $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
+                    'messages', 'true')",
+                &[
+                    &self.config.slot,
+                    &upto_i32,
+                    &quote_ident(&self.config.publication),
+                ],
+            )
+            .await
+            .context(|| format!("peeking slot {}", self.config.slot))?;
+        let full = rows.len() >= upto;
+        let mut txns = Vec::new();
+        let mut open: Option<Txn> = None;
+        for row in &rows {
+            let data: &[u8] = row.get(1);
+            match pgoutput::decode(data)? {
+                Message::Begin { xid, .. } => {
+                    open = Some(Txn {
+                        xid,
+                        end_lsn: 0,
+                        ts_ms: 0,
+                        messages: Vec::new(),
+                    })
+                }
+                Message::Commit { end_lsn, ts, .. } => {
+                    let mut txn = open.take().ok_or_else(|| {
+                        PgError::Decode(format!(
+                            "commit without begin at {}",
+                            row.get::<_, String>(0)
+                        ))
+                    })?;
+                    txn.end_lsn = end_lsn;
+                    txn.ts_ms = (ts + PG_EPOCH_OFFSET_US).div_euclid(1000);
+                    txns.push(txn);
+                }
+                // Non-transactional messages come outside any transaction
+                // and floe has no use for them.
+                message => {
+                    if let Some(txn) = open.as_mut() {
+                        txn.messages.push(message);
+                    }
+                }
+            }
+        }
+        Ok((txns, full))
+    }
+
+    /// Peeks until the transaction of watermark `id` is in, growing the limit.
+    async fn peek_through(&self, id: &str, start: usize) -> Result<Vec<Txn>, PgError> {
+        let mut upto = start;
+        loop {
+            let (mut txns, full) = self.peek(upto).await?;
+            if let Some(at) = txns
+                .iter()
+                .position(|t| watermark_of(t).is_some_and(|w| w.id == id))
+            {
+                txns.truncate(at + 1);
+                return Ok(txns);
+            }
+            if !full {
+                return Err(PgError::WatermarkLost {
+                    slot: self.config.slot.clone(),
+                    id: id.to_string(),
+                });
+            }
+            upto = upto.saturating_mul(2);
+        }
+    }
+
+    /// LOW watermark, chunk SELECT, HIGH watermark.
+    async fn read_chunk(
+        &self,
+        table: &TableName,
+        after: Option<&[String]>,
+    ) -> Result<ChunkRead, PgError> {
+        let schema = table_schema(&self.client, table).await?;
+        let mark = |kind: &str| Watermark {
+            kind: kind.to_string(),
+            id: uuid::Uuid::new_v4().to_string(),
+            table: table.to_string(),
+        };
+        let (low, high) = (mark("low"), mark("high"));
+        snapshot::emit_watermark(&self.client, &low).await?;
+        let chunk = snapshot::read_chunk(
+            &self.client,
+            table,
+            schema,
+            after,
+            self.config.chunk_rows.max(1),
+        )
+        .await?;
+        snapshot::emit_watermark(&self.client, &high).await?;
+        Ok(ChunkRead {
+            table: table.clone(),
+            chunk,
+            low: low.id,
+            high: high.id,
+        })
+    }
+
+    /// Turns decoded transactions into lines, merging a snapshot chunk.
+    async fn assemble(
+        &mut self,
+        txns: Vec<Txn>,
+        start: u64,
+        mut chunk: Option<ChunkRead>,
+        snapshot: SnapshotState,
+        snapshot_moved: bool,
+    ) -> Result<PgBatch, PgError> {
+        let mut out: Vec<TableChanges> = Vec::new();
+        let mut first_lsn = None;
+        let mut last_lsn = start;
+        let mut after_low = false;
+        let mut removed = vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())];
+        for txn in txns.into_iter().filter(|t| t.end_lsn > start) {
+            first_lsn.get_or_insert(txn.end_lsn);
+            last_lsn = txn.end_lsn;
+            let mark = watermark_of(&txn);
+            if let (Some(m), Some(read)) = (&mark, &chunk) {
+                if m.id == read.low {
+                    after_low = true;
+                }
+                if m.id == read.high {
+                    if let Some(read) = chunk.take() {
+                        let lines = snapshot_lines(&read.chunk, &removed, txn.ts_ms, txn.end_lsn);
+                        let changes = entry(&mut out, &read.table, || read.chunk.schema.clone());
+                        changes.lines.extend(lines);
+                    }
+                    continue;
+                }
+            }
+            let in_window = chunk
+                .as_ref()
+                .is_some_and(|r| after_low || !r.chunk.visibility.sees(txn.xid));
+            for message in txn.messages {
+                match message {
+                    Message::Relation(rel) => {
+                        let name = TableName {
+                            schema: if rel.namespace.is_empty() {
+                                "pg_catalog".into()
+                            } else {
+                                rel.namespace.clone()
+                            },
+                            name: rel.name.clone(),
+                        };
+                        if self.tables.contains(&name) {
+                            let schema = self.relation_schema(&name, &rel).await?;
+                            let changes = entry(&mut out, &name, || schema.clone());
+                            changes.relation = schema;
+                        }
+                    }
+                    Message::Insert { relation, new } => {
+                        let Some((name, schema)) = self.known(relation) else {
+                            continue;
+                        };
+                        touch(&chunk, &mut removed, in_window, &name, &schema, &new);
+                        let line =
+                            row_line("c", txn.ts_ms, txn.end_lsn, &schema, &new, None, false)?;
+                        entry(&mut out, &name, || schema.clone()).lines.push(line);
+                    }
+                    Message::Update { relation, old, new } => {
+                        let Some((name, schema)) = self.known(relation) else {
+                            continue;
+                        };
+                        touch(&chunk, &mut removed, in_window, &name, &schema, &new);
+                        let changes = entry(&mut out, &name, || schema.clone());
+                        if let Some(old) = &old {
+                            touch(&chunk, &mut removed, in_window, &name, &schema, old.tuple());
+                            // A changed key is a delete of the old row and a new row.
+                            if key_of(&schema, old.tuple()) != key_of(&schema, &new) {
+                                changes.lines.push(row_line(
+                                    "d",
+                                    txn.ts_ms,
+                                    txn.end_lsn,
+                                    &schema,
+                                    old.tuple(),
+                                    None,
+                                    true,
+                                )?);
+                            }
+                        }
+                        changes.lines.push(row_line(
+                            "u",
+                            txn.ts_ms,
+                            txn.end_lsn,
+                            &schema,
+                            &new,
+                            old.as_ref(),
+                            false,
+                        )?);
+                    }
+                    Message::Delete { relation, old } => {
+                        let Some((name, schema)) = self.known(relation) else {
+                            continue;
+                        };
+                        touch(&chunk, &mut removed, in_window, &name, &schema, old.tuple());
+                        let key_only = matches!(old, OldTuple::Key(_));
+                        let line = row_line(
+                            "d",
+                            txn.ts_ms,
+                            txn.end_lsn,
+                            &schema,
+                            old.tuple(),
+                            None,
+                            key_only,
+                        )?;
+                        entry(&mut out, &name, || schema.clone()).lines.push(line);
+                    }
+                    Message::Truncate { relations, .. } => {
+                        for relation in relations {
+                            let Some((name, schema)) = self.known(relation) else {
+                                continue;
+                            };
+                            if in_window && chunk.as_ref().is_some_and(|r| r.table == name) {
+                                removed.iter_mut().for_each(|r| *r = true);
+                            }
+                            let line = format!(
+                                "{{\"_op\":\"truncate\",\"_ts\":{},\"__lsn\":{}}}",
+                                txn.ts_ms, txn.end_lsn
+                            );
+                            entry(&mut out, &name, || schema.clone()).lines.push(line);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(read) = chunk {
+            // peek_through stops at the high watermark, so it is always met.
+            return Err(PgError::WatermarkLost {
+                slot: format!("{} ({})", self.config.slot, read.table),
+                id: read.high,
+            });
+        }
+        let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
+        out.sort_by_key(order);
+        out.retain(|t| !t.lines.is_empty());
+        Ok(PgBatch {
+            progressed: snapshot_moved || !out.is_empty(),
+            tables: out,
+            first_lsn: first_lsn.unwrap_or(last_lsn),
+            last_lsn,
+            snapshot,
+        })
+    }
+
+    /// The configured table and schema of relation `id`, if it is one of ours.
+    fn known(&self, id: u32) -> Option<(TableName, TableSchema)> {
+        let (_, schema) = self.relations.get(&id)?;
+        let schema = schema.clone()?;
+        Some((TableName::parse(&schema.table), schema))
+    }
+
+    /// The schema of a table as relation message `rel` shows it: its columns
+    /// in order, typed from the catalog where the catalog still has them.
+    async fn relation_schema(
+        &mut self,
+        name: &TableName,
+        rel: &Relation,
+    ) -> Result<TableSchema, PgError> {
+        if let Some((cached, Some(schema))) = self.relations.get(&rel.id)
+            && cached == rel
+        {
+            return Ok(schema.clone());
+        }
+        let catalog = table_schema(&self.client, name).await?;
+        let mut columns = Vec::with_capacity(rel.columns.len());
+        for c in &rel.columns {
+            columns.push(match catalog.column(&c.name) {
+                Some(known) => known.clone(),
+                // Dropped since: the relation message is all there is.
+                None => PgColumn {
+                    name: c.name.clone(),
+                    type_oid: c.type_oid,
+                    typmod: c.typmod,
+                    type_name: format!("oid {}", c.type_oid),
+                    nullable: true,
+                },
+            });
+        }
+        let schema = TableSchema {
+            table: name.to_string(),
+            columns,
+            primary_key: catalog.primary_key,
+        };
+        self.relations
+            .insert(rel.id, (rel.clone(), Some(schema.clone())));
+        Ok(schema)
+    }
+}
+
+/// The parsed floe watermark a transaction carries, if any.
+fn watermark_of(txn: &Txn) -> Option<Watermark> {
+    txn.messages.iter().find_map(|m| match m {
+        Message::Message {
+            prefix, content, ..
+        } if prefix == WATERMARK_PREFIX => serde_json::from_slice(content).ok(),
+        _ => None,
+    })
+}
+
+/// The table's entry in the batch, created with `schema` on first use.
+fn entry<'a>(
+    out: &'a mut Vec<TableChanges>,
+    table: &TableName,
+    schema: impl FnOnce() -> TableSchema,
+) -> &'a mut TableChanges {
+    let name = table.to_string();
+    match out.iter().position(|t| t.table == name) {
+        Some(i) => &mut out[i],
+        None => {
+            out.push(TableChanges {
+                table: name,
+                relation: schema(),
+                lines: Vec::new(),
+            });
+            let last = out.len() - 1;
+            &mut out[last]
+        }
+    }
+}
+
+/// The primary key values of a tuple, as text.
+fn key_of(schema: &TableSchema, tuple: &Tuple) -> Option<Vec<String>> {
+    schema
+        .primary_key
+        .iter()
+        .map(|k| {
+            let i = schema.columns.iter().position(|c| &c.name == k)?;
+            match tuple.get(i)? {
+                Datum::Text(t) => Some(t.clone()),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Drops the tuple's key from the chunk when a change in the window touches it.
+fn touch(
+    chunk: &Option<ChunkRead>,
+    removed: &mut [bool],
+    in_window: bool,
+    table: &TableName,
+    schema: &TableSchema,
+    tuple: &Tuple,
+) {
+    let Some(read) = chunk.as_ref() else { return };
+    if !in_window || read.table != *table {
+        return;
+    }
+    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.get(&k).copied()) {
+        removed[i] = true;
+    }
+}
+
+/// One `_op` line for a decoded row.
+fn row_line(
+    op: &str,
+    ts_ms: i64,
+    lsn: u64,
+    schema: &TableSchema,
+    tuple: &Tuple,
+    old: Option<&OldTuple>,
+    key_only: bool,
+) -> Result<String, PgError> {
+    if tuple.len() != schema.columns.len() {
+        return Err(PgError::Decode(format!(
+            "{}: tuple has {} values, relation has {} columns",
+            schema.table,
+            tuple.len(),
+            schema.columns.len()
+        )));
+    }
+    let mut line = format!("{{\"_op\":\"{op}\",\"_ts\":{ts_ms},\"__lsn\":{lsn}");
+    for (i, (column, datum)) in schema.columns.iter().zip(tuple).enumerate() {
+        if key_only && !schema.primary_key.contains(&column.name) {
+            continue;
+        }
+        line.push(',');
+        push_str(&mut line, &column.name);
+        line.push(':');
+        match datum {
+            Datum::Null => line.push_str("null"),
+            Datum::Text(text) => push_json(&mut line, column.type_oid, text),
+            Datum::Unchanged => match old {
+                // REPLICA IDENTITY FULL sends the old row: its value is the value.
+                Some(OldTuple::Full(old)) => match old.get(i) {
+                    Some(Datum::Text(text)) => push_json(&mut line, column.type_oid, text),
+                    Some(Datum::Null) => line.push_str("null"),
+                    _ => push_str(&mut line, UNAVAILABLE),
+                },
+                _ => push_str(&mut line, UNAVAILABLE),
+            },
+        }
+    }
+    line.push('}');
+    Ok(line)
+}
+
+/// The `r` lines of a chunk's rows still standing at the high watermark.
+fn snapshot_lines(chunk: &Chunk, removed: &[bool], ts_ms: i64, lsn: u64) -> Vec<String> {
+    chunk
+        .rows
+        .iter()
+        .zip(removed)
+        .filter(|(_, gone)| !**gone)
+        .map(|(row, _)| {
+            let mut line = format!("{{\"_op\":\"r\",\"_ts\":{ts_ms},\"__lsn\":{lsn}");
+            for (column, value) in chunk.schema.columns.iter().zip(row) {
+                line.push(',');
+                push_str(&mut line, &column.name);
+                line.push(':');
+                match value {
+                    Some(text) => push_json(&mut line, column.type_oid, text),
+                    None => line.push_str("null"),
+                }
+            }
+            line.push('}');
+            line
+        })
+        .collect()
+}
