@@ -3,6 +3,7 @@
 mod demo;
 mod dlq;
 mod ingest;
+mod pg;
 mod progress;
 mod report;
 mod table;
@@ -43,6 +44,9 @@ enum Command {
     Dlq(dlq::DlqCommand),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
+    /// Replicate Postgres tables through a logical replication slot.
+    #[command(subcommand)]
+    Pg(pg::PgCommand),
 }
 
 fn main() -> Result<()> {
@@ -78,6 +82,7 @@ fn main() -> Result<()> {
             Command::Ingest(args) => ingest::run(&floe, args).await,
             Command::Dlq(cmd) => dlq::run(&floe, cmd).await,
             Command::Demo(args) => demo::run(&floe, args).await,
+            Command::Pg(cmd) => pg::run(&floe, cmd).await,
         }
     })
 }

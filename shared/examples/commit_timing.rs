@@ -82,6 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     delete_files: vec![],
                     keyed: false,
                     truncate: false,
+                    state: Default::default(),
                     record_count: 100,
                     rejected_count: 0,
                     created_at_ms: 0,

@@ -192,6 +192,11 @@ impl Embedded {
         &self.warehouse
     }
 
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// The catalog.
     pub fn catalog(&self) -> CatalogRef {
         self.catalog.clone()
@@ -248,6 +253,17 @@ impl Embedded {
             ..opts.clone()
         };
         self.run(batches.collect(), &opts).await
+    }
+
+    /// Ingests batches a source has already cut (a Postgres micro-batch, one
+    /// per table); returns once each is in its table or dead-lettered.
+    pub async fn ingest_batches(
+        &self,
+        batches: Vec<SourceBatch>,
+        opts: &IngestOptions,
+    ) -> Result<IngestReport, EmbeddedError> {
+        self.run(batches.into_iter().map(one_batch).collect(), opts)
+            .await
     }
 
     async fn run(
@@ -495,15 +511,10 @@ impl Embedded {
                         })
                         .collect(),
                 ),
+                state: Default::default(),
             };
             paths.push(file.path);
-            readers.push(Box::new(
-                move |tx: &mpsc::Sender<SourceBatch>, _: &Counters| {
-                    // A closed channel means the writers stopped on an error, reported by the caller.
-                    let _ = tx.blocking_send(batch);
-                    Ok(())
-                },
-            ));
+            readers.push(one_batch(batch));
         }
         let report = self.run(readers, opts).await?;
         for p in &paths {
@@ -540,6 +551,15 @@ fn snapshot_counters(c: &Counters) -> [u64; 8] {
 /// Feeds one input's batches to the writers.
 type Reader =
     Box<dyn FnOnce(&mpsc::Sender<SourceBatch>, &Counters) -> Result<(), EmbeddedError> + Send>;
+
+/// A reader that hands over one ready batch.
+fn one_batch(batch: SourceBatch) -> Reader {
+    Box::new(move |tx: &mpsc::Sender<SourceBatch>, _: &Counters| {
+        // A closed channel means the writers stopped on an error, reported by the caller.
+        let _ = tx.blocking_send(batch);
+        Ok(())
+    })
+}
 
 fn read_input(
     input: Input,
@@ -589,6 +609,7 @@ fn read_input(
             batch_id: id,
             spans,
             records: Records::Ndjson(chunk),
+            state: Default::default(),
         };
         if tx.blocking_send(batch).is_err() {
             // Writers stopped on an error, which the caller reports.

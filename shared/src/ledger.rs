@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::TableMetadata;
 
+use crate::request::CommitRequest;
 use crate::source::{Position, SourceSpan};
 
 /// Snapshot summary key listing the batch ids a snapshot contains, comma-separated.
@@ -15,6 +16,9 @@ pub const BATCH_IDS: &str = "floe.batch-ids";
 pub const HWM_PREFIX: &str = "floe.hwm.";
 /// Snapshot summary key: number of commit requests coalesced into the snapshot.
 pub const REQUESTS: &str = "floe.requests";
+/// Snapshot summary key prefix for source state recorded with a commit
+/// (`floe.state.<key>`, e.g. a Postgres snapshot's progress); the latest wins.
+pub const STATE_PREFIX: &str = "floe.state.";
 
 /// What the table already holds, read from the summaries of the current lineage.
 #[derive(Debug, Default, Clone)]
@@ -68,14 +72,32 @@ impl Ledger {
     }
 }
 
-/// The ledger entries of one snapshot holding these batches.
+/// The source state `key` as the latest snapshot of the current lineage that
+/// recorded it has it.
+pub fn state(metadata: &TableMetadata, key: &str) -> Option<String> {
+    let key = format!("{STATE_PREFIX}{key}");
+    let mut next = metadata.current_snapshot_id();
+    while let Some(snapshot) = next.and_then(|id| metadata.snapshot_by_id(id)) {
+        if let Some(v) = snapshot.summary().additional_properties.get(&key) {
+            return Some(v.clone());
+        }
+        next = snapshot.parent_snapshot_id();
+    }
+    None
+}
+
+/// The ledger entries of one snapshot holding these requests, with the source
+/// state they record (a later request's value for a key wins).
 pub fn summary_entries<'a>(
-    batches: impl IntoIterator<Item = (&'a str, &'a [SourceSpan])>,
+    requests: impl IntoIterator<Item = &'a CommitRequest>,
 ) -> Vec<(String, String)> {
     let mut ids = Vec::new();
     let mut marks = Ledger::default();
-    for (batch_id, spans) in batches {
-        ids.push(batch_id);
+    let mut states = std::collections::BTreeMap::new();
+    for r in requests {
+        ids.push(r.batch_id.as_str());
+        states.extend(r.state.iter());
+        let spans: &[SourceSpan] = &r.sources;
         for span in spans {
             if let Some(last) = span.last() {
                 marks.raise(&span.source, last);
@@ -92,6 +114,11 @@ pub fn summary_entries<'a>(
         marks
             .into_iter()
             .map(|(source, pos)| (format!("{HWM_PREFIX}{source}"), pos.to_string())),
+    );
+    out.extend(
+        states
+            .into_iter()
+            .map(|(k, v)| (format!("{STATE_PREFIX}{k}"), v.clone())),
     );
     out
 }

@@ -58,6 +58,10 @@ pub struct CommitRequest {
     /// first (a keyed batch holding a TRUNCATE).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncate: bool,
+    /// Source state to record in the snapshot summary as `floe.state.<key>`
+    /// (e.g. a Postgres snapshot's progress), committed atomically with the files.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub state: std::collections::BTreeMap<String, String>,
     /// Records written to the data files.
     pub record_count: u64,
     /// Records of the batch sent to the dead-letter location.

@@ -82,6 +82,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         delete_files: vec![],
         keyed: false,
         truncate: false,
+        state: Default::default(),
         record_count: n as u64,
         rejected_count: 0,
         created_at_ms: 0,
@@ -127,10 +128,7 @@ impl Action for OnePerRequest {
                         .into_iter()
                         .map(|f| (r.spec_id, f))
                         .collect(),
-                    properties: ledger::summary_entries([(
-                        r.batch_id.as_str(),
-                        r.sources.as_slice(),
-                    )]),
+                    properties: ledger::summary_entries([r]),
                     ..Default::default()
                 })
             })

@@ -186,7 +186,7 @@ async fn decodes_inserts_updates_deletes_truncates() {
     // Positions: one commit per statement, increasing, ending at last_lsn.
     let lsns: Vec<u64> = got
         .iter()
-        .map(|l| parse(l)["__lsn"].as_u64().unwrap())
+        .map(|l| parse(l)["_pos"].as_u64().unwrap())
         .collect();
     assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
     assert!(*lsns.last().unwrap() <= batch.last_lsn);
@@ -362,7 +362,7 @@ fn apply(model: &mut Model, batch: &PgBatch, table: &str) {
         let mut row = parse(line);
         let op = row.remove("_op").unwrap();
         row.remove("_ts");
-        row.remove("__lsn");
+        row.remove("_pos");
         match op.as_str().unwrap() {
             "truncate" => model.clear(),
             "d" => {
@@ -403,7 +403,7 @@ fn max_lsn(batch: &PgBatch) -> Option<u64> {
         .tables
         .iter()
         .flat_map(|t| &t.lines)
-        .map(|l| parse(l)["__lsn"].as_u64().unwrap())
+        .map(|l| parse(l)["_pos"].as_u64().unwrap())
         .max()
 }
 
@@ -493,7 +493,7 @@ async fn snapshot_merges_with_concurrent_changes() {
                 .tables
                 .iter()
                 .flat_map(|t| &t.lines)
-                .map(|l| parse(l)["__lsn"].as_u64().unwrap())
+                .map(|l| parse(l)["_pos"].as_u64().unwrap())
                 .min()
             {
                 assert!(lsn > committed);

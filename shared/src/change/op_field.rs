@@ -7,7 +7,7 @@ use super::debezium::{build_row, connect_decimals, millis, position_value};
 use super::{Change, ChangeError, ChangeOp, Kind, Path, RawObject, kind, string};
 
 /// The fields of floe's own convention; they are metadata, so they are not written to the row.
-const OWN_FIELDS: [&str; 2] = ["_op", "_ts"];
+const OWN_FIELDS: [&str; 3] = ["_op", "_ts", "_pos"];
 
 /// Decodes a flat row; `schema` is the Kafka Connect envelope's schema, if the row came in one.
 pub(super) fn decode(
@@ -27,7 +27,7 @@ pub(super) fn decode(
         Some((key, raw)) => Some(millis(raw, path.key(key))?),
         None => None,
     };
-    let position = match first_present(obj, &["__lsn", "__source_lsn"]) {
+    let position = match first_present(obj, &["_pos", "__lsn", "__source_lsn"]) {
         Some((key, raw)) => Some(position_value(raw, path.key(key))?),
         None => None,
     };

@@ -32,11 +32,7 @@ fn plan(
     for r in requests {
         added_data.extend(r.data_files(metadata)?.into_iter().map(|f| (r.spec_id, f)));
     }
-    let properties = ledger::summary_entries(
-        requests
-            .iter()
-            .map(|r| (r.batch_id.as_str(), r.sources.as_slice())),
-    );
+    let properties = ledger::summary_entries(requests);
     Ok(SnapshotPlan {
         operation: Operation::Append,
         added_data,

@@ -191,11 +191,7 @@ pub async fn plan(
         .filter(|c| !c.base)
         .map(|c| (c.spec_id, c.file))
         .collect();
-    plan.properties = ledger::summary_entries(
-        ordered
-            .iter()
-            .map(|r| (r.batch_id.as_str(), r.sources.as_slice())),
-    );
+    plan.properties = ledger::summary_entries(ordered.iter().copied());
     plan.properties.extend(amp.entries());
     info!(
         files_rewritten = amp.files,

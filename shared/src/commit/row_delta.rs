@@ -63,10 +63,7 @@ impl Action for RowDelta {
                     added_data,
                     added_deletes,
                     truncate: r.truncate,
-                    properties: ledger::summary_entries([(
-                        r.batch_id.as_str(),
-                        r.sources.as_slice(),
-                    )]),
+                    properties: ledger::summary_entries([r]),
                     ..Default::default()
                 })
             })

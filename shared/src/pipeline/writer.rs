@@ -99,6 +99,10 @@ pub struct SourceBatch {
     pub spans: Vec<SourceSpan>,
     /// The records.
     pub records: Records,
+    /// Source state to record with the commit of `table` (see
+    /// [`CommitRequest::state`]); a batch with state but no records still
+    /// commits, so the state is kept.
+    pub state: BTreeMap<String, String>,
 }
 
 /// What the writer step did with a batch.
@@ -231,6 +235,18 @@ impl Writer {
             }
         }
         Counters::add(&self.parts.counters.records_in, seen);
+        if let Some(t) = &fixed
+            && !batch.state.is_empty()
+        {
+            groups.entry(display(t)).or_insert_with(|| {
+                (
+                    t.clone(),
+                    Group {
+                        records: Vec::new(),
+                    },
+                )
+            });
+        }
         if !unrouted.is_empty() {
             let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
             self.dead_letter(&ident, &batch.batch_id, unrouted, &mut report)
@@ -413,7 +429,7 @@ impl Writer {
             }
             _ => Vec::new(),
         };
-        if data.num_rows() == 0 && deletes.is_empty() && !truncate {
+        if data.num_rows() == 0 && deletes.is_empty() && !truncate && batch.state.is_empty() {
             return Ok(());
         }
         let files =
@@ -457,6 +473,7 @@ impl Writer {
             )?,
             keyed: delete_keys.is_some(),
             truncate,
+            state: batch.state.clone(),
             record_count: records,
             rejected_count: 0,
             created_at_ms: now_ms(),

@@ -13,7 +13,7 @@
 //! durably committed. A crash between commit and advance is harmless: the
 //! next call advances the slot itself; a crash before commit re-reads the
 //! same transactions. Batches hold whole transactions, and every line carries
-//! the end LSN of its transaction's commit as `__lsn`.
+//! the end LSN of its transaction's commit as `_pos`, floe's own position field (not a column).
 //!
 //! # Initial snapshot
 //!
@@ -58,6 +58,7 @@ mod preflight;
 pub mod schema;
 mod snapshot;
 mod source;
+pub mod sync;
 pub mod values;
 
 use std::fmt;

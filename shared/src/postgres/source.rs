@@ -433,7 +433,7 @@ impl PgSource {
                                 removed.iter_mut().for_each(|r| *r = true);
                             }
                             let line = format!(
-                                "{{\"_op\":\"truncate\",\"_ts\":{},\"__lsn\":{}}}",
+                                "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
                                 txn.ts_ms, txn.end_lsn
                             );
                             entry(&mut out, &name, || schema.clone()).lines.push(line);
@@ -589,7 +589,7 @@ fn row_line(
             schema.columns.len()
         )));
     }
-    let mut line = format!("{{\"_op\":\"{op}\",\"_ts\":{ts_ms},\"__lsn\":{lsn}");
+    let mut line = format!("{{\"_op\":\"{op}\",\"_ts\":{ts_ms},\"_pos\":{lsn}");
     for (i, (column, datum)) in schema.columns.iter().zip(tuple).enumerate() {
         if key_only && !schema.primary_key.contains(&column.name) {
             continue;
@@ -623,7 +623,7 @@ fn snapshot_lines(chunk: &Chunk, removed: &[bool], ts_ms: i64, lsn: u64) -> Vec<
         .zip(removed)
         .filter(|(_, gone)| !**gone)
         .map(|(row, _)| {
-            let mut line = format!("{{\"_op\":\"r\",\"_ts\":{ts_ms},\"__lsn\":{lsn}");
+            let mut line = format!("{{\"_op\":\"r\",\"_ts\":{ts_ms},\"_pos\":{lsn}");
             for (column, value) in chunk.schema.columns.iter().zip(row) {
                 line.push(',');
                 push_str(&mut line, &column.name);
