@@ -1,0 +1,550 @@
+//! S3 storage, the SQS commit queue and the Glue catalog against a real moto
+//! server (started by `local-dev/aws.sh`). Every test makes its own bucket,
+//! queue and database, so they run in parallel on one server.
+#![cfg(feature = "aws")]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use bytes::Bytes;
+use floe_core::aws::{AwsClients, AwsSettings};
+use floe_core::catalog::glue::{METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, TABLE_TYPE};
+use floe_core::catalog::{Catalog, CatalogError, GlueCatalog, TableCommit};
+use floe_core::commit::{CommitEngine, RetryPolicy};
+use floe_core::faults::Faults;
+use floe_core::iceberg::TableIdent;
+use floe_core::iceberg::spec::TableMetadataBuilder;
+use floe_core::ident::parse_table;
+use floe_core::queue::{CommitQueue, Delivery, SqsQueue};
+use floe_core::request::{CommitRequest, VERSION};
+use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::storage::s3::{PART_SIZE, S3StorageFactory};
+use floe_core::tabledef;
+use floe_core::write::TableWriter;
+
+/// moto's endpoint, after starting it once per test binary.
+fn endpoint() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../local-dev/aws.sh");
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .output()
+            .expect("run local-dev/aws.sh");
+        assert!(
+            out.status.success(),
+            "local-dev/aws.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // SAFETY: every test calls `endpoint()` before building a client, and
+        // the OnceLock holds the others back until these are set, so no thread
+        // reads the environment while it changes.
+        unsafe {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+            std::env::set_var("AWS_SESSION_TOKEN", "testing");
+            std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("aws.sh prints the endpoint")
+            .trim()
+            .to_string()
+    })
+}
+
+async fn clients() -> AwsClients {
+    AwsClients::new(AwsSettings::local(endpoint(), "us-east-1")).await
+}
+
+/// A name no other test (or earlier run) uses.
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+async fn bucket(clients: &AwsClients) -> String {
+    let name = unique("floe");
+    clients
+        .s3
+        .create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .unwrap();
+    name
+}
+
+async fn keys(clients: &AwsClients, bucket: &str, prefix: &str) -> Vec<String> {
+    let out = clients
+        .s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap();
+    out.contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect()
+}
+
+/// Deterministic bytes that differ at every offset of a part.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(31) ^ (i >> 13)) as u8)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_io_round_trips_small_and_multipart_objects() {
+    let clients = clients().await;
+    let bucket = bucket(&clients).await;
+    let io = S3StorageFactory::file_io(&clients);
+    let small = format!("s3://{bucket}/t/metadata/small.json");
+
+    assert!(!io.exists(&small).await.unwrap());
+    io.new_output(&small)
+        .unwrap()
+        .write(Bytes::from_static(b"{\"hello\":\"s3\"}"))
+        .await
+        .unwrap();
+    assert!(io.exists(&small).await.unwrap());
+    let input = io.new_input(&small).unwrap();
+    assert_eq!(input.metadata().await.unwrap().size, 14);
+    assert_eq!(&input.read().await.unwrap()[..], b"{\"hello\":\"s3\"}");
+    let reader = input.reader().await.unwrap();
+    assert_eq!(&reader.read(2..7).await.unwrap()[..], b"hello");
+
+    // > 20 MiB through the streaming writer, in odd-sized chunks: three parts.
+    let big = format!("s3://{bucket}/t/data/big.bin");
+    let data = pattern(21 * 1024 * 1024 + 12345);
+    let mut writer = io.new_output(&big).unwrap().writer().await.unwrap();
+    for chunk in data.chunks(3 * 1024 * 1024 + 7) {
+        writer.write(Bytes::copy_from_slice(chunk)).await.unwrap();
+    }
+    writer.close().await.unwrap();
+    let head = clients
+        .s3
+        .head_object()
+        .bucket(&bucket)
+        .key("t/data/big.bin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_length(), Some(data.len() as i64));
+    let parts = data.len().div_ceil(PART_SIZE);
+    assert!(
+        head.e_tag().unwrap().ends_with(&format!("-{parts}\"")),
+        "a multipart ETag names its {parts} parts: {:?}",
+        head.e_tag()
+    );
+    let input = io.new_input(&big).unwrap();
+    assert_eq!(input.read().await.unwrap(), Bytes::from(data.clone()));
+    // A ranged read across a part boundary.
+    let reader = input.reader().await.unwrap();
+    let (from, to) = (PART_SIZE as u64 - 100, PART_SIZE as u64 + 100);
+    assert_eq!(
+        &reader.read(from..to).await.unwrap()[..],
+        &data[from as usize..to as usize]
+    );
+    let uploads = clients
+        .s3
+        .list_multipart_uploads()
+        .bucket(&bucket)
+        .send()
+        .await
+        .unwrap();
+    assert!(uploads.uploads().is_empty(), "no upload left open");
+
+    io.delete(&big).await.unwrap();
+    assert!(!io.exists(&big).await.unwrap());
+    // `t` goes as a directory; a sibling `t2` stays.
+    let sibling = format!("s3://{bucket}/t2/x");
+    io.new_output(&sibling)
+        .unwrap()
+        .write(Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    io.delete_prefix(format!("s3://{bucket}/t")).await.unwrap();
+    assert_eq!(keys(&clients, &bucket, "").await, vec!["t2/x".to_string()]);
+}
+
+async fn queue(clients: &AwsClients, fifo: bool) -> String {
+    let mut name = unique("floe-commits");
+    let mut req = clients.sqs.create_queue().attributes(
+        aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+        "30",
+    );
+    if fifo {
+        name.push_str(".fifo");
+        req = req.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+    }
+    req.queue_name(name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string()
+}
+
+/// Receives until `n` messages arrived (SQS may answer with fewer per call).
+async fn receive_n(q: &SqsQueue, n: usize) -> Vec<Delivery> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while got.len() < n && tokio::time::Instant::now() < deadline {
+        got.extend(
+            q.receive(n - got.len(), Duration::from_secs(1))
+                .await
+                .unwrap(),
+        );
+    }
+    got
+}
+
+fn bodies(ds: &[Delivery]) -> HashSet<Bytes> {
+    ds.iter().map(|d| d.body.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_queue_sends_receives_acks_and_releases() {
+    let clients = clients().await;
+    let bucket = bucket(&clients).await;
+    let url = queue(&clients, false).await;
+    let q = SqsQueue::new(&clients, &url, &format!("s3://{bucket}/claims")).unwrap();
+
+    let sent: Vec<Bytes> = (0..13)
+        .map(|i| Bytes::from(format!("{{\"request\":{i}}}")))
+        .collect();
+    q.send_batch(sent.clone()).await.unwrap();
+    let first = receive_n(&q, 13).await;
+    assert_eq!(bodies(&first), sent.iter().cloned().collect());
+    assert!(first.iter().all(|d| d.receive_count == 1));
+
+    // Released messages come back at once, counted again; acked ones never.
+    let (release, ack) = first.split_at(5);
+    let receipts = |ds: &[Delivery]| ds.iter().map(|d| d.receipt.clone()).collect::<Vec<_>>();
+    q.ack(&receipts(ack)).await.unwrap();
+    q.release(&receipts(release)).await.unwrap();
+    let again = receive_n(&q, 5).await;
+    assert_eq!(bodies(&again), bodies(release));
+    assert!(again.iter().all(|d| d.receive_count == 2), "{again:?}");
+    q.ack(&receipts(&again)).await.unwrap();
+    assert!(
+        q.receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A 1 MiB body goes through the claim check and its object goes with the ack.
+    let large = Bytes::from(
+        pattern(1024 * 1024)
+            .into_iter()
+            .map(|b| b'a' + b % 26)
+            .collect::<Vec<u8>>(),
+    );
+    q.send(large.clone()).await.unwrap();
+    assert_eq!(keys(&clients, &bucket, "claims/").await.len(), 1);
+    let got = receive_n(&q, 1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].body, large);
+    q.ack(&[got[0].receipt.clone()]).await.unwrap();
+    assert!(keys(&clients, &bucket, "claims/").await.is_empty());
+    assert!(
+        q.receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_queue_drops_a_resent_request() {
+    let clients = clients().await;
+    let bucket = bucket(&clients).await;
+    let url = queue(&clients, true).await;
+    let q = SqsQueue::new(&clients, &url, &format!("s3://{bucket}/claims")).unwrap();
+    let body = Bytes::from_static(br#"{"version":1,"table":{"namespace":["bronze"],"name":"t"}}"#);
+    q.send(body.clone()).await.unwrap();
+    q.send(body.clone()).await.unwrap();
+    let got = q.receive(10, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(got.len(), 1, "the second send is deduplicated");
+    assert_eq!(got[0].body, body);
+    q.ack(&[got[0].receipt.clone()]).await.unwrap();
+}
+
+const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"},
+  {"id":2,"name":"name","required":false,"type":"string"}]}"#;
+
+struct Glue {
+    clients: AwsClients,
+    bucket: String,
+    catalog: Arc<GlueCatalog>,
+    ident: TableIdent,
+}
+
+async fn glue_table() -> Glue {
+    let clients = clients().await;
+    let bucket = bucket(&clients).await;
+    let catalog = GlueCatalog::new(
+        &clients,
+        None,
+        &format!("s3://{bucket}/warehouse"),
+        S3StorageFactory::file_io(&clients),
+        Faults::none(),
+    );
+    // Glue database names: lowercase letters, digits and underscores.
+    let db = unique("bronze").replace('-', "_");
+    let ident = parse_table(&format!("{db}.events")).unwrap();
+    let schema = tabledef::parse_schema(SCHEMA).unwrap();
+    catalog
+        .create_table(
+            &ident,
+            tabledef::creation("events", schema, Default::default(), Default::default()),
+        )
+        .await
+        .unwrap();
+    Glue {
+        clients,
+        bucket,
+        catalog: Arc::new(catalog),
+        ident,
+    }
+}
+
+async fn glue_parameters(g: &Glue) -> HashMap<String, String> {
+    g.clients
+        .glue
+        .get_table()
+        .database_name(&g.ident.namespace().as_ref()[0])
+        .name(g.ident.name())
+        .send()
+        .await
+        .unwrap()
+        .table()
+        .unwrap()
+        .parameters()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_catalog_creates_loads_commits_and_refuses_a_stale_base() {
+    let g = glue_table().await;
+    let loaded = g.catalog.load_table(&g.ident).await.unwrap();
+    let params = glue_parameters(&g).await;
+    assert_eq!(params[TABLE_TYPE], "ICEBERG");
+    assert_eq!(params[METADATA_LOCATION], loaded.metadata_location);
+    let prefix = format!(
+        "s3://{}/warehouse/{}.db/events/metadata/",
+        g.bucket,
+        g.ident.namespace().as_ref()[0]
+    );
+    assert!(
+        loaded.metadata_location.starts_with(&prefix),
+        "{}",
+        loaded.metadata_location
+    );
+    assert!(
+        g.catalog
+            .file_io()
+            .exists(&loaded.metadata_location)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        loaded.metadata.current_schema().as_struct().fields().len(),
+        2
+    );
+
+    let with_prop = |base: &floe_core::catalog::LoadedTable, v: &str| {
+        TableMetadataBuilder::new_from_metadata(
+            (*base.metadata).clone(),
+            Some(base.metadata_location.clone()),
+        )
+        .set_properties(HashMap::from([("floe.test".to_string(), v.to_string())]))
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+    };
+    let committed = g
+        .catalog
+        .commit(TableCommit {
+            base: loaded.clone(),
+            metadata: with_prop(&loaded, "one"),
+            updates: vec![],
+            requirements: vec![],
+        })
+        .await
+        .unwrap();
+    let params = glue_parameters(&g).await;
+    assert_eq!(params[METADATA_LOCATION], committed.metadata_location);
+    assert_eq!(params[PREVIOUS_METADATA_LOCATION], loaded.metadata_location);
+    let reloaded = g.catalog.load_table(&g.ident).await.unwrap();
+    assert_eq!(reloaded.metadata_location, committed.metadata_location);
+    assert_eq!(reloaded.metadata.properties()["floe.test"], "one");
+
+    // Planned on the first load, after another commit landed: refused, and its
+    // metadata file is not left behind.
+    let before = keys(&g.clients, &g.bucket, "warehouse/").await.len();
+    let stale = g
+        .catalog
+        .commit(TableCommit {
+            base: loaded.clone(),
+            metadata: with_prop(&loaded, "two"),
+            updates: vec![],
+            requirements: vec![],
+        })
+        .await;
+    assert!(
+        matches!(stale, Err(CatalogError::Conflict { .. })),
+        "{stale:?}"
+    );
+    assert_eq!(
+        keys(&g.clients, &g.bucket, "warehouse/").await.len(),
+        before
+    );
+    let now = g.catalog.load_table(&g.ident).await.unwrap();
+    assert_eq!(now.metadata_location, committed.metadata_location);
+    assert_eq!(now.metadata.properties()["floe.test"], "one");
+}
+
+/// Writes `rows` to the table's S3 location as Parquet and returns the request.
+async fn write_request(
+    catalog: &GlueCatalog,
+    ident: &TableIdent,
+    rows: &[(i64, &str)],
+) -> CommitRequest {
+    let loaded = catalog.load_table(ident).await.unwrap();
+    let writer = TableWriter::new(ident, &loaded.metadata, catalog.file_io().clone()).unwrap();
+    let schema = Arc::new(
+        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema())
+            .unwrap(),
+    );
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
+    let names: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1)));
+    let batch = RecordBatch::try_new(schema, vec![ids, names]).unwrap();
+    let spans = vec![SourceSpan {
+        source: "kafka:events/0".into(),
+        positions: Positions::Range {
+            first: (rows[0].0 as u64).into(),
+            last: (rows[rows.len() - 1].0 as u64).into(),
+        },
+        stream: true,
+    }];
+    let id = batch_id(&spans, None);
+    let files = writer.write(&batch, &id).await.unwrap();
+    CommitRequest {
+        version: VERSION,
+        table: ident.clone(),
+        batch_id: id.clone(),
+        sources: spans,
+        schema_id: writer.schema_id(),
+        spec_id: writer.spec_id(),
+        data_files: CommitRequest::encode_files(
+            &loaded.metadata,
+            writer.spec_id(),
+            files,
+            (ident, &id),
+        )
+        .unwrap(),
+        delete_files: vec![],
+        keyed: false,
+        record_count: rows.len() as u64,
+        rejected_count: 0,
+        created_at_ms: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
+    let g = glue_table().await;
+    let url = queue(&g.clients, false).await;
+    let q = SqsQueue::new(&g.clients, &url, &format!("s3://{}/claims", g.bucket)).unwrap();
+
+    // Two writers' batches, enqueued as commit requests.
+    let a = write_request(&g.catalog, &g.ident, &[(1, "ada"), (2, "grace")]).await;
+    let b = write_request(
+        &g.catalog,
+        &g.ident,
+        &[(3, "edsger"), (4, "barbara"), (5, "ken")],
+    )
+    .await;
+    q.send_batch(vec![
+        Bytes::from(a.to_bytes().unwrap()),
+        Bytes::from(b.to_bytes().unwrap()),
+    ])
+    .await
+    .unwrap();
+
+    // The committer: drain, commit as one snapshot, then ack.
+    let deliveries = receive_n(&q, 2).await;
+    let requests: Vec<CommitRequest> = deliveries
+        .iter()
+        .map(|d| CommitRequest::from_bytes(&d.body).unwrap())
+        .collect();
+    let engine = CommitEngine::new(g.catalog.clone(), RetryPolicy::default());
+    let out = engine.append(&g.ident, requests).await.unwrap();
+    assert_eq!(out.committed.len(), 2);
+    assert_eq!(out.snapshot_ids.len(), 1);
+    q.ack(
+        &deliveries
+            .iter()
+            .map(|d| d.receipt.clone())
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+
+    // A redelivered request is found in the table and not committed again.
+    let again = engine.append(&g.ident, vec![a.clone()]).await.unwrap();
+    assert!(again.committed.is_empty());
+
+    let mut rows: Vec<(i64, String)> = common::scan(g.catalog.as_ref(), &g.ident)
+        .await
+        .iter()
+        .flat_map(|batch| {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let names = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            (0..batch.num_rows())
+                .map(|i| (ids.value(i), names.value(i).to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    let want: Vec<(i64, String)> = [
+        (1, "ada"),
+        (2, "grace"),
+        (3, "edsger"),
+        (4, "barbara"),
+        (5, "ken"),
+    ]
+    .into_iter()
+    .map(|(i, n)| (i, n.to_string()))
+    .collect();
+    assert_eq!(rows, want);
+
+    let data: Vec<String> = keys(&g.clients, &g.bucket, "warehouse/")
+        .await
+        .into_iter()
+        .filter(|k| k.ends_with(".parquet"))
+        .collect();
+    assert_eq!(data.len(), 2, "{data:?}");
+}
