@@ -541,10 +541,53 @@ async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
     .collect();
     assert_eq!(rows, want);
 
+    // pyiceberg's GlueCatalog finds the table by the same convention and reads
+    // the same rows from the Parquet files on S3.
+    let loaded = g.catalog.load_table(&g.ident).await.unwrap();
+    let py = pyiceberg_read(&g.ident);
+    assert_eq!(py["metadata_location"], loaded.metadata_location.as_str());
+    let py_rows: Vec<(i64, String)> = py["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().unwrap(),
+                r["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(py_rows, want);
+
     let data: Vec<String> = keys(&g.clients, &g.bucket, "warehouse/")
         .await
         .into_iter()
         .filter(|k| k.ends_with(".parquet"))
         .collect();
     assert_eq!(data.len(), 2, "{data:?}");
+}
+
+/// The table as pyiceberg's GlueCatalog reads it (`tests/read_glue.py`).
+fn pyiceberg_read(ident: &TableIdent) -> serde_json::Value {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
+        let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/floe-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        format!("{venv}/bin/python")
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/read_glue.py");
+    let table = format!("{}.{}", ident.namespace().join("."), ident.name());
+    let out = std::process::Command::new(&python)
+        .args([script, endpoint(), &table])
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}; local-dev/test.sh installs pyiceberg"));
+    assert!(
+        out.status.success(),
+        "pyiceberg read failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("reader JSON")
 }
