@@ -162,6 +162,31 @@ async fn file_io_round_trips_small_and_multipart_objects() {
         .unwrap();
     assert!(uploads.uploads().is_empty(), "no upload left open");
 
+    // A writer dropped mid-upload (a cancelled task) aborts its upload.
+    let dropped_path = format!("s3://{bucket}/t/data/dropped.bin");
+    let mut dropped = io
+        .new_output(&dropped_path)
+        .unwrap()
+        .writer()
+        .await
+        .unwrap();
+    dropped
+        .write(Bytes::from(pattern(PART_SIZE + 1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        open_uploads(&clients, &bucket).await,
+        1,
+        "a part is on its way"
+    );
+    drop(dropped);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open_uploads(&clients, &bucket).await > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "upload not aborted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!io.exists(&dropped_path).await.unwrap());
+
     io.delete(&big).await.unwrap();
     assert!(!io.exists(&big).await.unwrap());
     // `t` goes as a directory; a sibling `t2` stays.
@@ -173,6 +198,18 @@ async fn file_io_round_trips_small_and_multipart_objects() {
         .unwrap();
     io.delete_prefix(format!("s3://{bucket}/t")).await.unwrap();
     assert_eq!(keys(&clients, &bucket, "").await, vec!["t2/x".to_string()]);
+}
+
+async fn open_uploads(clients: &AwsClients, bucket: &str) -> usize {
+    clients
+        .s3
+        .list_multipart_uploads()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap()
+        .uploads()
+        .len()
 }
 
 async fn queue(clients: &AwsClients, fifo: bool) -> String {
@@ -263,6 +300,43 @@ async fn sqs_queue_sends_receives_acks_and_releases() {
             .unwrap()
             .is_empty()
     );
+
+    // A duplicate of an acked claim-check message (standard queues may deliver
+    // one) finds its object gone: it is deleted, not handed to the committer.
+    q.send(large.clone()).await.unwrap();
+    let got = receive_n(&q, 1).await;
+    let claim = keys(&clients, &bucket, "claims/").await;
+    assert_eq!(claim.len(), 1);
+    clients
+        .s3
+        .delete_object()
+        .bucket(&bucket)
+        .key(&claim[0])
+        .send()
+        .await
+        .unwrap();
+    q.release(&[got[0].receipt.clone()]).await.unwrap();
+    assert!(
+        q.receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let attrs = clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let attrs = attrs.attributes().unwrap();
+    for name in [
+        aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages,
+        aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+    ] {
+        assert_eq!(attrs[&name], "0", "{name:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,6 +438,32 @@ async fn glue_catalog_creates_loads_commits_and_refuses_a_stale_base() {
         loaded.metadata.current_schema().as_struct().fields().len(),
         2
     );
+    let glue = g
+        .clients
+        .glue
+        .get_table()
+        .database_name(&g.ident.namespace().as_ref()[0])
+        .name(g.ident.name())
+        .send()
+        .await
+        .unwrap();
+    let sd = glue.table().unwrap().storage_descriptor().unwrap();
+    let columns: Vec<(&str, Option<&str>, &str)> = sd
+        .columns()
+        .iter()
+        .map(|c| {
+            (
+                c.name(),
+                c.r#type(),
+                c.parameters().unwrap()["iceberg.field.id"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        columns,
+        vec![("id", Some("bigint"), "1"), ("name", Some("string"), "2")]
+    );
+    assert_eq!(sd.location(), Some(loaded.metadata.location()));
 
     let with_prop = |base: &floe_core::catalog::LoadedTable, v: &str| {
         TableMetadataBuilder::new_from_metadata(

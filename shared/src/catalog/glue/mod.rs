@@ -15,6 +15,8 @@
 //! the retry is refused as stale. So after any refusal or unknown outcome the
 //! commit reads the table back: pointing at the new file means it landed.
 
+mod columns;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -246,9 +248,12 @@ impl GlueCatalog {
         params.insert(PREVIOUS_METADATA_LOCATION.into(), base.clone());
         let mut input = current.input.clone();
         input.parameters = Some(params);
-        if let Some(sd) = input.storage_descriptor.as_mut() {
-            sd.location = Some(commit.metadata.location().to_string());
-        }
+        // Schema evolution shows in Glue's columns too.
+        let sd = input
+            .storage_descriptor
+            .get_or_insert_with(|| StorageDescriptor::builder().build());
+        sd.location = Some(commit.metadata.location().to_string());
+        sd.columns = Some(columns::columns(commit.metadata.current_schema()));
         let sent = self
             .glue
             .update_table()
@@ -424,7 +429,12 @@ impl Catalog for GlueCatalog {
                 .table_type("EXTERNAL_TABLE")
                 .parameters(TABLE_TYPE, ICEBERG)
                 .parameters(METADATA_LOCATION, &loc)
-                .storage_descriptor(StorageDescriptor::builder().location(&location).build())
+                .storage_descriptor(
+                    StorageDescriptor::builder()
+                        .location(&location)
+                        .set_columns(Some(columns::columns(metadata.current_schema())))
+                        .build(),
+                )
                 .build()
                 .map_err(|e| CatalogError::Store(format!("Glue table {table}: {e}")))?;
             let out = self
