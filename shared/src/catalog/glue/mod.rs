@@ -58,9 +58,9 @@ pub struct GlueCatalog {
     warehouse: String,
     file_io: FileIO,
     faults: Faults,
-    /// The `VersionId` of each table as last loaded, keyed by its metadata
-    /// location, so a commit planned on that load is checked against it.
-    versions: Arc<Mutex<HashMap<String, String>>>,
+    /// Per table, the metadata location and `VersionId` last loaded or
+    /// committed, so a commit planned on that state is checked against it.
+    versions: Arc<Mutex<HashMap<TableIdent, (String, String)>>>,
 }
 
 fn store<E, R>(op: &str, table: &str, err: &SdkError<E, R>) -> CatalogError
@@ -102,17 +102,20 @@ impl GlueCatalog {
         }
     }
 
-    fn remember(&self, metadata_location: &str, version_id: Option<&str>) {
+    fn remember(&self, ident: &TableIdent, metadata_location: &str, version_id: Option<&str>) {
         if let (Some(v), Ok(mut map)) = (version_id, self.versions.lock()) {
-            map.insert(metadata_location.to_string(), v.to_string());
+            map.insert(
+                ident.clone(),
+                (metadata_location.to_string(), v.to_string()),
+            );
         }
     }
 
-    fn remembered(&self, metadata_location: &str) -> Option<String> {
-        self.versions
-            .lock()
-            .ok()
-            .and_then(|map| map.get(metadata_location).cloned())
+    /// The `VersionId` seen with `metadata_location`, if that is the last state seen.
+    fn remembered(&self, ident: &TableIdent, metadata_location: &str) -> Option<String> {
+        let map = self.versions.lock().ok()?;
+        let (location, version) = map.get(ident)?;
+        (location == metadata_location).then(|| version.clone())
     }
 
     /// Reads the Glue table; `None` when it does not exist.
@@ -225,7 +228,9 @@ impl GlueCatalog {
         if current.metadata_location != base {
             return Err(CatalogError::Conflict { table });
         }
-        let version = self.remembered(&base).or(current.version_id.clone());
+        let version = self
+            .remembered(&ident, &base)
+            .or(current.version_id.clone());
 
         let base_location: MetadataLocation =
             base.parse()
@@ -270,7 +275,7 @@ impl GlueCatalog {
                     .is_some_and(|s| s.is_concurrent_modification_exception()) =>
             {
                 return match self.landed(&ident, &next).await {
-                    Some(true) => Ok(self.loaded(ident, commit.metadata, next).await),
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
                     Some(false) => {
                         // Never referenced: keep the metadata directory to the history.
                         let _ = self.file_io.delete(&next).await;
@@ -298,7 +303,7 @@ impl GlueCatalog {
             }
             Err(e) => {
                 return match self.landed(&ident, &next).await {
-                    Some(true) => Ok(self.loaded(ident, commit.metadata, next).await),
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
                     _ => Err(CatalogError::Ambiguous {
                         table,
                         reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
@@ -312,22 +317,12 @@ impl GlueCatalog {
                 reason: fault.to_string(),
             });
         }
-        Ok(self.loaded(ident, commit.metadata, next).await)
+        Ok(self.loaded(ident, commit.metadata, next))
     }
 
-    /// The table after a commit that landed, with its new VersionId remembered
-    /// for the next commit planned on it.
-    async fn loaded(
-        &self,
-        ident: TableIdent,
-        metadata: TableMetadata,
-        location: String,
-    ) -> LoadedTable {
-        if let Ok(Some(now)) = self.get(&ident).await
-            && now.metadata_location == location
-        {
-            self.remember(&location, now.version_id.as_deref());
-        }
+    /// The table after a commit that landed. Its new VersionId is not fetched:
+    /// the next commit's pre-check reads it with the pointer, saving a round trip.
+    fn loaded(&self, ident: TableIdent, metadata: TableMetadata, location: String) -> LoadedTable {
         LoadedTable {
             ident,
             metadata: Arc::new(metadata),
@@ -478,7 +473,7 @@ impl Catalog for GlueCatalog {
                 .ok_or_else(|| CatalogError::NoSuchTable {
                     table: display(ident),
                 })?;
-            self.remember(&glue.metadata_location, glue.version_id.as_deref());
+            self.remember(ident, &glue.metadata_location, glue.version_id.as_deref());
             let metadata = self.read_metadata(ident, &glue.metadata_location).await?;
             Ok(LoadedTable {
                 ident: ident.clone(),
@@ -493,5 +488,52 @@ impl Catalog for GlueCatalog {
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let span = tracing::info_span!("glue.commit", table = %display(&commit.base.ident));
         self.swap(commit).instrument(span).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_glue::error::ErrorMetadata;
+    use aws_sdk_glue::operation::update_table::UpdateTableError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+
+    type HttpResponse = aws_sdk_glue::config::http::HttpResponse;
+
+    fn answer(status: u16, code: &str) -> SdkError<UpdateTableError, HttpResponse> {
+        let status = StatusCode::try_from(status).expect("a valid status");
+        SdkError::service_error(
+            UpdateTableError::generic(ErrorMetadata::builder().code(code).build()),
+            HttpResponse::new(status, SdkBody::empty()),
+        )
+    }
+
+    #[test]
+    fn only_client_errors_are_definite_refusals() {
+        assert!(definitely_refused(&answer(400, "InvalidInputException")));
+        assert!(definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::construction_failure(
+            "bad input"
+        )));
+        // The request may have been applied: the engine must re-read the table.
+        assert!(!definitely_refused(&answer(
+            500,
+            "InternalServiceException"
+        )));
+        assert!(!definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::timeout_error("timed out")));
+        assert!(!definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::response_error(
+            "truncated answer",
+            HttpResponse::new(StatusCode::try_from(200).expect("200"), SdkBody::empty()),
+        )));
     }
 }
