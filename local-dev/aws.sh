@@ -25,14 +25,11 @@ if ! "$venv/bin/python" -c 'import moto.server' 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]' >&2
 fi
 
-# Any HTTP answer counts: moto's dashboard path answers 200, others 404.
+# moto's dashboard answers 200; anything else on the port is not moto.
 answers() {
   "$venv/bin/python" - "$endpoint" <<'PY' 2>/dev/null
-import sys, urllib.request, urllib.error
-try:
-    urllib.request.urlopen(sys.argv[1] + "/moto-api/", timeout=2)
-except urllib.error.HTTPError:
-    pass
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1] + "/moto-api/", timeout=2)
 PY
 }
 
@@ -41,9 +38,10 @@ if ! answers; then
   # setsid: the server outlives this script and the test process that ran it;
   # it must not inherit the lock, or the next caller would wait for it forever.
   setsid "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$state.log" 2>&1 </dev/null 9>&- &
-  echo $! > "$state.pid"
+  pid=$!
+  echo "$pid" > "$state.pid"
   for _ in $(seq 1 150); do
-    if answers; then break; fi
+    if answers || ! kill -0 "$pid" 2>/dev/null; then break; fi
     sleep 0.2
   done
   if ! answers; then
