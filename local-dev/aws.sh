@@ -45,7 +45,7 @@ if ! answers; then
     sleep 0.2
   done
   if ! answers; then
-    echo "moto did not answer on $endpoint within 30 s; see $state.log" >&2
+    echo "moto did not start on $endpoint; see $state.log" >&2
     tail -n 20 "$state.log" >&2 || true
     exit 1
   fi
