@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use bytes::Bytes;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::catalog::glue::{METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, TABLE_TYPE};
@@ -690,4 +690,149 @@ fn pyiceberg_read(ident: &TableIdent) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("reader JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
+    use floe_core::commit::CommitEngine;
+    use floe_core::config::Config;
+    use floe_core::dlq::StorageDeadLetters;
+    use floe_core::metrics::Counters;
+    use floe_core::pipeline::committer::Committer;
+    use floe_core::pipeline::writer::{Records, Source, SourceBatch, Writer, WriterParts};
+    use floe_core::route::SourceKind;
+
+    let g = glue_table().await;
+    let url = queue(&g.clients, false).await;
+    let queue =
+        Arc::new(SqsQueue::new(&g.clients, &url, &format!("s3://{}/claims", g.bucket)).unwrap());
+    let counters = Arc::new(Counters::default());
+    let dlq = format!("s3://{}/_floe/dlq", g.bucket);
+    let writer = Writer::new(WriterParts {
+        catalog: g.catalog.clone(),
+        queue: queue.clone(),
+        dead_letters: Arc::new(StorageDeadLetters::new(
+            g.catalog.file_io().clone(),
+            dlq.clone(),
+        )),
+        faults: Faults::none(),
+        counters: counters.clone(),
+        config: Arc::new(Config::default()),
+    })
+    .unwrap();
+
+    // One SQS-sourced batch: three good records and one that cannot be a long.
+    let items: Vec<(String, Bytes)> = [
+        ("m-1", r#"{"id":10,"name":"ten"}"#),
+        ("m-2", r#"{"id":11,"name":"eleven"}"#),
+        ("m-3", r#"{"id":"twelve","name":"bad"}"#),
+        ("m-4", r#"{"id":13}"#),
+    ]
+    .into_iter()
+    .map(|(id, r)| (id.to_string(), Bytes::from_static(r.as_bytes())))
+    .collect();
+    let spans = vec![SourceSpan {
+        source: "sqs:ingest".into(),
+        positions: Positions::Ids {
+            ids: items.iter().map(|(id, _)| id.clone()).collect(),
+        },
+        stream: false,
+    }];
+    let id = batch_id(&spans, None);
+    let report = writer
+        .write(SourceBatch {
+            source: Source {
+                kind: SourceKind::Sqs,
+                name: "ingest".into(),
+            },
+            table: Some(g.ident.clone()),
+            batch_id: id.clone(),
+            spans,
+            records: Records::Items(items),
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.records, 3);
+    assert_eq!(report.rejected.len(), 1);
+    assert_eq!(report.rejected[0].position, "m-3");
+
+    // The dead letter is on S3, with its position and the record as received.
+    let dead = g
+        .catalog
+        .file_io()
+        .new_input(&report.dead_letter_locations[0])
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    let dead: serde_json::Value = serde_json::from_slice(&dead).unwrap();
+    assert_eq!(dead["position"], "m-3");
+    assert_eq!(dead["record"], r#"{"id":"twelve","name":"bad"}"#);
+    assert!(report.dead_letter_locations[0].starts_with(&dlq));
+
+    let committer = Committer::new(
+        CommitEngine::new(g.catalog.clone(), RetryPolicy::default()),
+        Faults::none(),
+        counters,
+    );
+    let (done, delivered) = committer
+        .drain_once(
+            queue.as_ref(),
+            100,
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivered.len(), 1);
+    assert!(done.failed().is_empty(), "{done:?}");
+    assert!(q_is_empty(queue.as_ref()).await);
+
+    let mut rows: Vec<(i64, Option<String>)> = common::scan(g.catalog.as_ref(), &g.ident)
+        .await
+        .iter()
+        .flat_map(|batch| {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let names = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            (0..batch.num_rows())
+                .map(|i| {
+                    let name = (!names.is_null(i)).then(|| names.value(i).to_string());
+                    (ids.value(i), name)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            (10, Some("ten".to_string())),
+            (11, Some("eleven".to_string())),
+            (13, None)
+        ]
+    );
+    let loaded = g.catalog.load_table(&g.ident).await.unwrap();
+    let summary = &loaded
+        .metadata
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(summary["added-records"], "3");
+}
+
+async fn q_is_empty(q: &SqsQueue) -> bool {
+    q.receive(10, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .is_empty()
 }
