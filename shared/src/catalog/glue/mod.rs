@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use aws_sdk_glue::error::{DisplayErrorContext, SdkError};
+use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::io::FileIO;
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
@@ -298,8 +298,14 @@ impl GlueCatalog {
                 return Err(CatalogError::NoSuchTable { table });
             }
             Err(e) if definitely_refused(&e) => {
-                let _ = self.file_io.delete(&next).await;
-                return Err(store("UpdateTable", &table, &e));
+                return match self.landed(&ident, &next).await {
+                    // An earlier attempt of the SDK's retries landed.
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
+                    // The new file stays: an earlier attempt may still be in
+                    // flight and land on this very version. Unreferenced, it is
+                    // only an orphan for maintenance to remove.
+                    _ => Err(store("UpdateTable", &table, &e)),
+                };
             }
             Err(e) => {
                 return match self.landed(&ident, &next).await {
@@ -331,17 +337,26 @@ impl GlueCatalog {
     }
 }
 
-/// True when Glue answered with a client error other than a conflict: the
-/// request was refused as a whole and cannot land later.
+/// True when Glue refused the request itself (a client error other than a
+/// conflict or throttling): retrying the same commit cannot help, so it is not
+/// reported as ambiguous. Throttling is left ambiguous, which the engine retries.
 fn definitely_refused<E, R>(err: &SdkError<E, R>) -> bool
 where
+    E: ProvideErrorMetadata,
     R: std::fmt::Debug + std::borrow::Borrow<aws_sdk_glue::config::http::HttpResponse>,
 {
     match err {
         SdkError::ConstructionFailure(_) => true,
-        SdkError::ServiceError(_) => err
-            .raw_response()
-            .is_some_and(|r| r.borrow().status().is_client_error()),
+        SdkError::ServiceError(service) => {
+            let throttled = service
+                .err()
+                .code()
+                .is_some_and(|c| c.contains("Throttl") || c.contains("TooManyRequests"));
+            !throttled
+                && err
+                    .raw_response()
+                    .is_some_and(|r| r.borrow().status().is_client_error())
+        }
         _ => false,
     }
 }
@@ -524,6 +539,7 @@ mod tests {
             500,
             "InternalServiceException"
         )));
+        assert!(!definitely_refused(&answer(400, "ThrottlingException")));
         assert!(!definitely_refused(&SdkError::<
             UpdateTableError,
             HttpResponse,
