@@ -3,8 +3,11 @@
 //! Layers look only down: `pipeline` (writer and committer steps, shared by the
 //! Lambda functions and the embedded CLI) sits on `commit` (floe's own Iceberg
 //! commit engine), which sits on `catalog`, `queue`, `write`, `shred`, `dlq`,
-//! `ledger`, `request`, `storage`, `faults` and `metrics`.
+//! `ledger`, `request`, `storage`, `faults` and `metrics`; with the `aws`
+//! feature, `aws` holds the one SDK configuration S3, SQS and Glue share.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod catalog;
 pub mod change;
 pub mod commit;

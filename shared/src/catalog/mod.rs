@@ -5,12 +5,16 @@
 //! (someone else committed first) or [`CatalogError::Ambiguous`] (the answer was
 //! lost: the commit may or may not have landed, so the engine must re-read).
 
+#[cfg(feature = "aws")]
+pub mod glue;
 mod sqlite;
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+#[cfg(feature = "aws")]
+pub use glue::GlueCatalog;
 use iceberg::io::FileIO;
 use iceberg::spec::{TableMetadata, TableMetadataRef};
 use iceberg::table::Table;

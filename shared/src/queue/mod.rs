@@ -3,6 +3,8 @@
 //! visibility timeouts; the committer's ledger turns that into exactly once.
 
 mod memory;
+#[cfg(feature = "aws")]
+pub mod sqs;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -11,6 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 pub use memory::MemoryQueue;
+#[cfg(feature = "aws")]
+pub use sqs::SqsQueue;
 
 /// A message handed to a consumer, invisible to others until acked or released.
 #[derive(Debug, Clone)]
@@ -39,6 +43,15 @@ pub enum QueueError {
 pub trait CommitQueue: Debug + Send + Sync {
     /// Enqueues a message; returns once the queue holds it.
     async fn send(&self, body: Bytes) -> Result<(), QueueError>;
+
+    /// Enqueues several messages; returns once the queue holds all of them.
+    /// Queues with a batch call (SQS: 10 per call) override it.
+    async fn send_batch(&self, bodies: Vec<Bytes>) -> Result<(), QueueError> {
+        for body in bodies {
+            self.send(body).await?;
+        }
+        Ok(())
+    }
 
     /// Receives up to `max` messages, waiting up to `wait` for the first one.
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Delivery>, QueueError>;

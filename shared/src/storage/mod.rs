@@ -1,5 +1,8 @@
 //! Where a warehouse lives and the `FileIO` that reaches it.
 
+#[cfg(feature = "aws")]
+pub mod s3;
+
 use std::path::{Path, PathBuf};
 
 use iceberg::io::FileIO;

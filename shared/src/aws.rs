@@ -1,0 +1,102 @@
+//! How floe reaches AWS: one SDK configuration (region, credentials from the
+//! standard chain, retries, timeouts, an optional endpoint for moto or MinIO)
+//! from which the S3, SQS and Glue clients are all built, so they share one
+//! HTTP connector, one credentials cache and one retry policy.
+
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use serde::{Deserialize, Serialize};
+
+/// Attempts per AWS call when the settings name none: the SDK's standard retry
+/// mode backs off exponentially with jitter on throttling (`SlowDown`) and 5xx.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// Where and how to reach AWS. Credentials are never part of it: they come from
+/// the standard chain (environment, profile, web identity, container, IMDS).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwsSettings {
+    /// The region; `None` leaves it to the standard chain (`AWS_REGION`, profile).
+    pub region: Option<String>,
+    /// An endpoint for every service (moto serves S3, SQS and Glue on one port);
+    /// `None` uses AWS's own endpoints or `AWS_ENDPOINT_URL`.
+    pub endpoint_url: Option<String>,
+    /// Address buckets as `endpoint/bucket/key` instead of `bucket.endpoint/key`,
+    /// as MinIO and moto need.
+    pub force_path_style: bool,
+    /// Attempts per call, first included; `0` means [`DEFAULT_MAX_ATTEMPTS`].
+    pub max_attempts: u32,
+}
+
+impl AwsSettings {
+    /// Settings for a local emulator at `endpoint_url`: path-style addressing.
+    pub fn local(endpoint_url: &str, region: &str) -> Self {
+        Self {
+            region: Some(region.to_string()),
+            endpoint_url: Some(endpoint_url.to_string()),
+            force_path_style: true,
+            max_attempts: 0,
+        }
+    }
+
+    /// Loads the SDK configuration (resolving credentials lazily, on first use).
+    pub async fn sdk_config(&self) -> SdkConfig {
+        let attempts = if self.max_attempts == 0 {
+            DEFAULT_MAX_ATTEMPTS
+        } else {
+            self.max_attempts
+        };
+        // A connect timeout turns a dead endpoint into a retryable error quickly;
+        // no overall operation timeout, since an 8 MiB part on a slow link is fine.
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(RetryConfig::standard().with_max_attempts(attempts))
+            .timeout_config(timeouts);
+        if let Some(region) = &self.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(endpoint) = &self.endpoint_url {
+            loader = loader.endpoint_url(endpoint);
+        }
+        loader.load().await
+    }
+
+    /// An S3 client on `sdk`, with these settings' addressing style.
+    pub fn s3_client(&self, sdk: &SdkConfig) -> aws_sdk_s3::Client {
+        let conf = aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(self.force_path_style)
+            .build();
+        aws_sdk_s3::Client::from_conf(conf)
+    }
+}
+
+/// Every AWS client floe uses, built from one [`SdkConfig`].
+#[derive(Debug, Clone)]
+pub struct AwsClients {
+    /// The settings they were built from (storage re-creates its client from them
+    /// when a serialised FileIO is revived in another process).
+    pub settings: AwsSettings,
+    /// S3: table data, metadata, claim-check bodies.
+    pub s3: aws_sdk_s3::Client,
+    /// SQS: the commit queue.
+    pub sqs: aws_sdk_sqs::Client,
+    /// Glue: the catalog.
+    pub glue: aws_sdk_glue::Client,
+}
+
+impl AwsClients {
+    /// Builds the clients from `settings`.
+    pub async fn new(settings: AwsSettings) -> Self {
+        let sdk = settings.sdk_config().await;
+        Self {
+            s3: settings.s3_client(&sdk),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            glue: aws_sdk_glue::Client::new(&sdk),
+            settings,
+        }
+    }
+}

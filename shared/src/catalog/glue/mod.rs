@@ -1,0 +1,555 @@
+//! The AWS Glue Data Catalog, with Iceberg tables as Java's and pyiceberg's
+//! `GlueCatalog` keep them: a Glue table of type `EXTERNAL_TABLE` whose
+//! parameters hold `table_type = ICEBERG`, `metadata_location` and
+//! `previous_metadata_location`; Glue databases are namespaces (one level).
+//!
+//! A commit writes the next metadata file to S3 itself, then swaps the pointer
+//! with `UpdateTable` carrying the `VersionId` read when the table was loaded:
+//! Glue refuses a stale version with `ConcurrentModificationException`, which
+//! becomes [`CatalogError::Conflict`]. moto's Glue ignores `VersionId`, so the
+//! commit also checks, just before writing, that the table still points at the
+//! base's metadata file: a best-effort guard against moto's race window that
+//! real Glue does not need.
+//!
+//! The SDK retries a timed-out `UpdateTable`; if the first attempt had landed,
+//! the retry is refused as stale. So after any refusal or unknown outcome the
+//! commit reads the table back: pointing at the new file means it landed.
+
+mod columns;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
+use iceberg::io::FileIO;
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+use tracing::Instrument;
+
+use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use crate::aws::AwsClients;
+use crate::faults::{FaultPoint, Faults};
+use crate::ident::display;
+
+/// Glue table parameter naming the table format.
+pub const TABLE_TYPE: &str = "table_type";
+/// Its value for Iceberg tables.
+pub const ICEBERG: &str = "ICEBERG";
+/// Glue table parameter holding the current metadata file.
+pub const METADATA_LOCATION: &str = "metadata_location";
+/// Glue table parameter holding the metadata file before the last commit.
+pub const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
+
+/// What Glue holds for a table right now.
+#[derive(Debug, Clone)]
+struct GlueTable {
+    metadata_location: String,
+    version_id: Option<String>,
+    input: TableInput,
+}
+
+/// A [`Catalog`] on AWS Glue, with table files on S3.
+#[derive(Debug, Clone)]
+pub struct GlueCatalog {
+    glue: aws_sdk_glue::Client,
+    catalog_id: Option<String>,
+    warehouse: String,
+    file_io: FileIO,
+    faults: Faults,
+    /// Per table, the metadata location and `VersionId` last loaded or
+    /// committed, so a commit planned on that state is checked against it.
+    versions: Arc<Mutex<HashMap<TableIdent, (String, String)>>>,
+}
+
+fn store<E, R>(op: &str, table: &str, err: &SdkError<E, R>) -> CatalogError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    CatalogError::Store(format!("Glue {op} {table}: {}", DisplayErrorContext(err)))
+}
+
+impl GlueCatalog {
+    /// The Glue catalog of the account (or `catalog_id`), with new tables under
+    /// `warehouse` (`s3://bucket/prefix`) and files reached through `file_io`.
+    pub fn new(
+        clients: &AwsClients,
+        catalog_id: Option<String>,
+        warehouse: &str,
+        file_io: FileIO,
+        faults: Faults,
+    ) -> Self {
+        Self {
+            glue: clients.glue.clone(),
+            catalog_id,
+            warehouse: warehouse.trim_end_matches('/').to_string(),
+            file_io,
+            faults,
+            versions: Arc::default(),
+        }
+    }
+
+    fn database(ident: &NamespaceIdent) -> Result<String, CatalogError> {
+        match ident.as_ref().as_slice() {
+            [db] => Ok(db.clone()),
+            _ => Err(CatalogError::Store(format!(
+                "Glue namespaces have one level; `{}` has {}",
+                ident.join("."),
+                ident.len()
+            ))),
+        }
+    }
+
+    fn remember(&self, ident: &TableIdent, metadata_location: &str, version_id: Option<&str>) {
+        if let (Some(v), Ok(mut map)) = (version_id, self.versions.lock()) {
+            map.insert(
+                ident.clone(),
+                (metadata_location.to_string(), v.to_string()),
+            );
+        }
+    }
+
+    /// The `VersionId` seen with `metadata_location`, if that is the last state seen.
+    fn remembered(&self, ident: &TableIdent, metadata_location: &str) -> Option<String> {
+        let map = self.versions.lock().ok()?;
+        let (location, version) = map.get(ident)?;
+        (location == metadata_location).then(|| version.clone())
+    }
+
+    /// Reads the Glue table; `None` when it does not exist.
+    async fn get(&self, ident: &TableIdent) -> Result<Option<GlueTable>, CatalogError> {
+        let table = display(ident);
+        let db = Self::database(ident.namespace())?;
+        let out = self
+            .glue
+            .get_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&db)
+            .name(ident.name())
+            .send()
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_entity_not_found_exception()) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(store("GetTable", &table, &e)),
+        };
+        let Some(t) = out.table() else {
+            return Err(CatalogError::Store(format!(
+                "Glue GetTable {table}: no table in the answer"
+            )));
+        };
+        let params = t.parameters().cloned().unwrap_or_default();
+        if !params
+            .get(TABLE_TYPE)
+            .is_some_and(|v| v.eq_ignore_ascii_case(ICEBERG))
+        {
+            return Err(CatalogError::Store(format!(
+                "Glue table {table} is not an Iceberg table (parameter {TABLE_TYPE} is {:?})",
+                params.get(TABLE_TYPE)
+            )));
+        }
+        let Some(metadata_location) = params.get(METADATA_LOCATION).cloned() else {
+            return Err(CatalogError::Store(format!(
+                "Glue table {table} has no {METADATA_LOCATION} parameter"
+            )));
+        };
+        // UpdateTable replaces the whole definition: carry what others set.
+        let input = TableInput::builder()
+            .name(t.name())
+            .set_description(t.description().map(str::to_string))
+            .set_owner(t.owner().map(str::to_string))
+            .set_table_type(t.table_type().map(str::to_string))
+            .set_storage_descriptor(t.storage_descriptor().cloned())
+            .set_parameters(Some(params))
+            .build()
+            .map_err(|e| CatalogError::Store(format!("Glue table {table}: {e}")))?;
+        Ok(Some(GlueTable {
+            metadata_location,
+            version_id: t.version_id().map(str::to_string),
+            input,
+        }))
+    }
+
+    async fn read_metadata(
+        &self,
+        ident: &TableIdent,
+        location: &str,
+    ) -> Result<TableMetadata, CatalogError> {
+        TableMetadata::read_from(&self.file_io, location)
+            .await
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(ident),
+                source: Box::new(source),
+            })
+    }
+
+    async fn write_metadata(
+        &self,
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        location: &MetadataLocation,
+    ) -> Result<(), CatalogError> {
+        metadata
+            .write_to(&self.file_io, location)
+            .await
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(ident),
+                source: Box::new(source),
+            })
+    }
+
+    /// After a refused or unanswered `UpdateTable`: did it land after all?
+    async fn landed(&self, ident: &TableIdent, next: &str) -> Option<bool> {
+        match self.get(ident).await {
+            Ok(Some(now)) => Some(now.metadata_location == next),
+            _ => None,
+        }
+    }
+
+    async fn swap(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        let db = Self::database(ident.namespace())?;
+        let base = commit.base.metadata_location.clone();
+        let current = self
+            .get(&ident)
+            .await?
+            .ok_or_else(|| CatalogError::NoSuchTable {
+                table: table.clone(),
+            })?;
+        // Real Glue would refuse the stale VersionId below; moto would not.
+        if current.metadata_location != base {
+            return Err(CatalogError::Conflict { table });
+        }
+        let version = self
+            .remembered(&ident, &base)
+            .or(current.version_id.clone());
+
+        let base_location: MetadataLocation =
+            base.parse()
+                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
+                    table: table.clone(),
+                    source: Box::new(source),
+                })?;
+        let next = base_location
+            .with_next_version()
+            .with_new_metadata(&commit.metadata);
+        self.write_metadata(&ident, &commit.metadata, &next).await?;
+        let next = next.to_string();
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
+            return Err(CatalogError::Store(fault.to_string()));
+        }
+
+        let mut params = current.input.parameters().cloned().unwrap_or_default();
+        params.insert(TABLE_TYPE.into(), ICEBERG.into());
+        params.insert(METADATA_LOCATION.into(), next.clone());
+        params.insert(PREVIOUS_METADATA_LOCATION.into(), base.clone());
+        let mut input = current.input.clone();
+        input.parameters = Some(params);
+        // Schema evolution shows in Glue's columns too.
+        let sd = input
+            .storage_descriptor
+            .get_or_insert_with(|| StorageDescriptor::builder().build());
+        sd.location = Some(commit.metadata.location().to_string());
+        sd.columns = Some(columns::columns(commit.metadata.current_schema()));
+        let sent = self
+            .glue
+            .update_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&db)
+            .table_input(input)
+            .set_version_id(version)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => {}
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_concurrent_modification_exception()) =>
+            {
+                return match self.landed(&ident, &next).await {
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
+                    Some(false) => {
+                        // Never referenced: keep the metadata directory to the history.
+                        let _ = self.file_io.delete(&next).await;
+                        Err(CatalogError::Conflict { table })
+                    }
+                    None => Err(CatalogError::Ambiguous {
+                        table,
+                        reason: format!(
+                            "UpdateTable refused as stale and the table could not be re-read: {}",
+                            DisplayErrorContext(&e)
+                        ),
+                    }),
+                };
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
+            {
+                let _ = self.file_io.delete(&next).await;
+                return Err(CatalogError::NoSuchTable { table });
+            }
+            Err(e) if definitely_refused(&e) => {
+                return match self.landed(&ident, &next).await {
+                    // An earlier attempt of the SDK's retries landed.
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
+                    // The new file stays: an earlier attempt may still be in
+                    // flight and land on this very version. Unreferenced, it is
+                    // only an orphan for maintenance to remove.
+                    _ => Err(store("UpdateTable", &table, &e)),
+                };
+            }
+            Err(e) => {
+                return match self.landed(&ident, &next).await {
+                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
+                    _ => Err(CatalogError::Ambiguous {
+                        table,
+                        reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
+                    }),
+                };
+            }
+        }
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
+            return Err(CatalogError::Ambiguous {
+                table,
+                reason: fault.to_string(),
+            });
+        }
+        Ok(self.loaded(ident, commit.metadata, next))
+    }
+
+    /// The table after a commit that landed. Its new VersionId is not fetched:
+    /// the next commit's pre-check reads it with the pointer, saving a round trip.
+    fn loaded(&self, ident: TableIdent, metadata: TableMetadata, location: String) -> LoadedTable {
+        LoadedTable {
+            ident,
+            metadata: Arc::new(metadata),
+            metadata_location: location,
+        }
+    }
+}
+
+/// True when Glue refused the request itself (a client error other than a
+/// conflict or throttling): retrying the same commit cannot help, so it is not
+/// reported as ambiguous. Throttling is left ambiguous, which the engine retries.
+fn definitely_refused<E, R>(err: &SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata,
+    R: std::fmt::Debug + std::borrow::Borrow<aws_sdk_glue::config::http::HttpResponse>,
+{
+    match err {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(service) => {
+            let throttled = service
+                .err()
+                .code()
+                .is_some_and(|c| c.contains("Throttl") || c.contains("TooManyRequests"));
+            !throttled
+                && err
+                    .raw_response()
+                    .is_some_and(|r| r.borrow().status().is_client_error())
+        }
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl Catalog for GlueCatalog {
+    fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    /// `<warehouse>/<database>.db/<table>`, as Java's and pyiceberg's Glue catalogs lay it out.
+    fn default_location(&self, ident: &TableIdent) -> String {
+        format!(
+            "{}/{}.db/{}",
+            self.warehouse,
+            ident.namespace().join("."),
+            ident.name()
+        )
+    }
+
+    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+        let db = Self::database(namespace)?;
+        let input = DatabaseInput::builder()
+            .name(&db)
+            .build()
+            .map_err(|e| CatalogError::Store(format!("Glue database {db}: {e}")))?;
+        let out = self
+            .glue
+            .create_database()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_input(input)
+            .send()
+            .instrument(tracing::debug_span!("glue.create_database", database = %db))
+            .await;
+        match out {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_already_exists_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(store("CreateDatabase", &db, &e)),
+        }
+    }
+
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        mut creation: TableCreation,
+    ) -> Result<LoadedTable, CatalogError> {
+        let table = display(ident);
+        let span = tracing::info_span!("glue.create_table", table = %table);
+        async {
+            let db = Self::database(ident.namespace())?;
+            if self.get(ident).await?.is_some() {
+                return Err(CatalogError::TableExists {
+                    table: table.clone(),
+                });
+            }
+            self.ensure_namespace(ident.namespace()).await?;
+            let location = creation
+                .location
+                .take()
+                .unwrap_or_else(|| self.default_location(ident));
+            creation.location = Some(location.clone());
+            let metadata = TableMetadataBuilder::from_table_creation(creation)
+                .and_then(|b| b.build())
+                .map_err(|source| CatalogError::Iceberg {
+                    table: table.clone(),
+                    source: Box::new(source),
+                })?
+                .metadata;
+            let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
+            self.write_metadata(ident, &metadata, &metadata_location)
+                .await?;
+            let loc = metadata_location.to_string();
+            let input = TableInput::builder()
+                .name(ident.name())
+                .table_type("EXTERNAL_TABLE")
+                .parameters(TABLE_TYPE, ICEBERG)
+                .parameters(METADATA_LOCATION, &loc)
+                .storage_descriptor(
+                    StorageDescriptor::builder()
+                        .location(&location)
+                        .set_columns(Some(columns::columns(metadata.current_schema())))
+                        .build(),
+                )
+                .build()
+                .map_err(|e| CatalogError::Store(format!("Glue table {table}: {e}")))?;
+            let out = self
+                .glue
+                .create_table()
+                .set_catalog_id(self.catalog_id.clone())
+                .database_name(&db)
+                .table_input(input)
+                .send()
+                .await;
+            if let Err(e) = out {
+                let _ = self.file_io.delete(&loc).await;
+                return Err(
+                    if e.as_service_error()
+                        .is_some_and(|e| e.is_already_exists_exception())
+                    {
+                        CatalogError::TableExists {
+                            table: table.clone(),
+                        }
+                    } else {
+                        store("CreateTable", &table, &e)
+                    },
+                );
+            }
+            Ok(LoadedTable {
+                ident: ident.clone(),
+                metadata: Arc::new(metadata),
+                metadata_location: loc,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
+        let span = tracing::debug_span!("glue.load_table", table = %display(ident));
+        async {
+            let glue = self
+                .get(ident)
+                .await?
+                .ok_or_else(|| CatalogError::NoSuchTable {
+                    table: display(ident),
+                })?;
+            self.remember(ident, &glue.metadata_location, glue.version_id.as_deref());
+            let metadata = self.read_metadata(ident, &glue.metadata_location).await?;
+            Ok(LoadedTable {
+                ident: ident.clone(),
+                metadata: Arc::new(metadata),
+                metadata_location: glue.metadata_location,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let span = tracing::info_span!("glue.commit", table = %display(&commit.base.ident));
+        self.swap(commit).instrument(span).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_glue::error::ErrorMetadata;
+    use aws_sdk_glue::operation::update_table::UpdateTableError;
+    use aws_smithy_runtime_api::http::StatusCode;
+    use aws_smithy_types::body::SdkBody;
+
+    use super::*;
+
+    type HttpResponse = aws_sdk_glue::config::http::HttpResponse;
+
+    fn answer(status: u16, code: &str) -> SdkError<UpdateTableError, HttpResponse> {
+        let status = StatusCode::try_from(status).expect("a valid status");
+        SdkError::service_error(
+            UpdateTableError::generic(ErrorMetadata::builder().code(code).build()),
+            HttpResponse::new(status, SdkBody::empty()),
+        )
+    }
+
+    #[test]
+    fn only_client_errors_are_definite_refusals() {
+        assert!(definitely_refused(&answer(400, "InvalidInputException")));
+        assert!(definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::construction_failure(
+            "bad input"
+        )));
+        // The request may have been applied: the engine must re-read the table.
+        assert!(!definitely_refused(&answer(
+            500,
+            "InternalServiceException"
+        )));
+        assert!(!definitely_refused(&answer(400, "ThrottlingException")));
+        assert!(!definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::timeout_error("timed out")));
+        assert!(!definitely_refused(&SdkError::<
+            UpdateTableError,
+            HttpResponse,
+        >::response_error(
+            "truncated answer",
+            HttpResponse::new(StatusCode::try_from(200).expect("200"), SdkBody::empty()),
+        )));
+    }
+}
