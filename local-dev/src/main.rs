@@ -3,6 +3,7 @@
 mod demo;
 mod dlq;
 mod ingest;
+mod maintain;
 mod pg;
 mod progress;
 mod report;
@@ -44,6 +45,8 @@ enum Command {
     Dlq(dlq::DlqCommand),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
+    /// Compact, merge manifests, expire snapshots and remove orphan files.
+    Maintain(maintain::MaintainArgs),
     /// Replicate Postgres tables through a logical replication slot.
     #[command(subcommand)]
     Pg(pg::PgCommand),
@@ -83,6 +86,7 @@ fn main() -> Result<()> {
             Command::Dlq(cmd) => dlq::run(&floe, cmd).await,
             Command::Demo(args) => demo::run(&floe, args).await,
             Command::Pg(cmd) => pg::run(&floe, cmd).await,
+            Command::Maintain(args) => maintain::run(&floe, args).await,
         }
     })
 }

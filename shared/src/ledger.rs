@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{SnapshotRef, TableMetadata};
 
 use crate::request::CommitRequest;
 use crate::source::{Position, SourceSpan};
@@ -31,8 +31,7 @@ impl Ledger {
     /// Reads the ledger from the ancestors of the table's current snapshot.
     pub fn from_metadata(metadata: &TableMetadata) -> Self {
         let mut ledger = Ledger::default();
-        let mut next = metadata.current_snapshot_id();
-        while let Some(snapshot) = next.and_then(|id| metadata.snapshot_by_id(id)) {
+        for snapshot in lineage(metadata) {
             let props = &snapshot.summary().additional_properties;
             if let Some(ids) = props.get(BATCH_IDS) {
                 ledger
@@ -47,9 +46,13 @@ impl Ledger {
                 };
                 ledger.raise(source, &pos);
             }
-            next = snapshot.parent_snapshot_id();
         }
         ledger
+    }
+
+    /// Every ordered source's highest committed position.
+    pub fn high_water_marks(&self) -> impl Iterator<Item = (&String, &Position)> {
+        self.high_water.iter()
     }
 
     /// True when the batch is already in the table.
@@ -76,14 +79,43 @@ impl Ledger {
 /// recorded it has it.
 pub fn state(metadata: &TableMetadata, key: &str) -> Option<String> {
     let key = format!("{STATE_PREFIX}{key}");
+    lineage(metadata)
+        .into_iter()
+        .find_map(|s| s.summary().additional_properties.get(&key).cloned())
+}
+
+/// The source-state keys recorded anywhere in the current lineage.
+pub fn state_keys(metadata: &TableMetadata) -> Vec<String> {
+    let mut keys: Vec<String> = lineage(metadata)
+        .into_iter()
+        .flat_map(|s| s.summary().additional_properties.keys())
+        .filter_map(|k| k.strip_prefix(STATE_PREFIX).map(str::to_owned))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The current snapshot and its ancestors, newest first. Expiry may remove
+/// ancestors in between; the older snapshots left then follow by sequence
+/// number, so what they record still counts.
+fn lineage(metadata: &TableMetadata) -> Vec<&SnapshotRef> {
+    let mut out = Vec::new();
     let mut next = metadata.current_snapshot_id();
     while let Some(snapshot) = next.and_then(|id| metadata.snapshot_by_id(id)) {
-        if let Some(v) = snapshot.summary().additional_properties.get(&key) {
-            return Some(v.clone());
-        }
+        out.push(snapshot);
         next = snapshot.parent_snapshot_id();
     }
-    None
+    if let (Some(_), Some(last)) = (next, out.last()) {
+        let floor = last.sequence_number();
+        let mut older: Vec<&SnapshotRef> = metadata
+            .snapshots()
+            .filter(|s| s.sequence_number() < floor)
+            .collect();
+        older.sort_by_key(|s| std::cmp::Reverse(s.sequence_number()));
+        out.extend(older);
+    }
+    out
 }
 
 /// The ledger entries of one snapshot holding these requests, with the source

@@ -18,6 +18,7 @@ pub mod evolve;
 pub mod faults;
 pub mod ident;
 pub mod ledger;
+pub mod maintain;
 pub mod metrics;
 pub mod ndjson;
 pub mod pipeline;

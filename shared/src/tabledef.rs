@@ -221,6 +221,10 @@ pub fn creation(
     properties
         .entry(COMPRESSION_CODEC.to_string())
         .or_insert_with(|| "zstd".to_string());
+    // A commit every few seconds would otherwise leave a metadata file each.
+    properties
+        .entry(crate::commit::DELETE_AFTER_COMMIT.to_string())
+        .or_insert_with(|| "true".to_string());
     TableCreation::builder()
         .name(name.to_string())
         .schema(schema)

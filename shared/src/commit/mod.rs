@@ -250,9 +250,11 @@ impl CommitEngine {
             let plans = action.plan(&ctx, &fresh).await?;
             let data_files = plans.iter().map(|p| p.added_data.len()).sum();
             let obsolete: Vec<String> = plans.iter().flat_map(|p| p.obsolete.clone()).collect();
-            let (commit, written, snapshot_ids) = self.build(&table, &base, plans).await?;
+            let (commit, written, snapshot_ids, versions) =
+                self.build(&table, &base, plans).await?;
             match self.catalog.commit(commit).await {
                 Ok(_) => {
+                    self.forget(versions).await;
                     // Inputs the snapshot made redundant (a copy-on-write
                     // batch's key lists); a failure here only leaves an orphan.
                     for path in &obsolete {
@@ -295,6 +297,62 @@ impl CommitEngine {
         Err(self.exhausted(table, last_err))
     }
 
+    /// Commits an action that takes no requests (maintenance), planning it
+    /// again on every attempt; a conflict means a concurrent commit landed,
+    /// which the action's new plan must respect or refuse.
+    #[tracing::instrument(skip_all, fields(table = %display(ident)))]
+    pub async fn rewrite(
+        &self,
+        ident: &TableIdent,
+        action: &dyn Action,
+    ) -> Result<Vec<i64>, CommitError> {
+        let table = display(ident);
+        let mut backoff = Backoff::new(&self.retry);
+        let mut last_err = None;
+        let mut ours: Vec<i64> = Vec::new();
+        for attempt in 1..=self.retry.max_attempts {
+            let base = self.catalog.load_table(ident).await?;
+            if base
+                .metadata
+                .current_snapshot_id()
+                .is_some_and(|id| ours.contains(&id))
+            {
+                // An earlier attempt's answer was lost, but it landed.
+                return Ok(ours);
+            }
+            let ctx = PlanContext {
+                table: &base,
+                file_io: self.catalog.file_io(),
+            };
+            let plans = action.plan(&ctx, &[]).await?;
+            let (commit, written, snapshot_ids, versions) =
+                self.build(&table, &base, plans).await?;
+            match self.catalog.commit(commit).await {
+                Ok(_) => {
+                    self.forget(versions).await;
+                    info!(attempt, "rewrite committed");
+                    return Ok(snapshot_ids);
+                }
+                Err(e @ CatalogError::Conflict { .. }) => {
+                    warn!(attempt, "rewrite conflicted; planning again");
+                    written.discard(self.catalog.file_io()).await;
+                    last_err = Some(e);
+                }
+                Err(e @ CatalogError::Ambiguous { .. }) => {
+                    warn!(attempt, error = %e, "rewrite outcome unknown; reloading");
+                    ours.extend(snapshot_ids);
+                    last_err = Some(e);
+                }
+                Err(e) => {
+                    written.discard(self.catalog.file_io()).await;
+                    return Err(e.into());
+                }
+            }
+            backoff.wait().await;
+        }
+        Err(self.exhausted(table, last_err))
+    }
+
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
     /// on every attempt, so writers evolving one table at once converge: a
     /// column another writer added meanwhile is found, not added twice.
@@ -323,6 +381,7 @@ impl CommitEngine {
             .add_current_schema(schema)
             .and_then(|b| b.build())
             .map_err(build_err)?;
+            let versions = expired_versions(&result);
             let commit = TableCommit {
                 requirements: vec![
                     TableRequirement::UuidMatch {
@@ -338,6 +397,7 @@ impl CommitEngine {
             };
             match self.catalog.commit(commit).await {
                 Ok(loaded) => {
+                    self.forget(versions).await;
                     info!(
                         attempt,
                         schema_id = loaded.metadata.current_schema_id(),
@@ -369,7 +429,7 @@ impl CommitEngine {
         table: &str,
         base: &LoadedTable,
         plans: Vec<snapshot::SnapshotPlan>,
-    ) -> Result<(TableCommit, snapshot::Written, Vec<i64>), CommitError> {
+    ) -> Result<(TableCommit, snapshot::Written, Vec<i64>, Vec<String>), CommitError> {
         let build_err = |source| CommitError::Build {
             table: table.to_string(),
             source: Box::new(source),
@@ -381,6 +441,7 @@ impl CommitEngine {
             producer.add(plan).await.map_err(build_err)?;
         }
         let (result, requirements, written, ids) = producer.finish().map_err(build_err)?;
+        let versions = expired_versions(&result);
         Ok((
             TableCommit {
                 base: base.clone(),
@@ -390,9 +451,40 @@ impl CommitEngine {
             },
             written,
             ids,
+            versions,
         ))
     }
+
+    /// Deletes metadata versions the new metadata's log no longer lists.
+    async fn forget(&self, versions: Vec<String>) {
+        for path in versions {
+            // An orphan at worst: maintenance removes it later.
+            let _ = self.catalog.file_io().delete(&path).await;
+        }
+    }
 }
+
+/// Metadata files dropped from the log by this build, when the table asks for
+/// them to be deleted (`write.metadata.delete-after-commit.enabled`, on for
+/// tables floe creates): without it, every commit's metadata file stays.
+fn expired_versions(result: &iceberg::spec::TableMetadataBuildResult) -> Vec<String> {
+    let enabled = result
+        .metadata
+        .properties()
+        .get(DELETE_AFTER_COMMIT)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !enabled {
+        return Vec::new();
+    }
+    result
+        .expired_metadata_logs
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .collect()
+}
+
+/// Table property: delete metadata files that fall out of the metadata log.
+pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// Exponential backoff between the attempts of one commit.
 struct Backoff<'a> {

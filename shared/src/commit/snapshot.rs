@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation,
-    PartitionSpecRef, SchemaRef, Snapshot, SnapshotSummaryCollector, Summary, TableMetadata,
-    TableMetadataBuildResult, TableMetadataBuilder,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
+    ManifestFile, ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
+    Operation, PartitionSpecRef, SchemaRef, Snapshot, SnapshotSummaryCollector, Summary,
+    TableMetadata, TableMetadataBuildResult, TableMetadataBuilder,
 };
 use iceberg::{Error, ErrorKind, TableRequirement};
 use uuid::Uuid;
@@ -31,6 +31,13 @@ pub struct SnapshotPlan {
     pub removed_data: Vec<String>,
     /// Removes every live data and delete file first (a TRUNCATE).
     pub truncate: bool,
+    /// Rewrites the carried manifests into one per content and partition spec
+    /// (maintenance), so later commits carry few.
+    pub merge_manifests: bool,
+    /// Data sequence number for `added_data` instead of the snapshot's own:
+    /// a compaction's files keep the number of the snapshot it read, so
+    /// deletes committed meanwhile still apply to them.
+    pub data_sequence_number: Option<i64>,
     /// Files written while planning; removed again if the attempt loses.
     pub written: Vec<String>,
     /// Files to delete once the commit has landed: inputs it made redundant.
@@ -128,22 +135,32 @@ impl<'a> SnapshotProducer<'a> {
                 })?;
                 let (path, mut writer) =
                     self.manifest_writer(snapshot_id, &schema, spec, content)?;
+                // A negative sequence number leaves it to be inherited from
+                // the manifest list, as the spec intends for added files.
+                let seq = match content {
+                    DataContentType::Data => plan.data_sequence_number.unwrap_or(-1),
+                    _ => -1,
+                };
                 for f in files {
                     collector.add_file(&f, schema.clone(), spec.clone());
-                    // A negative sequence number leaves it to be inherited from
-                    // the manifest list, as the spec intends for added files.
-                    writer.add_file(f, -1)?;
+                    writer.add_file(f, seq)?;
                 }
                 self.written.0.push(path);
                 new_manifests.push(writer.write_manifest_file().await?);
             }
         }
 
-        if plan.truncate || !plan.removed_data.is_empty() {
+        if plan.truncate || plan.merge_manifests || !plan.removed_data.is_empty() {
             let removed: HashSet<&str> = plan.removed_data.iter().map(String::as_str).collect();
             let only = (!plan.truncate).then_some(&removed);
             let mut rewritten = self
-                .remove_files(snapshot_id, &schema, only, &mut collector)
+                .rewrite_carried(
+                    snapshot_id,
+                    &schema,
+                    only,
+                    plan.merge_manifests,
+                    &mut collector,
+                )
                 .await?;
             new_manifests.append(&mut rewritten);
         }
@@ -262,75 +279,110 @@ impl<'a> SnapshotProducer<'a> {
         Ok((path, writer))
     }
 
-    /// Marks live files deleted: the data files in `only`, or with `None`
-    /// every data and delete file. Each carried manifest that lists one is
-    /// rewritten (the others kept as existing entries) and returned, to be
-    /// listed as a manifest of the new snapshot.
-    async fn remove_files(
+    /// Marks live files deleted: the files in `only`, or with `None` every
+    /// data and delete file. A carried manifest that lists one is rewritten
+    /// (its other entries kept as existing); with `merge`, every group of
+    /// manifests of one content and spec becomes one. The new manifests are
+    /// returned, to be listed in the new snapshot.
+    async fn rewrite_carried(
         &mut self,
         snapshot_id: i64,
         schema: &SchemaRef,
         only: Option<&HashSet<&str>>,
+        merge: bool,
         collector: &mut SnapshotSummaryCollector,
     ) -> iceberg::Result<Vec<ManifestFile>> {
         let removes = |path: &str| only.is_none_or(|set| set.contains(path));
         let mut kept = Vec::new();
-        let mut rewritten = Vec::new();
-        let mut found = 0;
+        let mut groups: BTreeMap<(bool, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
         for m in std::mem::take(&mut self.manifests) {
-            if (only.is_some() && m.content != ManifestContentType::Data)
-                || !(m.has_added_files() || m.has_existing_files())
-            {
-                kept.push(m);
+            if !(m.has_added_files() || m.has_existing_files()) {
+                // Only deleted entries: a merge drops it, as nothing is live.
+                if !merge {
+                    kept.push(m);
+                }
                 continue;
             }
             let manifest = m.load_manifest(self.file_io).await?;
-            let entries = manifest.entries();
-            if !entries
+            let touched = manifest
+                .entries()
                 .iter()
-                .any(|e| e.is_alive() && removes(e.file_path()))
-            {
+                .any(|e| e.is_alive() && removes(e.file_path()));
+            if !touched && !merge {
                 kept.push(m);
+                continue;
+            }
+            let key = (
+                m.content == ManifestContentType::Deletes,
+                m.partition_spec_id,
+            );
+            groups.entry(key).or_default().push((m, manifest));
+        }
+        let mut rewritten = Vec::new();
+        let mut found = 0;
+        for ((deletes, spec_id), members) in groups {
+            let untouched = |(_, manifest): &(ManifestFile, Manifest)| {
+                !manifest
+                    .entries()
+                    .iter()
+                    .any(|e| e.is_alive() && removes(e.file_path()))
+            };
+            if merge && members.len() == 1 && members.iter().all(untouched) {
+                kept.extend(members.into_iter().map(|(m, _)| m));
                 continue;
             }
             let spec = self
                 .base
                 .metadata
-                .partition_spec_by_id(m.partition_spec_id)
+                .partition_spec_by_id(spec_id)
                 .cloned()
                 .ok_or_else(|| {
                     Error::new(
                         ErrorKind::DataInvalid,
-                        format!(
-                            "manifest for unknown partition spec {}",
-                            m.partition_spec_id
-                        ),
+                        format!("manifest for unknown partition spec {spec_id}"),
                     )
                 })?;
-            let content = match m.content {
-                ManifestContentType::Data => DataContentType::Data,
-                ManifestContentType::Deletes => DataContentType::EqualityDeletes,
+            let content = if deletes {
+                DataContentType::EqualityDeletes
+            } else {
+                DataContentType::Data
             };
-            let (path, mut writer) = self.manifest_writer(snapshot_id, schema, &spec, content)?;
-            for e in entries.iter().filter(|e| e.is_alive()) {
-                let seq = e.sequence_number().ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::DataInvalid,
-                        format!("manifest entry {} has no sequence number", e.file_path()),
-                    )
-                })?;
-                let file = e.data_file().clone();
-                if removes(e.file_path()) {
-                    found += 1;
-                    collector.remove_file(&file, schema.clone(), spec.clone());
-                    writer.add_delete_file(file, seq, e.file_sequence_number)?;
-                } else {
-                    let added_by = e.snapshot_id().unwrap_or(m.added_snapshot_id);
-                    writer.add_existing_file(file, added_by, seq, e.file_sequence_number)?;
+            // Without `merge` each touched manifest is rewritten on its own.
+            let batches: Vec<Vec<(ManifestFile, Manifest)>> = if merge {
+                vec![members]
+            } else {
+                members.into_iter().map(|m| vec![m]).collect()
+            };
+            for batch in batches {
+                let (path, mut writer) =
+                    self.manifest_writer(snapshot_id, schema, &spec, content)?;
+                for (m, manifest) in &batch {
+                    for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                        let seq = e.sequence_number().ok_or_else(|| {
+                            Error::new(
+                                ErrorKind::DataInvalid,
+                                format!("manifest entry {} has no sequence number", e.file_path()),
+                            )
+                        })?;
+                        let file = e.data_file().clone();
+                        if removes(e.file_path()) {
+                            found += 1;
+                            collector.remove_file(&file, schema.clone(), spec.clone());
+                            writer.add_delete_file(file, seq, e.file_sequence_number)?;
+                        } else {
+                            let added_by = e.snapshot_id().unwrap_or(m.added_snapshot_id);
+                            writer.add_existing_file(
+                                file,
+                                added_by,
+                                seq,
+                                e.file_sequence_number,
+                            )?;
+                        }
+                    }
                 }
+                self.written.0.push(path);
+                rewritten.push(writer.write_manifest_file().await?);
             }
-            self.written.0.push(path);
-            rewritten.push(writer.write_manifest_file().await?);
         }
         self.manifests = kept;
         if let Some(set) = only.filter(|set| set.len() != found) {

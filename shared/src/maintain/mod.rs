@@ -1,0 +1,399 @@
+//! Table maintenance, one implementation for `floe maintain` and the scheduled
+//! function: compaction (bin-packing small files, applying deletes) and
+//! manifest merging in one `replace` snapshot, then snapshot expiry that frees
+//! the files only expired snapshots used, then orphan cleanup.
+//!
+//! Every change goes through the commit engine's optimistic commit, so it
+//! never races the committer: a concurrent commit makes the maintenance
+//! commit plan again on the new table (or give up cleanly), never lose it.
+
+pub mod compact;
+pub mod expire;
+pub mod orphans;
+pub mod reachable;
+
+use std::collections::{BTreeMap, HashSet};
+
+use iceberg::TableIdent;
+use iceberg::spec::{MAIN_BRANCH, TableMetadata};
+use iceberg::{Error, ErrorKind, TableRequirement};
+use tracing::{info, instrument, warn};
+
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::commit::live::LiveFiles;
+use crate::commit::{CommitEngine, CommitError, PlanContext, RetryPolicy};
+use crate::ident::display;
+use crate::ledger::{self, HWM_PREFIX, Ledger, STATE_PREFIX};
+use compact::Compact;
+use expire::ExpiryRule;
+use reachable::Reachable;
+
+/// Why maintenance stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintainError {
+    /// A commit failed.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    /// The catalog failed.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// Files could not be listed.
+    #[error(transparent)]
+    List(#[from] orphans::ListError),
+    /// Reading or building metadata failed.
+    #[error("table {table}: {source}")]
+    Iceberg {
+        /// The table.
+        table: String,
+        /// The error.
+        source: Box<Error>,
+    },
+}
+
+/// What maintenance does.
+#[derive(Debug, Clone)]
+pub struct MaintainOptions {
+    /// Only report what would be done.
+    pub dry_run: bool,
+    /// Overrides the table's `history.expire.max-snapshot-age-ms`.
+    pub max_snapshot_age_ms: Option<i64>,
+    /// Orphan files younger than this stay.
+    pub orphan_window_ms: i64,
+    /// "Now", ms since the epoch (tests move it).
+    pub now_ms: i64,
+}
+
+impl Default for MaintainOptions {
+    fn default() -> Self {
+        Self {
+            dry_run: false,
+            max_snapshot_age_ms: None,
+            orphan_window_ms: orphans::DEFAULT_WINDOW_MS,
+            now_ms: now_ms(),
+        }
+    }
+}
+
+/// Counts of a table's parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TableStats {
+    /// Snapshots in the metadata.
+    pub snapshots: usize,
+    /// Manifests of the current snapshot.
+    pub manifests: usize,
+    /// Live data files.
+    pub data_files: usize,
+    /// Live delete files.
+    pub delete_files: usize,
+    /// Rows in live data files (before deletes).
+    pub rows: u64,
+}
+
+/// What maintenance did (or, dry, would do).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MaintainReport {
+    /// The table.
+    pub table: String,
+    /// Before.
+    pub before: TableStats,
+    /// After.
+    pub after: TableStats,
+    /// Data files compaction replaced.
+    pub compacted_files: usize,
+    /// Rows compaction wrote.
+    pub compacted_rows: u64,
+    /// Snapshots expired.
+    pub expired_snapshots: usize,
+    /// Files deleted because no kept snapshot or metadata needs them.
+    pub deleted_files: Vec<String>,
+    /// Orphan files deleted.
+    pub orphans: Vec<String>,
+}
+
+/// Runs compaction, manifest merging, expiry and orphan cleanup on one table.
+#[instrument(skip_all, fields(table = %display(ident)))]
+pub async fn maintain(
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+    opts: &MaintainOptions,
+) -> Result<MaintainReport, MaintainError> {
+    let table = display(ident);
+    let file_io = catalog.file_io().clone();
+    let mut report = MaintainReport {
+        table: table.clone(),
+        ..Default::default()
+    };
+    let loaded = catalog.load_table(ident).await?;
+    report.before = stats(catalog, &loaded).await?;
+    let mut rule = ExpiryRule::of(&loaded.metadata);
+    if let Some(age) = opts.max_snapshot_age_ms {
+        rule.max_age_ms = age;
+    }
+
+    // 1. Compaction and manifest merging, restating the ledger.
+    let ctx = PlanContext {
+        table: &loaded,
+        file_io: &file_io,
+    };
+    let will_expire = !rule.expired(&loaded.metadata, opts.now_ms).is_empty();
+    if opts.dry_run {
+        let live = LiveFiles::load(&file_io, &loaded.metadata)
+            .await
+            .map_err(|source| MaintainError::Iceberg {
+                table: table.clone(),
+                source: Box::new(source),
+            })?;
+        report.compacted_files = compact::select(&live, &loaded.metadata).len();
+        report.expired_snapshots = rule.expired(&loaded.metadata, opts.now_ms).len();
+        report.orphans = find_orphans(catalog, &loaded, opts).await?;
+        report.after = report.before;
+        return Ok(report);
+    }
+    let rewrite = compact::rewrite(&ctx, &loaded).await?;
+    if let Some(r) = &rewrite {
+        report.compacted_files = r.removed_data.len();
+        report.compacted_rows = r.rows;
+    }
+    if rewrite.is_some() || report.before.manifests > 1 || will_expire {
+        let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+        let action = Compact {
+            rewrite,
+            carry: carried_ledger(&loaded.metadata),
+        };
+        engine.rewrite(ident, &action).await?;
+    }
+
+    // 2. Expiry, and the files only expired snapshots needed.
+    let (expired, deleted) = expire(catalog, ident, rule, opts.now_ms).await?;
+    report.expired_snapshots = expired;
+    for path in &deleted {
+        if let Err(e) = file_io.delete(path).await {
+            warn!(%path, error = %e, "could not delete an expired file");
+        }
+    }
+    report.deleted_files = deleted;
+
+    // 3. Orphans.
+    let loaded = catalog.load_table(ident).await?;
+    report.orphans = find_orphans(catalog, &loaded, opts).await?;
+    for path in &report.orphans {
+        if let Err(e) = file_io.delete(path).await {
+            warn!(%path, error = %e, "could not delete an orphan file");
+        }
+    }
+    report.after = stats(catalog, &loaded).await?;
+    info!(
+        expired = report.expired_snapshots,
+        deleted = report.deleted_files.len(),
+        orphans = report.orphans.len(),
+        compacted = report.compacted_files,
+        "maintenance done"
+    );
+    Ok(report)
+}
+
+/// The ledger's high-water marks and source state, to restate in a new
+/// snapshot so the snapshots that first recorded them may expire.
+fn carried_ledger(metadata: &TableMetadata) -> Vec<(String, String)> {
+    let ledger = Ledger::from_metadata(metadata);
+    let mut out: BTreeMap<String, String> = ledger
+        .high_water_marks()
+        .map(|(source, pos)| (format!("{HWM_PREFIX}{source}"), pos.to_string()))
+        .collect();
+    for key in ledger::state_keys(metadata) {
+        if let Some(v) = ledger::state(metadata, &key) {
+            out.insert(format!("{STATE_PREFIX}{key}"), v);
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Expires snapshots by `rule`, retrying on conflicts; returns how many went
+/// and the files that only they needed (to delete once the commit landed).
+async fn expire(
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+    rule: ExpiryRule,
+    now_ms: i64,
+) -> Result<(usize, Vec<String>), MaintainError> {
+    let table = display(ident);
+    let file_io = catalog.file_io();
+    let err = |source: Error| MaintainError::Iceberg {
+        table: table.clone(),
+        source: Box::new(source),
+    };
+    for _ in 0..RetryPolicy::default().max_attempts {
+        let base = catalog.load_table(ident).await?;
+        let meta = &base.metadata;
+        let ids = rule.expired(meta, now_ms);
+        if ids.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let gone: HashSet<i64> = ids.iter().copied().collect();
+        let before = Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref()))
+            .await
+            .map_err(err)?;
+        let kept: Vec<_> = meta
+            .snapshots()
+            .filter(|s| !gone.contains(&s.snapshot_id()))
+            .collect();
+        let after = Reachable::of(file_io, meta, kept.iter().map(|s| s.as_ref()))
+            .await
+            .map_err(err)?;
+        let oldest_kept = kept
+            .iter()
+            .map(|s| s.timestamp_ms())
+            .min()
+            .unwrap_or(now_ms);
+        let built = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+            (**meta).clone(),
+            Some(base.metadata_location.clone()),
+        )
+        .remove_snapshots(&ids)
+        .build()
+        .map_err(err)?;
+        let (metadata, dropped_logs) =
+            trim_metadata_log(built.metadata, oldest_kept).map_err(err)?;
+        let commit = TableCommit {
+            requirements: vec![
+                TableRequirement::UuidMatch { uuid: meta.uuid() },
+                TableRequirement::RefSnapshotIdMatch {
+                    r#ref: MAIN_BRANCH.to_string(),
+                    snapshot_id: meta.current_snapshot_id(),
+                },
+            ],
+            updates: built.changes,
+            metadata,
+            base: base.clone(),
+        };
+        match catalog.commit(commit).await {
+            Ok(_) => {
+                let mut deleted = before.minus(&after);
+                deleted.extend(
+                    built
+                        .expired_metadata_logs
+                        .into_iter()
+                        .map(|l| l.metadata_file)
+                        .chain(dropped_logs),
+                );
+                return Ok((ids.len(), deleted));
+            }
+            Err(e) if e.is_retryable() => {
+                warn!(error = %e, "expiry did not apply; planning again");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(MaintainError::Iceberg {
+        table: table.clone(),
+        source: Box::new(Error::new(
+            ErrorKind::Unexpected,
+            "snapshot expiry kept conflicting with concurrent commits; run it again",
+        )),
+    })
+}
+
+/// Drops metadata-log entries older than `oldest_kept` (they describe only
+/// expired snapshots); returns the metadata and the dropped files.
+fn trim_metadata_log(
+    metadata: TableMetadata,
+    oldest_kept: i64,
+) -> iceberg::Result<(TableMetadata, Vec<String>)> {
+    let dropped: Vec<String> = metadata
+        .metadata_log()
+        .iter()
+        .filter(|l| l.timestamp_ms < oldest_kept)
+        .map(|l| l.metadata_file.clone())
+        .collect();
+    if dropped.is_empty() {
+        return Ok((metadata, dropped));
+    }
+    // The builder only trims the log by count; the spec's JSON form is the
+    // one way in from outside the crate.
+    let mut json = serde_json::to_value(&metadata)
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, e.to_string()))?;
+    if let Some(log) = json.get_mut("metadata-log").and_then(|l| l.as_array_mut()) {
+        log.retain(|l| {
+            l.get("timestamp-ms")
+                .and_then(|t| t.as_i64())
+                .is_some_and(|t| t >= oldest_kept)
+        });
+    }
+    let trimmed = serde_json::from_value(json)
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, e.to_string()))?;
+    Ok((trimmed, dropped))
+}
+
+/// Files under the table location that nothing references, older than the window.
+async fn find_orphans(
+    catalog: &CatalogRef,
+    loaded: &LoadedTable,
+    opts: &MaintainOptions,
+) -> Result<Vec<String>, MaintainError> {
+    let meta = &loaded.metadata;
+    let referenced = Reachable::of(
+        catalog.file_io(),
+        meta,
+        meta.snapshots().map(|s| s.as_ref()),
+    )
+    .await
+    .map_err(|source| MaintainError::Iceberg {
+        table: display(&loaded.ident),
+        source: Box::new(source),
+    })?;
+    let mut metadata_files: HashSet<String> = meta
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .collect();
+    metadata_files.insert(loaded.metadata_location.clone());
+    let mut out: Vec<String> = orphans::list(meta.location())?
+        .into_iter()
+        .filter(|f| opts.now_ms - f.modified_ms > opts.orphan_window_ms)
+        .filter(|f| !referenced.contains(&f.uri) && !metadata_files.contains(&f.uri))
+        .map(|f| f.uri)
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+async fn stats(catalog: &CatalogRef, loaded: &LoadedTable) -> Result<TableStats, MaintainError> {
+    let meta = &loaded.metadata;
+    let err = |source: Error| MaintainError::Iceberg {
+        table: display(&loaded.ident),
+        source: Box::new(source),
+    };
+    let live = LiveFiles::load(catalog.file_io(), meta)
+        .await
+        .map_err(err)?;
+    let manifests = match meta.current_snapshot() {
+        Some(s) => {
+            let bytes = catalog
+                .file_io()
+                .new_input(s.manifest_list())
+                .map_err(err)?
+                .read()
+                .await
+                .map_err(err)?;
+            iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())
+                .map_err(err)?
+                .entries()
+                .len()
+        }
+        None => 0,
+    };
+    Ok(TableStats {
+        snapshots: meta.snapshots().count(),
+        manifests,
+        data_files: live.data.len(),
+        delete_files: live.deletes.len(),
+        rows: live.data.iter().map(|f| f.file.record_count()).sum(),
+    })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

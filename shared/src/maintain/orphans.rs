@@ -1,0 +1,81 @@
+//! Orphan files: files under a table's location that no metadata references,
+//! such as the Parquet files of a writer that crashed before enqueueing its
+//! request. Only files older than a safety window go, so a writer's files are
+//! never removed between its upload and its commit.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Default safety window: 3 days.
+pub const DEFAULT_WINDOW_MS: i64 = 3 * 24 * 60 * 60 * 1000;
+
+/// A file found under a table location.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// Its `file://` URI, as metadata names it.
+    pub uri: String,
+    /// Last modification, ms since the epoch.
+    pub modified_ms: i64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Why files could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    /// The directory could not be read.
+    #[error("listing {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A location floe cannot list in this build.
+    #[error("listing {0}: only file:// table locations can be listed by this build")]
+    Unsupported(String),
+}
+
+/// Every file under `location` (a `file://` URI or a plain path).
+pub fn list(location: &str) -> Result<Vec<Listed>, ListError> {
+    let dir = match location.strip_prefix("file://") {
+        Some(p) => PathBuf::from(p),
+        None if !location.contains("://") => PathBuf::from(location),
+        None => return Err(ListError::Unsupported(location.to_string())),
+    };
+    let mut out = Vec::new();
+    walk(&dir, &mut out)?;
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {
+    let io = |source| ListError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io)?;
+        let meta = entry.metadata().map_err(io)?;
+        let path = entry.path();
+        if meta.is_dir() {
+            walk(&path, out)?;
+        } else {
+            let modified_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            out.push(Listed {
+                uri: format!("file://{}", path.display()),
+                modified_ms,
+                size: meta.len(),
+            });
+        }
+    }
+    Ok(())
+}
