@@ -133,7 +133,7 @@ impl From<RestError> for CatalogError {
 }
 
 /// What came back from one call: an answer, or a transport failure.
-enum Sent {
+enum Outcome {
     Answer(StatusCode, bytes::Bytes),
     /// The request never reached the server: nothing can have been applied.
     NotSent(String),
@@ -155,12 +155,12 @@ impl Http {
         method: &Method,
         url: &Url,
         body: Option<&[u8]>,
-    ) -> Result<Sent, RestError> {
+    ) -> Result<Outcome, RestError> {
         let mut refreshed = false;
         loop {
             let (sent, used) = self.send(method, url, body).await?;
             match (&sent, used) {
-                (Sent::Answer(StatusCode::UNAUTHORIZED, _), Some(token))
+                (Outcome::Answer(StatusCode::UNAUTHORIZED, _), Some(token))
                     if !refreshed && self.tokens.refreshable() =>
                 {
                     tracing::info!(%url, "catalog refused the token; fetching a new one");
@@ -177,7 +177,7 @@ impl Http {
         method: &Method,
         url: &Url,
         body: Option<&[u8]>,
-    ) -> Result<(Sent, Option<String>), RestError> {
+    ) -> Result<(Outcome, Option<String>), RestError> {
         let mut builder = self.client.request(method.clone(), url.clone());
         let mut used = None;
         if self.signer.is_none() {
@@ -203,26 +203,26 @@ impl Http {
             Ok(response) => {
                 let status = response.status();
                 match response.bytes().await {
-                    Ok(bytes) => Sent::Answer(status, bytes),
-                    Err(e) => Sent::Lost(format!("HTTP {status}, body cut short: {e}")),
+                    Ok(bytes) => Outcome::Answer(status, bytes),
+                    Err(e) => Outcome::Lost(format!("HTTP {status}, body cut short: {e}")),
                 }
             }
-            Err(e) if e.is_connect() => Sent::NotSent(format!("{e:#}")),
-            Err(e) if e.is_timeout() => Sent::Lost(format!("timed out: {e:#}")),
-            Err(e) => Sent::Lost(format!("{e:#}")),
+            Err(e) if e.is_connect() => Outcome::NotSent(format!("{e:#}")),
+            Err(e) if e.is_timeout() => Outcome::Lost(format!("timed out: {e:#}")),
+            Err(e) => Outcome::Lost(format!("{e:#}")),
         };
         Ok((sent, used))
     }
 
     /// A GET, retried with backoff on 5xx and transport errors.
-    async fn get(&self, url: &Url, attempts: u32) -> Result<Sent, RestError> {
+    async fn get(&self, url: &Url, attempts: u32) -> Result<Outcome, RestError> {
         let mut wait = Duration::from_millis(100);
         let mut attempt = 1;
         loop {
             let sent = self.call(&Method::GET, url, None).await?;
             let retry = match &sent {
-                Sent::Answer(status, _) => status.is_server_error(),
-                Sent::NotSent(_) | Sent::Lost(_) => true,
+                Outcome::Answer(status, _) => status.is_server_error(),
+                Outcome::NotSent(_) | Outcome::Lost(_) => true,
             };
             if !retry || attempt >= attempts {
                 return Ok(sent);
@@ -320,16 +320,18 @@ impl RestCatalog {
             url.query_pairs_mut().append_pair(WAREHOUSE, w);
         }
         let server: wire::ConfigResponse = match http.get(&url, config.get_attempts).await? {
-            Sent::Answer(status, body) if status.is_success() => serde_json::from_slice(&body)
-                .map_err(|e| http_err(&Method::GET, &url, format!("unreadable config: {e}")))?,
-            Sent::Answer(status, body) => {
+            Outcome::Answer(status, body) if status.is_success() => {
+                serde_json::from_slice(&body)
+                    .map_err(|e| http_err(&Method::GET, &url, format!("unreadable config: {e}")))?
+            }
+            Outcome::Answer(status, body) => {
                 return Err(http_err(
                     &Method::GET,
                     &url,
                     format!("HTTP {status}: {}", wire::server_message(&body)),
                 ));
             }
-            Sent::NotSent(m) | Sent::Lost(m) => return Err(http_err(&Method::GET, &url, m)),
+            Outcome::NotSent(m) | Outcome::Lost(m) => return Err(http_err(&Method::GET, &url, m)),
         };
         let mut properties = server.defaults;
         properties.extend(config.properties.clone());
@@ -424,7 +426,7 @@ impl RestCatalog {
         })
     }
 
-    async fn post(&self, url: &Url, body: &impl serde::Serialize) -> Result<Sent, CatalogError> {
+    async fn post(&self, url: &Url, body: &impl serde::Serialize) -> Result<Outcome, CatalogError> {
         let body = serde_json::to_vec(body)
             .map_err(|e| CatalogError::Store(format!("encoding the request to {url}: {e}")))?;
         Ok(self.http.call(&Method::POST, url, Some(&body)).await?)
@@ -457,14 +459,14 @@ impl Catalog for RestCatalog {
         };
         let span = tracing::debug_span!("rest.create_namespace", namespace = %name);
         match self.post(&url, &body).instrument(span).await? {
-            Sent::Answer(status, _) if status.is_success() => Ok(()),
-            Sent::Answer(status, body) => {
+            Outcome::Answer(status, _) if status.is_success() => Ok(()),
+            Outcome::Answer(status, body) => {
                 match wire::namespace_error(&name, url.as_str(), status.as_u16(), &body) {
                     None => Ok(()),
                     Some(e) => Err(e),
                 }
             }
-            Sent::NotSent(m) | Sent::Lost(m) => Err(http_err(&Method::POST, &url, m).into()),
+            Outcome::NotSent(m) | Outcome::Lost(m) => Err(http_err(&Method::POST, &url, m).into()),
         }
     }
 
@@ -497,16 +499,18 @@ impl Catalog for RestCatalog {
             };
             let url = self.url(Some(ident.namespace()), None);
             match self.post(&url, &body).await? {
-                Sent::Answer(status, body) if status.is_success() => self
+                Outcome::Answer(status, body) if status.is_success() => self
                     .loaded(ident, &url, &body, "create")
                     .map_err(CatalogError::Store),
-                Sent::Answer(status, body) => Err(wire::create_error(
+                Outcome::Answer(status, body) => Err(wire::create_error(
                     &table,
                     url.as_str(),
                     status.as_u16(),
                     &body,
                 )),
-                Sent::NotSent(m) | Sent::Lost(m) => Err(http_err(&Method::POST, &url, m).into()),
+                Outcome::NotSent(m) | Outcome::Lost(m) => {
+                    Err(http_err(&Method::POST, &url, m).into())
+                }
             }
         }
         .instrument(span)
@@ -519,16 +523,18 @@ impl Catalog for RestCatalog {
         async {
             let url = self.table_url(ident);
             match self.http.get(&url, self.get_attempts).await? {
-                Sent::Answer(status, body) if status.is_success() => self
+                Outcome::Answer(status, body) if status.is_success() => self
                     .loaded(ident, &url, &body, "load")
                     .map_err(CatalogError::Store),
-                Sent::Answer(status, body) => Err(wire::load_error(
+                Outcome::Answer(status, body) => Err(wire::load_error(
                     &table,
                     url.as_str(),
                     status.as_u16(),
                     &body,
                 )),
-                Sent::NotSent(m) | Sent::Lost(m) => Err(http_err(&Method::GET, &url, m).into()),
+                Outcome::NotSent(m) | Outcome::Lost(m) => {
+                    Err(http_err(&Method::GET, &url, m).into())
+                }
             }
         }
         .instrument(span)
@@ -555,20 +561,20 @@ impl Catalog for RestCatalog {
             };
             match self.post(&url, &body).await? {
                 // Applied, but an answer floe cannot read leaves it unsure what it holds.
-                Sent::Answer(status, body) if status.is_success() => self
+                Outcome::Answer(status, body) if status.is_success() => self
                     .loaded(&ident, &url, &body, "commit")
                     .map_err(|reason| CatalogError::Ambiguous {
                         table: table.clone(),
                         reason,
                     }),
-                Sent::Answer(status, body) => Err(wire::commit_error(
+                Outcome::Answer(status, body) => Err(wire::commit_error(
                     &table,
                     url.as_str(),
                     status.as_u16(),
                     &body,
                 )),
-                Sent::NotSent(m) => Err(http_err(&Method::POST, &url, m).into()),
-                Sent::Lost(reason) => Err(CatalogError::Ambiguous {
+                Outcome::NotSent(m) => Err(http_err(&Method::POST, &url, m).into()),
+                Outcome::Lost(reason) => Err(CatalogError::Ambiguous {
                     table: table.clone(),
                     reason: format!("POST {url}: {reason}"),
                 }),
