@@ -612,3 +612,45 @@ async fn commit_failures_map_to_conflict_ambiguous_or_refused() {
     let now = real.load_table(&ident).await.unwrap();
     assert_eq!(now.metadata_location, base.metadata_location);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gets_are_retried_on_5xx_and_a_static_token_s_401_is_final() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let count = calls.clone();
+    let (uri, seen) = stub(move |method, path, _| match (method, path) {
+        ("GET", "/v1/config") => match count.fetch_add(1, Ordering::SeqCst) {
+            0 | 1 => Some((503, "busy".into())),
+            _ => Some((200, r#"{"defaults":{"prefix":"d"},"overrides":{}}"#.into())),
+        },
+        ("GET", _) => Some((
+            401,
+            r#"{"error":{"message":"token expired","type":"NotAuthorizedException","code":401}}"#
+                .into(),
+        )),
+        _ => Some((500, "{}".into())),
+    })
+    .await;
+    let cfg = RestConfig {
+        prefix: None,
+        ..config(&uri, RestAuth::Token("t".into()))
+    };
+    let fake = RestCatalog::connect(cfg, Some(&clients().await))
+        .await
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(fake.properties()["prefix"], "d");
+    let r = fake.load_table(&parse_table("bronze.t").unwrap()).await;
+    assert!(
+        matches!(&r, Err(CatalogError::Store(m)) if m.contains("401") && m.contains("token expired")),
+        "{r:?}"
+    );
+    let loads: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, p, _)| p.contains("/tables/"))
+        .map(|(_, p, _)| p.clone())
+        .collect();
+    // Once, at the server's prefix: a static token cannot be refreshed.
+    assert_eq!(loads, vec!["/v1/d/namespaces/bronze/tables/t".to_string()]);
+}
