@@ -28,6 +28,9 @@
 #   root; moto's S3 works as that root, so the warehouse here is
 #   s3://floe-lakana/<environment> on the moto of local-dev/aws.sh.
 #
+# - Installing it downgrades botocore (s3fs/aiobotocore pin it) below what the
+#   venv's boto3 declares; moto and boto3 still work, `pip check` complains.
+#
 # The environment and the token this script sets up:
 #   environment (REST prefix)  floe
 #   token                      see FLOE_REST_TOKEN below (also in $state.token)

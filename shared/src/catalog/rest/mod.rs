@@ -16,7 +16,10 @@
 //! builds it (with `json`) on the hyper 1 / http 1 stack the AWS SDK uses, so
 //! only its TLS glue is new; `rustls-tls` uses the rustls 0.23 the SDK already
 //! links (one rustls version) with the `ring` provider, which parquet already
-//! compiles. SigV4 signing uses `aws-sigv4`, also already in the SDK's tree.
+//! compiles. Enabling rustls's `ring` feature rebuilds rustls and the SDK
+//! crates above it once per target directory; reqwest's `*-no-provider` TLS
+//! features would reuse the SDK's aws-lc-rs provider instead (not tried yet).
+//! SigV4 signing uses `aws-sigv4`, also already in the SDK's tree.
 
 mod auth;
 mod sigv4;
