@@ -21,8 +21,9 @@ export FLOE_PYTHON="$venv/bin/python"
 
 # Every optional part of floe-core is tested: the AWS storage, queue and
 # catalogs against moto (local-dev/aws.sh) and the Postgres source against a
-# local cluster (local-dev/pg.sh); the tests start both themselves.
-features="floe-core/aws,floe-core/postgres"
+# local cluster (local-dev/pg.sh), the REST catalog against lakana-server
+# (local-dev/rest.sh); the tests start them themselves.
+features="floe-core/aws,floe-core/postgres,floe-core/rest"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

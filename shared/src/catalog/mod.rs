@@ -7,6 +7,8 @@
 
 #[cfg(feature = "aws")]
 pub mod glue;
+#[cfg(feature = "rest")]
+pub mod rest;
 mod sqlite;
 
 use std::fmt::Debug;
@@ -19,6 +21,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{TableMetadata, TableMetadataRef};
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, TableUpdate};
+#[cfg(feature = "rest")]
+pub use rest::RestCatalog;
 pub use sqlite::SqliteCatalog;
 
 use crate::ident::display;

@@ -1,0 +1,593 @@
+//! An Iceberg REST catalog client (Polaris, Unity, Lakekeeper, Glue's Iceberg
+//! endpoint, S3 Tables, lakana…), speaking the REST spec itself: `GET
+//! /v1/config`, namespaces, table create and load, and commits as
+//! `CommitTableRequest`s carrying the requirements and updates of floe's
+//! commit engine. The server writes the new metadata file; floe writes the
+//! manifests and manifest lists it references.
+//!
+//! Outcomes of a commit follow the spec: 409 (`CommitFailedException`) is a
+//! [`CatalogError::Conflict`]; 5xx, a timeout or a connection lost after the
+//! request left is [`CatalogError::Ambiguous`] (commit state unknown, the engine
+//! reloads and checks its ledger); 404 is [`CatalogError::NoSuchTable`]; other
+//! refusals are [`CatalogError::Store`] with the server's message. Idempotent
+//! GETs are retried on 5xx and transport errors with backoff; a commit never is.
+//!
+//! HTTP client: `reqwest` 0.12 without default features. iceberg-rust already
+//! builds it (with `json`) on the hyper 1 / http 1 stack the AWS SDK uses, so
+//! only its TLS glue is new; `rustls-tls` uses the rustls 0.23 the SDK already
+//! links (one rustls version) with the `ring` provider, which parquet already
+//! compiles. Enabling rustls's `ring` feature rebuilds rustls and the SDK
+//! crates above it once per target directory; reqwest's `*-no-provider` TLS
+//! features would reuse the SDK's aws-lc-rs provider instead (not tried yet).
+//! SigV4 signing uses `aws-sigv4`, also already in the SDK's tree.
+
+mod auth;
+mod sigv4;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iceberg::io::FileIO;
+use iceberg::spec::FormatVersion;
+use iceberg::{NamespaceIdent, TableCreation, TableIdent};
+use reqwest::{Method, StatusCode, Url};
+use tracing::Instrument;
+
+use self::auth::Tokens;
+pub use self::auth::{DEFAULT_SCOPE, RestAuth};
+pub use self::sigv4::SigV4;
+use self::sigv4::Signer;
+use self::wire::TableResponse;
+use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use crate::aws::AwsClients;
+use crate::ident::display;
+use crate::storage::s3::S3StorageFactory;
+
+/// Catalog property naming the path prefix of every call after `/v1`.
+pub const PREFIX: &str = "prefix";
+/// Catalog property naming the warehouse (sent to `/v1/config`; a URI names table storage).
+pub const WAREHOUSE: &str = "warehouse";
+/// Catalog property overriding the base URI.
+pub const URI: &str = "uri";
+
+/// How to reach a REST catalog.
+#[derive(Debug, Clone)]
+pub struct RestConfig {
+    /// The base URI, without `/v1` (e.g. `https://polaris.example.com/api/catalog`).
+    pub uri: String,
+    /// The warehouse to ask `/v1/config` about, if the server serves several.
+    pub warehouse: Option<String>,
+    /// The path prefix when `/v1/config` names none (lakana: the environment).
+    pub prefix: Option<String>,
+    /// Client-side catalog properties: they win over the server's `defaults`
+    /// and lose to its `overrides`.
+    pub properties: HashMap<String, String>,
+    /// Bearer-token authentication.
+    pub auth: RestAuth,
+    /// SigV4 signing, for AWS endpoints (then no bearer token is sent).
+    pub sigv4: Option<SigV4>,
+    /// Where table files live when the catalog does not say with a `warehouse`
+    /// URI: `s3://bucket/prefix` or `file:///dir`. Picks the FileIO.
+    pub storage_root: Option<String>,
+    /// Per-request timeout; a commit that times out has an unknown outcome.
+    pub timeout: Duration,
+    /// Attempts of an idempotent GET (first included) on 5xx or transport errors.
+    pub get_attempts: u32,
+}
+
+impl RestConfig {
+    /// A configuration for the catalog at `uri` with defaults for the rest.
+    pub fn new(uri: impl Into<String>) -> Self {
+        Self {
+            uri: uri.into(),
+            warehouse: None,
+            prefix: None,
+            properties: HashMap::new(),
+            auth: RestAuth::None,
+            sigv4: None,
+            storage_root: None,
+            timeout: Duration::from_secs(60),
+            get_attempts: 4,
+        }
+    }
+}
+
+/// Why the REST catalog could not be set up or reached.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The configuration cannot work.
+    #[error("REST catalog configuration: {0}")]
+    Config(String),
+    /// The OAuth2 token endpoint refused or failed.
+    #[error("OAuth2 token from {url}: {message}")]
+    Token {
+        /// The token endpoint.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A request could not be signed.
+    #[error("SigV4 signing of {url}: {message}")]
+    Sign {
+        /// The request's URL.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The catalog answered with an error, or not at all.
+    #[error("REST {method} {url}: {message}")]
+    Http {
+        /// The method.
+        method: String,
+        /// The URL.
+        url: String,
+        /// The status and the server's message, or the transport error.
+        message: String,
+    },
+}
+
+impl From<RestError> for CatalogError {
+    fn from(e: RestError) -> Self {
+        CatalogError::Store(e.to_string())
+    }
+}
+
+/// What came back from one call: an answer, or a transport failure.
+enum Outcome {
+    Answer(StatusCode, bytes::Bytes),
+    /// The request never reached the server: nothing can have been applied.
+    NotSent(String),
+    /// The request may have reached the server (timeout, reset, cut body).
+    Lost(String),
+}
+
+/// The HTTP side: one client, the token, the signer.
+struct Http {
+    client: reqwest::Client,
+    tokens: Tokens,
+    signer: Option<Signer>,
+}
+
+impl Http {
+    /// Sends once, refreshing the token and trying again once on a 401.
+    async fn call(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&[u8]>,
+    ) -> Result<Outcome, RestError> {
+        let mut refreshed = false;
+        loop {
+            let (sent, used) = self.send(method, url, body).await?;
+            match (&sent, used) {
+                (Outcome::Answer(StatusCode::UNAUTHORIZED, _), Some(token))
+                    if !refreshed && self.tokens.refreshable() =>
+                {
+                    tracing::info!(%url, "catalog refused the token; fetching a new one");
+                    self.tokens.invalidate(&token).await;
+                    refreshed = true;
+                }
+                _ => return Ok(sent),
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&[u8]>,
+    ) -> Result<(Outcome, Option<String>), RestError> {
+        let mut builder = self.client.request(method.clone(), url.clone());
+        let mut used = None;
+        if self.signer.is_none() {
+            used = self.tokens.bearer(&self.client).await?;
+            if let Some(token) = &used {
+                builder = builder.bearer_auth(token);
+            }
+        }
+        if let Some(body) = body {
+            builder = builder
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
+        }
+        let mut request = builder.build().map_err(|e| RestError::Http {
+            method: method.to_string(),
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+        if let Some(signer) = &self.signer {
+            signer.sign(&mut request, body.unwrap_or_default()).await?;
+        }
+        let sent = match self.client.execute(request).await {
+            Ok(response) => {
+                let status = response.status();
+                match response.bytes().await {
+                    Ok(bytes) => Outcome::Answer(status, bytes),
+                    Err(e) => Outcome::Lost(format!("HTTP {status}, body cut short: {e}")),
+                }
+            }
+            Err(e) if e.is_connect() => Outcome::NotSent(format!("{e:#}")),
+            Err(e) if e.is_timeout() => Outcome::Lost(format!("timed out: {e:#}")),
+            Err(e) => Outcome::Lost(format!("{e:#}")),
+        };
+        Ok((sent, used))
+    }
+
+    /// A GET, retried with backoff on 5xx and transport errors.
+    async fn get(&self, url: &Url, attempts: u32) -> Result<Outcome, RestError> {
+        let mut wait = Duration::from_millis(100);
+        let mut attempt = 1;
+        loop {
+            let sent = self.call(&Method::GET, url, None).await?;
+            let retry = match &sent {
+                Outcome::Answer(status, _) => status.is_server_error(),
+                Outcome::NotSent(_) | Outcome::Lost(_) => true,
+            };
+            if !retry || attempt >= attempts {
+                return Ok(sent);
+            }
+            tracing::debug!(%url, attempt, "GET failed; retrying");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+            attempt += 1;
+        }
+    }
+}
+
+/// A [`Catalog`] on an Iceberg REST catalog server.
+pub struct RestCatalog {
+    http: Http,
+    /// `{uri}/v1/{prefix}/`, ready for path segments.
+    base: Url,
+    /// The properties in force: server defaults, then the client's, then server overrides.
+    properties: HashMap<String, String>,
+    storage_root: String,
+    file_io: FileIO,
+    get_attempts: u32,
+}
+
+impl std::fmt::Debug for RestCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestCatalog")
+            .field("base", &self.base.as_str())
+            .field("storage_root", &self.storage_root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The FileIO for table files under `root`, by its scheme: S3 through floe's own
+/// storage (which needs `aws`), `file://` or a bare path on the local disk.
+pub fn file_io_for(root: &str, aws: Option<&AwsClients>) -> Result<FileIO, RestError> {
+    match root.split_once("://").map(|(scheme, _)| scheme) {
+        Some("s3" | "s3a") => aws.map(S3StorageFactory::file_io).ok_or_else(|| {
+            RestError::Config(format!(
+                "table storage {root} is on S3: pass the AWS clients to reach it"
+            ))
+        }),
+        Some("file") | None => Ok(FileIO::new_with_fs()),
+        Some(other) => Err(RestError::Config(format!(
+            "table storage {root}: scheme `{other}` is not supported (s3 or file)"
+        ))),
+    }
+}
+
+fn http_err(method: &Method, url: &Url, message: String) -> RestError {
+    RestError::Http {
+        method: method.to_string(),
+        url: url.to_string(),
+        message,
+    }
+}
+
+impl RestCatalog {
+    /// Connects: authenticates, reads `/v1/config`, and picks the FileIO for
+    /// table storage. `aws` signs requests (with [`RestConfig::sigv4`]) and
+    /// reaches S3 table storage.
+    pub async fn connect(config: RestConfig, aws: Option<&AwsClients>) -> Result<Self, RestError> {
+        let uri = config.uri.trim_end_matches('/');
+        let uri = uri.strip_suffix("/v1").unwrap_or(uri).to_string();
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| RestError::Config(format!("HTTP client: {e}")))?;
+        let signer = match &config.sigv4 {
+            None => None,
+            Some(sigv4) => {
+                let sdk = match aws {
+                    Some(a) => Some(a.settings.sdk_config().await),
+                    None => None,
+                };
+                let credentials =
+                    sdk.and_then(|sdk| sdk.credentials_provider())
+                        .ok_or_else(|| {
+                            RestError::Config(
+                                "SigV4 signing needs AWS clients with credentials".to_string(),
+                            )
+                        })?;
+                Some(Signer::new(sigv4.clone(), credentials))
+            }
+        };
+        let http = Http {
+            client,
+            tokens: Tokens::new(config.auth.clone(), &uri),
+            signer,
+        };
+
+        let mut url = parse_url(&format!("{uri}/v1/config"))?;
+        if let Some(w) = &config.warehouse {
+            url.query_pairs_mut().append_pair(WAREHOUSE, w);
+        }
+        let server: wire::ConfigResponse = match http.get(&url, config.get_attempts).await? {
+            Outcome::Answer(status, body) if status.is_success() => {
+                serde_json::from_slice(&body)
+                    .map_err(|e| http_err(&Method::GET, &url, format!("unreadable config: {e}")))?
+            }
+            Outcome::Answer(status, body) => {
+                return Err(http_err(
+                    &Method::GET,
+                    &url,
+                    format!("HTTP {status}: {}", wire::server_message(&body)),
+                ));
+            }
+            Outcome::NotSent(m) | Outcome::Lost(m) => return Err(http_err(&Method::GET, &url, m)),
+        };
+        let mut properties = server.defaults;
+        properties.extend(config.properties.clone());
+        if let Some(w) = &config.warehouse {
+            properties
+                .entry(WAREHOUSE.to_string())
+                .or_insert_with(|| w.clone());
+        }
+        properties.extend(server.overrides);
+
+        let uri = properties
+            .get(URI)
+            .map(|u| u.trim_end_matches('/').to_string())
+            .unwrap_or(uri);
+        let prefix = properties.get(PREFIX).cloned().or(config.prefix.clone());
+        let mut base = parse_url(&format!("{uri}/v1/"))?;
+        if let Some(prefix) = prefix.as_deref().filter(|p| !p.is_empty()) {
+            base.path_segments_mut()
+                .map_err(|()| RestError::Config(format!("{uri} cannot be a base URL")))?
+                .pop_if_empty()
+                .extend(prefix.split('/').filter(|s| !s.is_empty()))
+                .push("");
+        }
+        // A warehouse that is a location names the storage; lakana's and
+        // Polaris's warehouses are names, so the configuration must say.
+        let storage_root = properties
+            .get(WAREHOUSE)
+            .filter(|w| w.contains("://"))
+            .cloned()
+            .or(config.storage_root.clone())
+            .ok_or_else(|| {
+                RestError::Config(format!(
+                    "the catalog at {uri} names no warehouse location; set storage_root"
+                ))
+            })?
+            .trim_end_matches('/')
+            .to_string();
+        let file_io = file_io_for(&storage_root, aws)?;
+        tracing::info!(base = %base, storage = %storage_root, "connected to the REST catalog");
+        Ok(Self {
+            http,
+            base,
+            properties,
+            storage_root,
+            file_io,
+            get_attempts: config.get_attempts.max(1),
+        })
+    }
+
+    /// The catalog properties in force after `/v1/config`.
+    pub fn properties(&self) -> &HashMap<String, String> {
+        &self.properties
+    }
+
+    /// `{base}/namespaces[/{ns}[/tables[/{name}]]]`, each segment percent-encoded;
+    /// namespace levels are joined with 0x1F as the spec asks.
+    fn url(&self, namespace: Option<&NamespaceIdent>, table: Option<&str>) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push("namespaces");
+            if let Some(ns) = namespace {
+                segments.push(&ns.join("\u{1f}"));
+                segments.push("tables");
+                if let Some(t) = table {
+                    segments.push(t);
+                }
+            }
+        }
+        url
+    }
+
+    fn table_url(&self, ident: &TableIdent) -> Url {
+        self.url(Some(ident.namespace()), Some(ident.name()))
+    }
+
+    fn loaded(
+        &self,
+        ident: &TableIdent,
+        url: &Url,
+        body: &[u8],
+        what: &str,
+    ) -> Result<LoadedTable, String> {
+        let answer: TableResponse = serde_json::from_slice(body)
+            .map_err(|e| format!("unreadable {what} answer from {url}: {e}"))?;
+        let metadata_location = answer
+            .metadata_location
+            .ok_or_else(|| format!("{what} answer from {url} has no metadata-location"))?;
+        Ok(LoadedTable {
+            ident: ident.clone(),
+            metadata: Arc::new(answer.metadata),
+            metadata_location,
+        })
+    }
+
+    async fn post(&self, url: &Url, body: &impl serde::Serialize) -> Result<Outcome, CatalogError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| CatalogError::Store(format!("encoding the request to {url}: {e}")))?;
+        Ok(self.http.call(&Method::POST, url, Some(&body)).await?)
+    }
+}
+
+#[async_trait]
+impl Catalog for RestCatalog {
+    fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    /// `<storage root>/<namespace>/<table>`; only sent when a creation asks for
+    /// it, since REST servers choose a new table's location themselves.
+    fn default_location(&self, ident: &TableIdent) -> String {
+        format!(
+            "{}/{}/{}",
+            self.storage_root,
+            ident.namespace().join("/"),
+            ident.name()
+        )
+    }
+
+    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+        let name = namespace.join(".");
+        let url = self.url(None, None);
+        let body = wire::CreateNamespace {
+            namespace: namespace.as_ref(),
+            properties: HashMap::new(),
+        };
+        let span = tracing::debug_span!("rest.create_namespace", namespace = %name);
+        match self.post(&url, &body).instrument(span).await? {
+            Outcome::Answer(status, _) if status.is_success() => Ok(()),
+            Outcome::Answer(status, body) => {
+                match wire::namespace_error(&name, url.as_str(), status.as_u16(), &body) {
+                    None => Ok(()),
+                    Some(e) => Err(e),
+                }
+            }
+            Outcome::NotSent(m) | Outcome::Lost(m) => Err(http_err(&Method::POST, &url, m).into()),
+        }
+    }
+
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        creation: TableCreation,
+    ) -> Result<LoadedTable, CatalogError> {
+        let table = display(ident);
+        let span = tracing::info_span!("rest.create_table", table = %table);
+        async {
+            self.ensure_namespace(ident.namespace()).await?;
+            let mut properties = creation.properties.clone();
+            if creation.format_version != FormatVersion::V2 {
+                let v = match creation.format_version {
+                    FormatVersion::V1 => "1",
+                    FormatVersion::V2 => "2",
+                    FormatVersion::V3 => "3",
+                };
+                properties.insert("format-version".to_string(), v.to_string());
+            }
+            let body = wire::CreateTable {
+                name: ident.name(),
+                location: creation.location.as_deref(),
+                schema: &creation.schema,
+                partition_spec: creation.partition_spec.as_ref(),
+                write_order: creation.sort_order.as_ref(),
+                stage_create: false,
+                properties: &properties,
+            };
+            let url = self.url(Some(ident.namespace()), None);
+            match self.post(&url, &body).await? {
+                Outcome::Answer(status, body) if status.is_success() => self
+                    .loaded(ident, &url, &body, "create")
+                    .map_err(CatalogError::Store),
+                Outcome::Answer(status, body) => Err(wire::create_error(
+                    &table,
+                    url.as_str(),
+                    status.as_u16(),
+                    &body,
+                )),
+                Outcome::NotSent(m) | Outcome::Lost(m) => {
+                    Err(http_err(&Method::POST, &url, m).into())
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
+        let table = display(ident);
+        let span = tracing::debug_span!("rest.load_table", table = %table);
+        async {
+            let url = self.table_url(ident);
+            match self.http.get(&url, self.get_attempts).await? {
+                Outcome::Answer(status, body) if status.is_success() => self
+                    .loaded(ident, &url, &body, "load")
+                    .map_err(CatalogError::Store),
+                Outcome::Answer(status, body) => Err(wire::load_error(
+                    &table,
+                    url.as_str(),
+                    status.as_u16(),
+                    &body,
+                )),
+                Outcome::NotSent(m) | Outcome::Lost(m) => {
+                    Err(http_err(&Method::GET, &url, m).into())
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        let span = tracing::info_span!(
+            "rest.commit",
+            table = %table,
+            updates = commit.updates.len(),
+        );
+        async {
+            let url = self.table_url(&ident);
+            let body = wire::CommitTable {
+                identifier: wire::TableName {
+                    namespace: ident.namespace().as_ref(),
+                    name: ident.name(),
+                },
+                requirements: &commit.requirements,
+                updates: &commit.updates,
+            };
+            match self.post(&url, &body).await? {
+                // Applied, but an answer floe cannot read leaves it unsure what it holds.
+                Outcome::Answer(status, body) if status.is_success() => self
+                    .loaded(&ident, &url, &body, "commit")
+                    .map_err(|reason| CatalogError::Ambiguous {
+                        table: table.clone(),
+                        reason,
+                    }),
+                Outcome::Answer(status, body) => Err(wire::commit_error(
+                    &table,
+                    url.as_str(),
+                    status.as_u16(),
+                    &body,
+                )),
+                Outcome::NotSent(m) => Err(http_err(&Method::POST, &url, m).into()),
+                Outcome::Lost(reason) => Err(CatalogError::Ambiguous {
+                    table: table.clone(),
+                    reason: format!("POST {url}: {reason}"),
+                }),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+fn parse_url(s: &str) -> Result<Url, RestError> {
+    Url::parse(s).map_err(|e| RestError::Config(format!("`{s}` is not a URL: {e}")))
+}
