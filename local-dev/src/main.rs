@@ -1,5 +1,6 @@
 //! `floe`: the embedded Iceberg micro-batch writer on one machine.
 
+mod bench;
 mod demo;
 mod dlq;
 mod ingest;
@@ -45,6 +46,9 @@ enum Command {
     Dlq(dlq::DlqCommand),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
+    /// Benchmark inputs and runs (see local-dev/bench/sweep.sh).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Compact, merge manifests, expire snapshots and remove orphan files.
     Maintain(maintain::MaintainArgs),
     /// Replicate Postgres tables through a logical replication slot.
@@ -87,6 +91,7 @@ fn main() -> Result<()> {
             Command::Demo(args) => demo::run(&floe, args).await,
             Command::Pg(cmd) => pg::run(&floe, cmd).await,
             Command::Maintain(args) => maintain::run(&floe, args).await,
+            Command::Bench(cmd) => bench::run(&floe, cmd).await,
         }
     })
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use iceberg::{TableCreation, TableIdent};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::catalog::{Catalog, CatalogError, CatalogRef, LoadedTable, SqliteCatalog};
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable, SqliteCatalog};
 use crate::commit::{CommitEngine, RetryPolicy};
 use crate::config::{Config, Location};
 use crate::dlq::{Rejected, StorageDeadLetters};
@@ -142,7 +142,7 @@ pub struct IngestReport {
 #[derive(Debug, Clone)]
 pub struct Embedded {
     warehouse: LocalWarehouse,
-    catalog: Arc<SqliteCatalog>,
+    catalog: CatalogRef,
     config: Arc<Config>,
     faults: Faults,
     /// Live counters, for progress display.
@@ -190,6 +190,13 @@ impl Embedded {
     /// The warehouse.
     pub fn warehouse(&self) -> &LocalWarehouse {
         &self.warehouse
+    }
+
+    /// The same warehouse with `latency` added to every catalog commit, as a
+    /// remote catalog would have (for the commit-regime benchmark).
+    pub fn with_commit_latency(mut self, latency: Duration) -> Self {
+        self.catalog = Arc::new(crate::catalog::delayed::Delayed::new(self.catalog, latency));
+        self
     }
 
     /// The settings.

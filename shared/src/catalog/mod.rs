@@ -5,6 +5,7 @@
 //! (someone else committed first) or [`CatalogError::Ambiguous`] (the answer was
 //! lost: the commit may or may not have landed, so the engine must re-read).
 
+pub mod delayed;
 #[cfg(feature = "aws")]
 pub mod glue;
 #[cfg(feature = "rest")]

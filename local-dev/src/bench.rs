@@ -1,0 +1,293 @@
+//! `floe bench`: the inputs and runs behind docs/benchmarks.md's tables
+//! (local-dev/bench/sweep.sh drives them): benchmark data of either shape,
+//! the commit regime under a slow catalog, and copy-on-write amplification.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use floe_core::commit::copy_on_write;
+use floe_core::embedded::{Embedded, IngestOptions, Input};
+use floe_core::ident;
+use floe_core::route::SourceKind;
+use floe_core::tabledef;
+
+use crate::demo;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Write benchmark records as NDJSON.
+    Gen(GenArgs),
+    /// Print the Iceberg schema JSON of a shape.
+    Schema {
+        /// The shape.
+        #[arg(long, value_enum, default_value_t = Shape::Event)]
+        shape: Shape,
+    },
+    /// Writers submitting to one committer whose catalog commits take `--latency-ms`.
+    Commit(CommitArgs),
+    /// Copy-on-write: touch `--keys` keys of a table of `--rows` rows in `--files` files.
+    Cow(CowArgs),
+}
+
+/// Record shape.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Shape {
+    /// Redpanda Connect's 6-field event (id, user_id, event_type, value, info, ts).
+    Event,
+    /// 50 columns: longs, doubles, strings, booleans, timestamps.
+    Wide,
+}
+
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    #[arg(long, value_enum, default_value_t = Shape::Event)]
+    shape: Shape,
+    /// Random text and values instead of the benchmark's repetitive ones.
+    #[arg(long)]
+    high_entropy: bool,
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Output file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    #[arg(long)]
+    latency_ms: u64,
+    #[arg(long)]
+    writers: usize,
+    #[arg(long, default_value_t = 200_000)]
+    records: u64,
+    /// Records per writer batch (one commit request each).
+    #[arg(long, default_value_t = 1_000)]
+    batch: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct CowArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: u64,
+    #[arg(long, default_value_t = 10)]
+    files: u64,
+    #[arg(long)]
+    keys: u64,
+}
+
+pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Gen(a) => {
+            let data = generate(a.shape, a.high_entropy, a.records);
+            std::fs::write(&a.out, data).with_context(|| a.out.display().to_string())
+        }
+        BenchCommand::Schema { shape } => {
+            println!("{}", schema_json(shape));
+            Ok(())
+        }
+        BenchCommand::Commit(a) => commit_regime(floe, a).await,
+        BenchCommand::Cow(a) => cow(floe, a).await,
+    }
+}
+
+/// NDJSON records of `shape`.
+pub fn generate(shape: Shape, high_entropy: bool, n: u64) -> Vec<u8> {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    match (shape, high_entropy) {
+        (Shape::Event, false) => demo::generate(n),
+        (Shape::Event, true) => {
+            let mut out = Vec::with_capacity(n as usize * 160);
+            for i in 0..n {
+                let _ = writeln!(
+                    out,
+                    r#"{{"id":{i},"user_id":{},"event_type":"{:016x}","value":{},"info":"{:016x}{:016x}{:016x}","ts":"2026-11-30T10:{:02}:{:02}.{:06}Z"}}"#,
+                    rng.next() >> 20,
+                    rng.next(),
+                    rng.next() >> 1,
+                    rng.next(),
+                    rng.next(),
+                    rng.next(),
+                    rng.next() % 60,
+                    rng.next() % 60,
+                    rng.next() % 1_000_000,
+                );
+            }
+            out
+        }
+        (Shape::Wide, entropy) => {
+            let mut out = Vec::with_capacity(n as usize * 1500);
+            for r in 0..n {
+                out.push(b'{');
+                for i in 0..50u64 {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let x = if entropy { rng.next() } else { r * 31 + i };
+                    let _ = match i % 5 {
+                        0 => write!(out, "\"col_{i}\":{}", x >> 1),
+                        1 => write!(out, "\"col_{i}\":{}.{}", x % 100_000, i),
+                        2 if entropy => write!(out, "\"col_{i}\":\"{x:016x}{:016x}\"", rng.next()),
+                        2 => write!(out, "\"col_{i}\":\"value {} of column {i}\"", r % 100),
+                        3 => write!(out, "\"col_{i}\":{}", x % 2 == 0),
+                        _ => write!(
+                            out,
+                            "\"col_{i}\":\"2026-11-30T10:{:02}:{:02}.{:03}Z\"",
+                            i % 60,
+                            x % 60,
+                            x % 1000
+                        ),
+                    };
+                }
+                out.extend_from_slice(b"}\n");
+            }
+            out
+        }
+    }
+}
+
+/// The Iceberg schema of `shape`.
+pub fn schema_json(shape: Shape) -> String {
+    match shape {
+        Shape::Event => include_str!("../bench/events.schema.json").to_string(),
+        Shape::Wide => {
+            let fields: Vec<String> = (0..50)
+                .map(|i| {
+                    let t = ["long", "double", "string", "boolean", "timestamptz"][i % 5];
+                    format!(
+                        r#"{{"id":{},"name":"col_{i}","required":false,"type":"{t}"}}"#,
+                        i + 1
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"type":"struct","schema-id":0,"fields":[{}]}}"#,
+                fields.join(",")
+            )
+        }
+    }
+}
+
+async fn commit_regime(floe: &Embedded, a: CommitArgs) -> Result<()> {
+    let floe = floe
+        .clone()
+        .with_commit_latency(Duration::from_millis(a.latency_ms));
+    let ident = ident::parse_table("bench.commit")?;
+    let schema = tabledef::parse_schema(&schema_json(Shape::Event))?;
+    floe.create_table(
+        &ident,
+        tabledef::creation(ident.name(), schema, Default::default(), Default::default()),
+    )
+    .await?;
+    // One input per writer, as independent producers submitting at once.
+    let per = a.records / a.writers.max(1) as u64;
+    let data = demo::generate(per);
+    let inputs = (0..a.writers)
+        .map(|w| Input {
+            source: format!("bench:w{w}"),
+            kind: SourceKind::File,
+            reader: Box::new(std::io::Cursor::new(data.clone())),
+        })
+        .collect();
+    let opts = IngestOptions {
+        writers: a.writers.max(1),
+        batch_records: a.batch,
+        // The committer takes whatever is queued when it is free: no extra wait.
+        commit_window: Duration::ZERO,
+        ..IngestOptions::default()
+    };
+    let r = floe.ingest(Some(&ident), inputs, &opts).await?;
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "{}",
+        serde_json::json!({
+            "latency_ms": a.latency_ms, "writers": a.writers, "records": r.records_committed,
+            "requests": r.requests, "commits": r.commits,
+            "records_per_commit": r.records_committed as f64 / r.commits.max(1) as f64,
+            "requests_per_commit": r.requests as f64 / r.commits.max(1) as f64,
+            "records_per_second": r.records_committed as f64 / secs,
+        })
+    );
+    Ok(())
+}
+
+async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
+    let ident = ident::parse_table("bench.cow")?;
+    let schema = tabledef::parse_schema(
+        r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+          {"id":1,"name":"id","required":true,"type":"long"},
+          {"id":2,"name":"v","required":false,"type":"string"}]}"#,
+    )?;
+    let properties = copy_on_write::MODE_PROPERTIES
+        .iter()
+        .map(|p| (p.to_string(), "copy-on-write".to_string()))
+        .collect();
+    floe.create_table(
+        &ident,
+        tabledef::creation(ident.name(), schema, Default::default(), properties),
+    )
+    .await?;
+    // M files of contiguous keys, one batch (and file) each.
+    let per = a.rows / a.files.max(1);
+    let mut text = Vec::with_capacity(a.rows as usize * 40);
+    for id in 0..per * a.files {
+        let _ = writeln!(text, r#"{{"id":{id},"v":"original value of row {id}"}}"#);
+    }
+    let opts = IngestOptions {
+        writers: 1,
+        batch_records: per,
+        commit_window: Duration::ZERO,
+        ..IngestOptions::default()
+    };
+    let input = |name: &str, text: Vec<u8>| Input {
+        source: format!("bench:{name}"),
+        kind: SourceKind::File,
+        reader: Box::new(std::io::Cursor::new(text)),
+    };
+    floe.ingest(Some(&ident), vec![input("load", text)], &opts)
+        .await?;
+    // K keys spread evenly over the key range.
+    let mut update = Vec::new();
+    let step = (per * a.files / a.keys.max(1)).max(1);
+    for k in 0..a.keys {
+        let _ = writeln!(update, r#"{{"_op":"u","id":{},"v":"updated"}}"#, k * step);
+    }
+    let r = floe
+        .ingest(Some(&ident), vec![input("update", update)], &opts)
+        .await?;
+    let loaded = floe.catalog().load_table(&ident).await?;
+    let summary = &loaded
+        .metadata
+        .current_snapshot()
+        .context("no snapshot")?
+        .summary()
+        .additional_properties;
+    let num = |k: &str| -> f64 { summary.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
+    let rewritten = num(copy_on_write::ROWS_REWRITTEN);
+    let changed = num(copy_on_write::ROWS_CHANGED);
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows": per * a.files, "files": a.files, "keys": a.keys,
+            "files_rewritten": num(copy_on_write::REWRITTEN_FILES),
+            "table_rewritten_pct": 100.0 * rewritten / (per * a.files) as f64,
+            "rows_per_changed_row": rewritten / changed.max(1.0),
+            "bytes_amplification": num(copy_on_write::WRITE_AMPLIFICATION),
+            "update_seconds": r.elapsed.as_secs_f64(),
+        })
+    );
+    Ok(())
+}
+
+/// xorshift64: reproducible data without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
