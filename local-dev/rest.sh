@@ -66,6 +66,19 @@ assert "defaults" in body
 PY
 }
 
+moto="$(bash "$here/aws.sh")"
+# The warehouse bucket on moto, ensured on every call: a moto restarted
+# under a running lakana would otherwise leave it writing to a lost bucket.
+"$venv/bin/python" - "$moto" "$bucket" <<'PY' >&2
+import sys, boto3
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                aws_access_key_id="testing", aws_secret_access_key="testing")
+try:
+  s3.create_bucket(Bucket=sys.argv[2])
+except s3.exceptions.BucketAlreadyOwnedByYou:
+  pass
+PY
+
 if ! answers; then
   # Its metadata database, on the local Postgres of pg.sh.
   conninfo="$(bash "$here/pg.sh")"
@@ -74,17 +87,6 @@ if ! answers; then
   if ! "$psql" "$conninfo" -tAc "SELECT 1 FROM pg_database WHERE datname = 'lakana'" | grep -q 1; then
     "$psql" "$conninfo" -qc "CREATE DATABASE lakana" >&2
   fi
-  moto="$(bash "$here/aws.sh")"
-  # The warehouse bucket on moto (created unless it exists).
-  "$venv/bin/python" - "$moto" "$bucket" <<'PY' >&2
-import sys, boto3
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-                  aws_access_key_id="testing", aws_secret_access_key="testing")
-try:
-    s3.create_bucket(Bucket=sys.argv[2])
-except s3.exceptions.BucketAlreadyOwnedByYou:
-    pass
-PY
 
   export LAKANA_DATABASE__URL="postgresql+pg8000://postgres@127.0.0.1:$pg_port/lakana"
   export LAKANA_HOST=127.0.0.1 LAKANA_PORT="$port"
