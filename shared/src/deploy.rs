@@ -87,11 +87,10 @@ impl Deployment {
     fn embedded(config: Config, faults: Faults) -> Result<Self, DeployError> {
         let dir = match config.warehouse_location() {
             Location::Path(p) => p,
-            // `Config` refuses sqlite with a URI warehouse; stay total anyway.
             Location::Uri(_) => {
-                return Err(DeployError::Missing {
-                    key: "warehouse.path",
-                    message: "the sqlite catalog needs a local warehouse".into(),
+                return Err(DeployError::Unsupported {
+                    key: "catalog.type",
+                    message: "the sqlite catalog lives in a local warehouse.path; use \"glue\" with warehouse.uri".into(),
                 });
             }
         };
@@ -213,4 +212,40 @@ impl Deployment {
 
 fn file_uri(p: PathBuf) -> String {
     format!("file://{}", std::path::absolute(&p).unwrap_or(p).display())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml_str(text, Path::new(""), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn rest_is_refused_naming_the_key() {
+        let c = config("[warehouse]\nuri = \"s3://b/wh\"\n[catalog]\ntype = \"rest\"\n");
+        let e = Deployment::from_config(c, Faults::none())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("catalog.type") && e.contains("not built into this binary yet"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_builds_an_embedded_deployment() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(&format!(
+            "[warehouse]\npath = \"{}\"\n[routing]\ntable = \"bronze.events\"\n",
+            dir.path().display()
+        ));
+        let d = Deployment::from_config(c, Faults::none()).await.unwrap();
+        assert!(d.writer().is_ok());
+        assert!(dir.path().join("catalog.db").is_file());
+    }
 }

@@ -846,12 +846,6 @@ impl Config {
                     ),
                 ));
             }
-            (CatalogType::Sqlite, Some(_)) => {
-                return Err(ConfigError::key(
-                    "catalog.type",
-                    "the sqlite catalog lives in a local warehouse.path; use \"glue\" or \"rest\" with warehouse.uri",
-                ));
-            }
             _ => {}
         }
         if self.catalog.catalog_id.is_some() && self.catalog.kind != CatalogType::Glue {
