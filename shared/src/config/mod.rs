@@ -836,17 +836,14 @@ impl Config {
         if let Some(prefix) = &self.queue.claim_prefix {
             check_uri("queue.claim_prefix", prefix)?;
         }
-        match (self.catalog.kind, &self.warehouse.uri) {
-            (CatalogType::Glue | CatalogType::Rest, None) => {
-                return Err(ConfigError::key(
-                    "warehouse.uri",
-                    format!(
-                        "catalog.type = \"{}\" keeps tables in object storage: set warehouse.uri = \"s3://bucket/prefix\"",
-                        self.catalog.kind.name()
-                    ),
-                ));
-            }
-            _ => {}
+        if self.catalog.kind != CatalogType::Sqlite && self.warehouse.uri.is_none() {
+            return Err(ConfigError::key(
+                "warehouse.uri",
+                format!(
+                    "catalog.type = \"{}\" keeps tables in object storage: set warehouse.uri = \"s3://bucket/prefix\"",
+                    self.catalog.kind.name()
+                ),
+            ));
         }
         if self.catalog.catalog_id.is_some() && self.catalog.kind != CatalogType::Glue {
             return Err(ConfigError::key(
