@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use floe_committer::CommitterFunction;
 use floe_core::config::Config;
 use floe_core::deploy::Deployment;
@@ -11,12 +12,17 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
+async fn main() -> anyhow::Result<()> {
     init_logging();
     // Bad config fails the init phase, naming the key, before any event is taken.
-    let config = Config::load(None)?;
-    let deployment = Deployment::from_config(config, Faults::from_env()?).await?;
-    let function = Arc::new(CommitterFunction::new(&deployment)?);
+    let deployment = match start().await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot start");
+            return Err(e);
+        }
+    };
+    let function = Arc::new(CommitterFunction::new(&deployment).context("cannot start")?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let function = function.clone();
         async move {
@@ -27,6 +33,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         }
     }))
     .await
+    .map_err(|e| anyhow::anyhow!(e))
+}
+
+/// The deployment the config describes; errors name the key at fault.
+async fn start() -> anyhow::Result<Deployment> {
+    let config = Config::load(None)?;
+    Ok(Deployment::from_config(config, Faults::from_env()?).await?)
 }
 
 /// JSON lines on stdout, which CloudWatch Logs indexes; `RUST_LOG` filters.
