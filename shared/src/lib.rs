@@ -3,7 +3,8 @@
 //! Layers look only down: `pipeline` (writer and committer steps, shared by the
 //! Lambda functions and the embedded CLI) sits on `commit` (floe's own Iceberg
 //! commit engine), which sits on `catalog`, `queue`, `write`, `shred`, `dlq`,
-//! `ledger`, `request`, `storage`, `faults` and `metrics`; with the `aws`
+//! `ledger`, `request`, `storage`, `faults` and `metrics`; `deploy` assembles
+//! those parts from a config for every entry point, `status` reads a table's state; with the `aws`
 //! feature, `aws` holds the one SDK configuration S3, SQS and Glue share.
 
 #[cfg(feature = "aws")]
@@ -12,6 +13,7 @@ pub mod catalog;
 pub mod change;
 pub mod commit;
 pub mod config;
+pub mod deploy;
 pub mod dlq;
 pub mod embedded;
 pub mod evolve;
@@ -29,6 +31,7 @@ pub mod request;
 pub mod route;
 pub mod shred;
 pub mod source;
+pub mod status;
 pub mod storage;
 pub mod tabledef;
 pub mod write;

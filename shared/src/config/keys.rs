@@ -42,6 +42,7 @@ pub(super) const UNKNOWN_FIELDS: &[&str] = &["ignore", "reject"];
 pub(super) const EPOCH_UNITS: &[&str] = &["s", "ms", "us", "ns"];
 pub(super) const MERGE_STRATEGIES: &[&str] = &["merge-on-read", "copy-on-write"];
 pub(super) const CHANGELOGS: &[&str] = &["off", "beside", "only"];
+pub(super) const CATALOG_TYPES: &[&str] = &["sqlite", "glue", "rest"];
 
 const WAREHOUSE: &[Key] = &[key("path", Kind::Text), key("uri", Kind::Text)];
 const DEAD_LETTER: &[Key] = &[key("location", Kind::Text)];
@@ -67,6 +68,25 @@ const DEFAULTS: &[Key] = &[
     key("merge_strategy", Kind::Choice(MERGE_STRATEGIES)),
     key("changelog", Kind::Choice(CHANGELOGS)),
 ];
+const AWS: &[Key] = &[key("region", Kind::Text), key("endpoint", Kind::Text)];
+const CATALOG: &[Key] = &[
+    key("type", Kind::Choice(CATALOG_TYPES)),
+    key("catalog_id", Kind::Text),
+];
+const QUEUE: &[Key] = &[key("url", Kind::Text), key("claim_prefix", Kind::Text)];
+const HTTP: &[Key] = &[
+    key("token", Kind::Text),
+    // A Lambda request payload is at most 6 MB, so a larger limit could never apply.
+    key(
+        "max_body_bytes",
+        Kind::Int {
+            min: 1,
+            max: 6_291_456,
+        },
+    ),
+    // API Gateway's HTTP APIs give up on an integration after 30 s.
+    key("wait_seconds", Kind::Int { min: 0, max: 29 }),
+];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),
     key("partition", Kind::List),
@@ -80,6 +100,10 @@ pub(super) const SECTIONS: &[(&str, &[Key])] = &[
     ("dead_letter", DEAD_LETTER),
     ("routing", ROUTING),
     ("defaults", DEFAULTS),
+    ("aws", AWS),
+    ("catalog", CATALOG),
+    ("queue", QUEUE),
+    ("http", HTTP),
 ];
 
 /// The section of per-table overrides.
@@ -138,7 +162,7 @@ pub(super) fn check(root: &mut Table) -> Result<(), ConfigError> {
                     "section",
                     name,
                     known,
-                    "warehouse, dead_letter, routing, defaults or tables",
+                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http or tables",
                 ),
             ));
         }

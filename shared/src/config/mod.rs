@@ -28,11 +28,12 @@
 //!
 //! # Environment overrides
 //!
-//! Every key of `[warehouse]`, `[dead_letter]`, `[routing]` and `[defaults]`
-//! can be replaced by `FLOE_<SECTION>_<KEY>`, upper-cased:
-//! `FLOE_WAREHOUSE_URI`, `FLOE_DEAD_LETTER_LOCATION`, `FLOE_ROUTING_MODE`,
-//! `FLOE_ROUTING_ALLOW`, `FLOE_DEFAULTS_EVOLUTION`,
-//! `FLOE_DEFAULTS_INFER_DECIMAL_SCALE`, …
+//! Every key of `[warehouse]`, `[dead_letter]`, `[routing]`, `[defaults]`,
+//! `[aws]`, `[catalog]`, `[queue]` and `[http]` can be replaced by
+//! `FLOE_<SECTION>_<KEY>`, upper-cased: `FLOE_WAREHOUSE_URI`,
+//! `FLOE_DEAD_LETTER_LOCATION`, `FLOE_ROUTING_MODE`, `FLOE_ROUTING_ALLOW`,
+//! `FLOE_DEFAULTS_EVOLUTION`, `FLOE_DEFAULTS_INFER_DECIMAL_SCALE`,
+//! `FLOE_CATALOG_TYPE`, `FLOE_QUEUE_URL`, `FLOE_HTTP_TOKEN`, …
 //!
 //! - The variable replaces the key's whole value, as if it were written in the
 //!   file, and is then checked like the file; errors name the variable.
@@ -45,9 +46,8 @@
 //!   (`FLOE_ROUTING_MODE=fixed FLOE_ROUTING_TABLE=bronze.events FLOE_ROUTING_TEMPLATE=`).
 //! - `warehouse.path` and `warehouse.uri` are alternatives: setting one through
 //!   the environment drops the other one from the file.
-//! - A `FLOE_WAREHOUSE_*`, `FLOE_DEAD_LETTER_*`, `FLOE_ROUTING_*` or
-//!   `FLOE_DEFAULTS_*` variable that is not a key is an error, so a typo is not
-//!   silently ignored.
+//! - A `FLOE_<SECTION>_*` variable of one of those sections that is not a key
+//!   is an error, so a typo is not silently ignored.
 //! - `[tables.*]` sections have no environment overrides.
 //!
 //! # Reference
@@ -76,6 +76,19 @@
 //! case_insensitive = false
 //! epoch_unit = "ms"
 //! properties = { "write.parquet.compression-codec" = "zstd" }
+//!
+//! [aws]
+//! region = "eu-west-1"
+//! # endpoint = "http://127.0.0.1:5001"
+//!
+//! [catalog]
+//! type = "glue"
+//!
+//! [queue]
+//! url = "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits"
+//!
+//! [http]
+//! max_body_bytes = 5242880
 //!
 //! [tables."bronze.events"]
 //! schema = "schemas/events.json"
@@ -136,6 +149,38 @@
 //! | `epoch_unit` | `"s"`, `"ms"`, `"us"` or `"ns"` | `"ms"` | Unit of JSON numbers written to timestamp, date and time columns. |
 //! | `merge_strategy` | `"merge-on-read"` or `"copy-on-write"` | `"merge-on-read"` | Keyed tables: `merge-on-read` commits equality delete files that readers apply; `copy-on-write` rewrites the data files holding touched keys at commit, so the table never has delete files (for engines that read none), at the cost of write amplification reported in each snapshot summary (`floe.cow.*`). Sets `write.update.mode`, `write.delete.mode` and `write.merge.mode` on tables floe creates; the committer follows those properties. |
 //! | `changelog` | `"off"`, `"beside"` or `"only"` | `"off"` | Change records (Debezium, DMS, DynamoDB, `_op`): `beside` also appends every change, unfolded and in order, to `<table>_changelog` with columns `_op` (`insert`, `update`, `delete`, `read`, `truncate`), `_position` (the source position, e.g. the LSN) and `_ts` (event time) before the row's own; `only` writes that changelog to the table itself, with no keyed table. |
+//!
+//! ## `[aws]`: how to reach AWS
+//!
+//! Credentials are never configured here: they come from the standard chain
+//! (environment, profile, web identity, the Lambda role).
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `region` | string | `AWS_REGION` | Region of S3, SQS and Glue. |
+//! | `endpoint` | string | AWS's own | One endpoint for S3, SQS and Glue, such as moto or MinIO (`http://127.0.0.1:5001`); S3 is then addressed path-style (`endpoint/bucket/key`). |
+//!
+//! ## `[catalog]`: where tables are registered
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `type` | `"sqlite"`, `"glue"` or `"rest"` | `"sqlite"` | `sqlite`: the embedded catalog in `warehouse.path`. `glue`: AWS Glue, with tables under `warehouse.uri` (`s3://…`), which it then requires. `rest`: an Iceberg REST catalog; not built into this release yet, so floe refuses to start with it. |
+//! | `catalog_id` | string | the caller's account | `glue` only: the AWS account id of the Glue catalog. |
+//!
+//! ## `[queue]`: the commit queue
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `url` | string | — | SQS queue URL the writers send commit requests to and the committer reads. Required by the Lambda functions; unset, floe uses an in-process queue (embedded mode). A URL ending in `.fifo` is a FIFO queue. |
+//! | `claim_prefix` | string | `<warehouse>/_floe/claims` | `s3://…` prefix for commit requests larger than an SQS message (claim check). |
+//!
+//! ## `[http]`: the HTTP ingestion function
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `token` | string | — | Bearer token every request must present (`Authorization: Bearer …`); the function refuses to start without one. Set it through `FLOE_HTTP_TOKEN` from a secret rather than in the file. |
+//! | `max_body_bytes` | integer 1–6291456 | `5242880` | Larger request bodies are refused with 413. |
+//! | `wait_seconds` | integer 0–29 | `20` | How long `?wait=commit` waits for the batch to be in the table before answering 202. |
 //!
 //! ## `[tables."namespace.table"]`: one table
 //!
@@ -260,6 +305,14 @@ pub struct Config {
     pub defaults: TableDefaults,
     /// `[tables."ns.table"]`, by table name.
     pub tables: BTreeMap<String, TableConfig>,
+    /// `[aws]`.
+    pub aws: AwsConfig,
+    /// `[catalog]`.
+    pub catalog: CatalogConfig,
+    /// `[queue]`.
+    pub queue: QueueConfig,
+    /// `[http]`.
+    pub http: HttpConfig,
     /// Directory that relative paths are relative to.
     #[serde(skip)]
     base_dir: PathBuf,
@@ -275,6 +328,117 @@ pub struct WarehouseConfig {
     /// Object-store warehouse URI (`s3://bucket/prefix`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,
+}
+
+/// `[aws]`: how to reach AWS (credentials always come from the standard chain).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AwsConfig {
+    /// The region; unset leaves it to `AWS_REGION` or the profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// One endpoint for S3, SQS and Glue (moto, MinIO); implies path-style S3 addressing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+/// `catalog.type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogType {
+    /// The embedded SQLite catalog inside a local warehouse.
+    #[default]
+    Sqlite,
+    /// AWS Glue.
+    Glue,
+    /// An Iceberg REST catalog.
+    Rest,
+}
+
+/// `[catalog]`: where tables are registered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Which catalog.
+    #[serde(rename = "type")]
+    pub kind: CatalogType,
+    /// Glue: the account id owning the catalog, when not the caller's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_id: Option<String>,
+}
+
+/// `[queue]`: the commit queue between writers and the committer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    /// The SQS queue URL; unset means the in-process queue (embedded only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Where request bodies too large for SQS go; see [`Config::claim_prefix`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_prefix: Option<String>,
+}
+
+/// A secret from the config: kept out of `Debug` output and never serialised back.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that compares it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Self(s.to_string())
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
+/// `[http]`: the HTTP ingestion function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The bearer token callers must present; the function refuses to start without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    /// Largest request body accepted; see [`HttpConfig::max_body`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    /// Longest `?wait=commit` waits; see [`HttpConfig::wait`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u64>,
+}
+
+/// Request bodies larger than this are refused with 413 unless `http.max_body_bytes` says otherwise.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 5 * 1024 * 1024;
+/// How long `?wait=commit` waits unless `http.wait_seconds` says otherwise.
+pub const DEFAULT_WAIT_SECONDS: u64 = 20;
+
+impl HttpConfig {
+    /// The body size limit in bytes.
+    pub fn max_body(&self) -> u64 {
+        self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES)
+    }
+
+    /// The longest wait for a commit.
+    pub fn wait(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.wait_seconds.unwrap_or(DEFAULT_WAIT_SECONDS))
+    }
 }
 
 /// `[dead_letter]`: where rejected records go.
@@ -558,6 +722,20 @@ pub const DEFAULT_WAREHOUSE: &str = "./warehouse";
 /// Dead-letter location below the warehouse when `dead_letter.location` is unset.
 pub const DEFAULT_DEAD_LETTER: &str = "_floe/dlq";
 
+/// Claim-check prefix below the warehouse when `queue.claim_prefix` is unset.
+pub const DEFAULT_CLAIMS: &str = "_floe/claims";
+
+impl CatalogType {
+    /// The name used in `catalog.type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Glue => "glue",
+            Self::Rest => "rest",
+        }
+    }
+}
+
 impl Config {
     /// Loads the config from `path` (`--config`), else `FLOE_CONFIG`, else
     /// `FLOE_CONFIG_TOML`, else defaults, then applies `FLOE_*` overrides.
@@ -652,6 +830,27 @@ impl Config {
         {
             check_uri("dead_letter.location", location)?;
         }
+        if let Some(endpoint) = &self.aws.endpoint {
+            check_uri("aws.endpoint", endpoint)?;
+        }
+        if let Some(prefix) = &self.queue.claim_prefix {
+            check_uri("queue.claim_prefix", prefix)?;
+        }
+        if self.catalog.kind != CatalogType::Sqlite && self.warehouse.uri.is_none() {
+            return Err(ConfigError::key(
+                "warehouse.uri",
+                format!(
+                    "catalog.type = \"{}\" keeps tables in object storage: set warehouse.uri = \"s3://bucket/prefix\"",
+                    self.catalog.kind.name()
+                ),
+            ));
+        }
+        if self.catalog.catalog_id.is_some() && self.catalog.kind != CatalogType::Glue {
+            return Err(ConfigError::key(
+                "catalog.catalog_id",
+                "only catalog.type = \"glue\" uses it",
+            ));
+        }
         // Fixed mode without a table is the CLI's and the tests' case: the caller
         // names the table (`floe ingest NS.TABLE`); only records routed by these
         // rules need them complete.
@@ -713,6 +912,15 @@ impl Config {
             }
             Some(path) => Location::Path(self.resolve(Path::new(path))),
             None => self.warehouse_location().join(DEFAULT_DEAD_LETTER),
+        }
+    }
+
+    /// Where the commit queue puts request bodies too large for SQS:
+    /// `queue.claim_prefix`, else `<warehouse>/_floe/claims`.
+    pub fn claim_prefix(&self) -> Location {
+        match &self.queue.claim_prefix {
+            Some(uri) => Location::Uri(uri.trim_end_matches('/').to_string()),
+            None => self.warehouse_location().join(DEFAULT_CLAIMS),
         }
     }
 

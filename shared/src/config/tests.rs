@@ -483,7 +483,7 @@ fn unknown_keys_are_named_with_their_path() {
     );
     let e = err(&format!("{FIXED}[kafka]\n"));
     assert!(
-        e.contains("expected warehouse, dead_letter, routing, defaults or tables"),
+        e.contains("expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http or tables"),
         "{e}"
     );
 }
@@ -745,5 +745,67 @@ fn warehouse_locations_are_checked() {
     assert!(
         e.starts_with("config key dead_letter.location: expected a URI"),
         "{e}"
+    );
+}
+
+#[test]
+fn deployment_sections_are_checked_and_overridable() {
+    let c = load_env(
+        "[warehouse]\nuri = \"s3://b/wh\"\n",
+        &[
+            ("FLOE_CATALOG_TYPE", "glue"),
+            (
+                "FLOE_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/floe",
+            ),
+            ("FLOE_AWS_REGION", "eu-west-1"),
+            ("FLOE_AWS_ENDPOINT", "http://127.0.0.1:5001"),
+            ("FLOE_HTTP_TOKEN", "s3cret-token"),
+            ("FLOE_HTTP_MAX_BODY_BYTES", "1024"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.catalog.kind, CatalogType::Glue);
+    assert_eq!(c.aws.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(c.aws.endpoint.as_deref(), Some("http://127.0.0.1:5001"));
+    assert_eq!(
+        c.queue.url.as_deref(),
+        Some("https://sqs.eu-west-1.amazonaws.com/1/floe")
+    );
+    assert_eq!(
+        c.claim_prefix(),
+        Location::Uri("s3://b/wh/_floe/claims".into())
+    );
+    assert_eq!(c.http.max_body(), 1024);
+    assert_eq!(c.http.wait(), std::time::Duration::from_secs(20));
+    assert_eq!(
+        c.http.token.as_ref().map(Secret::expose),
+        Some("s3cret-token")
+    );
+    // The token stays out of logs and serialised configs.
+    assert!(!format!("{c:?}").contains("s3cret"));
+    assert!(!toml::to_string(&c).unwrap().contains("s3cret"));
+
+    let e = err("[catalog]\ntype = \"glue\"\n");
+    assert!(e.contains("warehouse.uri") && e.contains("s3://"), "{e}");
+    let e = err("[catalog]\ntype = \"glu\"\n");
+    assert!(
+        e.contains("catalog.type") && e.contains("sqlite, glue or rest"),
+        "{e}"
+    );
+    let e = err("[http]\nmax_body_bytes = 0\n");
+    assert!(e.contains("http.max_body_bytes"), "{e}");
+    let e = err("[catalog]\ncatalog_id = \"123\"\n");
+    assert!(e.contains("catalog.catalog_id"), "{e}");
+    let e = err_env("", &[("FLOE_AWS_ENDPOINT", "localhost")]);
+    assert!(
+        e.contains("aws.endpoint") && e.contains("FLOE_AWS_ENDPOINT"),
+        "{e}"
+    );
+    assert!(
+        keys::check_env_names(["FLOE_QUEUE_URLL".to_string()].into_iter())
+            .unwrap_err()
+            .to_string()
+            .contains("FLOE_QUEUE_URL")
     );
 }

@@ -151,6 +151,47 @@ impl SqsQueue {
         }
     }
 
+    /// A message that a Lambda SQS event source delivered (it receives and
+    /// deletes for the function), as a [`Delivery`] whose receipt is the message
+    /// id, claim-check body resolved. `None` for a duplicate of a message whose
+    /// claim object is gone: that happens only after its request was committed.
+    pub async fn event_delivery(
+        &self,
+        message_id: &str,
+        body: &str,
+        receive_count: u32,
+    ) -> Result<Option<Delivery>, QueueError> {
+        Ok(self.resolve(body).await?.map(|(body, claim)| Delivery {
+            receipt: match claim {
+                Some(c) => format!("{message_id}{RECEIPT_SEP}{c}"),
+                None => message_id.to_string(),
+            },
+            body,
+            receive_count,
+        }))
+    }
+
+    /// The SQS part of a [`Delivery`] receipt: the message id of an
+    /// [`SqsQueue::event_delivery`], the receipt handle of a `receive`.
+    pub fn message_of(receipt: &str) -> &str {
+        split_receipt(receipt).0
+    }
+
+    /// Deletes the claim-check objects of event deliveries whose requests are
+    /// committed; the event source deletes the messages themselves. A failed
+    /// delete only leaves an orphaned body behind, so it is logged, not returned.
+    pub async fn forget_claims(&self, receipts: &[String]) {
+        for claim in receipts.iter().filter_map(|r| split_receipt(r).1) {
+            let deleted = match S3Location::parse(claim) {
+                Ok(loc) => s3::delete(&self.s3, &loc).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = deleted {
+                tracing::warn!(queue = %self.url, claim, error = %e, "claim-check object not deleted");
+            }
+        }
+    }
+
     /// FIFO's message group: the table named in the request body, so tables
     /// do not block each other while one table's order is kept.
     fn group_id(body: &Bytes) -> String {

@@ -1,6 +1,8 @@
 //! Counters the pipeline keeps while it runs: read by the CLI's progress bar
 //! and summary, and emitted as metrics by the Lambda functions.
 
+pub mod emf;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Running totals of one process.

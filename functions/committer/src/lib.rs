@@ -1,0 +1,113 @@
+//! floe's committer function: an SQS event of commit requests in (bodies or
+//! claim-check references), floe's committer step over them (grouped by table,
+//! coalesced, checked against each table's ledger), and a partial batch
+//! response out naming the messages of the tables whose commit failed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use floe_core::deploy::Deployment;
+use floe_core::metrics::emf::{Emf, Unit};
+use floe_core::pipeline::{CommitReport, Committer};
+use floe_core::queue::SqsQueue;
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+/// Why the function cannot start or cannot read an event at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitterError {
+    /// The deployment has no SQS commit queue.
+    #[error("config: the committer function reads an SQS queue; set queue.url (FLOE_QUEUE_URL)")]
+    NoQueue,
+    /// The event is not an SQS event.
+    #[error("not an SQS event: {0}")]
+    Event(serde_json::Error),
+}
+
+/// The committer function's state, kept across invocations of one instance.
+pub struct CommitterFunction {
+    committer: Committer,
+    sqs: Arc<SqsQueue>,
+}
+
+impl CommitterFunction {
+    /// The function over a deployment with an SQS commit queue.
+    pub fn new(deployment: &Deployment) -> Result<Self, CommitterError> {
+        Ok(Self {
+            committer: deployment.committer(),
+            sqs: deployment.sqs.clone().ok_or(CommitterError::NoQueue)?,
+        })
+    }
+
+    /// Commits every request in the event. Lambda deletes the messages not
+    /// named in the answer, so a message is named unless its request is in its
+    /// table (committed now or found there by the ledger).
+    pub async fn handle(&self, event: Value) -> Result<Value, CommitterError> {
+        let event: SqsEvent = serde_json::from_value(event).map_err(CommitterError::Event)?;
+        let mut deliveries = Vec::with_capacity(event.records.len());
+        let mut failures = Vec::new();
+        for m in event.records {
+            let (Some(id), Some(body)) = (m.message_id, m.body) else {
+                warn!("SQS record without messageId or body; skipped");
+                continue;
+            };
+            let receive_count = m
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1);
+            match self.sqs.event_delivery(&id, &body, receive_count).await {
+                Ok(Some(d)) => deliveries.push(d),
+                // Its claim object went with an earlier commit of the same request.
+                Ok(None) => info!(message_id = %id, "duplicate of a committed claim-check request"),
+                Err(e) => {
+                    warn!(message_id = %id, error = %e, "claim-check body unreadable; will retry");
+                    failures.push(id);
+                }
+            }
+        }
+        let started = Instant::now();
+        let report = self.committer.commit(deliveries).await;
+        let latency = started.elapsed();
+        self.sqs.forget_claims(&report.done()).await;
+        failures.extend(
+            report
+                .failed()
+                .iter()
+                .map(|r| SqsQueue::message_of(r).to_string()),
+        );
+        emit(&report, latency.as_millis() as f64);
+        let items: Vec<Value> = failures
+            .iter()
+            .map(|id| json!({ "itemIdentifier": id }))
+            .collect();
+        Ok(json!({ "batchItemFailures": items }))
+    }
+}
+
+fn emit(report: &CommitReport, latency_ms: f64) {
+    for t in &report.tables {
+        let mut emf = Emf::new()
+            .dimension("function", "committer")
+            .metric("commit_latency", Unit::Milliseconds, latency_ms)
+            .property("table", t.table.as_str());
+        emf = match &t.result {
+            Ok(o) => {
+                info!(table = %t.table, batch_ids = ?o.committed, duplicates = o.duplicates.len(), snapshots = ?o.snapshot_ids, "committed");
+                emf.metric("requests_per_commit", Unit::Count, o.committed.len() as f64)
+                    .metric("records", Unit::Count, o.records as f64)
+                    .metric("files", Unit::Count, o.data_files as f64)
+                    .metric("duplicates", Unit::Count, o.duplicates.len() as f64)
+                    .metric(
+                        "catalog_retries",
+                        Unit::Count,
+                        f64::from(o.attempts.saturating_sub(1)),
+                    )
+                    .metric("failed_commits", Unit::Count, 0.0)
+            }
+            Err(_) => emf.metric("failed_commits", Unit::Count, 1.0),
+        };
+        emf.emit();
+    }
+}

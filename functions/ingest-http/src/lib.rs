@@ -1,0 +1,281 @@
+//! floe's HTTP ingestion function (API Gateway HTTP API or a function URL):
+//!
+//! - `POST /v1/tables/{namespace}/{table}/records`: a JSON array or NDJSON
+//!   body, written by floe's writer step. The batch id comes from the
+//!   `Idempotency-Key` header (else from the body's hash), so a retried POST is
+//!   committed once. `?wait=commit` answers only once the batch is in the table
+//!   (or after `http.wait_seconds`, with 202). Bad records: 400 naming each
+//!   one's position and field; the good ones are written all the same.
+//! - `GET /v1/tables/{namespace}/{table}`: the last snapshot, total records and
+//!   freshness.
+//!
+//! Every request needs `Authorization: Bearer <http.token>`.
+
+pub mod auth;
+pub mod body;
+
+use std::time::Duration;
+
+use floe_core::catalog::{CatalogError, CatalogRef};
+use floe_core::config::Secret;
+use floe_core::deploy::Deployment;
+use floe_core::iceberg::TableIdent;
+use floe_core::ident::parse_table;
+use floe_core::metrics::emf::{Emf, Unit};
+use floe_core::pipeline::{PipelineError, Records, Source, SourceBatch, Writer};
+use floe_core::route::SourceKind;
+use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::status;
+use lambda_http::http::{Method, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde_json::{Value, json};
+use tracing::{error, info};
+
+/// Why the function cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    /// No token configured.
+    #[error(
+        "config key http.token: the HTTP function refuses to start without a bearer token (set FLOE_HTTP_TOKEN)"
+    )]
+    NoToken,
+    /// The writer step cannot be built.
+    #[error(transparent)]
+    Writer(#[from] PipelineError),
+}
+
+/// The HTTP function's state, kept across invocations of one instance.
+pub struct HttpFunction {
+    writer: Writer,
+    catalog: CatalogRef,
+    token: Secret,
+    max_body: u64,
+    wait: Duration,
+}
+
+/// The request's target: a table and whether it names its records.
+enum Route {
+    Records(TableIdent),
+    Table(TableIdent),
+}
+
+impl HttpFunction {
+    /// The function over a deployment; refuses to start without a token.
+    pub fn new(deployment: &Deployment) -> Result<Self, HttpSetupError> {
+        let http = &deployment.config.http;
+        Ok(Self {
+            token: http.token.clone().ok_or(HttpSetupError::NoToken)?,
+            max_body: http.max_body(),
+            wait: http.wait(),
+            writer: deployment.writer()?,
+            catalog: deployment.catalog.clone(),
+        })
+    }
+
+    /// Answers one request; every failure is an HTTP answer, never an invocation error.
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        let header = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        match auth::check(header, self.token.expose()) {
+            auth::Auth::Valid => {}
+            auth::Auth::Missing => {
+                return reply(
+                    StatusCode::UNAUTHORIZED,
+                    json!({"error": "missing bearer token: send Authorization: Bearer <token>"}),
+                );
+            }
+            auth::Auth::Wrong => {
+                return reply(StatusCode::FORBIDDEN, json!({"error": "invalid token"}));
+            }
+        }
+        let route = match route(req.uri().path()) {
+            Ok(r) => r,
+            Err((status, message)) => return reply(status, json!({"error": message})),
+        };
+        match (req.method(), route) {
+            (&Method::POST, Route::Records(ident)) => self.post(&req, ident).await,
+            (&Method::GET, Route::Table(ident)) => self.get(ident).await,
+            _ => reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({"error": "use POST /v1/tables/{namespace}/{table}/records or GET /v1/tables/{namespace}/{table}"}),
+            ),
+        }
+    }
+
+    async fn post(&self, req: &Request, ident: TableIdent) -> Response<Body> {
+        let body: &[u8] = req.body().as_ref();
+        if body.len() as u64 > self.max_body {
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": format!("body of {} bytes is over the limit of {} (http.max_body_bytes); split it", body.len(), self.max_body)}),
+            );
+        }
+        let items = match body::records(body) {
+            Ok(items) => items,
+            Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
+        };
+        let table = floe_core::ident::display(&ident);
+        let key = match req
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        {
+            Some(k) => k.to_string(),
+            // Without a key, the same body to the same table is the same batch.
+            None => format!("body-{:032x}", xxhash_rust::xxh3::xxh3_128(body)),
+        };
+        let spans = vec![SourceSpan {
+            source: format!("http:{table}"),
+            positions: Positions::Key { key },
+            stream: false,
+        }];
+        let id = batch_id(&spans, None);
+        let batch = SourceBatch {
+            source: Source {
+                kind: SourceKind::Http,
+                name: "http".into(),
+            },
+            table: Some(ident.clone()),
+            batch_id: id.clone(),
+            spans,
+            records: Records::Items(items),
+            state: Default::default(),
+        };
+        let report = match self.writer.write(batch).await {
+            Ok(r) => r,
+            Err(e) => {
+                error!(%table, batch_id = %id, error = %e, "write failed");
+                return reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; retry with the same Idempotency-Key"), "batch_id": id}),
+                );
+            }
+        };
+        info!(%table, batch_id = %id, records = report.records, rejected = report.rejected.len(), "records written and their commit request enqueued");
+        Emf::new()
+            .dimension("function", "ingest-http")
+            .metric("records", Unit::Count, report.records as f64)
+            .metric("bytes", Unit::Bytes, report.bytes as f64)
+            .metric("files", Unit::Count, report.files as f64)
+            .metric(
+                "dead_lettered_records",
+                Unit::Count,
+                report.rejected.len() as f64,
+            )
+            .property("table", table.as_str())
+            .property("batch_id", id.as_str())
+            .emit();
+        let wait = req
+            .query_string_parameters_ref()
+            .and_then(|q| q.first("wait"))
+            == Some("commit");
+        let mut answer = json!({
+            "table": table,
+            "batch_id": id,
+            "records": report.records,
+        });
+        let mut status = StatusCode::OK;
+        if wait {
+            match status::wait_for_batch(self.catalog.as_ref(), &ident, &id, self.wait).await {
+                Ok(true) => answer["committed"] = json!(true),
+                Ok(false) => {
+                    answer["committed"] = json!(false);
+                    status = StatusCode::ACCEPTED;
+                }
+                Err(e) => {
+                    answer["committed"] = json!(false);
+                    answer["wait_error"] = json!(e.to_string());
+                    status = StatusCode::ACCEPTED;
+                }
+            }
+        }
+        if !report.rejected.is_empty() {
+            let rejected: Vec<Value> = report
+                .rejected
+                .iter()
+                .map(|r| json!({"position": r.position, "field": r.field, "reason": r.reason}))
+                .collect();
+            let first = &report.rejected[0];
+            answer["error"] = json!(format!(
+                "{} record(s) rejected, the others written; first: {}{}: {}",
+                report.rejected.len(),
+                first.position,
+                if first.field.is_empty() {
+                    String::new()
+                } else {
+                    format!(", field {}", first.field)
+                },
+                first.reason
+            ));
+            answer["rejected"] = json!(rejected);
+            answer["dead_letters"] = json!(report.dead_letter_locations);
+            status = StatusCode::BAD_REQUEST;
+        }
+        reply(status, answer)
+    }
+
+    async fn get(&self, ident: TableIdent) -> Response<Body> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        match status::table_status(self.catalog.as_ref(), &ident, now).await {
+            Ok(s) => reply(StatusCode::OK, json!(s)),
+            Err(e @ CatalogError::NoSuchTable { .. }) => {
+                reply(StatusCode::NOT_FOUND, json!({"error": e.to_string()}))
+            }
+            Err(e) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": e.to_string()}),
+            ),
+        }
+    }
+}
+
+/// The table a path names, and whether it is its `records` resource.
+fn route(path: &str) -> Result<Route, (StatusCode, String)> {
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            format!("no such resource {path}; use /v1/tables/{{namespace}}/{{table}}[/records]"),
+        )
+    };
+    // A stage name may precede the API's own path.
+    let rest = path
+        .split_once("/v1/tables/")
+        .map(|(_, r)| r)
+        .ok_or_else(not_found)?;
+    let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    let (ns, table, records) = match parts.as_slice() {
+        [ns, table] => (ns, table, false),
+        [ns, table, "records"] => (ns, table, true),
+        _ => return Err(not_found()),
+    };
+    let ident = parse_table(&format!("{ns}.{table}"))
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok(if records {
+        Route::Records(ident)
+    } else {
+        Route::Table(ident)
+    })
+}
+
+fn reply(status: StatusCode, body: Value) -> Response<Body> {
+    let mut resp = Response::new(Body::Text(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        "content-type",
+        lambda_http::http::HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        resp.headers_mut().insert(
+            "www-authenticate",
+            lambda_http::http::HeaderValue::from_static("Bearer"),
+        );
+    }
+    resp
+}

@@ -1,0 +1,1 @@
+//! Nothing but the integration tests in tests/.

@@ -1,0 +1,336 @@
+//! Lambda event shapes to floe source batches: one batch per source shard or
+//! partition, with the positions its batch id and ordering are derived from,
+//! and what Lambda must be told if that batch fails.
+
+use std::collections::BTreeMap;
+
+use aws_lambda_events::event::kafka::KafkaEvent;
+use aws_lambda_events::event::kinesis::KinesisEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use floe_core::pipeline::{Records, Source, SourceBatch};
+use floe_core::route::SourceKind;
+use floe_core::source::{Position, Positions, SourceSpan, batch_id};
+use serde_json::Value;
+
+/// An event this function cannot read; Lambda retries it as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// Not one of the event kinds the writer takes.
+    #[error(
+        "unrecognised event: expected SQS, Kinesis, Kafka (MSK or self-managed) or DynamoDB Streams records ({0})"
+    )]
+    Unknown(String),
+    /// A recognised event with a field floe needs missing or malformed.
+    #[error("{kind} event: {message}")]
+    Malformed {
+        /// The event kind.
+        kind: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn malformed(kind: &'static str, message: impl Into<String>) -> EventError {
+    EventError::Malformed {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// One source batch of an invocation and the `batchItemFailures` identifiers
+/// that make Lambda redeliver exactly it.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// The batch for the writer step.
+    pub batch: SourceBatch,
+    /// SQS: every message id of the batch. Ordered sources: the first
+    /// sequence number or offset, since Lambda checkpoints before it and
+    /// redelivers everything after.
+    pub on_failure: Vec<String>,
+}
+
+/// Splits an event into source batches, in the order the event holds them.
+pub fn decode(event: &Value) -> Result<Vec<Part>, EventError> {
+    if let Some(source) = event.get("eventSource").and_then(Value::as_str)
+        && (source == "aws:kafka" || source == "SelfManagedKafka")
+    {
+        return kafka(event);
+    }
+    let Some(records) = event.get("Records").and_then(Value::as_array) else {
+        return Err(EventError::Unknown("no Records array".into()));
+    };
+    let Some(first) = records.first() else {
+        return Ok(Vec::new());
+    };
+    let source = first
+        .get("eventSource")
+        .or_else(|| first.get("EventSource"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match source {
+        "aws:sqs" => sqs(event),
+        "aws:kinesis" => kinesis(event),
+        "aws:dynamodb" => dynamodb(records),
+        other => Err(EventError::Unknown(format!("eventSource {other:?}"))),
+    }
+}
+
+/// The last `:`-separated part of an ARN, or the part after `marker`.
+fn arn_resource<'a>(arn: &'a str, marker: &str) -> &'a str {
+    match arn.split_once(marker) {
+        Some((_, rest)) => rest,
+        None => arn.rsplit(':').next().unwrap_or(arn),
+    }
+}
+
+fn batch(
+    kind: SourceKind,
+    name: &str,
+    spans: Vec<SourceSpan>,
+    items: Vec<(String, Bytes)>,
+) -> SourceBatch {
+    SourceBatch {
+        source: Source {
+            kind,
+            name: name.to_string(),
+        },
+        table: None,
+        batch_id: batch_id(&spans, None),
+        spans,
+        records: Records::Items(items),
+        state: Default::default(),
+    }
+}
+
+fn sqs(event: &Value) -> Result<Vec<Part>, EventError> {
+    let event: SqsEvent =
+        serde_json::from_value(event.clone()).map_err(|e| malformed("SQS", e.to_string()))?;
+    let mut queues: BTreeMap<String, Vec<(String, Bytes)>> = BTreeMap::new();
+    for m in event.records {
+        let Some(id) = m.message_id else {
+            return Err(malformed("SQS", "a record has no messageId"));
+        };
+        let queue = m
+            .event_source_arn
+            .as_deref()
+            .and_then(|a| a.rsplit(':').next())
+            .map(str::to_string)
+            .unwrap_or_default();
+        let body = Bytes::from(m.body.unwrap_or_default());
+        queues.entry(queue).or_default().push((id, body));
+    }
+    Ok(queues
+        .into_iter()
+        .map(|(queue, items)| {
+            let ids: Vec<String> = items.iter().map(|(id, _)| id.clone()).collect();
+            // A queue is unordered: the batch is the set of its message ids.
+            let spans = vec![SourceSpan {
+                source: format!("sqs:{queue}"),
+                positions: Positions::Ids { ids: ids.clone() },
+                stream: false,
+            }];
+            Part {
+                batch: batch(SourceKind::Sqs, &queue, spans, items),
+                on_failure: ids,
+            }
+        })
+        .collect())
+}
+
+/// Records of one ordered shard or partition, in source order.
+struct Shard {
+    kind: SourceKind,
+    name: String,
+    source: String,
+    stream: bool,
+    items: Vec<(Position, Bytes)>,
+}
+
+impl Shard {
+    fn into_part(self) -> Option<Part> {
+        let first = self.items.iter().map(|(p, _)| p).min()?.clone();
+        let last = self.items.iter().map(|(p, _)| p).max()?.clone();
+        let spans = vec![SourceSpan {
+            source: self.source,
+            positions: Positions::Range {
+                first: first.clone(),
+                last,
+            },
+            stream: self.stream,
+        }];
+        let items = self
+            .items
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), r))
+            .collect();
+        Some(Part {
+            batch: batch(self.kind, &self.name, spans, items),
+            on_failure: vec![first.to_string()],
+        })
+    }
+}
+
+fn position(kind: &'static str, text: &str) -> Result<Position, EventError> {
+    Position::parse(text)
+        .ok_or_else(|| malformed(kind, format!("position {text:?} is not a decimal number")))
+}
+
+fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
+    let event: KinesisEvent =
+        serde_json::from_value(event.clone()).map_err(|e| malformed("Kinesis", e.to_string()))?;
+    let mut shards: BTreeMap<String, Shard> = BTreeMap::new();
+    for r in event.records {
+        let stream = r
+            .event_source_arn
+            .as_deref()
+            .map(|a| arn_resource(a, ":stream/"))
+            .unwrap_or_default()
+            .to_string();
+        // eventID is `shardId-000000000000:<sequence number>`.
+        let shard = r
+            .event_id
+            .as_deref()
+            .and_then(|id| id.split_once(':'))
+            .map(|(s, _)| s.to_string())
+            .ok_or_else(|| malformed("Kinesis", "a record's eventID names no shard"))?;
+        let pos = position("Kinesis", &r.kinesis.sequence_number)?;
+        let source = format!("kinesis:{stream}/{shard}");
+        shards
+            .entry(source.clone())
+            .or_insert_with(|| Shard {
+                kind: SourceKind::Kinesis,
+                name: stream,
+                source,
+                stream: true,
+                items: Vec::new(),
+            })
+            .items
+            .push((pos, Bytes::from(r.kinesis.data.0)));
+    }
+    Ok(shards.into_values().filter_map(Shard::into_part).collect())
+}
+
+fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
+    let event: KafkaEvent =
+        serde_json::from_value(event.clone()).map_err(|e| malformed("Kafka", e.to_string()))?;
+    let mut parts: BTreeMap<String, Shard> = BTreeMap::new();
+    for (key, records) in event.records {
+        for r in records {
+            // The map key is `topic-partition`; the record names both too.
+            let topic = r
+                .topic
+                .clone()
+                .or_else(|| key.rsplit_once('-').map(|(t, _)| t.to_string()))
+                .ok_or_else(|| malformed("Kafka", format!("no topic for {key:?}")))?;
+            let offset = u64::try_from(r.offset)
+                .map_err(|_| malformed("Kafka", format!("negative offset {}", r.offset)))?;
+            // A value that is not base64 is kept as it came, so the writer
+            // dead-letters it with its offset instead of failing the batch.
+            let value = r.value.unwrap_or_default();
+            let record = BASE64
+                .decode(value.as_bytes())
+                .map(Bytes::from)
+                .unwrap_or_else(|_| Bytes::from(value));
+            let source = format!("kafka:{topic}/{}", r.partition);
+            parts
+                .entry(source.clone())
+                .or_insert_with(|| Shard {
+                    kind: SourceKind::Kafka,
+                    name: topic,
+                    source,
+                    stream: true,
+                    items: Vec::new(),
+                })
+                .items
+                .push((Position::from(offset), record));
+        }
+    }
+    for shard in parts.values_mut() {
+        shard.items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    Ok(parts.into_values().filter_map(Shard::into_part).collect())
+}
+
+fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
+    let mut tables: BTreeMap<String, Shard> = BTreeMap::new();
+    for r in records {
+        let arn = r
+            .get("eventSourceARN")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // `arn:aws:dynamodb:…:table/orders/stream/2024-01-01T00:00:00.000`.
+        let resource = arn_resource(arn, ":table/");
+        let (table, label) = resource.split_once("/stream/").unwrap_or((resource, ""));
+        let seq = r
+            .pointer("/dynamodb/SequenceNumber")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                malformed(
+                    "DynamoDB Streams",
+                    "a record has no dynamodb.SequenceNumber",
+                )
+            })?;
+        let pos = position("DynamoDB Streams", seq)?;
+        let source = format!("dynamodb:{table}/{label}");
+        // The record goes whole to floe's DynamoDB change decoder.
+        let body =
+            serde_json::to_vec(r).map_err(|e| malformed("DynamoDB Streams", e.to_string()))?;
+        tables
+            .entry(source.clone())
+            .or_insert_with(|| Shard {
+                kind: SourceKind::DynamoDb,
+                name: table.to_string(),
+                source,
+                // Lambda's event does not name the shard, so a stream-wide
+                // high-water mark would compare positions of different shards
+                // and refuse a shard that is merely behind another.
+                stream: false,
+                items: Vec::new(),
+            })
+            .items
+            .push((pos, Bytes::from(body)));
+    }
+    Ok(tables.into_values().filter_map(Shard::into_part).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinesis_batches_per_shard_with_the_first_sequence_to_retry() {
+        let rec = |shard: &str, seq: &str, data: &str| {
+            json!({
+                "eventSource": "aws:kinesis",
+                "eventID": format!("{shard}:{seq}"),
+                "eventSourceARN": "arn:aws:kinesis:us-east-1:1:stream/clicks",
+                "kinesis": {"data": BASE64.encode(data), "sequenceNumber": seq,
+                    "partitionKey": "k", "kinesisSchemaVersion": "1.0",
+                    "approximateArrivalTimestamp": 1.0}
+            })
+        };
+        let event = json!({"Records": [
+            rec("shardId-1", "100", "{\"a\":1}"),
+            rec("shardId-2", "7", "{\"a\":2}"),
+            rec("shardId-1", "101", "{\"a\":3}"),
+        ]});
+        let parts = decode(&event).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].batch.spans[0].source, "kinesis:clicks/shardId-1");
+        assert_eq!(parts[0].on_failure, vec!["100".to_string()]);
+        assert!(parts[0].batch.spans[0].stream);
+        let again = decode(&event).unwrap();
+        assert_eq!(parts[0].batch.batch_id, again[0].batch.batch_id);
+    }
+
+    #[test]
+    fn unknown_events_are_refused() {
+        assert!(decode(&json!({"foo": 1})).is_err());
+        assert!(decode(&json!({"Records": [{"eventSource": "aws:s3"}]})).is_err());
+        assert!(decode(&json!({"Records": []})).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,104 @@
+//! floe's writer function: a Lambda event from SQS, Kinesis, Kafka (MSK or
+//! self-managed) or DynamoDB Streams in; each shard's or partition's records
+//! written by floe's writer step (Parquet on S3, dead letters, the commit
+//! request enqueued); a partial batch response out naming what must come again.
+
+pub mod events;
+
+use floe_core::deploy::Deployment;
+use floe_core::metrics::emf::{Emf, Unit};
+use floe_core::pipeline::{PipelineError, WriteReport, Writer};
+use serde_json::{Value, json};
+use tracing::{error, info};
+
+/// Why the function cannot start or cannot take an event as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    /// The writer step cannot be built from the config.
+    #[error(transparent)]
+    Setup(#[from] PipelineError),
+    /// The config does not say which table records go to.
+    #[error(
+        "config: the writer function needs routing.table (FLOE_ROUTING_TABLE) or a routing.template"
+    )]
+    NoRouting,
+    /// The event is not one the function takes.
+    #[error(transparent)]
+    Event(#[from] events::EventError),
+}
+
+/// The writer function's state, kept across invocations of one instance.
+pub struct WriterFunction {
+    writer: Writer,
+}
+
+impl WriterFunction {
+    /// The function over a deployment; refuses a config that routes nowhere.
+    pub fn new(deployment: &Deployment) -> Result<Self, WriterError> {
+        let routing = &deployment.config.routing;
+        if routing.table.is_none() && routing.template.is_none() {
+            return Err(WriterError::NoRouting);
+        }
+        Ok(Self {
+            writer: deployment.writer()?,
+        })
+    }
+
+    /// Handles one event: every batch is written (or dead-lettered) and its
+    /// commit request enqueued before this returns. The answer is Lambda's
+    /// partial batch response; a batch that failed for a transient reason
+    /// (storage, catalog, queue) is named in it so Lambda redelivers it, and
+    /// the redelivery gets the same batch id, so nothing is committed twice.
+    pub async fn handle(&self, event: Value) -> Result<Value, WriterError> {
+        let parts = events::decode(&event)?;
+        let results =
+            futures::future::join_all(parts.iter().map(|p| self.writer.write(p.batch.clone())))
+                .await;
+        let mut failures = Vec::new();
+        for (part, result) in parts.iter().zip(results) {
+            let b = &part.batch;
+            match result {
+                Ok(report) => {
+                    info!(
+                        source = %b.source.name,
+                        batch_id = %b.batch_id,
+                        records = report.records,
+                        rejected = report.rejected.len(),
+                        "batch written and its commit request enqueued"
+                    );
+                    emit(&b.source.name, &b.batch_id, &report);
+                }
+                Err(e) => {
+                    error!(source = %b.source.name, batch_id = %b.batch_id, error = %e, "batch failed; Lambda will redeliver it");
+                    failures.extend(part.on_failure.iter().cloned());
+                }
+            }
+        }
+        Ok(batch_response(&failures))
+    }
+}
+
+/// Lambda's partial batch response, the same shape for every event source.
+pub fn batch_response(failures: &[String]) -> Value {
+    let items: Vec<Value> = failures
+        .iter()
+        .map(|id| json!({ "itemIdentifier": id }))
+        .collect();
+    json!({ "batchItemFailures": items })
+}
+
+fn emit(source: &str, batch_id: &str, report: &WriteReport) {
+    Emf::new()
+        .dimension("function", "writer")
+        .metric("records", Unit::Count, report.records as f64)
+        .metric("bytes", Unit::Bytes, report.bytes as f64)
+        .metric("files", Unit::Count, report.files as f64)
+        .metric(
+            "dead_lettered_records",
+            Unit::Count,
+            report.rejected.len() as f64,
+        )
+        .property("source", source)
+        .property("batch_id", batch_id)
+        .emit();
+}

@@ -1,0 +1,251 @@
+//! A deployment's parts from its [`Config`]: the catalog, the commit queue, the
+//! dead-letter location and the FileIO, built one way for every function (and
+//! the CLI), so the writer, the committer and the HTTP function cannot disagree
+//! about where tables, requests and dead letters live.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iceberg::io::FileIO;
+
+use crate::catalog::{CatalogError, CatalogRef, SqliteCatalog};
+use crate::commit::{CommitEngine, RetryPolicy};
+use crate::config::{CatalogType, Config, Location};
+use crate::dlq::{DeadLetters, StorageDeadLetters};
+use crate::faults::Faults;
+use crate::metrics::Counters;
+use crate::pipeline::{Committer, PipelineError, Writer, WriterParts};
+use crate::queue::{MemoryQueue, QueueRef};
+use crate::storage::{LocalWarehouse, StorageError};
+
+/// Why a deployment cannot be assembled; each names the config key to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The config asks for something this build does not have.
+    #[error("config key {key}: {message}")]
+    Unsupported {
+        /// The key at fault.
+        key: &'static str,
+        /// What is missing and what to do.
+        message: String,
+    },
+    /// The config lacks a key this deployment needs.
+    #[error("config key {key}: {message}")]
+    Missing {
+        /// The key.
+        key: &'static str,
+        /// Why it is needed.
+        message: String,
+    },
+    /// The local warehouse cannot be opened.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The catalog cannot be opened.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The commit queue cannot be set up.
+    #[error("config key queue.url: {0}")]
+    Queue(crate::queue::QueueError),
+}
+
+/// Every shared part of a deployment.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The settings it was built from.
+    pub config: Arc<Config>,
+    /// The catalog.
+    pub catalog: CatalogRef,
+    /// The commit queue.
+    pub queue: QueueRef,
+    /// The SQS queue behind `queue`, when there is one (the committer function
+    /// resolves claim-check bodies of the messages Lambda hands it).
+    #[cfg(feature = "aws")]
+    pub sqs: Option<Arc<crate::queue::SqsQueue>>,
+    /// Where rejected records go.
+    pub dead_letters: Arc<dyn DeadLetters>,
+    /// Reaches table files, dead letters and claim-check bodies.
+    pub file_io: FileIO,
+    /// Fault injection (`FLOE_FAULT` in the functions; tests arm it directly).
+    pub faults: Faults,
+    /// This process's counters.
+    pub counters: Arc<Counters>,
+}
+
+impl Deployment {
+    /// Assembles the deployment `config` describes.
+    pub async fn from_config(config: Config, faults: Faults) -> Result<Self, DeployError> {
+        match config.catalog.kind {
+            CatalogType::Sqlite => Self::embedded(config, faults),
+            CatalogType::Glue => Self::glue(config, faults).await,
+            CatalogType::Rest => Err(DeployError::Unsupported {
+                key: "catalog.type",
+                message: "\"rest\" is not built into this binary yet; use \"glue\" (or \"sqlite\" on one machine)".into(),
+            }),
+        }
+    }
+
+    fn embedded(config: Config, faults: Faults) -> Result<Self, DeployError> {
+        let dir = match config.warehouse_location() {
+            Location::Path(p) => p,
+            Location::Uri(_) => {
+                return Err(DeployError::Unsupported {
+                    key: "catalog.type",
+                    message: "the sqlite catalog lives in a local warehouse.path; use \"glue\" with warehouse.uri".into(),
+                });
+            }
+        };
+        if config.queue.url.is_some() {
+            return Err(DeployError::Unsupported {
+                key: "queue.url",
+                message: "an SQS queue goes with catalog.type = \"glue\"; the sqlite catalog uses the in-process queue".into(),
+            });
+        }
+        let warehouse = LocalWarehouse::open(&dir)?;
+        let file_io = warehouse.file_io();
+        let catalog = SqliteCatalog::open(
+            "floe",
+            &warehouse.catalog_db(),
+            &warehouse.uri(),
+            file_io.clone(),
+            faults.clone(),
+        )?;
+        let dlq = match config.dead_letter_location() {
+            Location::Uri(uri) => uri,
+            Location::Path(p) => file_uri(p),
+        };
+        Ok(Self {
+            dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
+            catalog: Arc::new(catalog),
+            queue: Arc::new(MemoryQueue::new()),
+            #[cfg(feature = "aws")]
+            sqs: None,
+            file_io,
+            faults,
+            counters: Arc::default(),
+            config: Arc::new(config),
+        })
+    }
+
+    #[cfg(not(feature = "aws"))]
+    async fn glue(_config: Config, _faults: Faults) -> Result<Self, DeployError> {
+        Err(DeployError::Unsupported {
+            key: "catalog.type",
+            message: "\"glue\" needs floe built with the `aws` feature".into(),
+        })
+    }
+
+    #[cfg(feature = "aws")]
+    async fn glue(config: Config, faults: Faults) -> Result<Self, DeployError> {
+        use crate::aws::{AwsClients, AwsSettings};
+        use crate::catalog::GlueCatalog;
+        use crate::queue::SqsQueue;
+        use crate::storage::s3::S3StorageFactory;
+
+        let Location::Uri(warehouse) = config.warehouse_location() else {
+            return Err(DeployError::Missing {
+                key: "warehouse.uri",
+                message: "Glue tables live in object storage: set s3://bucket/prefix".into(),
+            });
+        };
+        let Some(url) = config.queue.url.clone() else {
+            return Err(DeployError::Missing {
+                key: "queue.url",
+                message: "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
+                    .into(),
+            });
+        };
+        let settings = AwsSettings {
+            region: config.aws.region.clone(),
+            endpoint_url: config.aws.endpoint.clone(),
+            // Emulators (moto, MinIO) behind a custom endpoint have no
+            // per-bucket host names.
+            force_path_style: config.aws.endpoint.is_some(),
+            max_attempts: 0,
+        };
+        let clients = AwsClients::new(settings).await;
+        let file_io = S3StorageFactory::file_io(&clients);
+        let catalog = GlueCatalog::new(
+            &clients,
+            config.catalog.catalog_id.clone(),
+            &warehouse,
+            file_io.clone(),
+            faults.clone(),
+        );
+        let sqs = Arc::new(
+            SqsQueue::new(&clients, &url, &config.claim_prefix().to_string())
+                .map_err(DeployError::Queue)?,
+        );
+        let dlq = config.dead_letter_location().to_string();
+        Ok(Self {
+            dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
+            catalog: Arc::new(catalog),
+            queue: sqs.clone(),
+            sqs: Some(sqs),
+            file_io,
+            faults,
+            counters: Arc::default(),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The writer step on these parts.
+    pub fn writer(&self) -> Result<Writer, PipelineError> {
+        Writer::new(WriterParts {
+            catalog: self.catalog.clone(),
+            queue: self.queue.clone(),
+            dead_letters: self.dead_letters.clone(),
+            faults: self.faults.clone(),
+            counters: self.counters.clone(),
+            config: self.config.clone(),
+        })
+    }
+
+    /// The committer step on these parts.
+    pub fn committer(&self) -> Committer {
+        Committer::new(
+            CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
+            self.faults.clone(),
+            self.counters.clone(),
+        )
+    }
+}
+
+fn file_uri(p: PathBuf) -> String {
+    format!("file://{}", std::path::absolute(&p).unwrap_or(p).display())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml_str(text, Path::new(""), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn rest_is_refused_naming_the_key() {
+        let c = config("[warehouse]\nuri = \"s3://b/wh\"\n[catalog]\ntype = \"rest\"\n");
+        let e = Deployment::from_config(c, Faults::none())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("catalog.type") && e.contains("not built into this binary yet"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_builds_an_embedded_deployment() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(&format!(
+            "[warehouse]\npath = \"{}\"\n[routing]\ntable = \"bronze.events\"\n",
+            dir.path().display()
+        ));
+        let d = Deployment::from_config(c, Faults::none()).await.unwrap();
+        assert!(d.writer().is_ok());
+        assert!(dir.path().join("catalog.db").is_file());
+    }
+}

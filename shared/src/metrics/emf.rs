@@ -1,0 +1,126 @@
+//! CloudWatch Embedded Metric Format: one JSON line on stdout per invocation,
+//! which CloudWatch Logs turns into metrics without any API call (a Lambda
+//! function's stdout goes to its log group), so metrics cost no latency.
+
+use serde_json::{Map, Value, json};
+
+/// The CloudWatch namespace floe's metrics go to.
+pub const NAMESPACE: &str = "floe";
+
+/// The unit of a metric, as CloudWatch names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A count.
+    Count,
+    /// Bytes.
+    Bytes,
+    /// Milliseconds.
+    Milliseconds,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Bytes => "Bytes",
+            Unit::Milliseconds => "Milliseconds",
+        }
+    }
+}
+
+/// One EMF record: metrics sharing one set of dimensions.
+#[derive(Debug, Clone, Default)]
+pub struct Emf {
+    dimensions: Vec<(String, String)>,
+    metrics: Vec<(String, Unit, f64)>,
+    properties: Vec<(String, Value)>,
+}
+
+impl Emf {
+    /// An empty record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a dimension (e.g. `function`, `table`): metrics are aggregated per value.
+    pub fn dimension(mut self, name: &str, value: &str) -> Self {
+        self.dimensions.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds a metric value.
+    pub fn metric(mut self, name: &str, unit: Unit, value: f64) -> Self {
+        self.metrics.push((name.to_string(), unit, value));
+        self
+    }
+
+    /// Adds a searchable property that is not a metric (e.g. the batch id).
+    pub fn property(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.properties.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// The record as an EMF JSON object, stamped `timestamp_ms`.
+    pub fn to_json(&self, timestamp_ms: i64) -> Value {
+        let mut root = Map::new();
+        let dims: Vec<&str> = self.dimensions.iter().map(|(k, _)| k.as_str()).collect();
+        let defs: Vec<Value> = self
+            .metrics
+            .iter()
+            .map(|(name, unit, _)| json!({"Name": name, "Unit": unit.name()}))
+            .collect();
+        root.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [dims],
+                    "Metrics": defs,
+                }],
+            }),
+        );
+        for (k, v) in &self.properties {
+            root.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &self.dimensions {
+            root.insert(k.clone(), Value::String(v.clone()));
+        }
+        for (k, _, v) in &self.metrics {
+            root.insert(k.clone(), json!(v));
+        }
+        Value::Object(root)
+    }
+
+    /// Prints the record as one line on stdout, where Lambda's log agent picks it up.
+    pub fn emit(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        println!("{}", self.to_json(now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_declares_every_metric_and_carries_the_values() {
+        let v = Emf::new()
+            .dimension("function", "writer")
+            .metric("records", Unit::Count, 3.0)
+            .metric("bytes", Unit::Bytes, 1024.0)
+            .property("batch_id", "abc")
+            .to_json(42);
+        let cw = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(v["_aws"]["Timestamp"], 42);
+        assert_eq!(cw["Namespace"], "floe");
+        assert_eq!(cw["Dimensions"], json!([["function"]]));
+        assert_eq!(cw["Metrics"][1], json!({"Name": "bytes", "Unit": "Bytes"}));
+        assert_eq!(v["function"], "writer");
+        assert_eq!(v["records"], 3.0);
+        assert_eq!(v["batch_id"], "abc");
+    }
+}
