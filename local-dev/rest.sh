@@ -96,7 +96,9 @@ if ! answers; then
   echo "starting lakana-server on $base (log: $state.log)" >&2
   # setsid: the server outlives this script and the test that ran it; it must
   # not inherit the lock, or the next caller would wait for it forever.
-  setsid "$venv/bin/lakana-server" >"$state.log" 2>&1 </dev/null 9>&- &
+  # From /: a server started from a test's temporary directory would lose its
+  # working directory with it (pyiceberg inside lakana calls getcwd).
+  (cd / && exec setsid "$venv/bin/lakana-server" >"$state.log" 2>&1 </dev/null 9>&-) &
   pid=$!
   echo "$pid" > "$state.pid"
   for _ in $(seq 1 300); do

@@ -77,10 +77,7 @@ impl Deployment {
         match config.catalog.kind {
             CatalogType::Sqlite => Self::embedded(config, faults),
             CatalogType::Glue => Self::glue(config, faults).await,
-            CatalogType::Rest => Err(DeployError::Unsupported {
-                key: "catalog.type",
-                message: "\"rest\" is not built into this binary yet; use \"glue\" (or \"sqlite\" on one machine)".into(),
-            }),
+            CatalogType::Rest => Self::rest(config, faults).await,
         }
     }
 
@@ -136,33 +133,11 @@ impl Deployment {
 
     #[cfg(feature = "aws")]
     async fn glue(config: Config, faults: Faults) -> Result<Self, DeployError> {
-        use crate::aws::{AwsClients, AwsSettings};
         use crate::catalog::GlueCatalog;
-        use crate::queue::SqsQueue;
         use crate::storage::s3::S3StorageFactory;
 
-        let Location::Uri(warehouse) = config.warehouse_location() else {
-            return Err(DeployError::Missing {
-                key: "warehouse.uri",
-                message: "Glue tables live in object storage: set s3://bucket/prefix".into(),
-            });
-        };
-        let Some(url) = config.queue.url.clone() else {
-            return Err(DeployError::Missing {
-                key: "queue.url",
-                message: "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
-                    .into(),
-            });
-        };
-        let settings = AwsSettings {
-            region: config.aws.region.clone(),
-            endpoint_url: config.aws.endpoint.clone(),
-            // Emulators (moto, MinIO) behind a custom endpoint have no
-            // per-bucket host names.
-            force_path_style: config.aws.endpoint.is_some(),
-            max_attempts: 0,
-        };
-        let clients = AwsClients::new(settings).await;
+        let warehouse = remote_warehouse(&config)?;
+        let clients = aws_clients(&config).await;
         let file_io = S3StorageFactory::file_io(&clients);
         let catalog = GlueCatalog::new(
             &clients,
@@ -171,14 +146,81 @@ impl Deployment {
             file_io.clone(),
             faults.clone(),
         );
+        Self::on_sqs(config, faults, &clients, Arc::new(catalog), file_io)
+    }
+
+    #[cfg(not(feature = "rest"))]
+    async fn rest(_config: Config, _faults: Faults) -> Result<Self, DeployError> {
+        Err(DeployError::Unsupported {
+            key: "catalog.type",
+            message: "\"rest\" needs floe built with the `rest` feature".into(),
+        })
+    }
+
+    #[cfg(feature = "rest")]
+    async fn rest(config: Config, faults: Faults) -> Result<Self, DeployError> {
+        use crate::catalog::rest::{RestAuth, RestCatalog, RestConfig, SigV4};
+
+        let warehouse = remote_warehouse(&config)?;
+        let clients = aws_clients(&config).await;
+        let c = &config.catalog;
+        let mut rest = RestConfig::new(c.uri.clone().unwrap_or_default());
+        rest.prefix = c.prefix.clone();
+        rest.storage_root = Some(warehouse);
+        rest.auth = match (&c.token, &c.client_id, &c.client_secret) {
+            (_, Some(id), Some(secret)) => RestAuth::OAuth2 {
+                server_uri: c.oauth2_server_uri.clone(),
+                client_id: id.clone(),
+                client_secret: secret.expose().to_string(),
+                scope: c.scope.clone(),
+            },
+            (Some(token), _, _) => RestAuth::Token(token.expose().to_string()),
+            _ => RestAuth::None,
+        };
+        rest.sigv4 = c.sigv4_service.clone().map(|service| SigV4 {
+            service,
+            region: config
+                .aws
+                .region
+                .clone()
+                .unwrap_or_else(|| "us-east-1".into()),
+        });
+        let catalog = RestCatalog::connect(rest, Some(&clients))
+            .await
+            .map_err(|e| DeployError::Unsupported {
+                key: "catalog.uri",
+                message: e.to_string(),
+            })?;
+        let file_io = crate::catalog::Catalog::file_io(&catalog).clone();
+        Self::on_sqs(config, faults, &clients, Arc::new(catalog), file_io)
+    }
+
+    /// The parts of a deployment whose writers and committer meet on SQS.
+    #[cfg(feature = "aws")]
+    fn on_sqs(
+        config: Config,
+        faults: Faults,
+        clients: &crate::aws::AwsClients,
+        catalog: CatalogRef,
+        file_io: FileIO,
+    ) -> Result<Self, DeployError> {
+        use crate::queue::SqsQueue;
+
+        let Some(url) = config.queue.url.clone() else {
+            return Err(DeployError::Missing {
+                key: "queue.url",
+                message: "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
+                    .into(),
+            });
+        };
         let sqs = Arc::new(
-            SqsQueue::new(&clients, &url, &config.claim_prefix().to_string())
+            SqsQueue::new(clients, &url, &config.claim_prefix().to_string())
                 .map_err(DeployError::Queue)?,
         );
         let dlq = config.dead_letter_location().to_string();
         Ok(Self {
             dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
-            catalog: Arc::new(catalog),
+            catalog,
             queue: sqs.clone(),
             sqs: Some(sqs),
             file_io,
@@ -214,6 +256,33 @@ fn file_uri(p: PathBuf) -> String {
     format!("file://{}", std::path::absolute(&p).unwrap_or(p).display())
 }
 
+/// `warehouse.uri`, which the remote catalogs require.
+#[cfg(feature = "aws")]
+fn remote_warehouse(config: &Config) -> Result<String, DeployError> {
+    match config.warehouse_location() {
+        Location::Uri(uri) => Ok(uri),
+        Location::Path(_) => Err(DeployError::Missing {
+            key: "warehouse.uri",
+            message: "tables of a remote catalog live in object storage: set s3://bucket/prefix"
+                .into(),
+        }),
+    }
+}
+
+/// The AWS clients `[aws]` describes.
+#[cfg(feature = "aws")]
+async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
+    crate::aws::AwsClients::new(crate::aws::AwsSettings {
+        region: config.aws.region.clone(),
+        endpoint_url: config.aws.endpoint.clone(),
+        // Emulators (moto, MinIO) behind a custom endpoint have no per-bucket
+        // host names.
+        force_path_style: config.aws.endpoint.is_some(),
+        max_attempts: 0,
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -224,17 +293,24 @@ mod tests {
         Config::from_toml_str(text, Path::new(""), &|_| None).unwrap()
     }
 
-    #[tokio::test]
-    async fn rest_is_refused_naming_the_key() {
-        let c = config("[warehouse]\nuri = \"s3://b/wh\"\n[catalog]\ntype = \"rest\"\n");
-        let e = Deployment::from_config(c, Faults::none())
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("catalog.type") && e.contains("not built into this binary yet"),
-            "{e}"
-        );
+    #[test]
+    fn rest_needs_its_uri_and_its_keys_need_rest() {
+        let e = Config::from_toml_str(
+            "[warehouse]\nuri = \"s3://b/wh\"\n[catalog]\ntype = \"rest\"\n",
+            Path::new(""),
+            &|_| None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("catalog.uri"), "{e}");
+        let e = Config::from_toml_str(
+            "[warehouse]\nuri = \"s3://b/wh\"\n[catalog]\ntype = \"glue\"\ntoken = \"t\"\n",
+            Path::new(""),
+            &|_| None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("catalog.token") && e.contains("only"), "{e}");
     }
 
     #[tokio::test]

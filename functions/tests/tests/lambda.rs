@@ -59,17 +59,52 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
-/// One deployment's resources on moto: a bucket, a commit queue, a Glue database.
+/// The lakana REST catalog of local-dev/rest.sh: (base URI, bearer token).
+fn rest_catalog() -> &'static (String, String) {
+    static REST: OnceLock<(String, String)> = OnceLock::new();
+    REST.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../local-dev/rest.sh");
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .output()
+            .expect("run local-dev/rest.sh");
+        assert!(
+            out.status.success(),
+            "local-dev/rest.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let port = base.rsplit(':').next().unwrap_or("8181").to_string();
+        let token = std::fs::read_to_string(format!("/tmp/floe-lakana-{port}.token"))
+            .expect("rest.sh wrote the token")
+            .trim()
+            .to_string();
+        (base, token)
+    })
+}
+
+/// One deployment's resources on moto: a bucket, a commit queue, a Glue
+/// database (or a table in the REST catalog).
 struct Env {
     clients: AwsClients,
     bucket: String,
     queue_url: String,
     ident: TableIdent,
+    rest: bool,
 }
 
 const TOKEN: &str = "t0ken-for-tests";
 
 impl Env {
+    /// The same resources with the table in lakana's REST catalog.
+    async fn rest() -> Env {
+        let mut env = Env::new().await;
+        rest_catalog();
+        env.ident = parse_table(&format!("bronze.{}", unique("events"))).unwrap();
+        env.rest = true;
+        env
+    }
+
     async fn new() -> Env {
         let clients = AwsClients::new(AwsSettings::local(endpoint(), "us-east-1")).await;
         let bucket = unique("floe").replace('_', "-");
@@ -96,6 +131,7 @@ impl Env {
             bucket,
             queue_url,
             ident,
+            rest: false,
         }
     }
 
@@ -105,6 +141,12 @@ impl Env {
 
     /// The config every function of this deployment reads.
     fn config(&self) -> Config {
+        let catalog = if self.rest {
+            let (uri, token) = rest_catalog();
+            format!("type = \"rest\"\nuri = \"{uri}\"\nprefix = \"floe\"\ntoken = \"{token}\"")
+        } else {
+            "type = \"glue\"".to_string()
+        };
         let text = format!(
             r#"
 [warehouse]
@@ -113,7 +155,7 @@ uri = "s3://{bucket}/warehouse"
 region = "us-east-1"
 endpoint = "{endpoint}"
 [catalog]
-type = "glue"
+{catalog}
 [queue]
 url = "{queue}"
 [routing]
@@ -376,7 +418,15 @@ fn want(rows: &[(i64, Option<&str>)]) -> Vec<(i64, Option<String>)> {
 /// event once more (a late duplicate) and drains again; returns the first
 /// writer answer and the env, whose table must then hold every row once.
 async fn deliver(fixture_name: &str, keyed: bool, fault: Option<FaultPoint>) -> (Env, Value) {
-    let env = Env::new().await;
+    deliver_to(Env::new().await, fixture_name, keyed, fault).await
+}
+
+async fn deliver_to(
+    env: Env,
+    fixture_name: &str,
+    keyed: bool,
+    fault: Option<FaultPoint>,
+) -> (Env, Value) {
     env.create_table(keyed).await;
     let armed = |points: &[FaultPoint]| match fault {
         Some(p) if points.contains(&p) => Faults::at(p, FaultMode::Error, 1),
@@ -447,6 +497,15 @@ async fn sqs_records_land_once_and_a_bad_one_is_dead_lettered() {
         if fault.is_none() {
             assert_eq!(env.pyiceberg_rows(), expected);
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_records_land_once_through_the_rest_catalog() {
+    let expected = want(&[(1, Some("ada")), (2, Some("grace")), (4, None)]);
+    for fault in FAULTS {
+        let (env, _) = deliver_to(Env::rest().await, "sqs.json", false, fault).await;
+        assert_eq!(env.rows().await, expected, "REST catalog, {fault:?}");
     }
 }
 

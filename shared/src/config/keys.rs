@@ -69,9 +69,18 @@ const DEFAULTS: &[Key] = &[
     key("changelog", Kind::Choice(CHANGELOGS)),
 ];
 const AWS: &[Key] = &[key("region", Kind::Text), key("endpoint", Kind::Text)];
+pub(super) const SIGV4_SERVICES: &[&str] = &["glue", "s3tables"];
 const CATALOG: &[Key] = &[
     key("type", Kind::Choice(CATALOG_TYPES)),
     key("catalog_id", Kind::Text),
+    key("uri", Kind::Text),
+    key("prefix", Kind::Text),
+    key("token", Kind::Text),
+    key("client_id", Kind::Text),
+    key("client_secret", Kind::Text),
+    key("oauth2_server_uri", Kind::Text),
+    key("scope", Kind::Text),
+    key("sigv4_service", Kind::Choice(SIGV4_SERVICES)),
 ];
 const QUEUE: &[Key] = &[key("url", Kind::Text), key("claim_prefix", Kind::Text)];
 const HTTP: &[Key] = &[

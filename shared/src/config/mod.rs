@@ -164,8 +164,15 @@
 //!
 //! | key | type | default | meaning |
 //! |---|---|---|---|
-//! | `type` | `"sqlite"`, `"glue"` or `"rest"` | `"sqlite"` | `sqlite`: the embedded catalog in `warehouse.path`. `glue`: AWS Glue, with tables under `warehouse.uri` (`s3://…`), which it then requires. `rest`: an Iceberg REST catalog; not built into this release yet, so floe refuses to start with it. |
+//! | `type` | `"sqlite"`, `"glue"` or `"rest"` | `"sqlite"` | `sqlite`: the embedded catalog in `warehouse.path`. `glue`: AWS Glue, with tables under `warehouse.uri` (`s3://…`), which it then requires. `rest`: an Iceberg REST catalog at `uri` (Polaris, Nessie, Lakekeeper, lakana, AWS Glue's or S3 Tables' REST endpoints with `sigv4_service`), table files under `warehouse.uri`. |
 //! | `catalog_id` | string | the caller's account | `glue` only: the AWS account id of the Glue catalog. |
+//! | `uri` | string | — | `rest` only, required: the catalog's base URI, without `/v1`. |
+//! | `prefix` | string | — | `rest` only: the path prefix when the server's `/v1/config` names none. |
+//! | `token` | string | — | `rest` only: a fixed bearer token (a 401 is final). |
+//! | `client_id`, `client_secret` | string | — | `rest` only: OAuth2 client credentials; the token is fetched, refreshed before it expires and on a 401. |
+//! | `oauth2_server_uri` | string | `<uri>/v1/oauth/tokens` | `rest` only: the OAuth2 token endpoint. |
+//! | `scope` | string | `catalog` | `rest` only: the OAuth2 scope. |
+//! | `sigv4_service` | `"glue"` or `"s3tables"` | — | `rest` only: sign every request with SigV4 for this service in `aws.region` (AWS's Glue Iceberg REST endpoint, S3 Tables) instead of sending a token. |
 //!
 //! ## `[queue]`: the commit queue
 //!
@@ -365,6 +372,30 @@ pub struct CatalogConfig {
     /// Glue: the account id owning the catalog, when not the caller's own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catalog_id: Option<String>,
+    /// REST: the catalog's base URI (without `/v1`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// REST: the path prefix when the server's `/v1/config` names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// REST: a fixed bearer token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    /// REST: OAuth2 client-credentials id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// REST: OAuth2 client secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<Secret>,
+    /// REST: the OAuth2 token endpoint, when not the catalog's `/v1/oauth/tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth2_server_uri: Option<String>,
+    /// REST: the OAuth2 scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// REST: sign requests with SigV4 for this AWS service (`glue`, `s3tables`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sigv4_service: Option<String>,
 }
 
 /// `[queue]`: the commit queue between writers and the committer.
@@ -849,6 +880,38 @@ impl Config {
             return Err(ConfigError::key(
                 "catalog.catalog_id",
                 "only catalog.type = \"glue\" uses it",
+            ));
+        }
+        let c = &self.catalog;
+        if c.kind == CatalogType::Rest && c.uri.is_none() {
+            return Err(ConfigError::key(
+                "catalog.uri",
+                "catalog.type = \"rest\" needs the catalog's base URI (FLOE_CATALOG_URI)",
+            ));
+        }
+        let rest_only = [
+            ("catalog.uri", c.uri.is_some()),
+            ("catalog.prefix", c.prefix.is_some()),
+            ("catalog.token", c.token.is_some()),
+            ("catalog.client_id", c.client_id.is_some()),
+            ("catalog.client_secret", c.client_secret.is_some()),
+            ("catalog.oauth2_server_uri", c.oauth2_server_uri.is_some()),
+            ("catalog.scope", c.scope.is_some()),
+            ("catalog.sigv4_service", c.sigv4_service.is_some()),
+        ];
+        if let Some((key, _)) = rest_only
+            .iter()
+            .find(|(_, set)| *set && c.kind != CatalogType::Rest)
+        {
+            return Err(ConfigError::key(
+                *key,
+                "only catalog.type = \"rest\" uses it",
+            ));
+        }
+        if c.client_id.is_some() != c.client_secret.is_some() {
+            return Err(ConfigError::key(
+                "catalog.client_secret",
+                "OAuth2 needs both catalog.client_id and catalog.client_secret",
             ));
         }
         // Fixed mode without a table is the CLI's and the tests' case: the caller
