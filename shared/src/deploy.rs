@@ -37,6 +37,12 @@ pub enum DeployError {
         /// Why it is needed.
         message: String,
     },
+    /// The config cannot be loaded.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// `FLOE_FAULT` is not a fault spec.
+    #[error(transparent)]
+    Faults(#[from] crate::faults::FaultSpecError),
     /// The local warehouse cannot be opened.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -72,6 +78,33 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// JSON log lines on stdout, which CloudWatch Logs indexes, with the
+    /// current span (table, batch id) on each; `RUST_LOG` filters.
+    #[cfg(feature = "aws")]
+    pub fn init_logging() {
+        tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .without_time()
+            .init();
+    }
+
+    /// The deployment a function's environment describes (`FLOE_CONFIG`,
+    /// `FLOE_CONFIG_TOML`, `FLOE_<SECTION>_<KEY>`, `FLOE_FAULT`), for its init
+    /// phase: a bad config fails it, naming the key, before any event is taken.
+    pub async fn from_env() -> Result<Self, DeployError> {
+        let config = Config::load(None)?;
+        let deployment = Self::from_config(config, Faults::from_env()?).await;
+        if let Err(e) = &deployment {
+            tracing::error!(error = %e, "cannot start");
+        }
+        deployment
+    }
+
     /// Assembles the deployment `config` describes.
     pub async fn from_config(config: Config, faults: Faults) -> Result<Self, DeployError> {
         match config.catalog.kind {
