@@ -12,7 +12,7 @@ venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
 "$venv/bin/python" -c "import pyiceberg, pyarrow" 2>/dev/null || "$venv/bin/pip" install -q -r local-dev/requirements-test.txt
 py="$venv/bin/python"
 
-cargo build --release --locked --bin floe >/dev/null
+cargo build --release --locked -p floe-cli --bin floe >/dev/null
 floe="$CARGO_TARGET_DIR/release/floe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000000}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
-cargo build --release --locked --bin floe >/dev/null
+cargo build --release --locked -p floe-cli --bin floe >/dev/null
 floe="$CARGO_TARGET_DIR/release/floe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -22,8 +22,9 @@ trap 'rm -rf "$work"' EXIT
 run=0
 # write SHAPE FILE WRITERS BATCH CODEC CPUS -> "rec/s MB/s B/record peakMB"
 write() {
-  run=$((run + 1))
-  local wh="$work/wh$run"
+  # Runs in a process substitution: a fresh directory each, not a counter.
+  local wh
+  wh="$(mktemp -d -p "$work" wh.XXXXXX)"
   "$floe" --warehouse "$wh" table create bench.t --schema "$work/$1.schema.json" \
     --property "write.parquet.compression-codec=$5" >/dev/null
   local out
