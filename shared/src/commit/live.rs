@@ -11,8 +11,6 @@ pub struct LiveFile {
     pub file: DataFile,
     /// Its partition spec.
     pub spec_id: i32,
-    /// Its data sequence number: the deletes that apply to it are newer.
-    pub sequence_number: i64,
 }
 
 /// The live files of the current snapshot.
@@ -43,7 +41,6 @@ impl LiveFiles {
                 into.push(LiveFile {
                     file: e.data_file().clone(),
                     spec_id: m.partition_spec_id,
-                    sequence_number: e.sequence_number().unwrap_or(m.sequence_number),
                 });
             }
         }

@@ -16,8 +16,6 @@ pub struct Listed {
     pub uri: String,
     /// Last modification, ms since the epoch.
     pub modified_ms: i64,
-    /// Size in bytes.
-    pub size: u64,
 }
 
 /// Why files could not be listed.
@@ -73,7 +71,6 @@ fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {
             out.push(Listed {
                 uri: format!("file://{}", path.display()),
                 modified_ms,
-                size: meta.len(),
             });
         }
     }
