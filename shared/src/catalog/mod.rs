@@ -156,3 +156,34 @@ pub trait Catalog: Debug + Send + Sync {
 
 /// A shared catalog handle.
 pub type CatalogRef = Arc<dyn Catalog>;
+
+/// Writes a table's metadata file, for the catalogs whose commits floe
+/// writes itself (SQLite, Glue).
+async fn write_metadata(
+    file_io: &FileIO,
+    ident: &TableIdent,
+    metadata: &TableMetadata,
+    location: &iceberg::MetadataLocation,
+) -> Result<(), CatalogError> {
+    metadata
+        .write_to(file_io, location)
+        .await
+        .map_err(|source| CatalogError::Iceberg {
+            table: display(ident),
+            source: Box::new(source),
+        })
+}
+
+/// Reads a table's metadata file.
+async fn read_metadata(
+    file_io: &FileIO,
+    ident: &TableIdent,
+    location: &str,
+) -> Result<TableMetadata, CatalogError> {
+    TableMetadata::read_from(file_io, location)
+        .await
+        .map_err(|source| CatalogError::Iceberg {
+            table: display(ident),
+            source: Box::new(source),
+        })
+}

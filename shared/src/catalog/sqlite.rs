@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::spec::TableMetadataBuilder;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -98,21 +98,6 @@ impl SqliteCatalog {
             .map(Option::flatten)
         })
     }
-
-    async fn write_metadata(
-        &self,
-        ident: &TableIdent,
-        metadata: &TableMetadata,
-        location: &MetadataLocation,
-    ) -> Result<(), CatalogError> {
-        metadata
-            .write_to(&self.file_io, location)
-            .await
-            .map_err(|source| CatalogError::Iceberg {
-                table: display(ident),
-                source: Box::new(source),
-            })
-    }
 }
 
 #[async_trait]
@@ -165,8 +150,7 @@ impl Catalog for SqliteCatalog {
             })?
             .metadata;
         let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-        self.write_metadata(ident, &metadata, &metadata_location)
-            .await?;
+        super::write_metadata(&self.file_io, ident, &metadata, &metadata_location).await?;
         let ns = ident.namespace().join(".");
         let loc = metadata_location.to_string();
         let inserted = self.with_conn(|c| {
@@ -193,12 +177,7 @@ impl Catalog for SqliteCatalog {
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: display(ident),
             })?;
-        let metadata = TableMetadata::read_from(&self.file_io, &location)
-            .await
-            .map_err(|source| CatalogError::Iceberg {
-                table: display(ident),
-                source: Box::new(source),
-            })?;
+        let metadata = super::read_metadata(&self.file_io, ident, &location).await?;
         Ok(LoadedTable {
             ident: ident.clone(),
             metadata: Arc::new(metadata),
@@ -221,7 +200,7 @@ impl Catalog for SqliteCatalog {
         let next = base_location
             .with_next_version()
             .with_new_metadata(&commit.metadata);
-        self.write_metadata(&ident, &commit.metadata, &next).await?;
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
         let next = next.to_string();
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
             return Err(CatalogError::Store(fault.to_string()));

@@ -124,13 +124,11 @@ pub async fn plan(
     };
     let mut amp = Amplification::default();
     for r in ordered {
-        let keys = KeySet::read(ctx, &schema, &key_ids, &r.delete_files(meta)?).await?;
+        let key_files = r.delete_files(meta)?;
+        let keys = KeySet::read(ctx, &schema, &key_ids, &key_files).await?;
         amp.rows_changed += keys.len() as u64;
-        plan.obsolete.extend(
-            r.delete_files(meta)?
-                .iter()
-                .map(|f| f.file_path().to_string()),
-        );
+        plan.obsolete
+            .extend(key_files.iter().map(|f| f.file_path().to_string()));
         if r.truncate {
             for c in std::mem::take(&mut files) {
                 let path = c.file.file_path().to_string();

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use iceberg::spec::{NestedField, Schema};
+use iceberg::spec::{NestedField, Schema, TableMetadata};
 use iceberg::{NamespaceIdent, TableIdent};
 use tracing::{info, instrument};
 
@@ -128,6 +128,7 @@ pub async fn sync(
         }
         // What each table holds: its slot position and snapshot progress.
         let mut marks = BTreeMap::new();
+        let mut schemas = BTreeMap::new();
         let mut snapshot = SnapshotState::default();
         for (pg, ident) in &tables {
             let loaded = floe.catalog().load_table(ident).await?;
@@ -135,6 +136,7 @@ pub async fn sync(
                 .high_water_mark(&span_source)
                 .and_then(|p| p.as_str().parse::<u64>().ok());
             marks.insert(pg.clone(), mark);
+            schemas.insert(pg.clone(), loaded.metadata.clone());
             if let Some(p) = ledger::state(&loaded.metadata, SNAPSHOT_STATE)
                 .and_then(|text| serde_json::from_str::<TableProgress>(&text).ok())
             {
@@ -171,7 +173,14 @@ pub async fn sync(
             }
             let changes = batch.tables.iter().find(|c| &c.table == pg);
             if let Some(c) = changes {
-                evolve(floe, ident, &c.relation.iceberg_schema()?).await?;
+                let relation = c.relation.iceberg_schema()?;
+                // Only a relation that gained columns costs a schema commit.
+                if schemas
+                    .get(pg)
+                    .is_some_and(|m| with_added_columns(m, &relation).is_some())
+                {
+                    evolve(floe, ident, &relation).await?;
+                }
             }
             let mut items = Vec::new();
             for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
@@ -269,35 +278,38 @@ async fn ensure_table(
 /// Adds the columns the Postgres table gained (ALTER TABLE … ADD COLUMN) with
 /// their mapped types, before rows carrying them are written.
 async fn evolve(floe: &Embedded, ident: &TableIdent, pg: &Schema) -> Result<(), SyncError> {
-    let engine = CommitEngine::new(floe.catalog(), RetryPolicy::default());
-    engine
-        .update_schema(ident, |meta| {
-            let current = meta.current_schema();
-            let mut next_id = meta.last_column_id();
-            let added: Vec<_> = pg
-                .as_struct()
-                .fields()
-                .iter()
-                .filter(|f| current.field_by_name(&f.name).is_none())
-                .map(|f| {
-                    next_id += 1;
-                    NestedField::optional(next_id, &f.name, (*f.field_type).clone()).into()
-                })
-                .collect();
-            if added.is_empty() {
-                return None;
-            }
-            let mut fields = current.as_struct().fields().to_vec();
-            fields.extend(added);
-            Schema::builder()
-                .with_schema_id(current.schema_id())
-                .with_identifier_field_ids(current.identifier_field_ids())
-                .with_fields(fields)
-                .build()
-                .ok()
-        })
+    CommitEngine::new(floe.catalog(), RetryPolicy::default())
+        .update_schema(ident, |meta| with_added_columns(meta, pg))
         .await?;
     Ok(())
+}
+
+/// The table's schema plus, as optional columns, those of `pg` it lacks;
+/// `None` when it lacks none.
+fn with_added_columns(meta: &TableMetadata, pg: &Schema) -> Option<Schema> {
+    let current = meta.current_schema();
+    let mut next_id = meta.last_column_id();
+    let added: Vec<_> = pg
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| current.field_by_name(&f.name).is_none())
+        .map(|f| {
+            next_id += 1;
+            NestedField::optional(next_id, &f.name, (*f.field_type).clone()).into()
+        })
+        .collect();
+    if added.is_empty() {
+        return None;
+    }
+    let mut fields = current.as_struct().fields().to_vec();
+    fields.extend(added);
+    Schema::builder()
+        .with_schema_id(current.schema_id())
+        .with_identifier_field_ids(current.identifier_field_ids())
+        .with_fields(fields)
+        .build()
+        .ok()
 }
 
 /// The `_pos` of a change line.

@@ -177,34 +177,6 @@ impl GlueCatalog {
         }))
     }
 
-    async fn read_metadata(
-        &self,
-        ident: &TableIdent,
-        location: &str,
-    ) -> Result<TableMetadata, CatalogError> {
-        TableMetadata::read_from(&self.file_io, location)
-            .await
-            .map_err(|source| CatalogError::Iceberg {
-                table: display(ident),
-                source: Box::new(source),
-            })
-    }
-
-    async fn write_metadata(
-        &self,
-        ident: &TableIdent,
-        metadata: &TableMetadata,
-        location: &MetadataLocation,
-    ) -> Result<(), CatalogError> {
-        metadata
-            .write_to(&self.file_io, location)
-            .await
-            .map_err(|source| CatalogError::Iceberg {
-                table: display(ident),
-                source: Box::new(source),
-            })
-    }
-
     /// After a refused or unanswered `UpdateTable`: did it land after all?
     async fn landed(&self, ident: &TableIdent, next: &str) -> Option<bool> {
         match self.get(ident).await {
@@ -241,7 +213,7 @@ impl GlueCatalog {
         let next = base_location
             .with_next_version()
             .with_new_metadata(&commit.metadata);
-        self.write_metadata(&ident, &commit.metadata, &next).await?;
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
         let next = next.to_string();
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
             return Err(CatalogError::Store(fault.to_string()));
@@ -431,8 +403,7 @@ impl Catalog for GlueCatalog {
                 })?
                 .metadata;
             let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-            self.write_metadata(ident, &metadata, &metadata_location)
-                .await?;
+            super::write_metadata(&self.file_io, ident, &metadata, &metadata_location).await?;
             let loc = metadata_location.to_string();
             let input = TableInput::builder()
                 .name(ident.name())
@@ -489,7 +460,8 @@ impl Catalog for GlueCatalog {
                     table: display(ident),
                 })?;
             self.remember(ident, &glue.metadata_location, glue.version_id.as_deref());
-            let metadata = self.read_metadata(ident, &glue.metadata_location).await?;
+            let metadata =
+                super::read_metadata(&self.file_io, ident, &glue.metadata_location).await?;
             Ok(LoadedTable {
                 ident: ident.clone(),
                 metadata: Arc::new(metadata),
