@@ -86,6 +86,8 @@ pub struct AwsClients {
     pub sqs: aws_sdk_sqs::Client,
     /// Glue: the catalog.
     pub glue: aws_sdk_glue::Client,
+    /// Secrets Manager: config values given as secret ARNs.
+    pub secrets: aws_sdk_secretsmanager::Client,
 }
 
 impl AwsClients {
@@ -96,6 +98,7 @@ impl AwsClients {
             s3: settings.s3_client(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
             glue: aws_sdk_glue::Client::new(&sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(&sdk),
             settings,
         }
     }

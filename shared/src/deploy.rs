@@ -49,9 +49,80 @@ pub enum DeployError {
     /// The catalog cannot be opened.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// A secret the config names by ARN cannot be read.
+    #[cfg(feature = "aws")]
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
     /// The commit queue cannot be set up.
     #[error("config key queue.url: {0}")]
     Queue(crate::queue::QueueError),
+}
+
+/// Which function a deployment serves: each reads its own part of the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `floe-writer`: source events to Parquet and commit requests.
+    Writer,
+    /// `floe-committer`: commit requests to snapshots.
+    Committer,
+    /// `floe-ingest-http`: records over HTTP, like the writer.
+    Ingest,
+    /// `floe-maintenance`: scheduled compaction, expiry and orphan cleanup.
+    Maintenance,
+}
+
+/// Keys that only make sense off AWS: a local warehouse directory, an
+/// emulator's endpoint, the SQLite file of local emulation.
+const LOCAL_ONLY: &[&str] = &["warehouse.path", "aws.endpoint", "catalog.path"];
+
+impl Role {
+    /// Every role, in deployment order.
+    pub const ALL: [Role; 4] = [
+        Role::Writer,
+        Role::Committer,
+        Role::Ingest,
+        Role::Maintenance,
+    ];
+
+    /// The function's binary name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Writer => "floe-writer",
+            Self::Committer => "floe-committer",
+            Self::Ingest => "floe-ingest-http",
+            Self::Maintenance => "floe-maintenance",
+        }
+    }
+
+    /// Maintenance commits straight to the catalog; the others meet on the queue.
+    pub fn needs_queue(self) -> bool {
+        self != Self::Maintenance
+    }
+
+    /// The environment variables this function reads on AWS, which a
+    /// deployment (the Terraform module) sets: `FLOE_CONFIG_TOML` for routing
+    /// and tables, then `FLOE_<SECTION>_<KEY>` of each section it uses.
+    pub fn env_vars(self) -> Vec<String> {
+        let mut sections = vec!["warehouse", "aws", "catalog", "dead_letter"];
+        if self.needs_queue() {
+            sections.push("queue");
+        }
+        match self {
+            Self::Ingest => sections.push("http"),
+            Self::Maintenance => sections.push("maintenance"),
+            Self::Writer | Self::Committer => {}
+        }
+        let mut vars = vec!["FLOE_CONFIG_TOML".to_string()];
+        for section in sections {
+            vars.extend(
+                crate::config::env_vars(section)
+                    .into_iter()
+                    .filter(|(key, _)| !LOCAL_ONLY.contains(&key.as_str()))
+                    .map(|(_, var)| var),
+            );
+        }
+        vars
+    }
 }
 
 /// Every shared part of a deployment.
@@ -75,6 +146,8 @@ pub struct Deployment {
     pub faults: Faults,
     /// This process's counters.
     pub counters: Arc<Counters>,
+    /// Lists table locations (orphan cleanup).
+    pub lister: crate::maintain::orphans::Lister,
 }
 
 impl Deployment {
@@ -96,34 +169,32 @@ impl Deployment {
     /// The deployment a function's environment describes (`FLOE_CONFIG`,
     /// `FLOE_CONFIG_TOML`, `FLOE_<SECTION>_<KEY>`, `FLOE_FAULT`), for its init
     /// phase: a bad config fails it, naming the key, before any event is taken.
-    pub async fn from_env() -> Result<Self, DeployError> {
+    pub async fn from_env(role: Role) -> Result<Self, DeployError> {
         let config = Config::load(None)?;
-        let deployment = Self::from_config(config, Faults::from_env()?).await;
+        let deployment = Self::from_config(config, Faults::from_env()?, role).await;
         if let Err(e) = &deployment {
             tracing::error!(error = %e, "cannot start");
         }
         deployment
     }
 
-    /// Assembles the deployment `config` describes.
-    pub async fn from_config(config: Config, faults: Faults) -> Result<Self, DeployError> {
-        match config.catalog.kind {
-            CatalogType::Sqlite => Self::embedded(config, faults),
-            CatalogType::Glue => Self::glue(config, faults).await,
-            CatalogType::Rest => Self::rest(config, faults).await,
+    /// Assembles the deployment `config` describes, for `role`.
+    pub async fn from_config(
+        config: Config,
+        faults: Faults,
+        role: Role,
+    ) -> Result<Self, DeployError> {
+        match (config.catalog.kind, config.warehouse_location()) {
+            (CatalogType::Sqlite, Location::Path(dir)) => Self::embedded(config, faults, dir),
+            (CatalogType::Sqlite, Location::Uri(_)) => {
+                Self::sqlite_on_s3(config, faults, role).await
+            }
+            (CatalogType::Glue, _) => Self::glue(config, faults, role).await,
+            (CatalogType::Rest, _) => Self::rest(config, faults, role).await,
         }
     }
 
-    fn embedded(config: Config, faults: Faults) -> Result<Self, DeployError> {
-        let dir = match config.warehouse_location() {
-            Location::Path(p) => p,
-            Location::Uri(_) => {
-                return Err(DeployError::Unsupported {
-                    key: "catalog.type",
-                    message: "the sqlite catalog lives in a local warehouse.path; use \"glue\" with warehouse.uri".into(),
-                });
-            }
-        };
+    fn embedded(config: Config, faults: Faults, dir: PathBuf) -> Result<Self, DeployError> {
         if config.queue.url.is_some() {
             return Err(DeployError::Unsupported {
                 key: "queue.url",
@@ -152,12 +223,47 @@ impl Deployment {
             file_io,
             faults,
             counters: Arc::default(),
+            lister: Default::default(),
             config: Arc::new(config),
         })
     }
 
     #[cfg(not(feature = "aws"))]
-    async fn glue(_config: Config, _faults: Faults) -> Result<Self, DeployError> {
+    async fn sqlite_on_s3(
+        _config: Config,
+        _faults: Faults,
+        _role: Role,
+    ) -> Result<Self, DeployError> {
+        Err(DeployError::Unsupported {
+            key: "warehouse.uri",
+            message: "an object-store warehouse needs floe built with the `aws` feature".into(),
+        })
+    }
+
+    /// Local emulation: the functions' S3 and SQS, with the catalog in one
+    /// SQLite file every process on the machine shares.
+    #[cfg(feature = "aws")]
+    async fn sqlite_on_s3(config: Config, faults: Faults, role: Role) -> Result<Self, DeployError> {
+        use crate::storage::s3::S3StorageFactory;
+
+        let warehouse = remote_warehouse(&config)?;
+        let Some(db) = config.catalog.path.as_deref().map(|p| config.resolve(p)) else {
+            return Err(DeployError::Missing {
+                key: "catalog.path",
+                message:
+                    "a sqlite catalog over warehouse.uri keeps its database in this local file"
+                        .into(),
+            });
+        };
+        let (config, clients) = aws_parts(config).await?;
+        let file_io = S3StorageFactory::file_io(&clients);
+        let catalog =
+            SqliteCatalog::open("floe", &db, &warehouse, file_io.clone(), faults.clone())?;
+        Self::on_sqs(config, faults, role, &clients, Arc::new(catalog), file_io)
+    }
+
+    #[cfg(not(feature = "aws"))]
+    async fn glue(_config: Config, _faults: Faults, _role: Role) -> Result<Self, DeployError> {
         Err(DeployError::Unsupported {
             key: "catalog.type",
             message: "\"glue\" needs floe built with the `aws` feature".into(),
@@ -165,12 +271,12 @@ impl Deployment {
     }
 
     #[cfg(feature = "aws")]
-    async fn glue(config: Config, faults: Faults) -> Result<Self, DeployError> {
+    async fn glue(config: Config, faults: Faults, role: Role) -> Result<Self, DeployError> {
         use crate::catalog::GlueCatalog;
         use crate::storage::s3::S3StorageFactory;
 
         let warehouse = remote_warehouse(&config)?;
-        let clients = aws_clients(&config).await;
+        let (config, clients) = aws_parts(config).await?;
         let file_io = S3StorageFactory::file_io(&clients);
         let catalog = GlueCatalog::new(
             &clients,
@@ -179,11 +285,11 @@ impl Deployment {
             file_io.clone(),
             faults.clone(),
         );
-        Self::on_sqs(config, faults, &clients, Arc::new(catalog), file_io)
+        Self::on_sqs(config, faults, role, &clients, Arc::new(catalog), file_io)
     }
 
     #[cfg(not(feature = "rest"))]
-    async fn rest(_config: Config, _faults: Faults) -> Result<Self, DeployError> {
+    async fn rest(_config: Config, _faults: Faults, _role: Role) -> Result<Self, DeployError> {
         Err(DeployError::Unsupported {
             key: "catalog.type",
             message: "\"rest\" needs floe built with the `rest` feature".into(),
@@ -191,11 +297,11 @@ impl Deployment {
     }
 
     #[cfg(feature = "rest")]
-    async fn rest(config: Config, faults: Faults) -> Result<Self, DeployError> {
+    async fn rest(config: Config, faults: Faults, role: Role) -> Result<Self, DeployError> {
         use crate::catalog::rest::{RestAuth, RestCatalog, RestConfig, SigV4};
 
         let warehouse = remote_warehouse(&config)?;
-        let clients = aws_clients(&config).await;
+        let (config, clients) = aws_parts(config).await?;
         let c = &config.catalog;
         let mut rest = RestConfig::new(c.uri.clone().unwrap_or_default());
         rest.prefix = c.prefix.clone();
@@ -225,7 +331,7 @@ impl Deployment {
                 message: e.to_string(),
             })?;
         let file_io = crate::catalog::Catalog::file_io(&catalog).clone();
-        Self::on_sqs(config, faults, &clients, Arc::new(catalog), file_io)
+        Self::on_sqs(config, faults, role, &clients, Arc::new(catalog), file_io)
     }
 
     /// The parts of a deployment whose writers and committer meet on SQS.
@@ -233,32 +339,44 @@ impl Deployment {
     fn on_sqs(
         config: Config,
         faults: Faults,
+        role: Role,
         clients: &crate::aws::AwsClients,
         catalog: CatalogRef,
         file_io: FileIO,
     ) -> Result<Self, DeployError> {
         use crate::queue::SqsQueue;
 
-        let Some(url) = config.queue.url.clone() else {
-            return Err(DeployError::Missing {
-                key: "queue.url",
-                message: "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
-                    .into(),
-            });
+        let sqs = match config.queue.url.clone() {
+            Some(url) => Some(Arc::new(
+                SqsQueue::new(clients, &url, &config.claim_prefix().to_string())
+                    .map_err(DeployError::Queue)?,
+            )),
+            None if role.needs_queue() => {
+                return Err(DeployError::Missing {
+                    key: "queue.url",
+                    message:
+                        "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
+                            .into(),
+                });
+            }
+            None => None,
         };
-        let sqs = Arc::new(
-            SqsQueue::new(clients, &url, &config.claim_prefix().to_string())
-                .map_err(DeployError::Queue)?,
-        );
+        // Without a queue (maintenance) nothing is ever enqueued; an
+        // in-process queue keeps the parts uniform.
+        let queue: QueueRef = match &sqs {
+            Some(q) => q.clone(),
+            None => Arc::new(MemoryQueue::new()),
+        };
         let dlq = config.dead_letter_location().to_string();
         Ok(Self {
             dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
             catalog,
-            queue: sqs.clone(),
-            sqs: Some(sqs),
+            queue,
+            sqs,
             file_io,
             faults,
             counters: Arc::default(),
+            lister: crate::maintain::orphans::Lister::S3(clients.s3.clone()),
             config: Arc::new(config),
         })
     }
@@ -300,6 +418,15 @@ fn remote_warehouse(config: &Config) -> Result<String, DeployError> {
                 .into(),
         }),
     }
+}
+
+/// The AWS clients `[aws]` describes, and the config with its secret ARNs
+/// replaced by the secrets.
+#[cfg(feature = "aws")]
+async fn aws_parts(mut config: Config) -> Result<(Config, crate::aws::AwsClients), DeployError> {
+    let clients = aws_clients(&config).await;
+    crate::secrets::resolve(&mut config, &clients).await?;
+    Ok((config, clients))
 }
 
 /// The AWS clients `[aws]` describes.
@@ -353,7 +480,9 @@ mod tests {
             "[warehouse]\npath = \"{}\"\n[routing]\ntable = \"bronze.events\"\n",
             dir.path().display()
         ));
-        let d = Deployment::from_config(c, Faults::none()).await.unwrap();
+        let d = Deployment::from_config(c, Faults::none(), Role::Writer)
+            .await
+            .unwrap();
         assert!(d.writer().is_ok());
         assert!(dir.path().join("catalog.db").is_file());
     }

@@ -29,6 +29,8 @@ pub mod postgres;
 pub mod queue;
 pub mod request;
 pub mod route;
+#[cfg(feature = "aws")]
+pub mod secrets;
 pub mod shred;
 pub mod source;
 pub mod status;

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use floe_committer::CommitterFunction;
-use floe_core::deploy::Deployment;
+use floe_core::deploy::{Deployment, Role};
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
-    let deployment = Deployment::from_env().await?;
+    let deployment = Deployment::from_env(Role::Committer).await?;
     let function = Arc::new(CommitterFunction::new(&deployment).context("cannot start")?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let function = function.clone();

@@ -1,4 +1,6 @@
-//! Bearer-token check for the HTTP function.
+//! Who may call the HTTP function: a caller AWS authenticated (the Function
+//! URL's `AWS_IAM` auth puts the IAM identity into the request context, which
+//! callers cannot forge), or one presenting the configured bearer token.
 
 /// What the `Authorization` header says about the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,8 +13,15 @@ pub enum Auth {
     Wrong,
 }
 
-/// Checks `header` (the `Authorization` value) against `token`.
-pub fn check(header: Option<&str>, token: &str) -> Auth {
+/// Checks a request: `iam` when AWS authenticated its caller, else its
+/// `Authorization` `header` against `token` (none: IAM callers only).
+pub fn check(header: Option<&str>, token: Option<&str>, iam: bool) -> Auth {
+    if iam {
+        return Auth::Valid;
+    }
+    let Some(token) = token else {
+        return Auth::Missing;
+    };
     let Some(given) = header.and_then(|h| {
         h.strip_prefix("Bearer ")
             .or_else(|| h.strip_prefix("bearer "))
@@ -43,10 +52,18 @@ mod tests {
 
     #[test]
     fn tells_missing_from_wrong() {
-        assert_eq!(check(None, "s3cret"), Auth::Missing);
-        assert_eq!(check(Some("Basic abc"), "s3cret"), Auth::Missing);
-        assert_eq!(check(Some("Bearer nope"), "s3cret"), Auth::Wrong);
-        assert_eq!(check(Some("Bearer s3cre"), "s3cret"), Auth::Wrong);
-        assert_eq!(check(Some("Bearer s3cret"), "s3cret"), Auth::Valid);
+        let t = Some("s3cret");
+        assert_eq!(check(None, t, false), Auth::Missing);
+        assert_eq!(check(Some("Basic abc"), t, false), Auth::Missing);
+        assert_eq!(check(Some("Bearer nope"), t, false), Auth::Wrong);
+        assert_eq!(check(Some("Bearer s3cre"), t, false), Auth::Wrong);
+        assert_eq!(check(Some("Bearer s3cret"), t, false), Auth::Valid);
+    }
+
+    #[test]
+    fn an_iam_caller_needs_no_token_and_without_a_token_only_iam_gets_in() {
+        assert_eq!(check(None, Some("s3cret"), true), Auth::Valid);
+        assert_eq!(check(None, None, true), Auth::Valid);
+        assert_eq!(check(Some("Bearer anything"), None, false), Auth::Missing);
     }
 }

@@ -9,7 +9,9 @@
 //! - `GET /v1/tables/{namespace}/{table}`: the last snapshot, total records and
 //!   freshness.
 //!
-//! Every request needs `Authorization: Bearer <http.token>`.
+//! Every request needs `Authorization: Bearer <http.token>` or an IAM identity
+//! AWS checked (Function URL with `AWS_IAM` auth), and a table `routing.allow`
+//! permits (403 otherwise).
 
 pub mod auth;
 pub mod body;
@@ -23,7 +25,7 @@ use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
 use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{PipelineError, Records, Source, SourceBatch, Writer};
-use floe_core::route::SourceKind;
+use floe_core::route::{Allow, SourceKind};
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::status;
 use lambda_http::http::{Method, StatusCode};
@@ -34,11 +36,9 @@ use tracing::{error, info};
 /// Why the function cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpSetupError {
-    /// No token configured.
-    #[error(
-        "config key http.token: the HTTP function refuses to start without a bearer token (set FLOE_HTTP_TOKEN)"
-    )]
-    NoToken,
+    /// `routing.allow` is not a list of table patterns.
+    #[error(transparent)]
+    Allow(#[from] floe_core::config::ConfigError),
     /// The writer step cannot be built.
     #[error(transparent)]
     Writer(#[from] PipelineError),
@@ -48,7 +48,8 @@ pub enum HttpSetupError {
 pub struct HttpFunction {
     writer: Writer,
     catalog: CatalogRef,
-    token: Secret,
+    token: Option<Secret>,
+    allow: Allow,
     max_body: u64,
     wait: Duration,
 }
@@ -60,11 +61,13 @@ enum Route {
 }
 
 impl HttpFunction {
-    /// The function over a deployment; refuses to start without a token.
+    /// The function over a deployment. Without `http.token` only requests
+    /// AWS authenticated (Function URL `AWS_IAM`) get in.
     pub fn new(deployment: &Deployment) -> Result<Self, HttpSetupError> {
         let http = &deployment.config.http;
         Ok(Self {
-            token: http.token.clone().ok_or(HttpSetupError::NoToken)?,
+            token: http.token.clone(),
+            allow: Allow::of(&deployment.config.routing)?,
             max_body: http.max_body(),
             wait: http.wait(),
             writer: deployment.writer()?,
@@ -78,13 +81,20 @@ impl HttpFunction {
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        match auth::check(header, self.token.expose()) {
+        let iam = req
+            .request_context_ref()
+            .and_then(|c| c.authorizer())
+            .is_some_and(|a| a.iam.is_some());
+        match auth::check(header, self.token.as_ref().map(Secret::expose), iam) {
             auth::Auth::Valid => {}
             auth::Auth::Missing => {
-                return reply(
-                    StatusCode::UNAUTHORIZED,
-                    json!({"error": "missing bearer token: send Authorization: Bearer <token>"}),
-                );
+                let error = match self.token {
+                    Some(_) => "missing bearer token: send Authorization: Bearer <token>",
+                    None => {
+                        "no IAM identity: sign the request with SigV4 for the Function URL (AWS_IAM auth)"
+                    }
+                };
+                return reply(StatusCode::UNAUTHORIZED, json!({ "error": error }));
             }
             auth::Auth::Wrong => {
                 return reply(StatusCode::FORBIDDEN, json!({"error": "invalid token"}));
@@ -94,6 +104,10 @@ impl HttpFunction {
             Ok(r) => r,
             Err((status, message)) => return reply(status, json!({"error": message})),
         };
+        let (Route::Records(ident) | Route::Table(ident)) = &route;
+        if let Err(e) = self.allow.check(ident) {
+            return reply(StatusCode::FORBIDDEN, json!({"error": e.to_string()}));
+        }
         match (req.method(), route) {
             (&Method::POST, Route::Records(ident)) => self.post(&req, ident).await,
             (&Method::GET, Route::Table(ident)) => self.get(ident).await,

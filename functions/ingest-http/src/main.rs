@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use floe_core::deploy::Deployment;
+use floe_core::deploy::{Deployment, Role};
 use floe_ingest_http::HttpFunction;
 use lambda_http::{Request, service_fn};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
-    let deployment = Deployment::from_env().await?;
+    let deployment = Deployment::from_env(Role::Ingest).await?;
     let function = Arc::new(HttpFunction::new(&deployment).context("cannot start")?);
     lambda_http::run(service_fn(move |req: Request| {
         let function = function.clone();

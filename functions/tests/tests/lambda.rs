@@ -14,12 +14,14 @@ use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use floe_committer::CommitterFunction;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::config::Config;
-use floe_core::deploy::Deployment;
+use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
+use floe_core::maintain::MaintainOptions;
 use floe_core::tabledef;
 use floe_ingest_http::HttpFunction;
+use floe_maintenance::MaintenanceFunction;
 use floe_writer::WriterFunction;
 use futures::TryStreamExt;
 use serde_json::{Value, json};
@@ -83,14 +85,30 @@ fn rest_catalog() -> &'static (String, String) {
     })
 }
 
+/// The catalog a test deployment commits through.
+enum Catalog {
+    /// Glue on moto.
+    Glue,
+    /// lakana's REST catalog; its bearer token is read from Secrets Manager.
+    Rest,
+    /// A SQLite file on this machine (local emulation), tables on moto's S3.
+    Sqlite(tempfile::TempDir),
+}
+
 /// One deployment's resources on moto: a bucket, a commit queue, a Glue
-/// database (or a table in the REST catalog).
+/// database (or a table in the REST or SQLite catalog).
 struct Env {
     clients: AwsClients,
     bucket: String,
     queue_url: String,
     ident: TableIdent,
-    rest: bool,
+    catalog: Catalog,
+    /// `[routing] allow`, when set.
+    allow: Option<String>,
+    /// `[maintenance] tables`, when set.
+    maintain: Option<String>,
+    /// `routing.partition` of the table `create_table` makes.
+    partition: Vec<String>,
 }
 
 const TOKEN: &str = "t0ken-for-tests";
@@ -101,8 +119,30 @@ impl Env {
         let mut env = Env::new().await;
         rest_catalog();
         env.ident = parse_table(&format!("bronze.{}", unique("events"))).unwrap();
-        env.rest = true;
+        env.catalog = Catalog::Rest;
         env
+    }
+
+    /// The same resources with the catalog in a local SQLite file.
+    async fn sqlite() -> Env {
+        let mut env = Env::new().await;
+        env.catalog = Catalog::Sqlite(tempfile::tempdir().unwrap());
+        env
+    }
+
+    /// A Secrets Manager secret (on moto) holding `value`; its ARN.
+    async fn secret(&self, value: &str) -> String {
+        self.clients
+            .secrets
+            .create_secret()
+            .name(unique("floe-token"))
+            .secret_string(value)
+            .send()
+            .await
+            .unwrap()
+            .arn()
+            .unwrap()
+            .to_string()
     }
 
     async fn new() -> Env {
@@ -131,7 +171,10 @@ impl Env {
             bucket,
             queue_url,
             ident,
-            rest: false,
+            catalog: Catalog::Glue,
+            allow: None,
+            maintain: None,
+            partition: Vec::new(),
         }
     }
 
@@ -140,13 +183,29 @@ impl Env {
     }
 
     /// The config every function of this deployment reads.
-    fn config(&self) -> Config {
-        let catalog = if self.rest {
-            let (uri, token) = rest_catalog();
-            format!("type = \"rest\"\nuri = \"{uri}\"\nprefix = \"floe\"\ntoken = \"{token}\"")
-        } else {
-            "type = \"glue\"".to_string()
+    async fn config(&self) -> Config {
+        let catalog = match &self.catalog {
+            Catalog::Rest => {
+                let (uri, token) = rest_catalog();
+                let arn = self.secret(token).await;
+                format!("type = \"rest\"\nuri = \"{uri}\"\nprefix = \"floe\"\ntoken = \"{arn}\"")
+            }
+            Catalog::Glue => "type = \"glue\"".to_string(),
+            Catalog::Sqlite(dir) => format!(
+                "type = \"sqlite\"\npath = \"{}\"",
+                dir.path().join("catalog.db").display()
+            ),
         };
+        let allow = self
+            .allow
+            .as_ref()
+            .map(|a| format!("allow = [\"{a}\"]"))
+            .unwrap_or_default();
+        let maintain = self
+            .maintain
+            .as_ref()
+            .map(|t| format!("[maintenance]\ntables = [\"{t}\"]"))
+            .unwrap_or_default();
         let text = format!(
             r#"
 [warehouse]
@@ -160,6 +219,8 @@ endpoint = "{endpoint}"
 url = "{queue}"
 [routing]
 table = "{table}"
+{allow}
+{maintain}
 [http]
 token = "{TOKEN}"
 max_body_bytes = 4096
@@ -174,7 +235,7 @@ wait_seconds = 20
     }
 
     async fn deployment(&self, faults: Faults) -> Deployment {
-        Deployment::from_config(self.config(), faults)
+        Deployment::from_config(self.config().await, faults, Role::Writer)
             .await
             .unwrap()
     }
@@ -192,11 +253,12 @@ wait_seconds = 20
               {{"id":2,"name":"name","required":false,"type":"string"}}]}}"#
         ))
         .unwrap();
+        let partition = tabledef::parse_partition(&schema, &self.partition).unwrap();
         let d = self.deployment(Faults::none()).await;
         d.catalog
             .create_table(
                 &self.ident,
-                tabledef::creation("events", schema, Default::default(), Default::default()),
+                tabledef::creation("events", schema, partition, Default::default()),
             )
             .await
             .unwrap();
@@ -206,20 +268,35 @@ wait_seconds = 20
     /// event source would: messages it names as failed come back, the others
     /// are deleted. Returns the handler's answers.
     async fn drain(&self, committer: &CommitterFunction) -> Vec<Value> {
+        self.drain_window(committer, 10).await
+    }
+
+    /// [`Env::drain`] with up to `batch` messages per invocation, as an event
+    /// source mapping with a batching window gathers them (SQS hands out 10
+    /// per receive; Lambda polls until the batch or the window is full).
+    async fn drain_window(&self, committer: &CommitterFunction, batch: usize) -> Vec<Value> {
         let mut answers = Vec::new();
         for _ in 0..20 {
-            let out = self
-                .clients
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-                .send()
-                .await
-                .unwrap();
-            let messages = out.messages();
+            let mut messages = Vec::new();
+            while messages.len() < batch {
+                let out = self
+                    .clients
+                    .sqs
+                    .receive_message()
+                    .queue_url(&self.queue_url)
+                    .max_number_of_messages((batch - messages.len()).min(10) as i32)
+                    .wait_time_seconds(1)
+                    .message_system_attribute_names(
+                        aws_sdk_sqs::types::MessageSystemAttributeName::All,
+                    )
+                    .send()
+                    .await
+                    .unwrap();
+                if out.messages().is_empty() {
+                    break;
+                }
+                messages.extend(out.messages().iter().cloned());
+            }
             if messages.is_empty() {
                 return answers;
             }
@@ -251,7 +328,7 @@ wait_seconds = 20
                 .await
                 .unwrap();
             let failed: HashSet<String> = failures(&answer).into_iter().collect();
-            for m in messages {
+            for m in &messages {
                 let handle = m.receipt_handle().unwrap();
                 if failed.contains(m.message_id().unwrap()) {
                     self.clients
@@ -323,40 +400,18 @@ wait_seconds = 20
 
     /// The table's rows as pyiceberg's GlueCatalog reads them.
     fn pyiceberg_rows(&self) -> Vec<(i64, Option<String>)> {
-        let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
-            let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
-                format!(
-                    "{}/.cache/floe-venv",
-                    std::env::var("HOME").unwrap_or_default()
-                )
-            });
-            format!("{venv}/bin/python")
-        });
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/tests/read_glue.py"
-        );
-        let out = std::process::Command::new(&python)
-            .args([script, endpoint(), &self.table()])
-            .output()
-            .unwrap_or_else(|e| panic!("running {python}: {e}"));
-        assert!(
-            out.status.success(),
-            "pyiceberg read failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    r["id"].as_i64().unwrap(),
-                    r["name"].as_str().map(str::to_string),
-                )
-            })
-            .collect()
+        let v = python("read_glue.py", &[endpoint(), &self.table()]);
+        pairs(&v["rows"])
+    }
+
+    /// The table's rows as pyiceberg and DuckDB read them from its current
+    /// metadata file, whatever the catalog; both must agree with `expected`.
+    async fn assert_readers_see(&self, expected: &[(i64, Option<String>)]) {
+        let d = self.deployment(Faults::none()).await;
+        let loaded = d.catalog.load_table(&self.ident).await.unwrap();
+        let v = python("read_s3.py", &[endpoint(), &loaded.metadata_location]);
+        assert_eq!(pairs(&v["pyiceberg"]), expected, "pyiceberg");
+        assert_eq!(pairs(&v["duckdb"]), expected, "DuckDB");
     }
 
     async fn keys(&self, prefix: &str) -> Vec<String> {
@@ -390,6 +445,48 @@ wait_seconds = 20
             .unwrap()
             .to_vec()
     }
+}
+
+/// Runs `shared/tests/<script>` with the test venv's Python; its JSON answer.
+fn python(script: &str, args: &[&str]) -> Value {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
+        let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/floe-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        format!("{venv}/bin/python")
+    });
+    let path = format!("{}/../../shared/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&python)
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `[{"id":…,"name":…}]` as sorted pairs.
+fn pairs(rows: &Value) -> Vec<(i64, Option<String>)> {
+    let mut out: Vec<_> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().unwrap(),
+                r["name"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn fixture(name: &str) -> String {
@@ -496,6 +593,7 @@ async fn sqs_records_land_once_and_a_bad_one_is_dead_lettered() {
         assert_eq!(letter["record"], r#"{"id":"three","name":"bad"}"#);
         if fault.is_none() {
             assert_eq!(env.pyiceberg_rows(), expected);
+            env.assert_readers_see(&expected).await;
         }
     }
 }
@@ -506,6 +604,37 @@ async fn sqs_records_land_once_through_the_rest_catalog() {
     for fault in FAULTS {
         let (env, _) = deliver_to(Env::rest().await, "sqs.json", false, fault).await;
         assert_eq!(env.rows().await, expected, "REST catalog, {fault:?}");
+        if fault.is_none() {
+            env.assert_readers_see(&expected).await;
+            let listed = env
+                .deployment(Faults::none())
+                .await
+                .catalog
+                .list_tables()
+                .await
+                .unwrap();
+            assert!(listed.contains(&env.ident), "{listed:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_records_land_once_through_a_sqlite_catalog_on_s3() {
+    let expected = want(&[(1, Some("ada")), (2, Some("grace")), (4, None)]);
+    for fault in FAULTS {
+        let (env, _) = deliver_to(Env::sqlite().await, "sqs.json", false, fault).await;
+        assert_eq!(env.rows().await, expected, "SQLite catalog, {fault:?}");
+        if fault.is_none() {
+            env.assert_readers_see(&expected).await;
+            let listed = env
+                .deployment(Faults::none())
+                .await
+                .catalog
+                .list_tables()
+                .await
+                .unwrap();
+            assert_eq!(listed, vec![env.ident.clone()]);
+        }
     }
 }
 
@@ -524,6 +653,7 @@ async fn kinesis_records_land_once() {
         }
         if fault.is_none() {
             assert_eq!(env.pyiceberg_rows(), expected);
+            env.assert_readers_see(&expected).await;
         }
     }
 }
@@ -544,6 +674,7 @@ async fn msk_partitions_land_once() {
         }
         if fault.is_none() {
             assert_eq!(env.pyiceberg_rows(), expected);
+            env.assert_readers_see(&expected).await;
         }
     }
 }
@@ -679,5 +810,245 @@ async fn http_ingest_is_idempotent_names_bad_records_and_checks_the_token() {
             (53, Some("wes")),
             (54, Some("xia"))
         ])
+    );
+}
+
+/// An SQS event of `n` messages, `{"id": first + i, "name": "n<i>"}` each,
+/// with message ids unique to `tag`.
+fn sqs_event(tag: &str, first: i64, n: usize) -> Value {
+    let records: Vec<Value> = (0..n)
+        .map(|i| {
+            let id = first + i as i64;
+            json!({
+                "messageId": format!("{tag}-{i:05}"),
+                "receiptHandle": format!("rh-{tag}-{i}"),
+                "body": json!({"id": id, "name": format!("n{id}")}).to_string(),
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// The table's snapshots: (count, each one's `added-records` and `floe.requests`).
+async fn snapshots(env: &Env) -> Vec<(String, String)> {
+    let d = env.deployment(Faults::none()).await;
+    let loaded = d.catalog.load_table(&env.ident).await.unwrap();
+    let mut out: Vec<_> = loaded
+        .metadata
+        .snapshots()
+        .map(|s| {
+            let p = &s.summary().additional_properties;
+            (
+                p.get("added-records").cloned().unwrap_or_default(),
+                p.get("floe.requests").cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_writers_in_flight_make_one_snapshot_through_a_batching_window() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    let writer = WriterFunction::new(&d).unwrap();
+    let committer = CommitterFunction::new(&d).unwrap();
+    // 16 invocations at once, as 16 concurrent pollers of a source queue.
+    let answers = futures::future::join_all(
+        (0..16).map(|w| writer.handle(sqs_event(&format!("w{w}"), w * 1000, 50))),
+    )
+    .await;
+    for a in answers {
+        assert!(failures(&a.unwrap()).is_empty());
+    }
+    // One committer invocation gathers all 16 requests (batch size 10,000
+    // with a window): they coalesce into one snapshot.
+    let answers = env.drain_window(&committer, 10_000).await;
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(
+        snapshots(&env).await,
+        vec![("800".to_string(), "16".to_string())]
+    );
+    let rows = env.rows().await;
+    assert_eq!(rows.len(), 800);
+    let ids: HashSet<i64> = rows.iter().map(|r| r.0).collect();
+    assert_eq!(ids.len(), 800);
+    assert!(ids.contains(&15_049) && ids.contains(&0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_sqs_limit_goes_by_claim_check_through_both_functions() {
+    // One file per id: 700 files make a commit request of several hundred KiB.
+    let mut env = Env::new().await;
+    env.partition = vec!["identity(id)".into()];
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    let writer = WriterFunction::new(&d).unwrap();
+    let committer = CommitterFunction::new(&d).unwrap();
+    let event = sqs_event("big", 0, 700);
+    assert!(failures(&writer.handle(event.clone()).await.unwrap()).is_empty());
+    let claims = env.keys("warehouse/_floe/claims/").await;
+    assert_eq!(claims.len(), 1, "the request went by reference: {claims:?}");
+    let body = env.object(&claims[0]).await;
+    assert!(body.len() > 240 * 1024, "{} bytes", body.len());
+
+    // Committed, the claim object goes; a redelivered event is a duplicate.
+    assert!(
+        env.drain(&committer)
+            .await
+            .iter()
+            .all(|a| failures(a).is_empty())
+    );
+    assert!(env.keys("warehouse/_floe/claims/").await.is_empty());
+    assert!(failures(&writer.handle(event).await.unwrap()).is_empty());
+    env.drain(&committer).await;
+    let rows = env.rows().await;
+    assert_eq!(rows.len(), 700);
+    assert_eq!(rows[699], (699, Some("n699".to_string())));
+    assert_eq!(snapshots(&env).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
+    let mut env = Env::new().await;
+    env.maintain = Some(env.table());
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    let writer = WriterFunction::new(&d).unwrap();
+    let committer = CommitterFunction::new(&d).unwrap();
+    for b in 0..6 {
+        writer
+            .handle(sqs_event(&format!("b{b}"), b * 10, 10))
+            .await
+            .unwrap();
+        env.drain(&committer).await;
+    }
+    assert_eq!(snapshots(&env).await.len(), 6);
+    // A crashed writer's file: under the table, referenced by nothing.
+    let loaded = d.catalog.load_table(&env.ident).await.unwrap();
+    let location = loaded.metadata.location().to_string();
+    let prefix = location.trim_start_matches(&format!("s3://{}/", env.bucket));
+    let orphan = format!("{prefix}/data/orphan-from-a-crash.parquet");
+    env.clients
+        .s3
+        .put_object()
+        .bucket(&env.bucket)
+        .key(&orphan)
+        .body(b"not referenced".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let expected = env.rows().await;
+    assert_eq!(expected.len(), 60);
+
+    let deployment = Deployment::from_config(env.config().await, Faults::none(), Role::Maintenance)
+        .await
+        .unwrap();
+    let function = MaintenanceFunction::new(&deployment);
+    // Four days on, with every snapshot but the current one past its age.
+    let opts = MaintainOptions {
+        now_ms: now_ms() + 4 * 24 * 3600 * 1000,
+        max_snapshot_age_ms: Some(0),
+        lister: deployment.lister.clone(),
+        ..MaintainOptions::default()
+    };
+    let answer = function.run(&opts).await.unwrap();
+    let report = &answer["tables"][0];
+    assert_eq!(report["table"], env.table(), "{answer}");
+    assert_eq!(report["data_files_before"], 6, "{answer}");
+    assert_eq!(report["data_files_after"], 1, "{answer}");
+    assert_eq!(report["snapshots_after"], 1, "{answer}");
+    assert_eq!(report["orphans"], 1, "{answer}");
+    assert!(!env.keys(prefix).await.contains(&orphan));
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+    // Every data file left is the one live file.
+    let data: Vec<String> = env
+        .keys(&format!("{prefix}/data/"))
+        .await
+        .into_iter()
+        .filter(|k| k.ends_with(".parquet"))
+        .collect();
+    assert_eq!(data.len(), 1, "{data:?}");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_takes_iam_callers_a_token_from_secrets_manager_and_only_allowed_tables() {
+    let mut env = Env::new().await;
+    env.allow = Some(format!("{}.*", env.ident.namespace().join(".")));
+    env.create_table(false).await;
+    let arn = env.secret("from-secrets-manager").await;
+    let mut config = env.config().await;
+    config.http.token = Some(arn.as_str().into());
+    let d = Deployment::from_config(config, Faults::none(), Role::Ingest)
+        .await
+        .unwrap();
+    assert_eq!(
+        d.config.http.token.as_ref().map(|t| t.expose().to_string()),
+        Some("from-secrets-manager".to_string())
+    );
+    let http = HttpFunction::new(&d).unwrap();
+    let post = |edit: &dyn Fn(&mut Value)| {
+        http_event("http_post.json", &env, |v| {
+            v["headers"]["authorization"] = json!("Bearer from-secrets-manager");
+            edit(v);
+        })
+    };
+    let (status, body) = call(&http, post(&|_| {})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A caller the Function URL's AWS_IAM auth let in needs no token.
+    let (status, body) = call(
+        &http,
+        post(&|v| {
+            v["headers"]
+                .as_object_mut()
+                .unwrap()
+                .remove("authorization");
+            v["headers"]["idempotency-key"] = json!("iam-1");
+            v["body"] = json!("{\"id\":55,\"name\":\"iam\"}\n");
+            v["requestContext"]["authorizer"] = json!({"iam": {
+                "accessKey": "AKIA…", "accountId": "123456789012", "callerId": "AIDA…",
+                "userArn": "arn:aws:iam::123456789012:user/loader", "userId": "AIDA…"}});
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // A table outside routing.allow: 403 naming the rule, nothing written.
+    let (status, body) = call(
+        &http,
+        post(&|v| {
+            let path = "/v1/tables/elsewhere/events/records";
+            v["rawPath"] = json!(path);
+            v["requestContext"]["http"]["path"] = json!(path);
+        }),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("routing.allow"),
+        "{body}"
+    );
+    let committer = CommitterFunction::new(&d).unwrap();
+    env.drain(&committer).await;
+    assert_eq!(
+        env.rows().await,
+        want(&[(51, Some("una")), (52, Some("vic")), (55, Some("iam"))])
     );
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use floe_core::deploy::Deployment;
+use floe_core::deploy::{Deployment, Role};
 use floe_writer::WriterFunction;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
@@ -12,7 +12,7 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
-    let deployment = Deployment::from_env().await?;
+    let deployment = Deployment::from_env(Role::Writer).await?;
     let function = Arc::new(WriterFunction::new(&deployment).context("cannot start")?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let function = function.clone();

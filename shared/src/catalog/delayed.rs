@@ -54,4 +54,8 @@ impl Catalog for Delayed {
         tokio::time::sleep(self.latency).await;
         self.inner.commit(commit).await
     }
+
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        self.inner.list_tables().await
+    }
 }

@@ -152,6 +152,14 @@ pub trait Catalog: Debug + Send + Sync {
 
     /// Atomically replaces `commit.base` with `commit.metadata`.
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+
+    /// Every Iceberg table of the catalog, sorted (scheduled maintenance
+    /// without a table list maintains them all).
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        Err(CatalogError::Store(format!(
+            "{self:?} cannot list its tables; name them (maintenance.tables)"
+        )))
+    }
 }
 
 /// A shared catalog handle.

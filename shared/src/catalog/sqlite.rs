@@ -171,6 +171,28 @@ impl Catalog for SqliteCatalog {
         })
     }
 
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        let rows = self.with_conn(|c| {
+            let mut stmt = c.prepare(
+                "SELECT table_namespace, table_name FROM iceberg_tables
+                 WHERE catalog_name = ?1 ORDER BY table_namespace, table_name",
+            )?;
+            let rows = stmt
+                .query_map(params![self.name], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(ns, name)| {
+                let ns = NamespaceIdent::from_strs(ns.split('.'))
+                    .map_err(|e| CatalogError::Store(format!("namespace {ns:?}: {e}")))?;
+                Ok(TableIdent::new(ns, name))
+            })
+            .collect()
+    }
+
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
         let location = self
             .current_location(ident)?

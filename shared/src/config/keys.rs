@@ -81,6 +81,7 @@ const CATALOG: &[Key] = &[
     key("oauth2_server_uri", Kind::Text),
     key("scope", Kind::Text),
     key("sigv4_service", Kind::Choice(SIGV4_SERVICES)),
+    key("path", Kind::Text),
 ];
 const QUEUE: &[Key] = &[key("url", Kind::Text), key("claim_prefix", Kind::Text)];
 const HTTP: &[Key] = &[
@@ -96,6 +97,7 @@ const HTTP: &[Key] = &[
     // API Gateway's HTTP APIs give up on an integration after 30 s.
     key("wait_seconds", Kind::Int { min: 0, max: 29 }),
 ];
+const MAINTENANCE: &[Key] = &[key("tables", Kind::List)];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),
     key("partition", Kind::List),
@@ -113,6 +115,7 @@ pub(super) const SECTIONS: &[(&str, &[Key])] = &[
     ("catalog", CATALOG),
     ("queue", QUEUE),
     ("http", HTTP),
+    ("maintenance", MAINTENANCE),
 ];
 
 /// The section of per-table overrides.
@@ -171,7 +174,7 @@ pub(super) fn check(root: &mut Table) -> Result<(), ConfigError> {
                     "section",
                     name,
                     known,
-                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http or tables",
+                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance or tables",
                 ),
             ));
         }

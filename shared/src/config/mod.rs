@@ -164,7 +164,7 @@
 //!
 //! | key | type | default | meaning |
 //! |---|---|---|---|
-//! | `type` | `"sqlite"`, `"glue"` or `"rest"` | `"sqlite"` | `sqlite`: the embedded catalog in `warehouse.path`. `glue`: AWS Glue, with tables under `warehouse.uri` (`s3://…`), which it then requires. `rest`: an Iceberg REST catalog at `uri` (Polaris, Nessie, Lakekeeper, lakana, AWS Glue's or S3 Tables' REST endpoints with `sigv4_service`), table files under `warehouse.uri`. |
+//! | `type` | `"sqlite"`, `"glue"` or `"rest"` | `"sqlite"` | `sqlite`: the embedded catalog in `warehouse.path` (or, with `warehouse.uri`, in the file `path` names: local emulation of the functions, one machine). `glue`: AWS Glue, with tables under `warehouse.uri` (`s3://…`), which it then requires. `rest`: an Iceberg REST catalog at `uri` (Polaris, Nessie, Lakekeeper, lakana, AWS Glue's or S3 Tables' REST endpoints with `sigv4_service`), table files under `warehouse.uri`. |
 //! | `catalog_id` | string | the caller's account | `glue` only: the AWS account id of the Glue catalog. |
 //! | `uri` | string | — | `rest` only, required: the catalog's base URI, without `/v1`. |
 //! | `prefix` | string | — | `rest` only: the path prefix when the server's `/v1/config` names none. |
@@ -173,6 +173,11 @@
 //! | `oauth2_server_uri` | string | `<uri>/v1/oauth/tokens` | `rest` only: the OAuth2 token endpoint. |
 //! | `scope` | string | `catalog` | `rest` only: the OAuth2 scope. |
 //! | `sigv4_service` | `"glue"` or `"s3tables"` | — | `rest` only: sign every request with SigV4 for this service in `aws.region` (AWS's Glue Iceberg REST endpoint, S3 Tables) instead of sending a token. |
+//! | `path` | string | — | `sqlite` with `warehouse.uri` only, then required: the SQLite database file (relative to the config file). |
+//!
+//! `token`, `client_secret` and `http.token` may hold an AWS Secrets Manager
+//! secret ARN (`arn:aws:secretsmanager:…`) instead of the value; the functions
+//! read the secret's string once, at start (needs `secretsmanager:GetSecretValue`).
 //!
 //! ## `[queue]`: the commit queue
 //!
@@ -185,9 +190,15 @@
 //!
 //! | key | type | default | meaning |
 //! |---|---|---|---|
-//! | `token` | string | — | Bearer token every request must present (`Authorization: Bearer …`); the function refuses to start without one. Set it through `FLOE_HTTP_TOKEN` from a secret rather than in the file. |
+//! | `token` | string | — | Bearer token a request may present (`Authorization: Bearer …`), or a Secrets Manager ARN holding it. A request is let in with that token, or when AWS authenticated it (the Function URL's `AWS_IAM` auth puts the caller's IAM identity in the event); unset, only IAM-authenticated requests pass. |
 //! | `max_body_bytes` | integer 1–6291456 | `5242880` | Larger request bodies are refused with 413. |
 //! | `wait_seconds` | integer 0–29 | `20` | How long `?wait=commit` waits for the batch to be in the table before answering 202. |
+//!
+//! ## `[maintenance]`: the scheduled maintenance function
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `tables` | list of strings | every table | `namespace.table` names the function compacts, expires and cleans (`floe maintain` on each); empty means every Iceberg table the catalog lists. |
 //!
 //! ## `[tables."namespace.table"]`: one table
 //!
@@ -216,6 +227,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+use crate::ident::parse_table;
 use crate::route::Router;
 
 /// A config that cannot be used; every message names the file, key or variable at fault.
@@ -320,6 +332,8 @@ pub struct Config {
     pub queue: QueueConfig,
     /// `[http]`.
     pub http: HttpConfig,
+    /// `[maintenance]`.
+    pub maintenance: MaintenanceConfig,
     /// Directory that relative paths are relative to.
     #[serde(skip)]
     base_dir: PathBuf,
@@ -396,6 +410,9 @@ pub struct CatalogConfig {
     /// REST: sign requests with SigV4 for this AWS service (`glue`, `s3tables`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sigv4_service: Option<String>,
+    /// SQLite with the warehouse in object storage: the catalog's database file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
 }
 
 /// `[queue]`: the commit queue between writers and the committer.
@@ -408,6 +425,15 @@ pub struct QueueConfig {
     /// Where request bodies too large for SQS go; see [`Config::claim_prefix`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim_prefix: Option<String>,
+}
+
+/// `[maintenance]`: what the scheduled maintenance function looks after.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MaintenanceConfig {
+    /// `namespace.table` names; empty means every table of the catalog.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
 }
 
 /// A secret from the config: kept out of `Debug` output and never serialised back.
@@ -908,6 +934,16 @@ impl Config {
                 "only catalog.type = \"rest\" uses it",
             ));
         }
+        if c.path.is_some() && c.kind != CatalogType::Sqlite {
+            return Err(ConfigError::key(
+                "catalog.path",
+                "only catalog.type = \"sqlite\" uses it",
+            ));
+        }
+        for (i, name) in self.maintenance.tables.iter().enumerate() {
+            parse_table(name)
+                .map_err(|e| ConfigError::key(format!("maintenance.tables[{i}]"), e.to_string()))?;
+        }
         if c.client_id.is_some() != c.client_secret.is_some() {
             return Err(ConfigError::key(
                 "catalog.client_secret",
@@ -1023,6 +1059,18 @@ impl Config {
             changelog: own.changelog.unwrap_or(defaults.changelog),
         }
     }
+}
+
+/// The `FLOE_<SECTION>_<KEY>` variable of every key of `section`, as `(key, variable)`.
+pub fn env_vars(section: &str) -> Vec<(String, String)> {
+    keys::SECTIONS
+        .iter()
+        .filter(|(s, _)| *s == section)
+        .flat_map(|(s, keys)| {
+            keys.iter()
+                .map(move |k| (format!("{s}.{}", k.name), keys::env_var(s, k.name)))
+        })
+        .collect()
 }
 
 /// Applies `FLOE_<SECTION>_<KEY>` overrides; returns `(key path, variable)` of each.

@@ -61,6 +61,8 @@ pub struct MaintainOptions {
     pub orphan_window_ms: i64,
     /// "Now", ms since the epoch (tests move it).
     pub now_ms: i64,
+    /// Lists table locations for orphans.
+    pub lister: orphans::Lister,
 }
 
 impl Default for MaintainOptions {
@@ -70,6 +72,7 @@ impl Default for MaintainOptions {
             max_snapshot_age_ms: None,
             orphan_window_ms: orphans::DEFAULT_WINDOW_MS,
             now_ms: now_ms(),
+            lister: orphans::Lister::default(),
         }
     }
 }
@@ -347,7 +350,10 @@ async fn find_orphans(
         .map(|l| l.metadata_file.clone())
         .collect();
     metadata_files.insert(loaded.metadata_location.clone());
-    let mut out: Vec<String> = orphans::list(meta.location())?
+    let mut out: Vec<String> = opts
+        .lister
+        .list(meta.location())
+        .await?
         .into_iter()
         .filter(|f| opts.now_ms - f.modified_ms > opts.orphan_window_ms)
         .filter(|f| !referenced.contains(&f.uri) && !metadata_files.contains(&f.uri))

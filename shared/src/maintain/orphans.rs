@@ -29,21 +29,54 @@ pub enum ListError {
         /// The error.
         source: std::io::Error,
     },
-    /// A location floe cannot list in this build.
-    #[error("listing {0}: only file:// table locations can be listed by this build")]
-    Unsupported(String),
+    /// A location this lister cannot list.
+    #[error("listing {0}: {1}")]
+    Unsupported(String, &'static str),
+    /// The object store refused the listing.
+    #[cfg(feature = "aws")]
+    #[error(transparent)]
+    S3(#[from] crate::storage::s3::S3Error),
 }
 
-/// Every file under `location` (a `file://` URI or a plain path).
-pub fn list(location: &str) -> Result<Vec<Listed>, ListError> {
-    let dir = match location.strip_prefix("file://") {
-        Some(p) => PathBuf::from(p),
-        None if !location.contains("://") => PathBuf::from(location),
-        None => return Err(ListError::Unsupported(location.to_string())),
-    };
-    let mut out = Vec::new();
-    walk(&dir, &mut out)?;
-    Ok(out)
+/// Lists the files under a table location; FileIO cannot, so maintenance
+/// gets one beside its catalog.
+#[derive(Debug, Clone, Default)]
+pub enum Lister {
+    /// The local filesystem (`file://` or plain paths).
+    #[default]
+    Local,
+    /// An S3 bucket through this client.
+    #[cfg(feature = "aws")]
+    S3(aws_sdk_s3::Client),
+}
+
+impl Lister {
+    /// Every file under `location`.
+    pub async fn list(&self, location: &str) -> Result<Vec<Listed>, ListError> {
+        match self {
+            Self::Local => {
+                let dir = match location.strip_prefix("file://") {
+                    Some(p) => PathBuf::from(p),
+                    None if !location.contains("://") => PathBuf::from(location),
+                    None => {
+                        return Err(ListError::Unsupported(
+                            location.to_string(),
+                            "a local lister reads file:// locations only",
+                        ));
+                    }
+                };
+                let mut out = Vec::new();
+                walk(&dir, &mut out)?;
+                Ok(out)
+            }
+            #[cfg(feature = "aws")]
+            Self::S3(client) => Ok(crate::storage::s3::list_files(client, location)
+                .await?
+                .into_iter()
+                .map(|(uri, modified_ms)| Listed { uri, modified_ms })
+                .collect()),
+        }
+    }
 }
 
 fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {

@@ -1,14 +1,37 @@
 //! `routing.allow`: patterns that routed tables must match.
 
-use crate::config::{ConfigError, RoutingMode};
+use iceberg::TableIdent;
+
+use super::RouteError;
+use crate::config::{ConfigError, RoutingConfig, RoutingMode};
+use crate::ident::display;
 
 /// The allow-list; empty allows every valid name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Allow {
+pub struct Allow {
     patterns: Vec<String>,
 }
 
 impl Allow {
+    /// `routing.allow` of `config`, for tables a caller names itself (the
+    /// HTTP function's URL path), which no routing rule produced.
+    pub fn of(config: &RoutingConfig) -> Result<Allow, ConfigError> {
+        Self::new(&config.allow, config.mode)
+    }
+
+    /// `Ok` when `ident` matches a pattern (or there are none).
+    pub fn check(&self, ident: &TableIdent) -> Result<(), RouteError> {
+        let name = display(ident);
+        if self.allows(&name) {
+            Ok(())
+        } else {
+            Err(RouteError::NotAllowed {
+                table: name,
+                patterns: self.patterns.clone(),
+            })
+        }
+    }
+
     /// Checks each pattern's shape: `NAMESPACE.TABLE` parts of name characters and `*`.
     pub(super) fn new(patterns: &[String], mode: RoutingMode) -> Result<Allow, ConfigError> {
         for (i, pattern) in patterns.iter().enumerate() {

@@ -22,7 +22,7 @@ use iceberg::TableIdent;
 
 use crate::config::{ConfigError, RoutingConfig, RoutingMode};
 use crate::ident::{InvalidName, MAX_NAME_LEN, parse_table};
-use allow::Allow;
+pub use allow::Allow;
 use field::Found;
 use template::{Placeholder, Template};
 

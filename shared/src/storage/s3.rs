@@ -151,6 +151,35 @@ impl S3Location {
     }
 }
 
+/// Every object under `location` (a directory: `t1` does not take `t10`)
+/// as `(s3:// URI, last modified ms since the epoch)`, for orphan cleanup,
+/// which FileIO cannot do since it does not list.
+pub async fn list_files(client: &Client, location: &str) -> Result<Vec<(String, i64)>, S3Error> {
+    let mut loc = S3Location::parse(location)?;
+    // Metadata names files with the scheme of the table location (s3a://…).
+    let scheme = location.split_once("://").map_or("s3", |(s, _)| s);
+    if !loc.key.is_empty() && !loc.key.ends_with('/') {
+        loc.key.push('/');
+    }
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(&loc.bucket)
+        .prefix(&loc.key)
+        .into_paginator()
+        .send();
+    let mut out = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| S3Error::request("ListObjectsV2", &loc, &e))?;
+        for o in page.contents() {
+            if let Some(key) = o.key() {
+                let modified = o.last_modified().map_or(0, |t| t.to_millis().unwrap_or(0));
+                out.push((format!("{scheme}://{}/{key}", loc.bucket), modified));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Builds [`S3Storage`] for iceberg-rust's `FileIO`, around floe's S3 client.
 ///
 /// When serialised (iceberg-rust can ship a FileIO across processes) only the

@@ -375,6 +375,45 @@ impl Catalog for GlueCatalog {
         }
     }
 
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        let mut databases = Vec::new();
+        let mut pages = self
+            .glue
+            .get_databases()
+            .set_catalog_id(self.catalog_id.clone())
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store("GetDatabases", "*", &e))?;
+            databases.extend(page.database_list.into_iter().map(|d| d.name));
+        }
+        let mut out = Vec::new();
+        for db in databases {
+            let mut pages = self
+                .glue
+                .get_tables()
+                .set_catalog_id(self.catalog_id.clone())
+                .database_name(&db)
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| store("GetTables", &db, &e))?;
+                for t in page.table_list.unwrap_or_default() {
+                    let iceberg = t
+                        .parameters
+                        .as_ref()
+                        .and_then(|p| p.get(TABLE_TYPE))
+                        .is_some_and(|v| v.eq_ignore_ascii_case(ICEBERG));
+                    if iceberg {
+                        out.push(TableIdent::new(NamespaceIdent::new(db.clone()), t.name));
+                    }
+                }
+            }
+        }
+        out.sort_by_key(display);
+        Ok(out)
+    }
+
     async fn create_table(
         &self,
         ident: &TableIdent,

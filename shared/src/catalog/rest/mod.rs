@@ -429,6 +429,43 @@ impl RestCatalog {
         })
     }
 
+    /// Every page of a list call, each decoded by `page` into its items and
+    /// the next page's token.
+    async fn pages<T, P: serde::de::DeserializeOwned>(
+        &self,
+        url: &Url,
+        mut page: impl FnMut(P) -> (Vec<T>, Option<String>),
+    ) -> Result<Vec<T>, CatalogError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut call = url.clone();
+            if let Some(t) = &token {
+                call.query_pairs_mut().append_pair("pageToken", t);
+            }
+            let body = match self.http.get(&call, self.get_attempts).await? {
+                Outcome::Answer(status, body) if status.is_success() => body,
+                Outcome::Answer(status, body) => {
+                    return Err(CatalogError::Store(format!(
+                        "GET {call}: {status} {}",
+                        wire::server_message(&body)
+                    )));
+                }
+                Outcome::NotSent(m) | Outcome::Lost(m) => {
+                    return Err(http_err(&Method::GET, &call, m).into());
+                }
+            };
+            let answer: P = serde_json::from_slice(&body)
+                .map_err(|e| CatalogError::Store(format!("unreadable answer from {call}: {e}")))?;
+            let (items, next) = page(answer);
+            out.extend(items);
+            match next.filter(|t| !t.is_empty()) {
+                Some(t) => token = Some(t),
+                None => return Ok(out),
+            }
+        }
+    }
+
     async fn post(&self, url: &Url, body: &impl serde::Serialize) -> Result<Outcome, CatalogError> {
         let body = serde_json::to_vec(body)
             .map_err(|e| CatalogError::Store(format!("encoding the request to {url}: {e}")))?;
@@ -518,6 +555,32 @@ impl Catalog for RestCatalog {
         }
         .instrument(span)
         .await
+    }
+
+    /// Top-level namespaces only: floe routes to one-level namespaces.
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        let namespaces = self
+            .pages(&self.url(None, None), |p: wire::ListNamespaces| {
+                (p.namespaces, p.next_page_token)
+            })
+            .await?;
+        let mut out = Vec::new();
+        for levels in namespaces {
+            let ns = NamespaceIdent::from_vec(levels)
+                .map_err(|e| CatalogError::Store(format!("namespace: {e}")))?;
+            let ids = self
+                .pages(&self.url(Some(&ns), None), |p: wire::ListTables| {
+                    (p.identifiers, p.next_page_token)
+                })
+                .await?;
+            for id in ids {
+                let ns = NamespaceIdent::from_vec(id.namespace)
+                    .map_err(|e| CatalogError::Store(format!("namespace: {e}")))?;
+                out.push(TableIdent::new(ns, id.name));
+            }
+        }
+        out.sort_by_key(display);
+        Ok(out)
     }
 
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {

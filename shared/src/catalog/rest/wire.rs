@@ -256,3 +256,28 @@ mod tests {
         );
     }
 }
+
+/// `GET /namespaces`: one page of namespaces.
+#[derive(Debug, Deserialize)]
+pub(super) struct ListNamespaces {
+    #[serde(default)]
+    pub namespaces: Vec<Vec<String>>,
+    #[serde(rename = "next-page-token", default)]
+    pub next_page_token: Option<String>,
+}
+
+/// `GET /namespaces/{ns}/tables`: one page of table identifiers.
+#[derive(Debug, Deserialize)]
+pub(super) struct ListTables {
+    #[serde(default)]
+    pub identifiers: Vec<Identifier>,
+    #[serde(rename = "next-page-token", default)]
+    pub next_page_token: Option<String>,
+}
+
+/// A table identifier as the REST spec writes it.
+#[derive(Debug, Deserialize)]
+pub(super) struct Identifier {
+    pub namespace: Vec<String>,
+    pub name: String,
+}
