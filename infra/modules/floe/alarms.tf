@@ -1,0 +1,215 @@
+# Alarms. floe's functions publish CloudWatch Embedded Metric Format lines
+# (shared/src/metrics/emf.rs): namespace "floe", one dimension "function"
+# ("writer", "committer", "ingest-http"). The committer emits per table and
+# run: commit_latency (ms), failed_commits, requests_per_commit, records,
+# files, duplicates, catalog_retries; the writer and the HTTP function:
+# records, bytes, files, dead_lettered_records.
+#
+# Data freshness = how long written data waits to be in its table: the age of
+# the oldest commit request (SQS), plus, for stream sources, how far the
+# writer lags the stream (Lambda's IteratorAge).
+
+locals {
+  alarm_actions = var.alarm_sns_topic_arn == null ? [] : [var.alarm_sns_topic_arn]
+  emf_namespace = "floe"
+}
+
+# --- the commit path ---------------------------------------------------------------------
+
+resource "aws_cloudwatch_metric_alarm" "commit_queue_age" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-queue-age"
+  alarm_description   = "floe: a commit request has waited over ${var.commit_age_alarm_seconds}s; written data is not reaching its table (committer failing, throttled or too slow)."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateAgeOfOldestMessage"
+  dimensions          = { QueueName = aws_sqs_queue.commits.name }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 3
+  datapoints_to_alarm = 3
+  threshold           = var.commit_age_alarm_seconds
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-dlq"
+  alarm_description   = "floe: commit requests reached the dead-letter queue; their data files are written but not committed. Fix the cause and redrive them within a day (snapshot expiry, 24 h by default, forgets committed batch ids; orphan cleanup deletes uncommitted files after 3 days)."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.commits_dlq.name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "committer_errors" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-committer-errors"
+  alarm_description   = "floe: the committer function failed (crash, timeout, bad configuration)."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = aws_lambda_function.committer.function_name }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "commit_failures" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-failures"
+  alarm_description   = "floe: table commits failed (failed_commits); the requests went back to the queue. See the committer's log for the table and error."
+  namespace           = local.emf_namespace
+  metric_name         = "failed_commits"
+  dimensions          = { function = "committer" }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "commit_latency" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-commit-latency"
+  alarm_description   = "floe: a committer run took over ${var.commit_latency_alarm_ms} ms (commit_latency): a slow catalog or many conflicts."
+  namespace           = local.emf_namespace
+  metric_name         = "commit_latency"
+  dimensions          = { function = "committer" }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  datapoints_to_alarm = 2
+  threshold           = var.commit_latency_alarm_ms
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+# --- writers -------------------------------------------------------------------------------
+
+resource "aws_cloudwatch_metric_alarm" "writer_errors" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-writer-errors"
+  alarm_description   = "floe: the writer function failed as a whole (crash, timeout, unreadable event, bad configuration); failed batches alone are reported as partial batch failures and retried."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = aws_lambda_function.writer.function_name }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "dead_letters" {
+  for_each = var.create_alarms && var.alarm_on_dead_letters ? toset(var.enable_http_ingest ? ["writer", "ingest-http"] : ["writer"]) : toset([])
+
+  alarm_name          = "${var.name}-${each.value}-dead-letters"
+  alarm_description   = "floe: the ${each.value} function dead-lettered records that do not fit their table (s3://…/_floe/dlq; `floe dlq list`)."
+  namespace           = local.emf_namespace
+  metric_name         = "dead_lettered_records"
+  dimensions          = { function = each.value }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "iterator_age" {
+  count = var.create_alarms && local.stream_sources ? 1 : 0
+
+  alarm_name          = "${var.name}-writer-iterator-age"
+  alarm_description   = "floe: the writer lags its Kinesis or DynamoDB stream by over ${var.iterator_age_alarm_ms} ms."
+  namespace           = "AWS/Lambda"
+  metric_name         = "IteratorAge"
+  dimensions          = { FunctionName = aws_lambda_function.writer.function_name }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 5
+  datapoints_to_alarm = 5
+  threshold           = var.iterator_age_alarm_ms
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "stream_failures" {
+  count = var.create_alarms && local.stream_sources ? 1 : 0
+
+  alarm_name          = "${var.name}-stream-failures"
+  alarm_description   = "floe: a stream batch was given up after its retries (its shard and positions are in the stream failure queue); those records are not in their table."
+  namespace           = "AWS/SQS"
+  metric_name         = "ApproximateNumberOfMessagesVisible"
+  dimensions          = { QueueName = aws_sqs_queue.stream_failures[0].name }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}
+
+# --- maintenance ---------------------------------------------------------------------------
+
+resource "aws_cloudwatch_metric_alarm" "maintenance_errors" {
+  count = var.create_alarms && var.enable_maintenance ? 1 : 0
+
+  alarm_name          = "${var.name}-maintenance-errors"
+  alarm_description   = "floe: a maintenance run failed; small files and snapshots accumulate until one succeeds."
+  namespace           = "AWS/Lambda"
+  metric_name         = "Errors"
+  dimensions          = { FunctionName = aws_lambda_function.maintenance[0].function_name }
+  statistic           = "Sum"
+  period              = 3600
+  evaluation_periods  = 3
+  datapoints_to_alarm = 2
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}

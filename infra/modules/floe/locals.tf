@@ -1,0 +1,128 @@
+data "aws_caller_identity" "current" {}
+data "aws_region" "current" {}
+data "aws_partition" "current" {}
+
+locals {
+  account_id = data.aws_caller_identity.current.account_id
+  region     = data.aws_region.current.name
+  partition  = data.aws_partition.current.partition
+
+  # --- where things live -------------------------------------------------------
+  bucket        = var.create_bucket ? aws_s3_bucket.warehouse[0].id : var.bucket_name
+  bucket_arn    = "arn:${local.partition}:s3:::${local.bucket}"
+  warehouse_uri = "s3://${local.bucket}/${var.warehouse_prefix}"
+  warehouse_arn = "${local.bucket_arn}/${var.warehouse_prefix}"
+  dlq_uri       = "${local.warehouse_uri}/_floe/dlq"
+  claims_uri    = "${local.warehouse_uri}/_floe/claims"
+  dlq_arn       = "${local.warehouse_arn}/_floe/dlq"
+  claims_arn    = "${local.warehouse_arn}/_floe/claims"
+
+  # Table files. Glue: <warehouse>/<db>.db/<table>/{data,metadata}/..., so the
+  # rights stop at the configured databases. REST: the server lays tables out
+  # under the warehouse as it likes.
+  uses_glue = var.catalog_type == "glue" || var.rest_sigv4_service == "glue"
+  table_object_arns = var.catalog_type == "glue" ? [
+    for db in var.glue_databases : "${local.warehouse_arn}/${db}.db/*"
+  ] : ["${local.warehouse_arn}/*"]
+  # Metadata files the commit engine deletes when they fall out of the
+  # metadata log (write.metadata.delete-after-commit.enabled), or after a
+  # conflicting commit.
+  metadata_object_arns = var.catalog_type == "glue" ? [
+    for db in var.glue_databases : "${local.warehouse_arn}/${db}.db/*/metadata/*"
+  ] : ["${local.warehouse_arn}/*/metadata/*"]
+
+  glue_catalog_id  = var.glue_catalog_id != "" ? var.glue_catalog_id : local.account_id
+  glue_catalog_arn = "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:catalog"
+  glue_database_arns = [
+    for db in var.glue_databases : "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:database/${db}"
+  ]
+  glue_table_arns = [
+    for db in var.glue_databases : "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:table/${db}/*"
+  ]
+
+  # --- secrets: each role may read only the secrets it is given ------------------
+  catalog_secret_arns = var.catalog_type == "rest" ? compact([var.rest_credential_secret_arn, var.rest_token_secret_arn]) : []
+  ingest_secret_arns  = concat(local.catalog_secret_arns, compact([var.http_token_secret_arn]))
+  source_secret_arns = distinct(compact(concat(
+    [for s in values(var.msk_sources) : s.auth_secret_arn],
+    [for s in values(var.kafka_sources) : s.auth_secret_arn],
+  )))
+  writer_secret_arns = concat(local.catalog_secret_arns, local.source_secret_arns)
+
+  # --- switches ---------------------------------------------------------------------
+  stream_sources = length(var.kinesis_sources) + length(var.dynamodb_sources) > 0
+  kafka_in_vpc = length(var.msk_sources) > 0 || anytrue([
+    for s in values(var.kafka_sources) : length(s.subnet_ids) > 0
+  ])
+  in_vpc = length(var.vpc_subnet_ids) > 0
+
+  commit_queue_name    = var.fifo_commit_queue ? "${var.name}-commits.fifo" : "${var.name}-commits"
+  commit_dlq_name      = var.fifo_commit_queue ? "${var.name}-commits-dlq.fifo" : "${var.name}-commits-dlq"
+  committer_batch_size = coalesce(var.committer_batch_size, var.fifo_commit_queue ? 10 : 10000)
+
+  function_names = {
+    writer      = "${var.name}-writer"
+    committer   = "${var.name}-committer"
+    ingest      = "${var.name}-ingest-http"
+    maintenance = "${var.name}-maintenance"
+  }
+
+  # --- the functions' environment ---------------------------------------------------
+  #
+  # floe reads its configuration from FLOE_<SECTION>_<KEY> (docs/config.md); a
+  # blank value unsets the key, so its default applies. Convention of these
+  # maps, which tests parse with python-hcl2:
+  #   - every key is written out literally (no computed keys), and every
+  #     function sets ALL of its keys, "" where one does not apply (the REST
+  #     keys under Glue), so each function's set of names is static;
+  #   - common_env holds what all four functions share, queue_env what the
+  #     three that meet on the commit queue add, ingest_own_env and
+  #     maintenance_own_env what only those functions have; each
+  #     <function>_env (writer_env, committer_env, ingest_env,
+  #     maintenance_env) is a merge() of those named locals only;
+  #   - RUST_LOG is not a floe config key: it is merged in at each
+  #     aws_lambda_function's environment block, never in these maps.
+  # FLOE_CONFIG_TOML (var.floe_toml) carries [routing], [defaults] and
+  # [tables.*]; the variables below override whatever it says about the other
+  # sections.
+  common_env = {
+    FLOE_CONFIG_TOML               = var.floe_toml
+    FLOE_WAREHOUSE_URI             = local.warehouse_uri
+    FLOE_AWS_REGION                = local.region
+    FLOE_CATALOG_TYPE              = var.catalog_type
+    FLOE_CATALOG_CATALOG_ID        = var.catalog_type == "glue" ? local.glue_catalog_id : ""
+    FLOE_CATALOG_URI               = var.catalog_type == "rest" ? var.rest_uri : ""
+    FLOE_CATALOG_PREFIX            = var.catalog_type == "rest" ? var.rest_prefix : ""
+    FLOE_CATALOG_TOKEN             = var.catalog_type == "rest" ? var.rest_token_secret_arn : ""
+    FLOE_CATALOG_CLIENT_ID         = var.catalog_type == "rest" ? var.rest_client_id : ""
+    FLOE_CATALOG_CLIENT_SECRET     = var.catalog_type == "rest" ? var.rest_credential_secret_arn : ""
+    FLOE_CATALOG_OAUTH2_SERVER_URI = var.catalog_type == "rest" ? var.rest_oauth2_server_uri : ""
+    FLOE_CATALOG_SCOPE             = var.catalog_type == "rest" ? var.rest_scope : ""
+    FLOE_CATALOG_SIGV4_SERVICE     = var.catalog_type == "rest" ? var.rest_sigv4_service : ""
+    FLOE_DEAD_LETTER_LOCATION      = local.dlq_uri
+  }
+
+  queue_env = {
+    FLOE_QUEUE_URL          = aws_sqs_queue.commits.url
+    FLOE_QUEUE_CLAIM_PREFIX = local.claims_uri
+  }
+
+  writer_env = merge(local.common_env, local.queue_env)
+
+  committer_env = merge(local.common_env, local.queue_env)
+
+  # The keys only the HTTP function and only maintenance have.
+  ingest_own_env = {
+    FLOE_HTTP_TOKEN          = var.http_token_secret_arn
+    FLOE_HTTP_MAX_BODY_BYTES = tostring(var.http_max_body_bytes)
+    FLOE_HTTP_WAIT_SECONDS   = tostring(var.http_wait_seconds)
+  }
+
+  maintenance_own_env = {
+    FLOE_MAINTENANCE_TABLES = join(",", var.maintenance_tables)
+  }
+
+  ingest_env = merge(local.common_env, local.queue_env, local.ingest_own_env)
+
+  maintenance_env = merge(local.common_env, local.maintenance_own_env)
+}

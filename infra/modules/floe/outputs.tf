@@ -1,0 +1,88 @@
+output "bucket" {
+  description = "Warehouse bucket name."
+  value       = local.bucket
+}
+
+output "warehouse_uri" {
+  description = "Warehouse location, s3://<bucket>/<warehouse_prefix> (FLOE_WAREHOUSE_URI)."
+  value       = local.warehouse_uri
+}
+
+output "dead_letter_uri" {
+  description = "Where rejected records go (FLOE_DEAD_LETTER_LOCATION)."
+  value       = local.dlq_uri
+}
+
+output "commit_queue_url" {
+  description = "Commit queue URL (FLOE_QUEUE_URL)."
+  value       = aws_sqs_queue.commits.url
+}
+
+output "commit_queue_arn" {
+  description = "Commit queue ARN."
+  value       = aws_sqs_queue.commits.arn
+}
+
+output "commit_dlq_url" {
+  description = "Dead-letter queue of commit requests."
+  value       = aws_sqs_queue.commits_dlq.url
+}
+
+output "commit_dlq_arn" {
+  description = "Dead-letter queue ARN of commit requests."
+  value       = aws_sqs_queue.commits_dlq.arn
+}
+
+output "stream_failure_queue_url" {
+  description = "On-failure destination of the Kinesis and DynamoDB mappings (null without stream sources)."
+  value       = local.stream_sources ? aws_sqs_queue.stream_failures[0].url : null
+}
+
+output "function_names" {
+  description = "Function names by role: writer, committer, ingest, maintenance."
+  value = merge(
+    {
+      writer    = aws_lambda_function.writer.function_name
+      committer = aws_lambda_function.committer.function_name
+    },
+    var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].function_name } : {},
+    var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].function_name } : {},
+  )
+}
+
+output "function_arns" {
+  description = "Function ARNs by role: writer, committer, ingest, maintenance."
+  value = merge(
+    {
+      writer    = aws_lambda_function.writer.arn
+      committer = aws_lambda_function.committer.arn
+    },
+    var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].arn } : {},
+    var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].arn } : {},
+  )
+}
+
+output "role_arns" {
+  description = "Execution role ARNs by function, e.g. to grant a key or a source in another account."
+  value       = { for fn, role in aws_iam_role.fn : fn => role.arn }
+}
+
+output "log_group_names" {
+  description = "CloudWatch log groups by function."
+  value       = { for fn, lg in aws_cloudwatch_log_group.fn : fn => lg.name }
+}
+
+output "function_url" {
+  description = "IAM-authenticated (SigV4, service \"lambda\") URL of the HTTP ingest function; null when it is disabled."
+  value       = var.enable_http_ingest ? aws_lambda_function_url.ingest[0].function_url : null
+}
+
+output "api_endpoint" {
+  description = "HTTP API endpoint in front of the ingest function; null without http_api_gateway."
+  value       = local.http_api ? aws_apigatewayv2_api.ingest[0].api_endpoint : null
+}
+
+output "glue_databases" {
+  description = "Glue databases floe writes (catalog_type glue)."
+  value       = var.catalog_type == "glue" ? var.glue_databases : []
+}

@@ -1,0 +1,198 @@
+# Plan-and-apply tests of the module against a mocked AWS provider: no
+# credentials, no AWS calls, only the provider's schema.
+#
+#   terraform -chdir=infra/modules/floe init -backend=false
+#   terraform -chdir=infra/modules/floe test
+#
+# tests/artifacts holds empty stand-ins for cargo-lambda's zips.
+
+mock_provider "aws" {
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "123456789012" }
+  }
+  mock_data "aws_region" {
+    defaults = { name = "eu-west-1" }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws" }
+  }
+  mock_data "aws_iam_policy_document" {
+    defaults = { json = "{}" }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = {
+      url = "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits"
+      arn = "arn:aws:sqs:eu-west-1:123456789012:floe-commits"
+    }
+  }
+  mock_resource "aws_s3_bucket" {
+    defaults = { id = "floe-warehouse-abc" }
+  }
+  mock_resource "aws_cloudwatch_log_group" {
+    defaults = { arn = "arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/x" }
+  }
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::123456789012:role/x" }
+  }
+  mock_resource "aws_lambda_function" {
+    defaults = { arn = "arn:aws:lambda:eu-west-1:123456789012:function:x" }
+  }
+  mock_resource "aws_cloudwatch_event_rule" {
+    defaults = { arn = "arn:aws:events:eu-west-1:123456789012:rule/x" }
+  }
+  mock_resource "aws_apigatewayv2_api" {
+    defaults = { execution_arn = "arn:aws:execute-api:eu-west-1:123456789012:abc" }
+  }
+}
+
+variables {
+  artifacts_dir         = "./tests/artifacts"
+  glue_databases        = ["bronze"]
+  floe_toml             = "[routing]\ntable = \"bronze.events\"\n"
+  http_token_secret_arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tok-abc123"
+}
+
+run "defaults" {
+  command = apply
+
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_WAREHOUSE_URI"] == "s3://floe-warehouse-abc/warehouse"
+    error_message = "warehouse uri: ${aws_lambda_function.writer.environment[0].variables["FLOE_WAREHOUSE_URI"]}"
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["RUST_LOG"] == "info"
+    error_message = "RUST_LOG"
+  }
+  assert {
+    condition     = aws_lambda_function.committer.environment[0].variables["FLOE_QUEUE_CLAIM_PREFIX"] == "s3://floe-warehouse-abc/warehouse/_floe/claims"
+    error_message = "claims"
+  }
+  assert {
+    condition     = aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_MAX_BODY_BYTES"] == "6291456"
+    error_message = "max body"
+  }
+  assert {
+    condition     = aws_lambda_function.maintenance[0].environment[0].variables["FLOE_MAINTENANCE_TABLES"] == ""
+    error_message = "maintenance tables"
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_CATALOG_CATALOG_ID"] == "123456789012"
+    error_message = "catalog id"
+  }
+  assert {
+    condition     = aws_sqs_queue.commits.visibility_timeout_seconds == 1830
+    error_message = "visibility"
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.commits.batch_size == 10000 && aws_lambda_event_source_mapping.commits.maximum_batching_window_in_seconds == 5
+    error_message = "committer batching"
+  }
+  assert {
+    condition     = aws_lambda_function.committer.reserved_concurrent_executions == 1
+    error_message = "committer concurrency"
+  }
+  # The env-var contract of docs/deploy.md, name for name.
+  assert {
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "RUST_LOG"])
+    error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
+  }
+  assert {
+    condition     = toset(keys(aws_lambda_function.committer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "RUST_LOG"])
+    error_message = "committer environment: ${join(",", keys(aws_lambda_function.committer.environment[0].variables))}"
+  }
+  assert {
+    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "RUST_LOG"])
+    error_message = "ingest environment: ${join(",", keys(aws_lambda_function.ingest[0].environment[0].variables))}"
+  }
+  assert {
+    condition     = toset(keys(aws_lambda_function.maintenance[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_MAINTENANCE_TABLES", "RUST_LOG"])
+    error_message = "maintenance environment: ${join(",", keys(aws_lambda_function.maintenance[0].environment[0].variables))}"
+  }
+}
+
+run "fifo_defaults_to_10" {
+  command = apply
+  variables {
+    fifo_commit_queue = true
+  }
+  assert {
+    condition     = aws_lambda_event_source_mapping.commits.batch_size == 10 && aws_lambda_event_source_mapping.commits.maximum_batching_window_in_seconds == null
+    error_message = "fifo batching"
+  }
+  assert {
+    condition     = aws_sqs_queue.commits.name == "floe-commits.fifo"
+    error_message = "fifo name"
+  }
+}
+
+run "fifo_batch_too_big" {
+  command = plan
+  variables {
+    fifo_commit_queue    = true
+    committer_batch_size = 100
+  }
+  expect_failures = [aws_lambda_event_source_mapping.commits]
+}
+
+run "standard_batch_needs_window" {
+  command = plan
+  variables {
+    committer_batching_window_seconds = 0
+  }
+  expect_failures = [aws_lambda_event_source_mapping.commits]
+}
+
+run "ingest_needs_token" {
+  command = plan
+  variables {
+    http_token_secret_arn = ""
+  }
+  expect_failures = [aws_lambda_function.ingest]
+}
+
+run "glue_needs_databases" {
+  command = plan
+  variables {
+    glue_databases = []
+  }
+  expect_failures = [aws_lambda_function.writer]
+}
+
+run "rest_catalog" {
+  command = apply
+  variables {
+    catalog_type               = "rest"
+    glue_databases             = []
+    rest_uri                   = "https://catalog.example.com"
+    rest_client_id             = "floe"
+    rest_credential_secret_arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cred-abc123"
+    enable_maintenance         = false
+    maintenance_tables         = ["a.b", "c.d"]
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_CATALOG_CLIENT_SECRET"] == "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cred-abc123" && aws_lambda_function.writer.environment[0].variables["FLOE_CATALOG_CATALOG_ID"] == ""
+    error_message = "rest env"
+  }
+  assert {
+    condition     = length(aws_lambda_function.maintenance) == 0
+    error_message = "maintenance off"
+  }
+}
+
+run "sources" {
+  command = apply
+  variables {
+    sqs_sources     = { a = { queue_arn = "arn:aws:sqs:eu-west-1:123456789012:src" } }
+    kinesis_sources = { k = { stream_arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/s" } }
+    msk_sources     = { m = { cluster_arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/c/u-1", topics = ["t1", "t2"], consumer_group_id = "g" } }
+    kafka_sources   = { s = { bootstrap_servers = ["b1:9092", "b2:9092"], topics = ["x"], subnet_ids = ["subnet-1"], security_group_ids = ["sg-1"], auth_type = "SASL_SCRAM_256_AUTH", auth_secret_arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:k-abc123" } }
+  }
+  assert {
+    condition     = length(aws_lambda_event_source_mapping.msk) == 2 && length(aws_lambda_event_source_mapping.kafka) == 1
+    error_message = "kafka mappings"
+  }
+  assert {
+    condition     = length(aws_sqs_queue.stream_failures) == 1 && length(aws_iam_role_policy.network) == 1
+    error_message = "stream failures / network"
+  }
+}

@@ -1,0 +1,605 @@
+# Inputs of the floe module. Grouped as the files that use them: naming and
+# artifacts, storage, commit queue, functions, writer sources, committer,
+# HTTP ingest, maintenance, catalog, table config, alarms.
+
+# --- naming and artifacts ----------------------------------------------------
+
+variable "name" {
+  description = "Prefix of every resource name (functions, roles, queues, log groups, alarms)."
+  type        = string
+  default     = "floe"
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,31}$", var.name))
+    error_message = "name: 1-32 lower-case letters, digits and hyphens (it prefixes Lambda, SQS, IAM and S3 names)."
+  }
+}
+
+variable "tags" {
+  description = "Tags for every resource that takes tags."
+  type        = map(string)
+  default     = {}
+}
+
+variable "artifacts_dir" {
+  description = <<-EOT
+    Directory holding cargo-lambda's zips, one per binary: <artifacts_dir>/<bin>/bootstrap.zip
+    (`cargo lambda build --release --output-format zip` writes them to
+    <CARGO_TARGET_DIR or target>/lambda). The examples default it to
+    "../../../target/lambda", the repository's own target directory.
+  EOT
+  type        = string
+}
+
+variable "architecture" {
+  description = "Instruction set of the functions; must match how the zips were built (`--arm64` for arm64)."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture: \"x86_64\" or \"arm64\"."
+  }
+}
+
+# --- storage -------------------------------------------------------------------
+
+variable "create_bucket" {
+  description = "Create the warehouse bucket. false: use the existing bucket `bucket_name` (its encryption, public access block, TLS policy and lifecycle rules are then yours to manage)."
+  type        = bool
+  default     = true
+}
+
+variable "bucket_name" {
+  description = "Warehouse bucket name. Empty with create_bucket: a generated name starting with \"<name>-warehouse-\". Required when create_bucket is false."
+  type        = string
+  default     = ""
+}
+
+variable "warehouse_prefix" {
+  description = "Key prefix of the warehouse in the bucket: tables, dead letters (_floe/dlq) and claim checks (_floe/claims) live under s3://<bucket>/<warehouse_prefix>."
+  type        = string
+  default     = "warehouse"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$", var.warehouse_prefix))
+    error_message = "warehouse_prefix: a non-empty key prefix without leading or trailing slash."
+  }
+}
+
+variable "kms_key_arn" {
+  description = "Customer managed KMS key for the bucket (SSE-KMS with bucket keys) and the SQS queues. null: SSE-S3 and SQS managed SSE. Every role gets kms:Decrypt and kms:GenerateDataKey on it; its key policy must allow that (and the SQS service for queue encryption)."
+  type        = string
+  default     = null
+}
+
+variable "bucket_versioning" {
+  description = "Enable versioning on the created bucket. floe never overwrites an object, so versioning only keeps deleted files (expired snapshots, orphans) for noncurrent_version_expiration_days."
+  type        = bool
+  default     = false
+}
+
+variable "noncurrent_version_expiration_days" {
+  description = "With bucket_versioning: days after which noncurrent versions are removed."
+  type        = number
+  default     = 7
+}
+
+variable "abort_incomplete_multipart_days" {
+  description = "Lifecycle rule: abort multipart uploads left incomplete this many days (a writer that crashed mid-upload). floe aborts its own uploads on failure; this is the backstop."
+  type        = number
+  default     = 1
+}
+
+variable "force_destroy" {
+  description = "Let `terraform destroy` delete a non-empty created bucket (tables included). For throwaway stacks only."
+  type        = bool
+  default     = false
+}
+
+variable "access_log_bucket" {
+  description = "Bucket receiving S3 server access logs of the warehouse bucket. Empty: no access logging."
+  type        = string
+  default     = ""
+}
+
+# --- commit queue ----------------------------------------------------------------
+
+variable "fifo_commit_queue" {
+  description = "Make the commit queue FIFO (name ends .fifo; floe sets MessageGroupId = table and MessageDeduplicationId). Standard is the default: the committer coalesces and deduplicates by batch id, and a FIFO event source takes at most 10 messages per batch."
+  type        = bool
+  default     = false
+}
+
+variable "commit_queue_max_receive_count" {
+  description = "Deliveries of a commit request before SQS moves it to the dead-letter queue. The committer retries conflicts itself (up to 10 attempts) before handing a request back."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.commit_queue_max_receive_count >= 1 && var.commit_queue_max_receive_count <= 1000
+    error_message = "commit_queue_max_receive_count: 1-1000."
+  }
+}
+
+variable "commit_queue_retention_seconds" {
+  description = "Retention of the commit queue. Requests reference Parquet files that maintenance deletes as orphans after 3 days: keep retention (and any redrive from the DLQ) well under that."
+  type        = number
+  default     = 172800
+
+  validation {
+    condition     = var.commit_queue_retention_seconds >= 60 && var.commit_queue_retention_seconds <= 1209600
+    error_message = "commit_queue_retention_seconds: 60-1209600."
+  }
+}
+
+variable "dlq_retention_seconds" {
+  description = "Retention of the dead-letter queues (commit requests, stream failures, failed maintenance events)."
+  type        = number
+  default     = 1209600
+}
+
+# --- functions -------------------------------------------------------------------
+
+variable "log_level" {
+  description = "RUST_LOG of every function (tracing EnvFilter syntax: \"info\", \"floe_core=debug,info\")."
+  type        = string
+  default     = "info"
+}
+
+variable "log_retention_days" {
+  description = "CloudWatch Logs retention of the functions' and the HTTP API's log groups."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days: one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...)."
+  }
+}
+
+variable "log_kms_key_arn" {
+  description = "KMS key encrypting the log groups. null: CloudWatch Logs' own encryption. Its key policy must allow the logs service principal of the region."
+  type        = string
+  default     = null
+}
+
+variable "tracing_mode" {
+  description = "X-Ray tracing of the functions: \"PassThrough\" (default: trace only when the caller sampled) or \"Active\" (the roles then get xray:PutTraceSegments)."
+  type        = string
+  default     = "PassThrough"
+
+  validation {
+    condition     = contains(["PassThrough", "Active"], var.tracing_mode)
+    error_message = "tracing_mode: \"PassThrough\" or \"Active\"."
+  }
+}
+
+variable "vpc_subnet_ids" {
+  description = "Run every function in these subnets (with vpc_security_group_ids). They need a route to S3, SQS, Glue, Secrets Manager, CloudWatch Logs and STS (NAT or VPC endpoints). Empty: no VPC."
+  type        = list(string)
+  default     = []
+}
+
+variable "vpc_security_group_ids" {
+  description = "Security groups of the functions when vpc_subnet_ids is set."
+  type        = list(string)
+  default     = []
+}
+
+variable "extra_policy_arns" {
+  description = "Managed policies to attach to the roles, by function (writer, committer, ingest, maintenance): e.g. S3 Tables or Lake Formation rights for a REST catalog, or a customer key of a source."
+  type = object({
+    writer      = optional(list(string), [])
+    committer   = optional(list(string), [])
+    ingest      = optional(list(string), [])
+    maintenance = optional(list(string), [])
+  })
+  default = {}
+}
+
+variable "writer_memory" {
+  description = "Writer memory in MB (Lambda gives 1 vCPU per 1769 MB; Parquet encoding is CPU bound)."
+  type        = number
+  default     = 2048
+}
+
+variable "writer_timeout" {
+  description = "Writer timeout in seconds. An SQS source queue's visibility timeout should be at least 6x this."
+  type        = number
+  default     = 120
+}
+
+variable "writer_reserved_concurrency" {
+  description = "Reserved concurrency of the writer, bounding how many writers run at once (and so the commit request rate). -1: unreserved."
+  type        = number
+  default     = -1
+}
+
+variable "committer_memory" {
+  description = "Committer memory in MB."
+  type        = number
+  default     = 1024
+}
+
+variable "committer_timeout" {
+  description = "Committer timeout in seconds. The commit queue's visibility timeout is 6 x this + 30."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.committer_timeout >= 10 && var.committer_timeout <= 900
+    error_message = "committer_timeout: 10-900 seconds."
+  }
+}
+
+variable "ingest_memory" {
+  description = "HTTP ingest memory in MB."
+  type        = number
+  default     = 1024
+}
+
+variable "ingest_timeout" {
+  description = "HTTP ingest timeout in seconds; above http_wait_seconds. API Gateway gives up after 30 s whatever this says."
+  type        = number
+  default     = 29
+}
+
+variable "ingest_reserved_concurrency" {
+  description = "Reserved concurrency of the HTTP ingest function. -1: unreserved."
+  type        = number
+  default     = -1
+}
+
+variable "maintenance_memory" {
+  description = "Maintenance memory in MB (compaction holds one partition's rows in memory)."
+  type        = number
+  default     = 3008
+}
+
+variable "maintenance_timeout" {
+  description = "Maintenance timeout in seconds."
+  type        = number
+  default     = 900
+}
+
+# --- writer sources --------------------------------------------------------------
+# Maps, keyed by a name of your choice (stable keys, so ARNs unknown until apply
+# work). Every mapping reports partial batch failures (ReportBatchItemFailures):
+# the writer names the batches that must come again.
+
+variable "sqs_sources" {
+  description = "SQS queues the writer reads. Give each queue a visibility timeout of at least 6 x writer_timeout and its own redrive policy."
+  type = map(object({
+    queue_arn                          = string
+    batch_size                         = optional(number, 1000)
+    maximum_batching_window_in_seconds = optional(number, 10)
+    maximum_concurrency                = optional(number)
+    enabled                            = optional(bool, true)
+  }))
+  default = {}
+}
+
+variable "kinesis_sources" {
+  description = "Kinesis data streams the writer reads. Failed batches past maximum_retry_attempts go (as metadata) to the stream failure queue."
+  type = map(object({
+    stream_arn                         = string
+    starting_position                  = optional(string, "LATEST")
+    batch_size                         = optional(number, 1000)
+    maximum_batching_window_in_seconds = optional(number, 5)
+    parallelization_factor             = optional(number, 1)
+    bisect_batch_on_function_error     = optional(bool, false)
+    maximum_retry_attempts             = optional(number, -1)
+    maximum_record_age_in_seconds      = optional(number, -1)
+    enabled                            = optional(bool, true)
+  }))
+  default = {}
+}
+
+variable "dynamodb_sources" {
+  description = "DynamoDB streams the writer reads (records go to floe's DynamoDB change decoder on keyed tables)."
+  type = map(object({
+    stream_arn                         = string
+    starting_position                  = optional(string, "LATEST")
+    batch_size                         = optional(number, 1000)
+    maximum_batching_window_in_seconds = optional(number, 5)
+    parallelization_factor             = optional(number, 1)
+    bisect_batch_on_function_error     = optional(bool, false)
+    maximum_retry_attempts             = optional(number, -1)
+    maximum_record_age_in_seconds      = optional(number, -1)
+    enabled                            = optional(bool, true)
+  }))
+  default = {}
+}
+
+variable "msk_sources" {
+  description = "Amazon MSK clusters the writer reads. IAM auth by default (the writer role gets kafka-cluster read rights on the topics and its consumer group); auth_secret_arn with SASL/SCRAM. Mappings run in provisioned mode, the only mode in which Lambda honours a Kafka partial batch response."
+  type = map(object({
+    cluster_arn                        = string
+    topics                             = list(string)
+    consumer_group_id                  = optional(string)
+    starting_position                  = optional(string, "LATEST")
+    batch_size                         = optional(number, 1000)
+    maximum_batching_window_in_seconds = optional(number, 5)
+    auth_secret_arn                    = optional(string)
+    minimum_pollers                    = optional(number, 1)
+    maximum_pollers                    = optional(number, 2)
+    enabled                            = optional(bool, true)
+  }))
+  default = {}
+}
+
+variable "kafka_sources" {
+  description = "Self-managed Kafka clusters the writer reads. auth_type: SASL_SCRAM_512_AUTH, SASL_SCRAM_256_AUTH or BASIC_AUTH with auth_secret_arn; subnets and security groups when the brokers are in a VPC. Provisioned mode, as for MSK."
+  type = map(object({
+    bootstrap_servers                  = list(string)
+    topics                             = list(string)
+    consumer_group_id                  = optional(string)
+    starting_position                  = optional(string, "LATEST")
+    batch_size                         = optional(number, 1000)
+    maximum_batching_window_in_seconds = optional(number, 5)
+    subnet_ids                         = optional(list(string), [])
+    security_group_ids                 = optional(list(string), [])
+    auth_type                          = optional(string)
+    auth_secret_arn                    = optional(string)
+    minimum_pollers                    = optional(number, 1)
+    maximum_pollers                    = optional(number, 2)
+    enabled                            = optional(bool, true)
+  }))
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for s in values(var.kafka_sources) :
+      s.auth_type == null || contains(["SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "BASIC_AUTH"], coalesce(s.auth_type, "x"))
+    ])
+    error_message = "kafka_sources[*].auth_type: SASL_SCRAM_512_AUTH, SASL_SCRAM_256_AUTH or BASIC_AUTH."
+  }
+}
+
+variable "source_kms_key_arns" {
+  description = "Customer managed KMS keys of the writer's sources (encrypted SQS queues, Kinesis streams with a CMK): the writer role gets kms:Decrypt on them."
+  type        = list(string)
+  default     = []
+}
+
+# --- committer -------------------------------------------------------------------
+
+variable "committer_batch_size" {
+  description = "Commit requests per committer invocation. null: 10000 on a standard queue, 10 on a FIFO queue (SQS's limits). Larger batches coalesce more requests into one snapshot."
+  type        = number
+  default     = null
+}
+
+variable "committer_batching_window_seconds" {
+  description = "How long Lambda gathers commit requests before invoking the committer (standard queue only; a batch over 10 needs at least 1). The floor of commit latency, and the lever on snapshots per minute."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.committer_batching_window_seconds >= 0 && var.committer_batching_window_seconds <= 300
+    error_message = "committer_batching_window_seconds: 0-300."
+  }
+}
+
+# --- HTTP ingest -----------------------------------------------------------------
+
+variable "enable_http_ingest" {
+  description = "Deploy the HTTP ingest function with an IAM-authenticated (SigV4) function URL. It refuses to start without a bearer token: set http_token_secret_arn."
+  type        = bool
+  default     = true
+}
+
+variable "http_token_secret_arn" {
+  description = "Secrets Manager secret (full ARN) whose value is the bearer token HTTP clients send (`Authorization: Bearer <token>`). FLOE_HTTP_TOKEN is set to the ARN; the function reads the secret at start."
+  type        = string
+  default     = ""
+}
+
+variable "http_api_gateway" {
+  description = "Also put an API Gateway HTTP API in front of the ingest function (routes POST /v1/tables/{namespace}/{table}/records and GET /v1/tables/{namespace}/{table}, access logs, throttling); the function checks the bearer token."
+  type        = bool
+  default     = false
+}
+
+variable "http_throttle_rate_limit" {
+  description = "HTTP API: steady-state requests per second."
+  type        = number
+  default     = 100
+}
+
+variable "http_throttle_burst_limit" {
+  description = "HTTP API: burst of requests."
+  type        = number
+  default     = 200
+}
+
+variable "http_max_body_bytes" {
+  description = "FLOE_HTTP_MAX_BODY_BYTES: larger request bodies are refused with 413 (Lambda's own payload limit is 6 MB)."
+  type        = number
+  default     = 6291456
+
+  validation {
+    condition     = var.http_max_body_bytes >= 1 && var.http_max_body_bytes <= 6291456
+    error_message = "http_max_body_bytes: 1-6291456."
+  }
+}
+
+variable "http_wait_seconds" {
+  description = "FLOE_HTTP_WAIT_SECONDS: how long ?wait=commit waits for the batch to be in the table before answering 202."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.http_wait_seconds >= 0 && var.http_wait_seconds <= 29
+    error_message = "http_wait_seconds: 0-29 (API Gateway answers 503 after 30 s)."
+  }
+}
+
+# --- maintenance -------------------------------------------------------------------
+
+variable "enable_maintenance" {
+  description = "Deploy the scheduled maintenance function (compaction, manifest merging, snapshot expiry, orphan cleanup)."
+  type        = bool
+  default     = true
+}
+
+variable "maintenance_schedule" {
+  description = "EventBridge schedule expression of maintenance runs."
+  type        = string
+  default     = "rate(1 hour)"
+}
+
+variable "maintenance_tables" {
+  description = "Tables maintenance runs on, \"namespace.table\" each (FLOE_MAINTENANCE_TABLES, comma-separated). Empty: every table of the catalog."
+  type        = list(string)
+  default     = []
+}
+
+# --- catalog -------------------------------------------------------------------------
+
+variable "catalog_type" {
+  description = "\"glue\" (AWS Glue Data Catalog of this account) or \"rest\" (an Iceberg REST catalog)."
+  type        = string
+  default     = "glue"
+
+  validation {
+    condition     = contains(["glue", "rest"], var.catalog_type)
+    error_message = "catalog_type: \"glue\" or \"rest\"."
+  }
+}
+
+variable "glue_databases" {
+  description = "Glue databases (Iceberg namespaces) floe may write. The roles' Glue and S3 rights are scoped to them (tables live at <warehouse>/<db>.db/<table>); a table routed to another database fails to create."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for d in var.glue_databases : can(regex("^[a-z0-9_-]{1,255}$", d))])
+    error_message = "glue_databases: lower-case letters, digits, _ and - (floe lower-cases routed names)."
+  }
+}
+
+variable "create_glue_databases" {
+  description = "Create the glue_databases (false: they exist already)."
+  type        = bool
+  default     = true
+}
+
+variable "glue_catalog_id" {
+  description = "Account id of the Glue catalog (FLOE_CATALOG_CATALOG_ID). Empty: this account."
+  type        = string
+  default     = ""
+}
+
+variable "rest_uri" {
+  description = "REST catalog base URI, without /v1 (FLOE_CATALOG_URI)."
+  type        = string
+  default     = ""
+}
+
+variable "rest_prefix" {
+  description = "REST catalog path prefix when the server's /v1/config names none (FLOE_CATALOG_PREFIX)."
+  type        = string
+  default     = ""
+}
+
+variable "rest_sigv4_service" {
+  description = "Sign REST requests with SigV4 for this service instead of a token: \"glue\" or \"s3tables\"; empty: no signing. With \"glue\" the roles get the Glue rights of glue_databases; for \"s3tables\" attach S3 Tables rights with extra_policy_arns."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = contains(["", "glue", "s3tables"], var.rest_sigv4_service)
+    error_message = "rest_sigv4_service: \"\", \"glue\" or \"s3tables\"."
+  }
+}
+
+variable "rest_oauth2_server_uri" {
+  description = "OAuth2 token endpoint (FLOE_CATALOG_OAUTH2_SERVER_URI). Empty: <rest_uri>/v1/oauth/tokens."
+  type        = string
+  default     = ""
+}
+
+variable "rest_scope" {
+  description = "OAuth2 scope (FLOE_CATALOG_SCOPE). Empty: \"catalog\"."
+  type        = string
+  default     = ""
+}
+
+variable "rest_client_id" {
+  description = "OAuth2 client id (FLOE_CATALOG_CLIENT_ID); goes with rest_credential_secret_arn."
+  type        = string
+  default     = ""
+}
+
+variable "rest_credential_secret_arn" {
+  description = "Secrets Manager secret holding the OAuth2 client secret; FLOE_CATALOG_CLIENT_SECRET is set to its ARN."
+  type        = string
+  default     = ""
+}
+
+variable "rest_token_secret_arn" {
+  description = "Secrets Manager secret holding a fixed bearer token for the REST catalog; FLOE_CATALOG_TOKEN is set to its ARN."
+  type        = string
+  default     = ""
+}
+
+variable "secret_kms_key_arn" {
+  description = "Customer managed KMS key of the Secrets Manager secrets given here (null: aws/secretsmanager, which needs no grant)."
+  type        = string
+  default     = null
+}
+
+# --- table config ----------------------------------------------------------------------
+
+variable "floe_toml" {
+  description = <<-EOT
+    Contents of a floe.toml, passed whole as FLOE_CONFIG_TOML: [routing] (the writer
+    refuses to start without routing.table or routing.template), [defaults],
+    [tables."ns.table"]. Sections set through the module's FLOE_* variables
+    ([warehouse], [dead_letter], [aws], [catalog], [queue], [http]) are overridden
+    by them. Schema files are not shipped to Lambda: leave tables.*.schema unset
+    (schemas are inferred). Lambda allows 4 KB of environment per function in all.
+  EOT
+  type        = string
+  default     = ""
+}
+
+# --- alarms ------------------------------------------------------------------------------
+
+variable "create_alarms" {
+  description = "Create the CloudWatch alarms."
+  type        = bool
+  default     = true
+}
+
+variable "alarm_sns_topic_arn" {
+  description = "SNS topic notified when an alarm fires and recovers. null: alarms without actions."
+  type        = string
+  default     = null
+}
+
+variable "commit_age_alarm_seconds" {
+  description = "Alarm when the oldest pending commit request is older than this (data written but not yet in its table)."
+  type        = number
+  default     = 300
+}
+
+variable "commit_latency_alarm_ms" {
+  description = "Alarm when one committer run takes longer than this (floe's commit_latency metric)."
+  type        = number
+  default     = 60000
+}
+
+variable "iterator_age_alarm_ms" {
+  description = "Alarm when the writer lags a Kinesis or DynamoDB stream by more than this (Lambda's IteratorAge)."
+  type        = number
+  default     = 300000
+}
+
+variable "alarm_on_dead_letters" {
+  description = "Alarm when the writer or the HTTP function dead-letters records (floe's dead_lettered_records metric)."
+  type        = bool
+  default     = true
+}
