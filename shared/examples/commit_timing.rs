@@ -86,6 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     record_count: 100,
                     rejected_count: 0,
                     created_at_ms: 0,
+                    oldest_record_ms: None,
                 }
             })
             .collect();

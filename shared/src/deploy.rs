@@ -73,7 +73,12 @@ pub enum Role {
 
 /// Keys that only make sense off AWS: a local warehouse directory, an
 /// emulator's endpoint, the SQLite file of local emulation.
-const LOCAL_ONLY: &[&str] = &["warehouse.path", "aws.endpoint", "catalog.path"];
+const LOCAL_ONLY: &[&str] = &[
+    "warehouse.path",
+    "aws.endpoint",
+    "aws.path_style",
+    "catalog.path",
+];
 
 impl Role {
     /// Every role, in deployment order.
@@ -101,7 +106,8 @@ impl Role {
 
     /// The environment variables this function reads on AWS, which a
     /// deployment (the Terraform module) sets: `FLOE_CONFIG_TOML` for routing
-    /// and tables, then `FLOE_<SECTION>_<KEY>` of each section it uses.
+    /// and tables, `RUST_LOG` for the log filter, then `FLOE_<SECTION>_<KEY>`
+    /// of each section it uses.
     pub fn env_vars(self) -> Vec<String> {
         let mut sections = vec!["warehouse", "aws", "catalog", "dead_letter"];
         if self.needs_queue() {
@@ -112,7 +118,7 @@ impl Role {
             Self::Maintenance => sections.push("maintenance"),
             Self::Writer | Self::Committer => {}
         }
-        let mut vars = vec!["FLOE_CONFIG_TOML".to_string()];
+        let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
         for section in sections {
             vars.extend(
                 crate::config::env_vars(section)
@@ -437,7 +443,10 @@ async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
         endpoint_url: config.aws.endpoint.clone(),
         // Emulators (moto, MinIO) behind a custom endpoint have no per-bucket
         // host names.
-        force_path_style: config.aws.endpoint.is_some(),
+        force_path_style: config
+            .aws
+            .path_style
+            .unwrap_or(config.aws.endpoint.is_some()),
         max_attempts: 0,
     })
     .await

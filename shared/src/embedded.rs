@@ -519,6 +519,7 @@ impl Embedded {
                         .collect(),
                 ),
                 state: Default::default(),
+                oldest_ms: None,
             };
             paths.push(file.path);
             readers.push(one_batch(batch));
@@ -617,6 +618,7 @@ fn read_input(
             spans,
             records: Records::Ndjson(chunk),
             state: Default::default(),
+            oldest_ms: None,
         };
         if tx.blocking_send(batch).is_err() {
             // Writers stopped on an error, which the caller reports.

@@ -11,6 +11,7 @@
 pub mod aws;
 pub mod catalog;
 pub mod change;
+pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod deploy;

@@ -12,7 +12,8 @@
 //!   "data_files": [ { … } ],                  // iceberg DataFile JSON (see `data_files`)
 //!   "delete_files": [], "keyed": false,     // "truncate": true when the batch emptied the table first
 //!   "record_count": 100, "rejected_count": 0,
-//!   "created_at_ms": 1764496800000
+//!   "created_at_ms": 1764496800000,
+//!   "oldest_record_ms": 1764496799250          // optional: the oldest record's arrival at its source
 //! }
 //! ```
 //!
@@ -69,6 +70,10 @@ pub struct CommitRequest {
     pub rejected_count: u64,
     /// When the writer created the request (ms since epoch).
     pub created_at_ms: i64,
+    /// When the batch's oldest record reached its source (ms since epoch),
+    /// when the source says; the committer reports freshness from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_record_ms: Option<i64>,
 }
 
 /// A request that cannot be encoded, decoded or bound to its table.

@@ -564,6 +564,7 @@ async fn write_request(
         record_count: rows.len() as u64,
         rejected_count: 0,
         created_at_ms: 0,
+        oldest_record_ms: None,
     }
 }
 
@@ -752,6 +753,7 @@ async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
             spans,
             records: Records::Items(items),
             state: Default::default(),
+            oldest_ms: None,
         })
         .await
         .unwrap();

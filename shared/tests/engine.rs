@@ -86,6 +86,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         record_count: n as u64,
         rejected_count: 0,
         created_at_ms: 0,
+        oldest_record_ms: None,
     }
 }
 

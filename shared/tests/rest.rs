@@ -170,6 +170,7 @@ async fn write_request(
         record_count: rows.len() as u64,
         rejected_count: 0,
         created_at_ms: 0,
+        oldest_record_ms: None,
     }
 }
 

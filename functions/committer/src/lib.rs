@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use floe_core::clock::now_ms;
 use floe_core::deploy::Deployment;
 use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{CommitReport, Committer};
@@ -95,6 +96,10 @@ fn emit(report: &CommitReport, latency_ms: f64) {
         emf = match &t.result {
             Ok(o) => {
                 info!(table = %t.table, batch_ids = ?o.committed, duplicates = o.duplicates.len(), snapshots = ?o.snapshot_ids, "committed");
+                if let Some(oldest) = t.oldest_ms.filter(|_| !o.committed.is_empty()) {
+                    let freshness = (now_ms() - oldest).max(0);
+                    emf = emf.metric("freshness", Unit::Milliseconds, freshness as f64);
+                }
                 emf.metric("requests_per_commit", Unit::Count, o.committed.len() as f64)
                     .metric("records", Unit::Count, o.records as f64)
                     .metric("files", Unit::Count, o.data_files as f64)

@@ -19,6 +19,7 @@ pub mod body;
 use std::time::Duration;
 
 use floe_core::catalog::{CatalogError, CatalogRef};
+use floe_core::clock::now_ms;
 use floe_core::config::Secret;
 use floe_core::deploy::Deployment;
 use floe_core::iceberg::TableIdent;
@@ -158,6 +159,7 @@ impl HttpFunction {
             spans,
             records: Records::Items(items),
             state: Default::default(),
+            oldest_ms: Some(now_ms()),
         };
         let report = match self.writer.write(batch).await {
             Ok(r) => r,
@@ -233,11 +235,7 @@ impl HttpFunction {
     }
 
     async fn get(&self, ident: TableIdent) -> Response<Body> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        match status::table_status(self.catalog.as_ref(), &ident, now).await {
+        match status::table_status(self.catalog.as_ref(), &ident, now_ms()).await {
             Ok(s) => reply(StatusCode::OK, json!(s)),
             Err(e @ CatalogError::NoSuchTable { .. }) => {
                 reply(StatusCode::NOT_FOUND, json!({"error": e.to_string()}))

@@ -869,6 +869,18 @@ async fn sixteen_writers_in_flight_make_one_snapshot_through_a_batching_window()
     for a in answers {
         assert!(failures(&a.unwrap()).is_empty());
     }
+    // Each request carries its oldest record's SentTimestamp, for freshness.
+    let peek = env
+        .clients
+        .sqs
+        .receive_message()
+        .queue_url(&env.queue_url)
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let request: Value = serde_json::from_str(peek.messages()[0].body().unwrap()).unwrap();
+    assert_eq!(request["oldest_record_ms"], 1_700_000_000_000i64);
     // One committer invocation gathers all 16 requests (batch size 10,000
     // with a window): they coalesce into one snapshot.
     let answers = env.drain_window(&committer, 10_000).await;

@@ -86,11 +86,20 @@ fn arn_resource<'a>(arn: &'a str, marker: &str) -> &'a str {
     }
 }
 
+/// The earlier of two arrival times, either possibly unknown.
+fn oldest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 fn batch(
     kind: SourceKind,
     name: &str,
     spans: Vec<SourceSpan>,
     items: Vec<(String, Bytes)>,
+    oldest_ms: Option<i64>,
 ) -> SourceBatch {
     SourceBatch {
         source: Source {
@@ -102,13 +111,16 @@ fn batch(
         spans,
         records: Records::Items(items),
         state: Default::default(),
+        oldest_ms,
     }
 }
 
 fn sqs(event: &Value) -> Result<Vec<Part>, EventError> {
     let event: SqsEvent =
         serde_json::from_value(event.clone()).map_err(|e| malformed("SQS", e.to_string()))?;
-    let mut queues: BTreeMap<String, Vec<(String, Bytes)>> = BTreeMap::new();
+    // Per queue: its messages and the oldest one's SentTimestamp.
+    type Queue = (Vec<(String, Bytes)>, Option<i64>);
+    let mut queues: BTreeMap<String, Queue> = BTreeMap::new();
     for m in event.records {
         let Some(id) = m.message_id else {
             return Err(malformed("SQS", "a record has no messageId"));
@@ -119,12 +131,18 @@ fn sqs(event: &Value) -> Result<Vec<Part>, EventError> {
             .and_then(|a| a.rsplit(':').next())
             .map(str::to_string)
             .unwrap_or_default();
+        let sent = m
+            .attributes
+            .get("SentTimestamp")
+            .and_then(|t| t.parse().ok());
         let body = Bytes::from(m.body.unwrap_or_default());
-        queues.entry(queue).or_default().push((id, body));
+        let entry = queues.entry(queue).or_default();
+        entry.0.push((id, body));
+        entry.1 = oldest(entry.1, sent);
     }
     Ok(queues
         .into_iter()
-        .map(|(queue, items)| {
+        .map(|(queue, (items, sent))| {
             let ids: Vec<String> = items.iter().map(|(id, _)| id.clone()).collect();
             // A queue is unordered: the batch is the set of its message ids.
             let spans = vec![SourceSpan {
@@ -133,7 +151,7 @@ fn sqs(event: &Value) -> Result<Vec<Part>, EventError> {
                 stream: false,
             }];
             Part {
-                batch: batch(SourceKind::Sqs, &queue, spans, items),
+                batch: batch(SourceKind::Sqs, &queue, spans, items, sent),
                 on_failure: ids,
             }
         })
@@ -147,6 +165,8 @@ struct Shard {
     source: String,
     stream: bool,
     items: Vec<(Position, Bytes)>,
+    /// The oldest record's arrival at the source, ms since epoch.
+    oldest_ms: Option<i64>,
 }
 
 impl Shard {
@@ -167,7 +187,7 @@ impl Shard {
             .map(|(p, r)| (p.to_string(), r))
             .collect();
         Some(Part {
-            batch: batch(self.kind, &self.name, spans, items),
+            batch: batch(self.kind, &self.name, spans, items, self.oldest_ms),
             on_failure: vec![first.to_string()],
         })
     }
@@ -197,18 +217,18 @@ fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
             .map(|(s, _)| s.to_string())
             .ok_or_else(|| malformed("Kinesis", "a record's eventID names no shard"))?;
         let pos = position("Kinesis", &r.kinesis.sequence_number)?;
+        let arrived = r.kinesis.approximate_arrival_timestamp.0.timestamp_millis();
         let source = format!("kinesis:{stream}/{shard}");
-        shards
-            .entry(source.clone())
-            .or_insert_with(|| Shard {
-                kind: SourceKind::Kinesis,
-                name: stream,
-                source,
-                stream: true,
-                items: Vec::new(),
-            })
-            .items
-            .push((pos, Bytes::from(r.kinesis.data.0)));
+        let shard = shards.entry(source.clone()).or_insert_with(|| Shard {
+            kind: SourceKind::Kinesis,
+            name: stream,
+            source,
+            stream: true,
+            items: Vec::new(),
+            oldest_ms: None,
+        });
+        shard.items.push((pos, Bytes::from(r.kinesis.data.0)));
+        shard.oldest_ms = oldest(shard.oldest_ms, (arrived > 0).then_some(arrived));
     }
     Ok(shards.into_values().filter_map(Shard::into_part).collect())
 }
@@ -235,17 +255,17 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
                 .map(Bytes::from)
                 .unwrap_or_else(|_| Bytes::from(value));
             let source = format!("kafka:{topic}/{}", r.partition);
-            parts
-                .entry(source.clone())
-                .or_insert_with(|| Shard {
-                    kind: SourceKind::Kafka,
-                    name: topic,
-                    source,
-                    stream: true,
-                    items: Vec::new(),
-                })
-                .items
-                .push((Position::from(offset), record));
+            let produced = r.timestamp.0.timestamp_millis();
+            let part = parts.entry(source.clone()).or_insert_with(|| Shard {
+                kind: SourceKind::Kafka,
+                name: topic,
+                source,
+                stream: true,
+                items: Vec::new(),
+                oldest_ms: None,
+            });
+            part.items.push((Position::from(offset), record));
+            part.oldest_ms = oldest(part.oldest_ms, (produced > 0).then_some(produced));
         }
     }
     for shard in parts.values_mut() {
@@ -275,23 +295,27 @@ fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
             })?;
         let pos = position("DynamoDB Streams", seq)?;
         let source = format!("dynamodb:{table}/{label}");
+        // Seconds, possibly fractional.
+        let created = r
+            .pointer("/dynamodb/ApproximateCreationDateTime")
+            .and_then(Value::as_f64)
+            .map(|s| (s * 1000.0) as i64);
         // The record goes whole to floe's DynamoDB change decoder.
         let body =
             serde_json::to_vec(r).map_err(|e| malformed("DynamoDB Streams", e.to_string()))?;
-        tables
-            .entry(source.clone())
-            .or_insert_with(|| Shard {
-                kind: SourceKind::DynamoDb,
-                name: table.to_string(),
-                source,
-                // Lambda's event does not name the shard, so a stream-wide
-                // high-water mark would compare positions of different shards
-                // and refuse a shard that is merely behind another.
-                stream: false,
-                items: Vec::new(),
-            })
-            .items
-            .push((pos, Bytes::from(body)));
+        let shard = tables.entry(source.clone()).or_insert_with(|| Shard {
+            kind: SourceKind::DynamoDb,
+            name: table.to_string(),
+            source,
+            // Lambda's event does not name the shard, so a stream-wide
+            // high-water mark would compare positions of different shards
+            // and refuse a shard that is merely behind another.
+            stream: false,
+            items: Vec::new(),
+            oldest_ms: None,
+        });
+        shard.items.push((pos, Bytes::from(body)));
+        shard.oldest_ms = oldest(shard.oldest_ms, created);
     }
     Ok(tables.into_values().filter_map(Shard::into_part).collect())
 }
@@ -303,23 +327,26 @@ mod tests {
 
     #[test]
     fn kinesis_batches_per_shard_with_the_first_sequence_to_retry() {
-        let rec = |shard: &str, seq: &str, data: &str| {
+        let rec = |shard: &str, seq: &str, data: &str, arrived: f64| {
             json!({
                 "eventSource": "aws:kinesis",
                 "eventID": format!("{shard}:{seq}"),
                 "eventSourceARN": "arn:aws:kinesis:us-east-1:1:stream/clicks",
                 "kinesis": {"data": BASE64.encode(data), "sequenceNumber": seq,
                     "partitionKey": "k", "kinesisSchemaVersion": "1.0",
-                    "approximateArrivalTimestamp": 1.0}
+                    "approximateArrivalTimestamp": arrived}
             })
         };
         let event = json!({"Records": [
-            rec("shardId-1", "100", "{\"a\":1}"),
-            rec("shardId-2", "7", "{\"a\":2}"),
-            rec("shardId-1", "101", "{\"a\":3}"),
+            rec("shardId-1", "100", "{\"a\":1}", 1_700_000_002.5),
+            rec("shardId-2", "7", "{\"a\":2}", 1_700_000_009.0),
+            rec("shardId-1", "101", "{\"a\":3}", 1_700_000_001.25),
         ]});
         let parts = decode(&event).unwrap();
         assert_eq!(parts.len(), 2);
+        // Freshness counts from the oldest arrival of each shard's batch.
+        assert_eq!(parts[0].batch.oldest_ms, Some(1_700_000_001_250));
+        assert_eq!(parts[1].batch.oldest_ms, Some(1_700_000_009_000));
         assert_eq!(parts[0].batch.spans[0].source, "kinesis:clicks/shardId-1");
         assert_eq!(parts[0].on_failure, vec!["100".to_string()]);
         assert!(parts[0].batch.spans[0].stream);

@@ -16,6 +16,7 @@ use iceberg::{Error, ErrorKind, TableRequirement};
 use uuid::Uuid;
 
 use crate::catalog::LoadedTable;
+use crate::clock::now_ms;
 
 /// One snapshot to add: what it changes and what its summary records.
 #[derive(Debug, Default)]
@@ -480,11 +481,4 @@ fn finished() -> Error {
         ErrorKind::Unexpected,
         "snapshot producer used after a failed add",
     )
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -68,7 +68,11 @@ const DEFAULTS: &[Key] = &[
     key("merge_strategy", Kind::Choice(MERGE_STRATEGIES)),
     key("changelog", Kind::Choice(CHANGELOGS)),
 ];
-const AWS: &[Key] = &[key("region", Kind::Text), key("endpoint", Kind::Text)];
+const AWS: &[Key] = &[
+    key("region", Kind::Text),
+    key("endpoint", Kind::Text),
+    key("path_style", Kind::Bool),
+];
 pub(super) const SIGV4_SERVICES: &[&str] = &["glue", "s3tables"];
 const CATALOG: &[Key] = &[
     key("type", Kind::Choice(CATALOG_TYPES)),

@@ -158,7 +158,8 @@
 //! | key | type | default | meaning |
 //! |---|---|---|---|
 //! | `region` | string | `AWS_REGION` | Region of S3, SQS and Glue. |
-//! | `endpoint` | string | AWS's own | One endpoint for S3, SQS and Glue, such as moto or MinIO (`http://127.0.0.1:5001`); S3 is then addressed path-style (`endpoint/bucket/key`). |
+//! | `endpoint` | string | AWS's own | One endpoint for S3, SQS and Glue, such as moto or MinIO (`http://127.0.0.1:5001`); S3 is then addressed path-style (`endpoint/bucket/key`). Services on different endpoints (MinIO and ElasticMQ) take the SDK's own `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL_SQS` instead. |
+//! | `path_style` | boolean | `true` with `endpoint` | Address S3 path-style, as MinIO needs when its endpoint comes from `AWS_ENDPOINT_URL_S3`. |
 //!
 //! ## `[catalog]`: where tables are registered
 //!
@@ -361,6 +362,9 @@ pub struct AwsConfig {
     /// One endpoint for S3, SQS and Glue (moto, MinIO); implies path-style S3 addressing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// Path-style S3 addressing; defaults to whether `endpoint` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_style: Option<bool>,
 }
 
 /// `catalog.type`.

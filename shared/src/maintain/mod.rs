@@ -20,6 +20,7 @@ use iceberg::{Error, ErrorKind, TableRequirement};
 use tracing::{info, instrument, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
 use crate::commit::{CommitEngine, CommitError, PlanContext, RetryPolicy};
 use crate::ident::display;
@@ -395,11 +396,4 @@ async fn stats(catalog: &CatalogRef, loaded: &LoadedTable) -> Result<TableStats,
         delete_files: live.deletes.len(),
         rows: live.data.iter().map(|f| f.file.record_count()).sum(),
     })
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

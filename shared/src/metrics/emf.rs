@@ -37,9 +37,16 @@ pub struct Emf {
 }
 
 impl Emf {
-    /// An empty record.
+    /// A record carrying the `function_name` dimension when running on Lambda
+    /// (`AWS_LAMBDA_FUNCTION_NAME`), so two deployments in one account and
+    /// region keep their metrics, and alarms, apart.
     pub fn new() -> Self {
-        Self::default()
+        static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let name = NAME.get_or_init(|| std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok());
+        match name {
+            Some(n) => Self::default().dimension("function_name", n),
+            None => Self::default(),
+        }
     }
 
     /// Adds a dimension (e.g. `function`, `table`): metrics are aggregated per value.
@@ -94,11 +101,7 @@ impl Emf {
 
     /// Prints the record as one line on stdout, where Lambda's log agent picks it up.
     pub fn emit(&self) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        println!("{}", self.to_json(now));
+        println!("{}", self.to_json(crate::clock::now_ms()));
     }
 }
 

@@ -25,6 +25,10 @@ pub struct TableCommitReport {
     pub table: String,
     /// Its receipts.
     pub receipts: Vec<String>,
+    /// When the oldest record of its requests reached its source (else when
+    /// the oldest request was made), ms since epoch: freshness is the commit
+    /// time minus this.
+    pub oldest_ms: Option<i64>,
     /// The commit, or why it failed.
     pub result: Result<CommitOutcome, PipelineError>,
 }
@@ -98,6 +102,10 @@ impl Committer {
             }
         }
         for (table, (ident, receipts, requests)) in by_table {
+            let oldest_ms = requests
+                .iter()
+                .map(|r| r.oldest_record_ms.unwrap_or(r.created_at_ms))
+                .min();
             let result = self.commit_table(&table, &ident, requests).await;
             if let Err(e) = &result {
                 warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
@@ -105,6 +113,7 @@ impl Committer {
             report.tables.push(TableCommitReport {
                 table,
                 receipts,
+                oldest_ms,
                 result,
             });
         }

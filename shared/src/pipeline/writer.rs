@@ -19,6 +19,7 @@ use super::PipelineError;
 use super::{changelog, keyed};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::change::{self, ChangeFormat};
+use crate::clock::now_ms;
 use crate::commit::CommitEngine;
 use crate::config::{Changelog, Config, ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::{DeadLetters, Rejected};
@@ -103,6 +104,9 @@ pub struct SourceBatch {
     /// [`CommitRequest::state`]); a batch with state but no records still
     /// commits, so the state is kept.
     pub state: BTreeMap<String, String>,
+    /// When the oldest record reached its source (ms since epoch: SQS
+    /// `SentTimestamp`, Kinesis arrival, Kafka timestamp), for freshness.
+    pub oldest_ms: Option<i64>,
 }
 
 /// What the writer step did with a batch.
@@ -477,6 +481,7 @@ impl Writer {
             record_count: records,
             rejected_count: 0,
             created_at_ms: now_ms(),
+            oldest_record_ms: batch.oldest_ms,
         };
         self.parts
             .queue
@@ -741,11 +746,4 @@ fn source_name(batch: &SourceBatch) -> String {
         .first()
         .map(|s| s.source.clone())
         .unwrap_or_else(|| batch.source.name.clone())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -222,6 +222,7 @@ pub async fn sync(
                 spans,
                 records: Records::Items(items),
                 state,
+                oldest_ms: None,
             });
         }
         let ingested = floe.ingest_batches(batches, &opts.ingest).await?;
