@@ -44,21 +44,16 @@ target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 [[ "$target_dir" == /* ]] || target_dir="$PWD/$target_dir"
 artifacts="$target_dir/lambda"
 
-# The functions the module deploys. A binary the workspace does not have yet
-# (floe-maintenance) is skipped and its function switched off in the plan.
+# The functions the module deploys.
 bins=()
-tf_vars=(-var "artifacts_dir=$artifacts" -var "architecture=$arch")
 for bin in floe-writer floe-committer floe-ingest-http floe-maintenance; do
-  if grep -qs "^name = \"$bin\"" "$repo"/functions/*/Cargo.toml; then
-    bins+=(--bin "$bin")
-  elif [[ "$bin" == floe-maintenance ]]; then
-    echo "note: no $bin binary in the workspace; planning with enable_maintenance=false" >&2
-    tf_vars+=(-var "enable_maintenance=false")
-  else
+  if ! grep -qs "^name = \"$bin\"" "$repo"/functions/*/Cargo.toml; then
     echo "no $bin binary in the workspace" >&2
     exit 1
   fi
+  bins+=(--bin "$bin")
 done
+tf_vars=(-var "artifacts_dir=$artifacts" -var "architecture=$arch")
 
 build=(cargo lambda build --release --output-format zip "${bins[@]}")
 [[ "$arch" == arm64 ]] && build+=(--arm64)

@@ -45,7 +45,7 @@ variable "changelog" {
 }
 
 variable "enable_maintenance" {
-  description = "Deploy the scheduled maintenance function (needs the floe-maintenance zip)."
+  description = "Deploy the scheduled maintenance function (compaction, snapshot expiry, orphan cleanup)."
   type        = bool
   default     = true
 }

@@ -1,5 +1,6 @@
 # floe quickstart: an SQS queue of JSON records -> the writer -> the Glue
-# table bronze.events, plus HTTP ingest behind an API Gateway HTTP API.
+# table bronze.events, plus HTTP ingest: the IAM-authenticated function URL
+# (SigV4) and an API Gateway HTTP API with a bearer token.
 
 locals {
   writer_timeout = 60
@@ -29,6 +30,8 @@ resource "aws_sqs_queue" "events" {
 }
 
 # --- the bearer token of the HTTP API -------------------------------------------
+# Requests through API Gateway carry no IAM identity, so the function admits
+# them by this token; the function URL needs none (SigV4 callers get in).
 
 data "aws_secretsmanager_random_password" "http_token" {
   password_length     = 40

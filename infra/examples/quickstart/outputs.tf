@@ -13,7 +13,7 @@ output "api_endpoint" {
 }
 
 output "function_url" {
-  description = "The ingest function's IAM-authenticated URL."
+  description = "The ingest function's IAM-authenticated URL: sign requests with SigV4 for service \"lambda\" (curl --aws-sigv4)."
   value       = module.floe.function_url
 }
 

@@ -1,17 +1,37 @@
 # Alarms. floe's functions publish CloudWatch Embedded Metric Format lines
-# (shared/src/metrics/emf.rs): namespace "floe", one dimension "function"
-# ("writer", "committer", "ingest-http"). The committer emits per table and
-# run: commit_latency (ms), failed_commits, requests_per_commit, records,
-# files, duplicates, catalog_retries; the writer and the HTTP function:
-# records, bytes, files, dead_lettered_records.
+# (shared/src/metrics/emf.rs): namespace "floe", two dimensions on every
+# metric: "function" (writer, committer, ingest-http, maintenance) and
+# "function_name" (the Lambda function's name, AWS_LAMBDA_FUNCTION_NAME), so
+# two deployments in one account and region keep their metrics apart. An
+# alarm must name both to match. The committer emits per table and run:
+# commit_latency and freshness (ms), failed_commits, requests_per_commit,
+# records, files, duplicates, catalog_retries; the writer and the HTTP
+# function: records, bytes, files, dead_lettered_records; maintenance:
+# compacted_files, expired_snapshots, deleted_files, orphans_deleted,
+# data_files per table, maintenance_failures when tables fail.
 #
-# Data freshness = how long written data waits to be in its table: the age of
-# the oldest commit request (SQS), plus, for stream sources, how far the
-# writer lags the stream (Lambda's IteratorAge).
+# Data freshness: the committer's freshness metric (commit time minus the
+# oldest record's arrival at its source) says how stale committed data is;
+# the commit queue's age and the writer's IteratorAge catch a pipeline that
+# commits nothing at all, which emits no freshness.
 
 locals {
   alarm_actions = var.alarm_sns_topic_arn == null ? [] : [var.alarm_sns_topic_arn]
   emf_namespace = "floe"
+
+  # The dimensions of floe's own metrics, per function.
+  emf_dimensions = merge(
+    {
+      writer    = { function = "writer", function_name = aws_lambda_function.writer.function_name }
+      committer = { function = "committer", function_name = aws_lambda_function.committer.function_name }
+    },
+    var.enable_http_ingest ? {
+      "ingest-http" = { function = "ingest-http", function_name = aws_lambda_function.ingest[0].function_name }
+    } : {},
+    var.enable_maintenance ? {
+      maintenance = { function = "maintenance", function_name = aws_lambda_function.maintenance[0].function_name }
+    } : {},
+  )
 }
 
 # --- the commit path ---------------------------------------------------------------------
@@ -81,7 +101,7 @@ resource "aws_cloudwatch_metric_alarm" "commit_failures" {
   alarm_description   = "floe: table commits failed (failed_commits); the requests went back to the queue. See the committer's log for the table and error."
   namespace           = local.emf_namespace
   metric_name         = "failed_commits"
-  dimensions          = { function = "committer" }
+  dimensions          = local.emf_dimensions["committer"]
   statistic           = "Sum"
   period              = 300
   evaluation_periods  = 1
@@ -100,7 +120,7 @@ resource "aws_cloudwatch_metric_alarm" "commit_latency" {
   alarm_description   = "floe: a committer run took over ${var.commit_latency_alarm_ms} ms (commit_latency): a slow catalog or many conflicts."
   namespace           = local.emf_namespace
   metric_name         = "commit_latency"
-  dimensions          = { function = "committer" }
+  dimensions          = local.emf_dimensions["committer"]
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 2
@@ -111,6 +131,28 @@ resource "aws_cloudwatch_metric_alarm" "commit_latency" {
   alarm_actions       = local.alarm_actions
   ok_actions          = local.alarm_actions
   tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "freshness" {
+  count = var.create_alarms ? 1 : 0
+
+  alarm_name          = "${var.name}-freshness"
+  alarm_description   = "floe: data committed in two 5-minute periods in a row was over ${var.freshness_alarm_ms} ms old (freshness: commit time minus the oldest record's arrival at its source): sources, writer or committer lag; a backfill fires it too."
+  namespace           = local.emf_namespace
+  metric_name         = "freshness"
+  dimensions          = local.emf_dimensions["committer"]
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  datapoints_to_alarm = 2
+  threshold           = var.freshness_alarm_ms
+  comparison_operator = "GreaterThanThreshold"
+  # No commits, no datapoints: a stalled pipeline is the commit queue age,
+  # iterator age and error alarms' to catch.
+  treat_missing_data = "notBreaching"
+  alarm_actions      = local.alarm_actions
+  ok_actions         = local.alarm_actions
+  tags               = var.tags
 }
 
 # --- writers -------------------------------------------------------------------------------
@@ -141,7 +183,7 @@ resource "aws_cloudwatch_metric_alarm" "dead_letters" {
   alarm_description   = "floe: the ${each.value} function dead-lettered records that do not fit their table (s3://…/_floe/dlq; `floe dlq list`)."
   namespace           = local.emf_namespace
   metric_name         = "dead_lettered_records"
-  dimensions          = { function = each.value }
+  dimensions          = local.emf_dimensions[each.value]
   statistic           = "Sum"
   period              = 300
   evaluation_periods  = 1
@@ -194,6 +236,9 @@ resource "aws_cloudwatch_metric_alarm" "stream_failures" {
 
 # --- maintenance ---------------------------------------------------------------------------
 
+# A run that fails any table emits maintenance_failures (the number of tables)
+# and then fails the invocation, so Lambda's Errors covers it together with
+# crashes and timeouts; the maintenance_failures metric says how many tables.
 resource "aws_cloudwatch_metric_alarm" "maintenance_errors" {
   count = var.create_alarms && var.enable_maintenance ? 1 : 0
 

@@ -178,7 +178,7 @@ resource "aws_lambda_function" "committer" {
 resource "aws_lambda_function" "ingest" {
   #checkov:skip=CKV_AWS_116:The HTTP function is invoked synchronously (function URL, API Gateway); the client gets the error and retries with its Idempotency-Key.
   #checkov:skip=CKV_AWS_117:VPC placement is optional (var.vpc_subnet_ids); the function only needs S3, SQS, the catalog and Secrets Manager.
-  #checkov:skip=CKV_AWS_173:The environment holds no secrets: FLOE_HTTP_TOKEN is the ARN of a Secrets Manager secret resolved at start; Lambda encrypts it at rest with its own key.
+  #checkov:skip=CKV_AWS_173:The environment holds no secrets: FLOE_HTTP_TOKEN is blank or the ARN of a Secrets Manager secret resolved at start; Lambda encrypts it at rest with its own key.
   #checkov:skip=CKV_AWS_272:Code signing needs an AWS Signer profile the deployment owns; cargo-lambda zips are built and deployed by the same pipeline.
   count = var.enable_http_ingest ? 1 : 0
 
@@ -217,9 +217,13 @@ resource "aws_lambda_function" "ingest" {
   depends_on = [aws_cloudwatch_log_group.fn, aws_iam_role_policy.fn]
 
   lifecycle {
+    # The function URL (AWS_IAM) needs no token: the function lets in any
+    # request whose event carries the IAM identity Lambda authenticated.
+    # API Gateway's requests carry none, so there the bearer token is the
+    # only way in.
     precondition {
-      condition     = can(regex("^arn:[a-z-]+:secretsmanager:", var.http_token_secret_arn))
-      error_message = "enable_http_ingest needs http_token_secret_arn, a Secrets Manager secret ARN: the HTTP function refuses to start without a bearer token."
+      condition     = !var.http_api_gateway || var.http_token_secret_arn != ""
+      error_message = "http_api_gateway needs http_token_secret_arn: requests through API Gateway carry no IAM identity, so the function admits only those with the bearer token."
     }
     precondition {
       condition     = var.ingest_timeout > var.http_wait_seconds

@@ -1,6 +1,10 @@
 # HTTP ingest: an IAM-authenticated function URL, and optionally an API
-# Gateway HTTP API. Behind either, the function itself checks
-# `Authorization: Bearer <token>` against the secret in FLOE_HTTP_TOKEN.
+# Gateway HTTP API. The function admits a request whose event carries an IAM
+# identity (requestContext.authorizer.iam: the function URL's AWS_IAM auth
+# verified the caller's SigV4 signature), or one with `Authorization: Bearer
+# <token>` matching the secret in FLOE_HTTP_TOKEN (unset: IAM callers only).
+# API Gateway's requests carry no IAM identity here, hence the token there.
+# Either way, a table outside routing.allow (floe_toml) gets 403.
 
 resource "aws_lambda_function_url" "ingest" {
   count = var.enable_http_ingest ? 1 : 0
@@ -36,7 +40,7 @@ resource "aws_apigatewayv2_integration" "ingest" {
 }
 
 resource "aws_apigatewayv2_route" "ingest" {
-  #checkov:skip=CKV_AWS_309:The function authenticates every request itself (bearer token from Secrets Manager, compared in constant time) and answers 401/403; an API Gateway authorizer would duplicate that check.
+  #checkov:skip=CKV_AWS_309:The function authenticates every request itself (bearer token from Secrets Manager, compared in constant time; the module requires the token with the HTTP API) and answers 401/403; an API Gateway authorizer would duplicate that check.
   for_each = local.http_api ? toset([
     "POST /v1/tables/{namespace}/{table}/records",
     "GET /v1/tables/{namespace}/{table}",

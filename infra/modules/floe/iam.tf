@@ -5,7 +5,8 @@
 #   committer   commit queue (consume), claim checks (get, delete), table
 #               metadata and manifests (get, put), Glue UpdateTable
 #   ingest      the writer's rights without the sources, plus its token secret
-#   maintenance table files (list, get, put, delete), Glue tables (read, update)
+#   maintenance table files (list, get, put, delete), Glue databases and tables
+#               (list, read, update); no commit queue
 #
 # Every S3 right stops at the warehouse prefix; under Glue, at the
 # <db>.db/ directories of var.glue_databases.
@@ -463,7 +464,9 @@ data "aws_iam_policy_document" "maintenance" {
     resources = local.table_object_arns
   }
 
-  # Orphan cleanup lists each table's location.
+  # Orphan cleanup lists each table's location (ListObjectsV2 with the
+  # location as prefix); expiry and orphan cleanup delete with DeleteObjects,
+  # which S3 authorizes as s3:DeleteObject per key.
   statement {
     sid       = "ListTableLocations"
     actions   = ["s3:ListBucket"]
@@ -475,6 +478,10 @@ data "aws_iam_policy_document" "maintenance" {
     }
   }
 
+  # With maintenance_tables empty, the function lists every Iceberg table:
+  # GetDatabases on the catalog, then GetTables in each database listed.
+  # The rights stop at glue_databases: should Glue list a database outside
+  # them, its GetTables is refused and the run fails (set maintenance_tables).
   dynamic "statement" {
     for_each = local.uses_glue ? [1] : []
     content {

@@ -112,6 +112,8 @@ locals {
   committer_env = merge(local.common_env, local.queue_env)
 
   # The keys only the HTTP function and only maintenance have.
+  # FLOE_HTTP_TOKEN blank: the function admits IAM-authenticated callers of
+  # its function URL only.
   ingest_own_env = {
     FLOE_HTTP_TOKEN          = var.http_token_secret_arn
     FLOE_HTTP_MAX_BODY_BYTES = tostring(var.http_max_body_bytes)

@@ -73,7 +73,7 @@ output "log_group_names" {
 }
 
 output "function_url" {
-  description = "IAM-authenticated (SigV4, service \"lambda\") URL of the HTTP ingest function; null when it is disabled."
+  description = "IAM-authenticated (AWS_IAM: SigV4 for service \"lambda\") URL of the HTTP ingest function; callers need lambda:InvokeFunctionUrl and lambda:InvokeFunction on the function. null when it is disabled."
   value       = var.enable_http_ingest ? aws_lambda_function_url.ingest[0].function_url : null
 }
 
@@ -85,4 +85,9 @@ output "api_endpoint" {
 output "glue_databases" {
   description = "Glue databases floe writes (catalog_type glue)."
   value       = var.catalog_type == "glue" ? var.glue_databases : []
+}
+
+output "metric_dimensions" {
+  description = "Dimensions of floe's own CloudWatch metrics (namespace \"floe\") by function: { function, function_name }, for dashboards and further alarms."
+  value       = local.emf_dimensions
 }

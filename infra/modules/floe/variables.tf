@@ -385,19 +385,30 @@ variable "committer_batching_window_seconds" {
 # --- HTTP ingest -----------------------------------------------------------------
 
 variable "enable_http_ingest" {
-  description = "Deploy the HTTP ingest function with an IAM-authenticated (SigV4) function URL. It refuses to start without a bearer token: set http_token_secret_arn."
+  description = "Deploy the HTTP ingest function with an IAM-authenticated (AWS_IAM, SigV4) function URL: any caller that AWS authenticated and that may invoke the URL (lambda:InvokeFunctionUrl) gets in; no token needed."
   type        = bool
   default     = true
 }
 
 variable "http_token_secret_arn" {
-  description = "Secrets Manager secret (full ARN) whose value is the bearer token HTTP clients send (`Authorization: Bearer <token>`). FLOE_HTTP_TOKEN is set to the ARN; the function reads the secret at start."
+  description = <<-EOT
+    Secrets Manager secret (full ARN, arn:aws:secretsmanager:...) whose value is a bearer
+    token HTTP clients may send instead (`Authorization: Bearer <token>`). FLOE_HTTP_TOKEN is
+    set to the ARN; the function reads the secret at start. Empty: only IAM-authenticated
+    callers of the function URL get in. Required with http_api_gateway, whose requests carry
+    no IAM identity.
+  EOT
   type        = string
   default     = ""
+
+  validation {
+    condition     = var.http_token_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.http_token_secret_arn))
+    error_message = "http_token_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the token itself)."
+  }
 }
 
 variable "http_api_gateway" {
-  description = "Also put an API Gateway HTTP API in front of the ingest function (routes POST /v1/tables/{namespace}/{table}/records and GET /v1/tables/{namespace}/{table}, access logs, throttling); the function checks the bearer token."
+  description = "Also put an API Gateway HTTP API in front of the ingest function (routes POST /v1/tables/{namespace}/{table}/records and GET /v1/tables/{namespace}/{table}, access logs, throttling). Its requests carry no IAM identity, so the function checks the bearer token: needs http_token_secret_arn."
   type        = bool
   default     = false
 }
@@ -439,7 +450,7 @@ variable "http_wait_seconds" {
 # --- maintenance -------------------------------------------------------------------
 
 variable "enable_maintenance" {
-  description = "Deploy the scheduled maintenance function (compaction, manifest merging, snapshot expiry, orphan cleanup)."
+  description = "Deploy the scheduled maintenance function floe-maintenance (compaction, manifest merging, snapshot expiry, orphan cleanup)."
   type        = bool
   default     = true
 }
@@ -451,7 +462,7 @@ variable "maintenance_schedule" {
 }
 
 variable "maintenance_tables" {
-  description = "Tables maintenance runs on, \"namespace.table\" each (FLOE_MAINTENANCE_TABLES, comma-separated). Empty: every table of the catalog."
+  description = "Tables maintenance runs on, \"namespace.table\" each (FLOE_MAINTENANCE_TABLES, comma-separated). Empty: every Iceberg table the catalog lists (Glue: in the databases the role may read, glue_databases; REST: whatever the server lists)."
   type        = list(string)
   default     = []
 }
@@ -534,15 +545,25 @@ variable "rest_client_id" {
 }
 
 variable "rest_credential_secret_arn" {
-  description = "Secrets Manager secret holding the OAuth2 client secret; FLOE_CATALOG_CLIENT_SECRET is set to its ARN."
+  description = "Secrets Manager secret (full ARN, arn:aws:secretsmanager:...) holding the OAuth2 client secret; FLOE_CATALOG_CLIENT_SECRET is set to its ARN."
   type        = string
   default     = ""
+
+  validation {
+    condition     = var.rest_credential_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.rest_credential_secret_arn))
+    error_message = "rest_credential_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the secret itself)."
+  }
 }
 
 variable "rest_token_secret_arn" {
-  description = "Secrets Manager secret holding a fixed bearer token for the REST catalog; FLOE_CATALOG_TOKEN is set to its ARN."
+  description = "Secrets Manager secret (full ARN, arn:aws:secretsmanager:...) holding a fixed bearer token for the REST catalog; FLOE_CATALOG_TOKEN is set to its ARN."
   type        = string
   default     = ""
+
+  validation {
+    condition     = var.rest_token_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.rest_token_secret_arn))
+    error_message = "rest_token_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the secret itself)."
+  }
 }
 
 variable "secret_kms_key_arn" {
@@ -590,6 +611,17 @@ variable "commit_latency_alarm_ms" {
   description = "Alarm when one committer run takes longer than this (floe's commit_latency metric)."
   type        = number
   default     = 60000
+}
+
+variable "freshness_alarm_ms" {
+  description = "Alarm when committed data is staler than this (floe's freshness metric: commit time minus the oldest record's arrival at its source, Maximum over 5 minutes, twice in a row). A backfill (a stream read from TRIM_HORIZON, a DLQ redrive) fires it too."
+  type        = number
+  default     = 900000
+
+  validation {
+    condition     = var.freshness_alarm_ms > 0
+    error_message = "freshness_alarm_ms: a positive number of milliseconds."
+  }
 }
 
 variable "iterator_age_alarm_ms" {

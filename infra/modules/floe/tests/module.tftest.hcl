@@ -108,6 +108,35 @@ run "defaults" {
     condition     = toset(keys(aws_lambda_function.maintenance[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_MAINTENANCE_TABLES", "RUST_LOG"])
     error_message = "maintenance environment: ${join(",", keys(aws_lambda_function.maintenance[0].environment[0].variables))}"
   }
+  # floe's EMF metrics carry function and function_name: every alarm on
+  # them names both, or it matches no metric.
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.freshness[0].namespace == "floe" &&
+      aws_cloudwatch_metric_alarm.freshness[0].metric_name == "freshness" &&
+      aws_cloudwatch_metric_alarm.freshness[0].statistic == "Maximum" &&
+      aws_cloudwatch_metric_alarm.freshness[0].threshold == 900000 &&
+      aws_cloudwatch_metric_alarm.freshness[0].dimensions == tomap({ function = "committer", function_name = "floe-committer" })
+    )
+    error_message = "freshness alarm: ${jsonencode(aws_cloudwatch_metric_alarm.freshness[0].dimensions)}"
+  }
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.commit_failures[0].dimensions == tomap({ function = "committer", function_name = "floe-committer" }) &&
+      aws_cloudwatch_metric_alarm.commit_latency[0].dimensions == tomap({ function = "committer", function_name = "floe-committer" }) &&
+      aws_cloudwatch_metric_alarm.dead_letters["writer"].dimensions == tomap({ function = "writer", function_name = "floe-writer" }) &&
+      aws_cloudwatch_metric_alarm.dead_letters["ingest-http"].dimensions == tomap({ function = "ingest-http", function_name = "floe-ingest-http" })
+    )
+    error_message = "EMF alarm dimensions"
+  }
+  assert {
+    condition     = alltrue([for a in [aws_cloudwatch_metric_alarm.commit_queue_age[0], aws_cloudwatch_metric_alarm.freshness[0]] : a.treat_missing_data == "notBreaching"])
+    error_message = "queue age and freshness alarms both exist"
+  }
+  assert {
+    condition     = output.metric_dimensions["maintenance"]["function_name"] == "floe-maintenance"
+    error_message = "metric_dimensions output"
+  }
 }
 
 run "fifo_defaults_to_10" {
@@ -142,12 +171,67 @@ run "standard_batch_needs_window" {
   expect_failures = [aws_lambda_event_source_mapping.commits]
 }
 
-run "ingest_needs_token" {
+# The function URL (AWS_IAM) admits IAM-authenticated callers without a token.
+run "function_url_iam_only" {
   command = plan
   variables {
     http_token_secret_arn = ""
   }
+  assert {
+    condition     = aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_TOKEN"] == ""
+    error_message = "FLOE_HTTP_TOKEN should be blank"
+  }
+  assert {
+    condition     = aws_lambda_function_url.ingest[0].authorization_type == "AWS_IAM"
+    error_message = "function URL auth"
+  }
+  assert {
+    condition     = length(aws_apigatewayv2_api.ingest) == 0
+    error_message = "no HTTP API by default"
+  }
+}
+
+# API Gateway's requests carry no IAM identity: the bearer token is required.
+run "api_gateway_needs_token" {
+  command = plan
+  variables {
+    http_api_gateway      = true
+    http_token_secret_arn = ""
+  }
   expect_failures = [aws_lambda_function.ingest]
+}
+
+run "api_gateway_with_token" {
+  command = apply
+  variables {
+    http_api_gateway = true
+  }
+  assert {
+    condition     = length(aws_apigatewayv2_route.ingest) == 2 && aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_TOKEN"] == "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tok-abc123"
+    error_message = "HTTP API with token"
+  }
+}
+
+# floe resolves only arn:aws:secretsmanager: values; anything else would be
+# taken as the token itself.
+run "token_must_be_a_secret_arn" {
+  command = plan
+  variables {
+    http_token_secret_arn = "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:tok-abc123"
+  }
+  expect_failures = [var.http_token_secret_arn]
+}
+
+run "freshness_threshold" {
+  command = plan
+  variables {
+    freshness_alarm_ms = 60000
+    enable_http_ingest = false
+  }
+  assert {
+    condition     = aws_cloudwatch_metric_alarm.freshness[0].threshold == 60000 && length(aws_cloudwatch_metric_alarm.dead_letters) == 1
+    error_message = "freshness threshold / dead-letter alarms without HTTP"
+  }
 }
 
 run "glue_needs_databases" {
