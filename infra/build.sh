@@ -55,7 +55,8 @@ for bin in floe-writer floe-committer floe-ingest-http floe-maintenance; do
 done
 tf_vars=(-var "artifacts_dir=$artifacts" -var "architecture=$arch")
 
-build=(cargo lambda build --release --output-format zip "${bins[@]}")
+# The `lambda` profile (Cargo.toml): no debug info, stripped, thin LTO.
+build=(cargo lambda build --profile lambda --output-format zip "${bins[@]}")
 [[ "$arch" == arm64 ]] && build+=(--arm64)
 echo "+ ${build[*]}" >&2
 (cd "$repo" && CARGO_TARGET_DIR="$target_dir" "${build[@]}")

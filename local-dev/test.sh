@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of floe: formatting, lints, unit and integration tests.
-# Installs what the tests need (a Python venv with pyiceberg) on first use and
+# Installs what the tests need (a Python venv with pyiceberg, DuckDB and
+# python-hcl2; checkov in its own venv) on first use and
 # reuses a cargo target directory outside the clone so reruns are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features "$features" -- -D warnings
+# The Terraform module and examples: fmt, validate and `terraform test` where
+# the AWS provider is installable offline, and checkov.
+local-dev/infra-check.sh
 echo "== cargo test"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

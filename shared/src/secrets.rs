@@ -8,8 +8,14 @@ use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use crate::aws::AwsClients;
 use crate::config::{Config, Secret};
 
-/// The prefix that marks a value as a Secrets Manager ARN.
-pub const ARN_PREFIX: &str = "arn:aws:secretsmanager:";
+/// Whether `value` is a Secrets Manager secret ARN, in any partition
+/// (`arn:aws:…`, `arn:aws-cn:…`, `arn:aws-us-gov:…`).
+pub fn is_secret_arn(value: &str) -> bool {
+    let mut parts = value.split(':');
+    parts.next() == Some("arn")
+        && parts.next().is_some_and(|p| p.starts_with("aws"))
+        && parts.next() == Some("secretsmanager")
+}
 
 /// A secret named by the config could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +40,7 @@ pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), Se
         let Some(arn) = slot
             .as_ref()
             .map(|s| s.expose().trim())
-            .filter(|v| v.starts_with(ARN_PREFIX))
+            .filter(|v| is_secret_arn(v))
             .map(str::to_string)
         else {
             continue;
@@ -58,4 +64,25 @@ pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), Se
         *slot = Some(Secret::from(value.trim()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_secret_arn;
+
+    #[test]
+    fn secret_arns_of_every_partition_and_nothing_else() {
+        assert!(is_secret_arn(
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:floe-AbCdEf"
+        ));
+        assert!(is_secret_arn(
+            "arn:aws-cn:secretsmanager:cn-north-1:1:secret:t"
+        ));
+        assert!(is_secret_arn(
+            "arn:aws-us-gov:secretsmanager:us-gov-west-1:1:secret:t"
+        ));
+        assert!(!is_secret_arn("arn:aws:ssm:eu-west-1:1:parameter/t"));
+        assert!(!is_secret_arn("s3cret-token"));
+        assert!(!is_secret_arn("arn:aws"));
+    }
 }

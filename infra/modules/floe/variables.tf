@@ -402,8 +402,8 @@ variable "http_token_secret_arn" {
   default     = ""
 
   validation {
-    condition     = var.http_token_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.http_token_secret_arn))
-    error_message = "http_token_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the token itself)."
+    condition     = var.http_token_secret_arn == "" || can(regex("^arn:aws[a-z-]*:secretsmanager:", var.http_token_secret_arn))
+    error_message = "http_token_secret_arn: empty, or a Secrets Manager ARN of the form \"arn:<partition>:secretsmanager:...\" (floe resolves only those; any other value would be taken as the token itself)."
   }
 }
 
@@ -428,7 +428,9 @@ variable "http_throttle_burst_limit" {
 variable "http_max_body_bytes" {
   description = "FLOE_HTTP_MAX_BODY_BYTES: larger request bodies are refused with 413 (Lambda's own payload limit is 6 MB)."
   type        = number
-  default     = 6291456
+  # Lambda's 6 MB payload limit counts the whole event (headers, base64), so
+  # the body limit stays below it, as floe's own default does.
+  default = 5242880
 
   validation {
     condition     = var.http_max_body_bytes >= 1 && var.http_max_body_bytes <= 6291456
@@ -550,8 +552,8 @@ variable "rest_credential_secret_arn" {
   default     = ""
 
   validation {
-    condition     = var.rest_credential_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.rest_credential_secret_arn))
-    error_message = "rest_credential_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the secret itself)."
+    condition     = var.rest_credential_secret_arn == "" || can(regex("^arn:aws[a-z-]*:secretsmanager:", var.rest_credential_secret_arn))
+    error_message = "rest_credential_secret_arn: empty, or a Secrets Manager ARN of the form \"arn:<partition>:secretsmanager:...\" (floe resolves only those; any other value would be taken as the secret itself)."
   }
 }
 
@@ -561,8 +563,8 @@ variable "rest_token_secret_arn" {
   default     = ""
 
   validation {
-    condition     = var.rest_token_secret_arn == "" || can(regex("^arn:aws:secretsmanager:", var.rest_token_secret_arn))
-    error_message = "rest_token_secret_arn: empty, or a Secrets Manager ARN starting \"arn:aws:secretsmanager:\" (floe resolves only those; any other value would be taken as the secret itself)."
+    condition     = var.rest_token_secret_arn == "" || can(regex("^arn:aws[a-z-]*:secretsmanager:", var.rest_token_secret_arn))
+    error_message = "rest_token_secret_arn: empty, or a Secrets Manager ARN of the form \"arn:<partition>:secretsmanager:...\" (floe resolves only those; any other value would be taken as the secret itself)."
   }
 }
 

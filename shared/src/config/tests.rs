@@ -483,7 +483,9 @@ fn unknown_keys_are_named_with_their_path() {
     );
     let e = err(&format!("{FIXED}[kafka]\n"));
     assert!(
-        e.contains("expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http or tables"),
+        e.contains(
+            "expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance or tables"
+        ),
         "{e}"
     );
 }

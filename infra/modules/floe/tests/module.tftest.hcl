@@ -68,7 +68,7 @@ run "defaults" {
     error_message = "claims"
   }
   assert {
-    condition     = aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_MAX_BODY_BYTES"] == "6291456"
+    condition     = aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_MAX_BODY_BYTES"] == "5242880"
     error_message = "max body"
   }
   assert {
@@ -212,14 +212,21 @@ run "api_gateway_with_token" {
   }
 }
 
-# floe resolves only arn:aws:secretsmanager: values; anything else would be
-# taken as the token itself.
+# floe resolves only Secrets Manager ARNs (any partition); anything else
+# would be taken as the token itself.
 run "token_must_be_a_secret_arn" {
+  command = plan
+  variables {
+    http_token_secret_arn = "arn:aws:ssm:eu-west-1:123456789012:parameter/tok"
+  }
+  expect_failures = [var.http_token_secret_arn]
+}
+
+run "secret_arns_of_other_partitions" {
   command = plan
   variables {
     http_token_secret_arn = "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:tok-abc123"
   }
-  expect_failures = [var.http_token_secret_arn]
 }
 
 run "freshness_threshold" {

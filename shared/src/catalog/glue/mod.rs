@@ -397,7 +397,19 @@ impl Catalog for GlueCatalog {
                 .into_paginator()
                 .send();
             while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| store("GetTables", &db, &e))?;
+                let page = match page {
+                    Ok(p) => p,
+                    // GetDatabases may list databases this role was not
+                    // granted; they are not this deployment's tables.
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.meta().code() == Some("AccessDeniedException")) =>
+                    {
+                        tracing::warn!(database = %db, "no access to its tables; skipped");
+                        break;
+                    }
+                    Err(e) => return Err(store("GetTables", &db, &e)),
+                };
                 for t in page.table_list.unwrap_or_default() {
                     let iceberg = t
                         .parameters
