@@ -69,12 +69,14 @@ if [ ! -f "$data/PG_VERSION" ]; then
 fi
 
 # Settings on the command line win over postgresql.conf, so a reused data
-# directory gets them too.
+# directory gets them too. The server outlives this script: it must not keep a
+# caller's descriptors (rest.sh and aws.sh hold their lock on fd 9), or the
+# next caller would wait on that lock for as long as Postgres runs.
 as_pg "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 start -o "\
  -c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data\
  -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=16\
  -c max_connections=200 -c fsync=off\
- -c full_page_writes=off" >&2 || {
+ -c full_page_writes=off" >&2 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- || {
   # Another caller may have started it at the same moment.
   if ! "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
     tail -n 30 "$data/server.log" >&2 || true

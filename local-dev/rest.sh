@@ -66,7 +66,7 @@ assert "defaults" in body
 PY
 }
 
-moto="$(bash "$here/aws.sh")"
+moto="$(bash "$here/aws.sh" 9>&-)"
 # The warehouse bucket on moto, ensured on every call: a moto restarted
 # under a running lakana would otherwise leave it writing to a lost bucket.
 "$venv/bin/python" - "$moto" "$bucket" <<'PY' >&2
@@ -81,7 +81,7 @@ PY
 
 if ! answers; then
   # Its metadata database, on the local Postgres of pg.sh.
-  conninfo="$(bash "$here/pg.sh")"
+  conninfo="$(bash "$here/pg.sh" 9>&-)"
   pg_port="$(sed -n 's/.*port=\([0-9]*\).*/\1/p' <<<"$conninfo")"
   psql="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)/psql"
   if ! "$psql" "$conninfo" -tAc "SELECT 1 FROM pg_database WHERE datname = 'lakana'" | grep -q 1; then

@@ -86,6 +86,21 @@ fn arn_resource<'a>(arn: &'a str, marker: &str) -> &'a str {
     }
 }
 
+/// The `Records` array of a raw event.
+fn event_records(event: &Value) -> &[Value] {
+    event
+        .get("Records")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Epoch seconds, possibly fractional, as ms; `None` unless positive.
+fn seconds_to_ms(v: &Value) -> Option<i64> {
+    v.as_f64()
+        .filter(|s| *s > 0.0)
+        .map(|s| (s * 1000.0).round() as i64)
+}
+
 /// The earlier of two arrival times, either possibly unknown.
 fn oldest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
@@ -199,10 +214,13 @@ fn position(kind: &'static str, text: &str) -> Result<Position, EventError> {
 }
 
 fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
+    // Arrival times come from the event's own JSON: aws_lambda_events reads
+    // the fraction of `1700000001.25` as 25 ms.
+    let raw = event_records(event);
     let event: KinesisEvent =
         serde_json::from_value(event.clone()).map_err(|e| malformed("Kinesis", e.to_string()))?;
     let mut shards: BTreeMap<String, Shard> = BTreeMap::new();
-    for r in event.records {
+    for (i, r) in event.records.into_iter().enumerate() {
         let stream = r
             .event_source_arn
             .as_deref()
@@ -217,7 +235,10 @@ fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
             .map(|(s, _)| s.to_string())
             .ok_or_else(|| malformed("Kinesis", "a record's eventID names no shard"))?;
         let pos = position("Kinesis", &r.kinesis.sequence_number)?;
-        let arrived = r.kinesis.approximate_arrival_timestamp.0.timestamp_millis();
+        let arrived = raw
+            .get(i)
+            .and_then(|v| v.pointer("/kinesis/approximateArrivalTimestamp"))
+            .and_then(seconds_to_ms);
         let source = format!("kinesis:{stream}/{shard}");
         let shard = shards.entry(source.clone()).or_insert_with(|| Shard {
             kind: SourceKind::Kinesis,
@@ -228,7 +249,7 @@ fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
             oldest_ms: None,
         });
         shard.items.push((pos, Bytes::from(r.kinesis.data.0)));
-        shard.oldest_ms = oldest(shard.oldest_ms, (arrived > 0).then_some(arrived));
+        shard.oldest_ms = oldest(shard.oldest_ms, arrived);
     }
     Ok(shards.into_values().filter_map(Shard::into_part).collect())
 }
@@ -295,11 +316,9 @@ fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
             })?;
         let pos = position("DynamoDB Streams", seq)?;
         let source = format!("dynamodb:{table}/{label}");
-        // Seconds, possibly fractional.
         let created = r
             .pointer("/dynamodb/ApproximateCreationDateTime")
-            .and_then(Value::as_f64)
-            .map(|s| (s * 1000.0) as i64);
+            .and_then(seconds_to_ms);
         // The record goes whole to floe's DynamoDB change decoder.
         let body =
             serde_json::to_vec(r).map_err(|e| malformed("DynamoDB Streams", e.to_string()))?;
