@@ -130,6 +130,12 @@ impl Env {
         env
     }
 
+    /// The tables the deployment's catalog lists.
+    async fn listed(&self) -> Vec<TableIdent> {
+        let d = self.deployment(Faults::none()).await;
+        d.catalog.list_tables().await.unwrap()
+    }
+
     /// A Secrets Manager secret (on moto) holding `value`; its ARN.
     async fn secret(&self, value: &str) -> String {
         self.clients
@@ -618,13 +624,7 @@ async fn sqs_records_land_once_through_the_rest_catalog() {
         assert_eq!(env.rows().await, expected, "REST catalog, {fault:?}");
         if fault.is_none() {
             env.assert_readers_see(&expected).await;
-            let listed = env
-                .deployment(Faults::none())
-                .await
-                .catalog
-                .list_tables()
-                .await
-                .unwrap();
+            let listed = env.listed().await;
             assert!(listed.contains(&env.ident), "{listed:?}");
         }
     }
@@ -638,13 +638,7 @@ async fn sqs_records_land_once_through_a_sqlite_catalog_on_s3() {
         assert_eq!(env.rows().await, expected, "SQLite catalog, {fault:?}");
         if fault.is_none() {
             env.assert_readers_see(&expected).await;
-            let listed = env
-                .deployment(Faults::none())
-                .await
-                .catalog
-                .list_tables()
-                .await
-                .unwrap();
+            let listed = env.listed().await;
             assert_eq!(listed, vec![env.ident.clone()]);
         }
     }

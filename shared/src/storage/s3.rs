@@ -152,12 +152,23 @@ impl S3Location {
 }
 
 /// Every object under `location` (a directory: `t1` does not take `t10`)
-/// as `(s3:// URI, last modified ms since the epoch)`, for orphan cleanup,
-/// which FileIO cannot do since it does not list.
+/// as `(URI, last modified ms since the epoch)`, for orphan cleanup, which
+/// FileIO cannot do since it does not list.
 pub async fn list_files(client: &Client, location: &str) -> Result<Vec<(String, i64)>, S3Error> {
-    let mut loc = S3Location::parse(location)?;
+    let loc = S3Location::parse(location)?;
+    let bucket = loc.bucket.clone();
     // Metadata names files with the scheme of the table location (s3a://…).
     let scheme = location.split_once("://").map_or("s3", |(s, _)| s);
+    Ok(list_dir(client, loc)
+        .await?
+        .into_iter()
+        .map(|(key, modified)| (format!("{scheme}://{bucket}/{key}"), modified))
+        .collect())
+}
+
+/// The keys and last-modified times (ms) of the objects below `loc` taken as
+/// a directory: `t1` names `t1/…`, never `t10/…`.
+async fn list_dir(client: &Client, mut loc: S3Location) -> Result<Vec<(String, i64)>, S3Error> {
     if !loc.key.is_empty() && !loc.key.ends_with('/') {
         loc.key.push('/');
     }
@@ -173,7 +184,7 @@ pub async fn list_files(client: &Client, location: &str) -> Result<Vec<(String, 
         for o in page.contents() {
             if let Some(key) = o.key() {
                 let modified = o.last_modified().map_or(0, |t| t.to_millis().unwrap_or(0));
-                out.push((format!("{scheme}://{}/{key}", loc.bucket), modified));
+                out.push((key.to_string(), modified));
             }
         }
     }
@@ -363,30 +374,15 @@ impl Storage for S3Storage {
     }
 
     async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
-        let mut loc = Self::location(path)?;
-        // A prefix names a directory: `t1` must not take `t10` with it.
-        if !loc.key.is_empty() && !loc.key.ends_with('/') {
-            loc.key.push('/');
-        }
-        let client = self.client().await;
-        let mut pages = client
-            .list_objects_v2()
-            .bucket(&loc.bucket)
-            .prefix(&loc.key)
-            .into_paginator()
-            .send();
-        let mut keys = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| to_iceberg(S3Error::request("ListObjectsV2", &loc, &e)))?;
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_string)),
-            );
-        }
-        self.delete_keys(&loc.bucket, keys)
+        let loc = Self::location(path)?;
+        let bucket = loc.bucket.clone();
+        let keys = list_dir(self.client().await, loc)
             .await
-            .map_err(to_iceberg)
+            .map_err(to_iceberg)?
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        self.delete_keys(&bucket, keys).await.map_err(to_iceberg)
     }
 
     async fn delete_stream(&self, mut paths: BoxStream<'static, String>) -> iceberg::Result<()> {
