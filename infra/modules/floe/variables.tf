@@ -24,7 +24,7 @@ variable "tags" {
 variable "artifacts_dir" {
   description = <<-EOT
     Directory holding cargo-lambda's zips, one per binary: <artifacts_dir>/<bin>/bootstrap.zip
-    (`cargo lambda build --release --output-format zip` writes them to
+    (`cargo lambda build --profile lambda --output-format zip` writes them to
     <CARGO_TARGET_DIR or target>/lambda). The examples default it to
     "../../../target/lambda", the repository's own target directory.
   EOT
