@@ -258,6 +258,7 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
     let event: KafkaEvent =
         serde_json::from_value(event.clone()).map_err(|e| malformed("Kafka", e.to_string()))?;
     let mut parts: BTreeMap<String, Shard> = BTreeMap::new();
+    let mut tombstones = 0usize;
     for (key, records) in event.records {
         for r in records {
             // The map key is `topic-partition`; the record names both too.
@@ -268,9 +269,17 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
                 .ok_or_else(|| malformed("Kafka", format!("no topic for {key:?}")))?;
             let offset = u64::try_from(r.offset)
                 .map_err(|_| malformed("Kafka", format!("negative offset {}", r.offset)))?;
+            // A null value is log compaction's tombstone, not a record:
+            // Debezium sends one after each delete event by default, and
+            // dead-lettering them would bury real bad records (and fire the
+            // dead-letter alarm) on every CDC topic. Deletes come as change
+            // events (`op: d`, `_op: delete`).
+            let Some(value) = r.value.filter(|v| !v.is_empty()) else {
+                tombstones += 1;
+                continue;
+            };
             // A value that is not base64 is kept as it came, so the writer
             // dead-letters it with its offset instead of failing the batch.
-            let value = r.value.unwrap_or_default();
             let record = BASE64
                 .decode(value.as_bytes())
                 .map(Bytes::from)
@@ -288,6 +297,9 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
             part.items.push((Position::from(offset), record));
             part.oldest_ms = oldest(part.oldest_ms, (produced > 0).then_some(produced));
         }
+    }
+    if tombstones > 0 {
+        tracing::info!(tombstones, "Kafka tombstones (null values) skipped");
     }
     for shard in parts.values_mut() {
         shard.items.sort_by(|a, b| a.0.cmp(&b.0));
@@ -378,5 +390,31 @@ mod tests {
         assert!(decode(&json!({"foo": 1})).is_err());
         assert!(decode(&json!({"Records": [{"eventSource": "aws:s3"}]})).is_err());
         assert!(decode(&json!({"Records": []})).unwrap().is_empty());
+    }
+
+    #[test]
+    fn kafka_tombstones_are_skipped_not_dead_lettered() {
+        let rec = |offset: i64, value: Value| {
+            json!({"topic": "orders", "partition": 0, "offset": offset,
+                   "timestamp": 1_700_000_000_000i64, "timestampType": "CREATE_TIME",
+                   "key": BASE64.encode("{\"id\":7}"), "value": value, "headers": []})
+        };
+        let event = json!({
+            "eventSource": "aws:kafka",
+            "eventSourceArn": "arn:aws:kafka:us-east-1:1:cluster/c/abc",
+            "records": {"orders-0": [
+                rec(10, json!(BASE64.encode("{\"op\":\"d\",\"before\":{\"id\":7}}"))),
+                rec(11, Value::Null),
+                rec(12, json!("")),
+            ]}
+        });
+        let parts = decode(&event).unwrap();
+        assert_eq!(parts.len(), 1);
+        let items: Vec<_> = parts[0].batch.records.iter().collect();
+        assert_eq!(items.len(), 1, "only the delete event is a record");
+        // A partition holding nothing but tombstones makes no batch at all.
+        let event =
+            json!({"eventSource": "aws:kafka", "records": {"orders-1": [rec(5, Value::Null)]}});
+        assert!(decode(&event).unwrap().is_empty());
     }
 }
