@@ -4,12 +4,16 @@
 #![cfg(feature = "aws")]
 
 mod common;
+#[path = "common/requests.rs"]
+mod requests;
+#[path = "common/services.rs"]
+mod services;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int64Array, StringArray};
 use bytes::Bytes;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::catalog::glue::{METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, TABLE_TYPE};
@@ -20,46 +24,13 @@ use floe_core::iceberg::TableIdent;
 use floe_core::iceberg::spec::TableMetadataBuilder;
 use floe_core::ident::parse_table;
 use floe_core::queue::{CommitQueue, Delivery, SqsQueue};
-use floe_core::request::{CommitRequest, VERSION};
+use floe_core::request::CommitRequest;
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::storage::s3::{PART_SIZE, S3StorageFactory};
 use floe_core::tabledef;
-use floe_core::write::TableWriter;
-
-/// moto's endpoint, after starting it once per test binary.
-fn endpoint() -> &'static str {
-    static ENDPOINT: OnceLock<String> = OnceLock::new();
-    ENDPOINT.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../local-dev/aws.sh");
-        let out = std::process::Command::new("bash")
-            .arg(script)
-            .output()
-            .expect("run local-dev/aws.sh");
-        assert!(
-            out.status.success(),
-            "local-dev/aws.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // SAFETY: every test calls `endpoint()` before building a client, and
-        // the OnceLock holds the others back until these are set, so no thread
-        // reads the environment while it changes.
-        unsafe {
-            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-            std::env::set_var("AWS_SESSION_TOKEN", "testing");
-            std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-        }
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .expect("aws.sh prints the endpoint")
-            .trim()
-            .to_string()
-    })
-}
 
 async fn clients() -> AwsClients {
-    AwsClients::new(AwsSettings::local(endpoint(), "us-east-1")).await
+    AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await
 }
 
 /// A name no other test (or earlier run) uses.
@@ -518,56 +489,6 @@ async fn glue_catalog_creates_loads_commits_and_refuses_a_stale_base() {
     assert_eq!(now.metadata.properties()["floe.test"], "one");
 }
 
-/// Writes `rows` to the table's S3 location as Parquet and returns the request.
-async fn write_request(
-    catalog: &GlueCatalog,
-    ident: &TableIdent,
-    rows: &[(i64, &str)],
-) -> CommitRequest {
-    let loaded = catalog.load_table(ident).await.unwrap();
-    let writer = TableWriter::new(ident, &loaded.metadata, catalog.file_io().clone()).unwrap();
-    let schema = Arc::new(
-        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema())
-            .unwrap(),
-    );
-    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
-    let names: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1)));
-    let batch = RecordBatch::try_new(schema, vec![ids, names]).unwrap();
-    let spans = vec![SourceSpan {
-        source: "kafka:events/0".into(),
-        positions: Positions::Range {
-            first: (rows[0].0 as u64).into(),
-            last: (rows[rows.len() - 1].0 as u64).into(),
-        },
-        stream: true,
-    }];
-    let id = batch_id(&spans, None);
-    let files = writer.write(&batch, &id).await.unwrap();
-    CommitRequest {
-        version: VERSION,
-        table: ident.clone(),
-        batch_id: id.clone(),
-        sources: spans,
-        schema_id: writer.schema_id(),
-        spec_id: writer.spec_id(),
-        data_files: CommitRequest::encode_files(
-            &loaded.metadata,
-            writer.spec_id(),
-            files,
-            (ident, &id),
-        )
-        .unwrap(),
-        delete_files: vec![],
-        keyed: false,
-        truncate: false,
-        state: Default::default(),
-        record_count: rows.len() as u64,
-        rejected_count: 0,
-        created_at_ms: 0,
-        oldest_record_ms: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
     let g = glue_table().await;
@@ -575,9 +496,10 @@ async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
     let q = SqsQueue::new(&g.clients, &url, &format!("s3://{}/claims", g.bucket)).unwrap();
 
     // Two writers' batches, enqueued as commit requests.
-    let a = write_request(&g.catalog, &g.ident, &[(1, "ada"), (2, "grace")]).await;
-    let b = write_request(
-        &g.catalog,
+    let a =
+        requests::write_request(g.catalog.as_ref(), &g.ident, &[(1, "ada"), (2, "grace")]).await;
+    let b = requests::write_request(
+        g.catalog.as_ref(),
         &g.ident,
         &[(3, "edsger"), (4, "barbara"), (5, "ken")],
     )
@@ -672,27 +594,8 @@ async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
 
 /// The table as pyiceberg's GlueCatalog reads it (`tests/read_glue.py`).
 fn pyiceberg_read(ident: &TableIdent) -> serde_json::Value {
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
-        let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
-            format!(
-                "{}/.cache/floe-venv",
-                std::env::var("HOME").unwrap_or_default()
-            )
-        });
-        format!("{venv}/bin/python")
-    });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/read_glue.py");
     let table = format!("{}.{}", ident.namespace().join("."), ident.name());
-    let out = std::process::Command::new(&python)
-        .args([script, endpoint(), &table])
-        .output()
-        .unwrap_or_else(|e| panic!("running {python}: {e}; local-dev/test.sh installs pyiceberg"));
-    assert!(
-        out.status.success(),
-        "pyiceberg read failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("reader JSON")
+    services::python_json("shared/tests/read_glue.py", &[services::moto(), &table])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,19 +2,21 @@
 //! in one catalog commit, and a real lost race retried.
 
 mod common;
+#[path = "common/racing.rs"]
+mod racing;
 
+use racing::Racing;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use async_trait::async_trait;
-use floe_core::catalog::{Catalog, CatalogError, LoadedTable, SqliteCatalog, TableCommit};
+use floe_core::catalog::{Catalog, SqliteCatalog};
 use floe_core::commit::snapshot::SnapshotPlan;
 use floe_core::commit::{Action, CommitEngine, CommitError, PlanContext, RetryPolicy};
 use floe_core::faults::Faults;
+use floe_core::iceberg::TableIdent;
 use floe_core::iceberg::io::FileIO;
 use floe_core::iceberg::spec::Operation;
-use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use floe_core::ident::parse_table;
 use floe_core::request::{CommitRequest, VERSION};
 use floe_core::source::{Positions, SourceSpan, batch_id};
@@ -219,64 +221,17 @@ async fn several_snapshots_chain_in_one_catalog_commit() {
     assert_eq!(ids(&catalog, &ident).await, (0..12).collect::<Vec<_>>());
 }
 
-/// A catalog that lets a competing commit land just before the first commit it
-/// is asked for: a real lost race, decided by the SQLite compare-and-swap.
-#[derive(Debug)]
-struct Racing {
-    inner: Arc<SqliteCatalog>,
-    rival: std::sync::Mutex<Option<CommitRequest>>,
-    raced: AtomicBool,
-}
-
-#[async_trait]
-impl Catalog for Racing {
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
-    }
-    fn default_location(&self, ident: &TableIdent) -> String {
-        self.inner.default_location(ident)
-    }
-    async fn ensure_namespace(&self, ns: &NamespaceIdent) -> Result<(), CatalogError> {
-        self.inner.ensure_namespace(ns).await
-    }
-    async fn create_table(
-        &self,
-        i: &TableIdent,
-        c: TableCreation,
-    ) -> Result<LoadedTable, CatalogError> {
-        self.inner.create_table(i, c).await
-    }
-    async fn load_table(&self, i: &TableIdent) -> Result<LoadedTable, CatalogError> {
-        self.inner.load_table(i).await
-    }
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
-        let rival = self.rival.lock().unwrap().take();
-        if let Some(rival) = rival {
-            let engine = CommitEngine::new(self.inner.clone(), RetryPolicy::default());
-            engine
-                .append(&commit.base.ident, vec![rival])
-                .await
-                .unwrap();
-            self.raced.store(true, Ordering::SeqCst);
-        }
-        self.inner.commit(commit).await
-    }
-}
-
 #[tokio::test]
 async fn a_lost_race_is_retried_on_the_new_table_without_loss() {
     let dir = tempfile::tempdir().unwrap();
     let (catalog, ident) = setup(dir.path()).await;
     let rival = request(&catalog, &ident, 100, 4).await;
-    let racing = Arc::new(Racing {
-        inner: catalog.clone(),
-        rival: std::sync::Mutex::new(Some(rival)),
-        raced: AtomicBool::new(false),
-    });
+    let racing = Racing::new(catalog.clone(), rival);
     let engine = CommitEngine::new(racing.clone(), RetryPolicy::default());
     let mine = request(&catalog, &ident, 0, 6).await;
     let out = engine.append(&ident, vec![mine]).await.unwrap();
-    assert!(racing.raced.load(Ordering::SeqCst));
+    assert!(racing.raced());
+    assert_eq!(racing.conflicts(), 1);
     assert_eq!(
         out.attempts, 2,
         "the first attempt lost the compare-and-swap"

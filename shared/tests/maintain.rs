@@ -14,6 +14,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use floe_core::catalog::CatalogRef;
+use floe_core::clock::now_ms;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
@@ -135,13 +136,6 @@ fn expire_everything() -> MaintainOptions {
         now_ms: now_ms() + 1,
         ..MaintainOptions::default()
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

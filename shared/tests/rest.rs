@@ -5,26 +5,28 @@
 #![cfg(feature = "rest")]
 
 mod common;
+#[path = "common/racing.rs"]
+mod racing;
+#[path = "common/requests.rs"]
+mod requests;
+#[path = "common/services.rs"]
+mod services;
 
+use racing::Racing;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use async_trait::async_trait;
+use arrow_array::{Int64Array, StringArray};
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::catalog::rest::{RestAuth, RestConfig};
-use floe_core::catalog::{Catalog, CatalogError, LoadedTable, RestCatalog, TableCommit};
+use floe_core::catalog::{Catalog, CatalogError, RestCatalog, TableCommit};
 use floe_core::commit::{CommitEngine, RetryPolicy};
-use floe_core::iceberg::io::FileIO;
 use floe_core::iceberg::spec::TableMetadataBuilder;
 use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement};
 use floe_core::ident::parse_table;
-use floe_core::request::{CommitRequest, VERSION};
-use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::tabledef;
-use floe_core::write::TableWriter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The lakana environment `local-dev/rest.sh` sets up: the REST prefix.
@@ -38,45 +40,16 @@ struct Server {
     moto: String,
 }
 
-fn run(script: &str) -> String {
-    let path = format!("{}/../local-dev/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("bash")
-        .arg(&path)
-        .output()
-        .unwrap_or_else(|e| panic!("run {path}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("{script} prints its endpoint"))
-        .trim()
-        .to_string()
-}
-
 /// lakana and moto, started once per test binary.
 fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
     SERVER.get_or_init(|| {
-        let uri = run("rest.sh");
-        let moto = run("aws.sh");
-        let port = std::env::var("FLOE_REST_PORT").unwrap_or_else(|_| "8181".into());
-        let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
-        let token = std::fs::read_to_string(format!("{tmp}/floe-lakana-{port}.token"))
-            .expect("rest.sh writes the token file")
-            .trim()
-            .to_string();
-        // SAFETY: the OnceLock holds every other test back until these are set,
-        // and no test reads the environment before calling `server()`.
-        unsafe {
-            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-            std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+        let (uri, token) = services::lakana().clone();
+        Server {
+            uri,
+            token,
+            moto: services::moto().to_string(),
         }
-        Server { uri, token, moto }
     })
 }
 
@@ -124,56 +97,6 @@ async fn new_table(catalog: &RestCatalog) -> TableIdent {
     ident
 }
 
-/// Writes `rows` as Parquet to the table's location and returns the request.
-async fn write_request(
-    catalog: &dyn Catalog,
-    ident: &TableIdent,
-    rows: &[(i64, &str)],
-) -> CommitRequest {
-    let loaded = catalog.load_table(ident).await.unwrap();
-    let writer = TableWriter::new(ident, &loaded.metadata, catalog.file_io().clone()).unwrap();
-    let schema = Arc::new(
-        floe_core::iceberg::arrow::schema_to_arrow_schema(loaded.metadata.current_schema())
-            .unwrap(),
-    );
-    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
-    let names: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1)));
-    let batch = RecordBatch::try_new(schema, vec![ids, names]).unwrap();
-    let spans = vec![SourceSpan {
-        source: "kafka:events/0".into(),
-        positions: Positions::Range {
-            first: (rows[0].0 as u64).into(),
-            last: (rows[rows.len() - 1].0 as u64).into(),
-        },
-        stream: true,
-    }];
-    let id = batch_id(&spans, None);
-    let files = writer.write(&batch, &id).await.unwrap();
-    CommitRequest {
-        version: VERSION,
-        table: ident.clone(),
-        batch_id: id.clone(),
-        sources: spans,
-        schema_id: writer.schema_id(),
-        spec_id: writer.spec_id(),
-        data_files: CommitRequest::encode_files(
-            &loaded.metadata,
-            writer.spec_id(),
-            files,
-            (ident, &id),
-        )
-        .unwrap(),
-        delete_files: vec![],
-        keyed: false,
-        truncate: false,
-        state: Default::default(),
-        record_count: rows.len() as u64,
-        rejected_count: 0,
-        created_at_ms: 0,
-        oldest_record_ms: None,
-    }
-}
-
 async fn rows(catalog: &dyn Catalog, ident: &TableIdent) -> Vec<(i64, String)> {
     let mut rows: Vec<(i64, String)> = common::scan(catalog, ident)
         .await
@@ -205,25 +128,11 @@ fn owned(rows: &[(i64, &str)]) -> Vec<(i64, String)> {
 /// The table as pyiceberg's RestCatalog reads it (`tests/read_rest.py`).
 fn pyiceberg_read(ident: &TableIdent) -> serde_json::Value {
     let s = server();
-    let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/floe-venv",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| format!("{venv}/bin/python"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/read_rest.py");
     let table = format!("{}.{}", ident.namespace().join("."), ident.name());
-    let out = std::process::Command::new(&python)
-        .args([script, &s.uri, ENVIRONMENT, &s.token, &s.moto, &table])
-        .output()
-        .unwrap_or_else(|e| panic!("running {python}: {e}"));
-    assert!(
-        out.status.success(),
-        "pyiceberg read failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("reader JSON")
+    services::python_json(
+        "shared/tests/read_rest.py",
+        &[&s.uri, ENVIRONMENT, &s.token, &s.moto, &table],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,8 +167,8 @@ async fn creates_loads_commits_once_and_pyiceberg_reads_the_same_rows() {
         "{missing:?}"
     );
 
-    let a = write_request(catalog.as_ref(), &ident, &[(1, "ada"), (2, "grace")]).await;
-    let b = write_request(catalog.as_ref(), &ident, &[(3, "edsger"), (4, "ken")]).await;
+    let a = requests::write_request(catalog.as_ref(), &ident, &[(1, "ada"), (2, "grace")]).await;
+    let b = requests::write_request(catalog.as_ref(), &ident, &[(3, "edsger"), (4, "ken")]).await;
     let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     let out = engine.append(&ident, vec![a.clone(), b]).await.unwrap();
     assert_eq!(out.committed.len(), 2);
@@ -296,54 +205,6 @@ async fn creates_loads_commits_once_and_pyiceberg_reads_the_same_rows() {
     assert_eq!(py_rows, want);
 }
 
-/// A catalog that lets another committer land first, just before the first
-/// commit it forwards: the engine's plan is then on a stale base.
-#[derive(Debug)]
-struct Racing {
-    inner: Arc<RestCatalog>,
-    rival: Mutex<Option<CommitRequest>>,
-    conflicts: AtomicUsize,
-}
-
-#[async_trait]
-impl Catalog for Racing {
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
-    }
-    fn default_location(&self, ident: &TableIdent) -> String {
-        self.inner.default_location(ident)
-    }
-    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
-        self.inner.ensure_namespace(namespace).await
-    }
-    async fn create_table(
-        &self,
-        ident: &TableIdent,
-        creation: TableCreation,
-    ) -> Result<LoadedTable, CatalogError> {
-        self.inner.create_table(ident, creation).await
-    }
-    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
-        self.inner.load_table(ident).await
-    }
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
-        let rival = self.rival.lock().unwrap().take();
-        if let Some(rival) = rival {
-            let engine = CommitEngine::new(self.inner.clone(), RetryPolicy::default());
-            let out = engine
-                .append(&rival.table.clone(), vec![rival])
-                .await
-                .unwrap();
-            assert_eq!(out.committed.len(), 1);
-        }
-        let result = self.inner.commit(commit).await;
-        if matches!(result, Err(CatalogError::Conflict { .. })) {
-            self.conflicts.fetch_add(1, Ordering::SeqCst);
-        }
-        result
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_base_conflicts_and_the_engine_retry_lands_both_appends() {
     let catalog = catalog().await;
@@ -351,7 +212,7 @@ async fn a_stale_base_conflicts_and_the_engine_retry_lands_both_appends() {
     let empty = catalog.load_table(&ident).await.unwrap();
 
     // A raw commit planned on the empty table after a snapshot landed: 409.
-    let first = write_request(catalog.as_ref(), &ident, &[(1, "ada")]).await;
+    let first = requests::write_request(catalog.as_ref(), &ident, &[(1, "ada")]).await;
     CommitEngine::new(catalog.clone(), RetryPolicy::default())
         .append(&ident, vec![first])
         .await
@@ -386,16 +247,13 @@ async fn a_stale_base_conflicts_and_the_engine_retry_lands_both_appends() {
     );
 
     // The engine: its first attempt loses to a rival committer, its retry lands.
-    let rival = write_request(catalog.as_ref(), &ident, &[(2, "grace")]).await;
-    let mine = write_request(catalog.as_ref(), &ident, &[(3, "edsger")]).await;
-    let racing = Arc::new(Racing {
-        inner: catalog.clone(),
-        rival: Mutex::new(Some(rival)),
-        conflicts: AtomicUsize::new(0),
-    });
+    let rival = requests::write_request(catalog.as_ref(), &ident, &[(2, "grace")]).await;
+    let mine = requests::write_request(catalog.as_ref(), &ident, &[(3, "edsger")]).await;
+    let racing = Racing::new(catalog.clone(), rival);
     let engine = CommitEngine::new(racing.clone(), RetryPolicy::default());
     let out = engine.append(&ident, vec![mine.clone()]).await.unwrap();
-    assert_eq!(racing.conflicts.load(Ordering::SeqCst), 1);
+    assert!(racing.raced());
+    assert_eq!(racing.conflicts(), 1);
     assert_eq!(out.attempts, 2);
     assert_eq!(out.committed, vec![mine.batch_id]);
     assert_eq!(

@@ -24,7 +24,6 @@ use floe_core::config::Secret;
 use floe_core::deploy::Deployment;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
-use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{PipelineError, Records, Source, SourceBatch, Writer};
 use floe_core::route::{Allow, SourceKind};
 use floe_core::source::{Positions, SourceSpan, batch_id};
@@ -172,16 +171,8 @@ impl HttpFunction {
             }
         };
         info!(%table, batch_id = %id, records = report.records, rejected = report.rejected.len(), "records written and their commit request enqueued");
-        Emf::new()
-            .dimension("function", "ingest-http")
-            .metric("records", Unit::Count, report.records as f64)
-            .metric("bytes", Unit::Bytes, report.bytes as f64)
-            .metric("files", Unit::Count, report.files as f64)
-            .metric(
-                "dead_lettered_records",
-                Unit::Count,
-                report.rejected.len() as f64,
-            )
+        report
+            .emf("ingest-http")
             .property("table", table.as_str())
             .property("batch_id", id.as_str())
             .emit();

@@ -5,6 +5,9 @@
 //! Both point at moto here, on purpose through the per-service variables. Its
 //! own test binary, since it sets the process environment.
 
+#[path = "../../../shared/tests/common/services.rs"]
+mod services;
+
 use std::path::Path;
 
 use floe_committer::CommitterFunction;
@@ -18,27 +21,9 @@ use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_service_endpoints_reach_s3_and_sqs() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../local-dev/aws.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let endpoint = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_string();
+    let endpoint = services::moto().to_string();
     // SAFETY: set before any client or thread of this test binary reads them.
     unsafe {
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
         std::env::set_var("AWS_ENDPOINT_URL_S3", &endpoint);
         std::env::set_var("AWS_ENDPOINT_URL_SQS", &endpoint);
     }

@@ -5,12 +5,16 @@
 //! iceberg-rust's scan and by pyiceberg's Glue catalog. Each fault point fires
 //! once and the event is delivered again, as Lambda would: every row lands once.
 
+#[path = "../../../shared/tests/common/mod.rs"]
+mod common;
+#[path = "../../../shared/tests/common/services.rs"]
+mod services;
+
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int64Array, StringArray};
 use floe_committer::CommitterFunction;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::config::Config;
@@ -23,66 +27,10 @@ use floe_core::tabledef;
 use floe_ingest_http::HttpFunction;
 use floe_maintenance::MaintenanceFunction;
 use floe_writer::WriterFunction;
-use futures::TryStreamExt;
 use serde_json::{Value, json};
-
-/// moto's endpoint, after starting it once per test binary.
-fn endpoint() -> &'static str {
-    static ENDPOINT: OnceLock<String> = OnceLock::new();
-    ENDPOINT.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../local-dev/aws.sh");
-        let out = std::process::Command::new("bash")
-            .arg(script)
-            .output()
-            .expect("run local-dev/aws.sh");
-        assert!(
-            out.status.success(),
-            "local-dev/aws.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // SAFETY: every test calls `endpoint()` before building a client, and
-        // the OnceLock holds the others back until these are set.
-        unsafe {
-            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-            std::env::set_var("AWS_SESSION_TOKEN", "testing");
-            std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-        }
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .expect("aws.sh prints the endpoint")
-            .trim()
-            .to_string()
-    })
-}
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// The lakana REST catalog of local-dev/rest.sh: (base URI, bearer token).
-fn rest_catalog() -> &'static (String, String) {
-    static REST: OnceLock<(String, String)> = OnceLock::new();
-    REST.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../local-dev/rest.sh");
-        let out = std::process::Command::new("bash")
-            .arg(script)
-            .output()
-            .expect("run local-dev/rest.sh");
-        assert!(
-            out.status.success(),
-            "local-dev/rest.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let port = base.rsplit(':').next().unwrap_or("8181").to_string();
-        let token = std::fs::read_to_string(format!("/tmp/floe-lakana-{port}.token"))
-            .expect("rest.sh wrote the token")
-            .trim()
-            .to_string();
-        (base, token)
-    })
 }
 
 /// The catalog a test deployment commits through.
@@ -117,7 +65,7 @@ impl Env {
     /// The same resources with the table in lakana's REST catalog.
     async fn rest() -> Env {
         let mut env = Env::new().await;
-        rest_catalog();
+        services::lakana();
         env.ident = parse_table(&format!("bronze.{}", unique("events"))).unwrap();
         env.catalog = Catalog::Rest;
         env
@@ -152,7 +100,7 @@ impl Env {
     }
 
     async fn new() -> Env {
-        let clients = AwsClients::new(AwsSettings::local(endpoint(), "us-east-1")).await;
+        let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
         let bucket = unique("floe").replace('_', "-");
         clients
             .s3
@@ -192,7 +140,7 @@ impl Env {
     async fn config(&self) -> Config {
         let catalog = match &self.catalog {
             Catalog::Rest => {
-                let (uri, token) = rest_catalog();
+                let (uri, token) = services::lakana();
                 let arn = self.secret(token).await;
                 format!("type = \"rest\"\nuri = \"{uri}\"\nprefix = \"floe\"\ntoken = \"{arn}\"")
             }
@@ -233,7 +181,7 @@ max_body_bytes = 4096
 wait_seconds = 20
 "#,
             bucket = self.bucket,
-            endpoint = endpoint(),
+            endpoint = services::moto(),
             queue = self.queue_url,
             table = self.table(),
         );
@@ -365,20 +313,7 @@ wait_seconds = 20
     /// Every row of the table, by iceberg-rust's scan (which applies deletes).
     async fn rows(&self) -> Vec<(i64, Option<String>)> {
         let d = self.deployment(Faults::none()).await;
-        let loaded = d.catalog.load_table(&self.ident).await.unwrap();
-        let table = loaded.to_table(d.file_io.clone()).unwrap();
-        let batches: Vec<RecordBatch> = table
-            .scan()
-            .select_all()
-            .with_concurrency_limit(4096)
-            .build()
-            .unwrap()
-            .to_arrow()
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches = common::scan(d.catalog.as_ref(), &self.ident).await;
         let mut rows = Vec::new();
         for b in &batches {
             let ids = b
@@ -406,7 +341,10 @@ wait_seconds = 20
 
     /// The table's rows as pyiceberg's GlueCatalog reads them.
     fn pyiceberg_rows(&self) -> Vec<(i64, Option<String>)> {
-        let v = python("read_glue.py", &[endpoint(), &self.table()]);
+        let v = services::python_json(
+            "shared/tests/read_glue.py",
+            &[services::moto(), &self.table()],
+        );
         pairs(&v["rows"])
     }
 
@@ -415,7 +353,10 @@ wait_seconds = 20
     async fn assert_readers_see(&self, expected: &[(i64, Option<String>)]) {
         let d = self.deployment(Faults::none()).await;
         let loaded = d.catalog.load_table(&self.ident).await.unwrap();
-        let v = python("read_s3.py", &[endpoint(), &loaded.metadata_location]);
+        let v = services::python_json(
+            "shared/tests/read_s3.py",
+            &[services::moto(), &loaded.metadata_location],
+        );
         assert_eq!(pairs(&v["pyiceberg"]), expected, "pyiceberg");
         assert_eq!(pairs(&v["duckdb"]), expected, "DuckDB");
     }
@@ -425,9 +366,9 @@ wait_seconds = 20
     async fn assert_duckdb_sees(&self, expected: &[(i64, Option<String>)]) {
         let d = self.deployment(Faults::none()).await;
         let loaded = d.catalog.load_table(&self.ident).await.unwrap();
-        let v = python(
-            "read_s3.py",
-            &[endpoint(), &loaded.metadata_location, "--duckdb-only"],
+        let v = services::python_json(
+            "shared/tests/read_s3.py",
+            &[services::moto(), &loaded.metadata_location, "--duckdb-only"],
         );
         assert_eq!(pairs(&v["duckdb"]), expected, "DuckDB");
     }
@@ -463,31 +404,6 @@ wait_seconds = 20
             .unwrap()
             .to_vec()
     }
-}
-
-/// Runs `shared/tests/<script>` with the test venv's Python; its JSON answer.
-fn python(script: &str, args: &[&str]) -> Value {
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
-        let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
-            format!(
-                "{}/.cache/floe-venv",
-                std::env::var("HOME").unwrap_or_default()
-            )
-        });
-        format!("{venv}/bin/python")
-    });
-    let path = format!("{}/../../shared/tests/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(&python)
-        .arg(&path)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {python}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// `[{"id":…,"name":…}]` as sorted pairs.
@@ -976,7 +892,7 @@ async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
     let function = MaintenanceFunction::new(&deployment);
     // Four days on, with every snapshot but the current one past its age.
     let opts = MaintainOptions {
-        now_ms: now_ms() + 4 * 24 * 3600 * 1000,
+        now_ms: floe_core::clock::now_ms() + 4 * 24 * 3600 * 1000,
         max_snapshot_age_ms: Some(0),
         lister: deployment.lister.clone(),
         ..MaintainOptions::default()
@@ -999,13 +915,6 @@ async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
         .filter(|k| k.ends_with(".parquet"))
         .collect();
     assert_eq!(data.len(), 1, "{data:?}");
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

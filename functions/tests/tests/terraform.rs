@@ -3,30 +3,20 @@
 //! nothing is set that no function reads, so a key added to floe's config or
 //! dropped from it fails here until the module follows.
 
+#[path = "../../../shared/tests/common/services.rs"]
+mod services;
+
 use std::collections::BTreeSet;
 
 use floe_core::deploy::Role;
 use serde_json::Value;
 
 fn module_env() -> Value {
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/floe-venv/bin/python",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let dir = env!("CARGO_MANIFEST_DIR");
-    let out = std::process::Command::new(&python)
-        .arg(format!("{dir}/terraform_env.py"))
-        .arg(format!("{dir}/../../infra/modules/floe"))
-        .output()
-        .unwrap_or_else(|e| panic!("running {python}: {e}"));
-    assert!(
-        out.status.success(),
-        "terraform_env.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let module = services::repo().join("infra/modules/floe");
+    services::python_json(
+        "functions/tests/terraform_env.py",
+        &[module.to_str().expect("a UTF-8 path")],
+    )
 }
 
 #[test]

@@ -6,7 +6,6 @@
 pub mod events;
 
 use floe_core::deploy::Deployment;
-use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{PipelineError, WriteReport, Writer};
 use serde_json::{Value, json};
 use tracing::{error, info};
@@ -88,16 +87,8 @@ pub fn batch_response(failures: &[String]) -> Value {
 }
 
 fn emit(source: &str, batch_id: &str, report: &WriteReport) {
-    Emf::new()
-        .dimension("function", "writer")
-        .metric("records", Unit::Count, report.records as f64)
-        .metric("bytes", Unit::Bytes, report.bytes as f64)
-        .metric("files", Unit::Count, report.files as f64)
-        .metric(
-            "dead_lettered_records",
-            Unit::Count,
-            report.rejected.len() as f64,
-        )
+    report
+        .emf("writer")
         .property("source", source)
         .property("batch_id", batch_id)
         .emit();

@@ -27,6 +27,7 @@ use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 use crate::metrics::Counters;
+use crate::metrics::emf::{Emf, Unit};
 use crate::ndjson::Chunk;
 use crate::queue::QueueRef;
 use crate::request::{CommitRequest, VERSION};
@@ -126,6 +127,23 @@ pub struct WriteReport {
     pub created: Vec<String>,
     /// Schema changes made for this batch.
     pub evolved: Vec<String>,
+}
+
+impl WriteReport {
+    /// The report's metrics (records, bytes, files, dead-lettered records)
+    /// for `function`'s EMF line; callers add what names the batch.
+    pub fn emf(&self, function: &str) -> Emf {
+        Emf::new()
+            .dimension("function", function)
+            .metric("records", Unit::Count, self.records as f64)
+            .metric("bytes", Unit::Bytes, self.bytes as f64)
+            .metric("files", Unit::Count, self.files as f64)
+            .metric(
+                "dead_lettered_records",
+                Unit::Count,
+                self.rejected.len() as f64,
+            )
+    }
 }
 
 struct TableContext {

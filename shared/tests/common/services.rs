@@ -1,0 +1,106 @@
+//! What the AWS, REST and function tests run against: the local servers the
+//! `local-dev/` scripts start (once per test binary) and the test venv's
+//! Python with its independent readers. Included by path from the test
+//! binaries of floe-core and of the functions; each uses a part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The repository root: the first ancestor of the including crate that holds
+/// `local-dev/test.sh`.
+pub fn repo() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .find(|d| d.join("local-dev/test.sh").is_file())
+            .expect("the crate lives in floe's repository")
+            .to_path_buf()
+    })
+}
+
+/// Runs `local-dev/<script>`; the last line it prints (its endpoint).
+pub fn run(script: &str) -> String {
+    let path = repo().join("local-dev").join(script);
+    let out = std::process::Command::new("bash")
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{script} prints its endpoint"))
+        .trim()
+        .to_string()
+}
+
+/// moto's endpoint (S3, SQS, Glue, Secrets Manager), started once, with the
+/// test credentials set for every SDK client built afterwards.
+pub fn moto() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT.get_or_init(|| {
+        let endpoint = run("aws.sh");
+        // SAFETY: every test calls `moto()` before building a client, and the
+        // OnceLock holds the others back until these are set, so no thread
+        // reads the environment while it changes.
+        unsafe {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+            std::env::set_var("AWS_SESSION_TOKEN", "testing");
+            std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+        }
+        endpoint
+    })
+}
+
+/// lakana's REST catalog on moto's S3, started once: (base URI, bearer token).
+pub fn lakana() -> &'static (String, String) {
+    static REST: OnceLock<(String, String)> = OnceLock::new();
+    REST.get_or_init(|| {
+        let uri = run("rest.sh");
+        moto();
+        let port = std::env::var("FLOE_REST_PORT").unwrap_or_else(|_| "8181".into());
+        let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+        let token = std::fs::read_to_string(format!("{tmp}/floe-lakana-{port}.token"))
+            .expect("rest.sh writes the token file")
+            .trim()
+            .to_string();
+        (uri, token)
+    })
+}
+
+/// The test venv's Python (`FLOE_PYTHON`, else `FLOE_VENV` or
+/// `~/.cache/floe-venv`), where local-dev/test.sh installs the readers.
+pub fn python() -> String {
+    std::env::var("FLOE_PYTHON").unwrap_or_else(|_| {
+        let venv = std::env::var("FLOE_VENV").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/floe-venv",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        format!("{venv}/bin/python")
+    })
+}
+
+/// Runs the repository's Python `script` with `args`; the JSON it prints.
+pub fn python_json(script: &str, args: &[&str]) -> serde_json::Value {
+    let python = python();
+    let out = std::process::Command::new(&python)
+        .arg(repo().join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}; local-dev/test.sh installs the venv"));
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON: {e}"))
+}
