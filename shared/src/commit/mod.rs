@@ -252,9 +252,8 @@ impl CommitEngine {
             let obsolete: Vec<String> = plans.iter().flat_map(|p| p.obsolete.clone()).collect();
             let (commit, written, snapshot_ids, versions) =
                 self.build(&table, &base, plans).await?;
-            match self.catalog.commit(commit).await {
-                Ok(_) => {
-                    self.forget(versions).await;
+            match self.submit(commit, written, versions).await? {
+                Submitted::Landed => {
                     // Inputs the snapshot made redundant (a copy-on-write
                     // batch's key lists); a failure here only leaves an orphan.
                     for path in &obsolete {
@@ -275,21 +274,15 @@ impl CommitEngine {
                     );
                     return Ok(outcome);
                 }
-                Err(e @ CatalogError::Conflict { .. }) => {
+                Submitted::Conflict(e) => {
                     warn!(attempt, "commit conflicted; reloading");
-                    written.discard(self.catalog.file_io()).await;
                     last_err = Some(e);
                 }
-                Err(e @ CatalogError::Ambiguous { .. }) => {
-                    // The files may be referenced now: keep them, and let the
-                    // reload's ledger decide what landed.
+                Submitted::Ambiguous(e) => {
+                    // The reload's ledger decides what landed.
                     warn!(attempt, error = %e, "commit outcome unknown; reloading");
                     maybe_landed.extend(fresh.iter().map(|r| r.batch_id.clone()));
                     last_err = Some(e);
-                }
-                Err(e) => {
-                    written.discard(self.catalog.file_io()).await;
-                    return Err(e.into());
                 }
             }
             backoff.wait().await;
@@ -327,25 +320,19 @@ impl CommitEngine {
             let plans = action.plan(&ctx, &[]).await?;
             let (commit, written, snapshot_ids, versions) =
                 self.build(&table, &base, plans).await?;
-            match self.catalog.commit(commit).await {
-                Ok(_) => {
-                    self.forget(versions).await;
+            match self.submit(commit, written, versions).await? {
+                Submitted::Landed => {
                     info!(attempt, "rewrite committed");
                     return Ok(snapshot_ids);
                 }
-                Err(e @ CatalogError::Conflict { .. }) => {
+                Submitted::Conflict(e) => {
                     warn!(attempt, "rewrite conflicted; planning again");
-                    written.discard(self.catalog.file_io()).await;
                     last_err = Some(e);
                 }
-                Err(e @ CatalogError::Ambiguous { .. }) => {
+                Submitted::Ambiguous(e) => {
                     warn!(attempt, error = %e, "rewrite outcome unknown; reloading");
                     ours.extend(snapshot_ids);
                     last_err = Some(e);
-                }
-                Err(e) => {
-                    written.discard(self.catalog.file_io()).await;
-                    return Err(e.into());
                 }
             }
             backoff.wait().await;
@@ -455,6 +442,34 @@ impl CommitEngine {
         ))
     }
 
+    /// Hands a built commit to the catalog and keeps the files it wrote only
+    /// while they may be referenced: a conflict or a refusal discards them,
+    /// an unknown outcome keeps them (the attempt may have landed on them),
+    /// and a landed commit drops the metadata versions it expired. Errors
+    /// other than a conflict or an unknown outcome are final.
+    async fn submit(
+        &self,
+        commit: TableCommit,
+        written: snapshot::Written,
+        versions: Vec<String>,
+    ) -> Result<Submitted, CatalogError> {
+        match self.catalog.commit(commit).await {
+            Ok(_) => {
+                self.forget(versions).await;
+                Ok(Submitted::Landed)
+            }
+            Err(e @ CatalogError::Conflict { .. }) => {
+                written.discard(self.catalog.file_io()).await;
+                Ok(Submitted::Conflict(e))
+            }
+            Err(e @ CatalogError::Ambiguous { .. }) => Ok(Submitted::Ambiguous(e)),
+            Err(e) => {
+                written.discard(self.catalog.file_io()).await;
+                Err(e)
+            }
+        }
+    }
+
     /// Deletes metadata versions the new metadata's log no longer lists.
     async fn forget(&self, versions: Vec<String>) {
         for path in versions {
@@ -462,6 +477,16 @@ impl CommitEngine {
             let _ = self.catalog.file_io().delete(&path).await;
         }
     }
+}
+
+/// What became of one catalog commit: the retry loops decide what next.
+enum Submitted {
+    /// The table points at the new metadata.
+    Landed,
+    /// Another commit landed first; the files written for this one are gone.
+    Conflict(CatalogError),
+    /// No answer: it may have landed; its files are kept.
+    Ambiguous(CatalogError),
 }
 
 /// Metadata files dropped from the log by this build, when the table asks for
