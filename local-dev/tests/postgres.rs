@@ -22,7 +22,7 @@ use common::Warehouse;
 use floe_core::catalog::{Catalog, SqliteCatalog};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
-use floe_core::ledger::Ledger;
+use floe_core::ledger::{Ledger, LedgerStore};
 use futures::TryStreamExt;
 
 const DB: &str = "floe_cli_e2e";
@@ -111,9 +111,14 @@ fn positions(wh: &Warehouse, conninfo: &str, rt: &tokio::runtime::Runtime) -> (u
             .load_table(&parse_table("raw.accounts").unwrap())
             .await
         {
-            Ok(t) => Ledger::from_metadata(&t.metadata)
-                .high_water_mark(&format!("pg:{SLOT}"))
-                .and_then(|p| p.as_str().parse().ok()),
+            Ok(t) => {
+                let store = std::sync::Arc::new(LedgerStore::new(catalog.file_io().clone()));
+                Ledger::open(store, &t.metadata)
+                    .await
+                    .expect("ledger")
+                    .high_water_mark(&format!("pg:{SLOT}"))
+                    .and_then(|p| p.as_str().parse().ok())
+            }
             Err(_) => None,
         }
     });

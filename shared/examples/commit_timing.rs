@@ -87,6 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     rejected_count: 0,
                     created_at_ms: 0,
                     oldest_record_ms: None,
+                    key_file: None,
                 }
             })
             .collect();

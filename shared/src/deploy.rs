@@ -119,6 +119,10 @@ impl Role {
             Self::Writer | Self::Committer => {}
         }
         let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
+        if self == Self::Writer {
+            // Read by the writer function itself (its Kinesis record names).
+            vars.push("FLOE_KINESIS_PER_RECORD".to_string());
+        }
         for section in sections {
             vars.extend(
                 crate::config::env_vars(section)
@@ -399,10 +403,25 @@ impl Deployment {
         })
     }
 
+    /// Where the HTTP function binds idempotency keys to bodies:
+    /// `<warehouse>/_floe/http-keys`, honoured for the ledger's key window.
+    pub fn http_keys(&self) -> crate::idempotency::HttpKeys {
+        let root = match self.config.warehouse_location() {
+            Location::Uri(uri) => uri,
+            Location::Path(p) => file_uri(p),
+        };
+        crate::idempotency::HttpKeys::new(
+            self.file_io.clone(),
+            format!("{}/_floe/http-keys", root.trim_end_matches('/')),
+            crate::ledger::DEFAULT_KEY_WINDOW_MS,
+        )
+    }
+
     /// The committer step on these parts.
     pub fn committer(&self) -> Committer {
         Committer::new(
             CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
+            self.dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),
         )

@@ -44,7 +44,20 @@ pub struct DlqError {
     pub source: Box<iceberg::Error>,
 }
 
-/// Where rejected records go.
+/// A commit request the committer would not commit, with why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedRequest {
+    /// The table it names (`ns.table`), empty when unreadable.
+    pub table: String,
+    /// Its batch id, or the queue message's id when unreadable.
+    pub id: String,
+    /// Why it was not committed.
+    pub reason: String,
+    /// The message body as received (lossy UTF-8).
+    pub body: String,
+}
+
+/// Where rejected records and refused commit requests go.
 #[async_trait]
 pub trait DeadLetters: std::fmt::Debug + Send + Sync {
     /// Stores the rejected records of one batch durably; returns their location.
@@ -54,6 +67,9 @@ pub trait DeadLetters: std::fmt::Debug + Send + Sync {
         batch_id: &str,
         records: &[Rejected],
     ) -> Result<String, DlqError>;
+
+    /// Stores a refused commit request durably; returns its location.
+    async fn put_request(&self, refused: &RefusedRequest) -> Result<String, DlqError>;
 }
 
 /// Dead letters as NDJSON objects under a storage prefix:
@@ -102,6 +118,30 @@ impl DeadLetters for StorageDeadLetters {
                 body.push(b'\n');
             }
         }
+        self.file_io
+            .new_output(&location)
+            .map_err(err)?
+            .write(Bytes::from(body))
+            .await
+            .map_err(err)?;
+        Ok(location)
+    }
+
+    async fn put_request(&self, refused: &RefusedRequest) -> Result<String, DlqError> {
+        // Outside every table's directory, so record replays never read them.
+        let table = if refused.table.is_empty() {
+            "_unreadable"
+        } else {
+            refused.table.as_str()
+        };
+        let location = format!("{}/_requests/{table}/{}.json", self.prefix, refused.id);
+        let err = |source| DlqError {
+            table: refused.table.clone(),
+            batch_id: refused.id.clone(),
+            location: location.clone(),
+            source: Box::new(source),
+        };
+        let body = serde_json::to_vec(refused).unwrap_or_default();
         self.file_io
             .new_output(&location)
             .map_err(err)?

@@ -16,6 +16,7 @@ use crate::config::{Config, Location};
 use crate::dlq::{Rejected, StorageDeadLetters};
 use crate::faults::Faults;
 use crate::ident::display;
+use crate::ledger::LedgerStore;
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
 use crate::pipeline::{
@@ -28,6 +29,9 @@ use crate::storage::{LocalWarehouse, StorageError};
 
 /// Catalog name in the SQLite database (pyiceberg: `SqlCatalog("floe", …)`).
 pub const CATALOG_NAME: &str = "floe";
+
+/// Bytes of an input that name it, with its path.
+const IDENTITY_PREFIX: usize = 64 * 1024;
 
 /// Receives a message may take before the embedded committer gives up on it.
 const MAX_RECEIVES: u32 = 5;
@@ -143,6 +147,7 @@ pub struct IngestReport {
 pub struct Embedded {
     warehouse: LocalWarehouse,
     catalog: CatalogRef,
+    ledger: Arc<LedgerStore>,
     config: Arc<Config>,
     faults: Faults,
     /// Live counters, for progress display.
@@ -166,6 +171,7 @@ impl Embedded {
             faults.clone(),
         )?;
         Ok(Self {
+            ledger: Arc::new(LedgerStore::new(warehouse.file_io())),
             warehouse,
             catalog: Arc::new(catalog),
             config: Arc::new(config),
@@ -207,6 +213,11 @@ impl Embedded {
     /// The catalog.
     pub fn catalog(&self) -> CatalogRef {
         self.catalog.clone()
+    }
+
+    /// The ledger files of its tables, read through one cache.
+    pub fn ledger_store(&self) -> Arc<LedgerStore> {
+        self.ledger.clone()
     }
 
     /// Creates a table.
@@ -287,13 +298,14 @@ impl Embedded {
         let writer = Arc::new(Writer::new(WriterParts {
             catalog: self.catalog.clone(),
             queue: queue.clone(),
-            dead_letters,
+            dead_letters: dead_letters.clone(),
             faults: self.faults.clone(),
             counters: self.counters.clone(),
             config: self.config.clone(),
         })?);
         let committer = Committer::new(
             CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
+            dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),
         );
@@ -491,12 +503,17 @@ impl Embedded {
                 source_name: file.path.display().to_string(),
                 error,
             })?;
+            // A dead letter is replayed as the record it was: two copies of
+            // one (a source that delivered it twice) commit once, and a
+            // replay that crashes and runs again commits nothing twice.
+            let keys: Vec<String> = file
+                .entries
+                .iter()
+                .map(|e| format!("{}|{}", e.source, e.position))
+                .collect();
             let spans = vec![SourceSpan {
-                source: format!("dlq:{}", file.path.display()),
-                positions: Positions::Range {
-                    first: 1u64.into(),
-                    last: (file.entries.len() as u64).max(1).into(),
-                },
+                source: format!("dlq:{}", file.table),
+                positions: Positions::Ids { ids: keys.clone() },
                 stream: false,
             }];
             let batch = SourceBatch {
@@ -508,14 +525,9 @@ impl Embedded {
                 batch_id: batch_id(&spans, Some(&content)),
                 spans,
                 records: Records::Items(
-                    file.entries
-                        .iter()
-                        .map(|e| {
-                            (
-                                format!("{} {}", e.source, e.position),
-                                bytes::Bytes::from(e.record.clone()),
-                            )
-                        })
+                    keys.into_iter()
+                        .zip(&file.entries)
+                        .map(|(key, e)| (key, bytes::Bytes::from(e.record.clone())))
                         .collect(),
                 ),
                 state: Default::default(),
@@ -576,7 +588,34 @@ fn read_input(
     tx: &mpsc::Sender<SourceBatch>,
     counters: &Counters,
 ) -> Result<(), EmbeddedError> {
-    let mut chunker = Chunker::new(input.reader, batch_records);
+    // A file is named by its path and its first 64 KiB: the same file read
+    // again (or grown at its end) is the same source, so lines committed once
+    // are not committed again whatever the batch size; a file replaced by
+    // other content is a new source. An input named as a stream (a Kafka
+    // partition's dump) is that stream, its line numbers its positions.
+    let mut reader = input.reader;
+    let mut prefix = Vec::with_capacity(IDENTITY_PREFIX);
+    (&mut reader)
+        .take(IDENTITY_PREFIX as u64)
+        .read_to_end(&mut prefix)
+        .map_err(|error| EmbeddedError::Input {
+            source_name: input.source.clone(),
+            error,
+        })?;
+    let stream = matches!(
+        input.kind,
+        SourceKind::Kafka | SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Postgres
+    );
+    let source = if stream {
+        input.source.clone()
+    } else {
+        format!(
+            "{}@{:016x}",
+            input.source,
+            xxhash_rust::xxh3::xxh3_64(&prefix)
+        )
+    };
+    let mut chunker = Chunker::new(std::io::Cursor::new(prefix).chain(reader), batch_records);
     let name = input
         .source
         .rsplit(['/', ':'])
@@ -591,20 +630,12 @@ fn read_input(
         let Some(chunk) = chunk else { return Ok(()) };
         Counters::add(&counters.bytes_in, chunk.text.len() as u64);
         let spans = vec![SourceSpan {
-            source: input.source.clone(),
+            source: source.clone(),
             positions: Positions::Range {
                 first: chunk.first_line.into(),
                 last: chunk.last_line().into(),
             },
-            // Inputs named as streams (a Kafka partition dump, say) keep their
-            // order across runs; files and stdin restart their line numbers.
-            stream: matches!(
-                input.kind,
-                SourceKind::Kafka
-                    | SourceKind::Kinesis
-                    | SourceKind::DynamoDb
-                    | SourceKind::Postgres
-            ),
+            stream,
         }];
         // Lines of a file can be edited in place, so the content is part of the id.
         let id = batch_id(&spans, Some(&chunk.text));
@@ -653,7 +684,7 @@ async fn commit_loop(
                 .iter()
                 .filter_map(|t| t.result.as_ref().err())
                 .map(|e| e.to_string())
-                .chain(report.unreadable.iter().map(|(_, e)| e.to_string()))
+                .chain(report.unreadable.iter().map(|(_, e, _)| e.to_string()))
                 .last()
                 .unwrap_or_default();
             return Err(EmbeddedError::CommitFailed(last));

@@ -19,6 +19,7 @@ pub mod dlq;
 pub mod embedded;
 pub mod evolve;
 pub mod faults;
+pub mod idempotency;
 pub mod ident;
 pub mod ledger;
 pub mod maintain;
@@ -30,6 +31,7 @@ pub mod postgres;
 pub mod queue;
 pub mod request;
 pub mod route;
+pub mod rowkey;
 #[cfg(feature = "aws")]
 pub mod secrets;
 pub mod shred;
@@ -37,6 +39,7 @@ pub mod source;
 pub mod status;
 pub mod storage;
 pub mod tabledef;
+pub mod uri;
 pub mod write;
 
 pub use iceberg;

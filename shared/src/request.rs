@@ -1,8 +1,8 @@
-//! CommitRequest v1: what a writer hands the committer through the commit queue.
+//! CommitRequest v2: what a writer hands the committer through the commit queue.
 //!
 //! ```json
 //! {
-//!   "version": 1,
+//!   "version": 2,
 //!   "table": {"namespace": ["bronze"], "name": "events"},
 //!   "batch_id": "5f0c…",                      // deterministic, from the source positions
 //!   "sources": [{"source": "kafka:orders/3",
@@ -13,9 +13,17 @@
 //!   "delete_files": [], "keyed": false,     // "truncate": true when the batch emptied the table first
 //!   "record_count": 100, "rejected_count": 0,
 //!   "created_at_ms": 1764496800000,
-//!   "oldest_record_ms": 1764496799250          // optional: the oldest record's arrival at its source
+//!   "oldest_record_ms": 1764496799250,         // optional: the oldest record's arrival at its source
+//!   "key_file": "s3://…/metadata/floe-ledger/keys/….json.zst"  // keyed: each key's last change
 //! }
 //! ```
+//!
+//! Version 2 makes idempotency per record: each span names every record of
+//! the batch (a range claims every record of an ordered source between its
+//! first and last position, ids name an unordered source's records), data
+//! files carry each row's record in their Parquet footer (`floe.rows`), and a
+//! keyed request names its key file. Version 1 requests are still read and
+//! committed by batch id alone.
 //!
 //! Files are encoded with iceberg-rust's `serialize_data_file_to_json` (the
 //! manifest-entry shape: bounds as binary single-value serialisation), bound to
@@ -29,8 +37,10 @@ use serde::{Deserialize, Serialize};
 use crate::ident::display;
 use crate::source::SourceSpan;
 
-/// The wire format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The wire format version this build writes.
+pub const VERSION: u32 = 2;
+/// The oldest wire format version this build reads.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// A request to commit the files of one writer batch to one table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,9 +81,14 @@ pub struct CommitRequest {
     /// When the writer created the request (ms since epoch).
     pub created_at_ms: i64,
     /// When the batch's oldest record reached its source (ms since epoch),
-    /// when the source says; the committer reports freshness from it.
+    /// when the source says; the committer reports freshness from it, and
+    /// looks no further back for records it may already hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oldest_record_ms: Option<i64>,
+    /// A keyed request's key file (see [`crate::ledger::KeyFile`]): every
+    /// key it changes with the position of the key's last change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<String>,
 }
 
 /// A request that cannot be encoded, decoded or bound to its table.
@@ -83,7 +98,9 @@ pub enum RequestError {
     #[error("commit request is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// A version this build does not read.
-    #[error("commit request version {found} is not supported (this build reads {VERSION})")]
+    #[error(
+        "commit request version {found} is not supported (this build reads {OLDEST_VERSION} to {VERSION})"
+    )]
     Version {
         /// The version found.
         found: u32,
@@ -169,6 +186,58 @@ impl CommitRequest {
             .collect()
     }
 
+    /// The earliest commit time at which records of this request may
+    /// already have been committed: nothing holding one of its records was
+    /// made before the record reached its source (`oldest_record_ms`), and a
+    /// later delivery was made after this request. Unknown arrival: no bound.
+    pub fn lookback_ms(&self) -> i64 {
+        let made = self.created_at_ms;
+        match self.oldest_record_ms {
+            Some(oldest) => oldest.min(made).saturating_sub(crate::ledger::SKEW_MS),
+            None => i64::MIN,
+        }
+    }
+
+    /// True for requests of version 2 and later, whose records the ledger
+    /// tracks one by one.
+    pub fn per_record(&self) -> bool {
+        self.version >= 2
+    }
+
+    /// Every file the request names: data files, delete files, its key file.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.data_files
+            .iter()
+            .chain(&self.delete_files)
+            .filter_map(|f| f.get("file_path").and_then(serde_json::Value::as_str))
+            .chain(self.key_file.as_deref())
+    }
+
+    /// Why the request cannot be trusted with a table at `location`: a file
+    /// outside it, or a file entry without a path.
+    pub fn foreign_file(&self, location: &str) -> Option<String> {
+        let named = self.data_files.len() + self.delete_files.len();
+        let with_path = self
+            .data_files
+            .iter()
+            .chain(&self.delete_files)
+            .filter(|f| {
+                f.get("file_path")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some()
+            })
+            .count();
+        if with_path != named {
+            return Some(format!(
+                "{} of its file entries have no file_path",
+                named - with_path
+            ));
+        }
+        self.paths()
+            .find(|p| !crate::uri::within(p, location))
+            .map(|p| format!("it names {p}, which is not under the table's location {location}"))
+    }
+
     /// Serialises the request for the queue.
     pub fn to_bytes(&self) -> Result<Vec<u8>, RequestError> {
         Ok(serde_json::to_vec(self)?)
@@ -181,7 +250,7 @@ impl CommitRequest {
             version: u32,
         }
         let probe: Probe = serde_json::from_slice(bytes)?;
-        if probe.version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&probe.version) {
             return Err(RequestError::Version {
                 found: probe.version,
             });

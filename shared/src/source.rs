@@ -29,6 +29,23 @@ impl Position {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The position right after this one, so runs of consecutive positions
+    /// (Kafka offsets, line numbers) merge into one.
+    pub fn next(&self) -> Self {
+        let mut digits = self.0.clone().into_bytes();
+        for d in digits.iter_mut().rev() {
+            if *d == b'9' {
+                *d = b'0';
+            } else {
+                *d += 1;
+                // Only ASCII digits were changed.
+                return Self(String::from_utf8(digits).unwrap_or_default());
+            }
+        }
+        digits.insert(0, b'1');
+        Self(String::from_utf8(digits).unwrap_or_default())
+    }
 }
 
 impl From<u64> for Position {

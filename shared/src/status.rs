@@ -8,7 +8,7 @@ use iceberg::TableIdent;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, LedgerStore};
 
 /// A table's current state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -48,23 +48,34 @@ pub async fn table_status(
     })
 }
 
-/// Polls the table until batch `batch_id` is in it (`Ok(true)`) or `timeout`
-/// passes (`Ok(false)`); reading the ledger is the only way to know, since the
-/// committer that lands it runs elsewhere.
+/// Polls the table until batch `batch_id`, made at `made_ms`, is in it
+/// (`Ok(true)`) or `timeout` passes (`Ok(false)`); reading the ledger is the
+/// only way to know, since the committer that lands it runs elsewhere.
 pub async fn wait_for_batch(
     catalog: &dyn Catalog,
     ident: &TableIdent,
     batch_id: &str,
+    made_ms: i64,
     timeout: Duration,
 ) -> Result<bool, CatalogError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(100);
+    let store = std::sync::Arc::new(LedgerStore::new(catalog.file_io().clone()));
     loop {
         match catalog.load_table(ident).await {
-            Ok(loaded) if Ledger::from_metadata(&loaded.metadata).contains(batch_id) => {
-                return Ok(true);
+            Ok(loaded) => {
+                let ledger = Ledger::open(store.clone(), &loaded.metadata)
+                    .await
+                    .map_err(|e| CatalogError::Store(e.to_string()))?;
+                let landed = ledger
+                    .has_batch(batch_id, made_ms)
+                    .await
+                    .map_err(|e| CatalogError::Store(e.to_string()))?;
+                if landed {
+                    return Ok(true);
+                }
             }
-            Ok(_) | Err(CatalogError::NoSuchTable { .. }) => {}
+            Err(CatalogError::NoSuchTable { .. }) => {}
             Err(e) => return Err(e),
         }
         let left = timeout.saturating_sub(started.elapsed());

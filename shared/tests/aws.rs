@@ -680,6 +680,10 @@ async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
 
     let committer = Committer::new(
         CommitEngine::new(g.catalog.clone(), RetryPolicy::default()),
+        Arc::new(StorageDeadLetters::new(
+            g.catalog.file_io().clone(),
+            dlq.clone(),
+        )),
         Faults::none(),
         counters,
     );

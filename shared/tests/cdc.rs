@@ -211,7 +211,7 @@ async fn two_requests_touching_one_key_in_one_commit_keep_the_later_value() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn line_numbered_inputs_restart_without_being_refused_but_stale_stream_batches_are() {
+async fn stdin_runs_are_sources_of_their_own_but_a_stream_position_commits_once() {
     let dir = tempfile::tempdir().unwrap();
     create(dir.path()).await;
     let t = parse_table("silver.kv").unwrap();
@@ -246,7 +246,7 @@ async fn line_numbered_inputs_restart_without_being_refused_but_stale_stream_bat
         Model::from([(1, ("b".to_string(), 2))])
     );
 
-    // A stream's batch that arrives after later positions were committed is refused.
+    // A stream's batch whose positions the table already holds commits nothing.
     let later = "{\"id\":5,\"v\":\"new\",\"n\":5}\n{\"id\":5,\"v\":\"newer\",\"n\":6}\n";
     floe.ingest(
         Some(&t),
@@ -264,7 +264,11 @@ async fn line_numbered_inputs_restart_without_being_refused_but_stale_stream_bat
         )
         .await
         .unwrap();
-    assert_eq!(r.commits, 0, "the stale batch is refused, not committed");
+    assert_eq!(
+        r.commits, 0,
+        "positions already committed are not committed again"
+    );
+    assert_eq!(r.duplicates, 1);
     assert_eq!(
         table_state(&floe).await,
         Model::from([(1, ("b".to_string(), 2)), (5, ("newer".to_string(), 6))])

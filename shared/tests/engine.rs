@@ -89,6 +89,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         rejected_count: 0,
         created_at_ms: 0,
         oldest_record_ms: None,
+        key_file: None,
     }
 }
 
@@ -242,4 +243,47 @@ async fn a_lost_race_is_retried_on_the_new_table_without_loss() {
     assert_eq!(ids(&catalog, &ident).await, want);
     let loaded = catalog.load_table(&ident).await.unwrap();
     assert_eq!(loaded.metadata.snapshots().len(), 2);
+}
+
+#[tokio::test]
+async fn a_request_whose_files_are_gone_or_foreign_is_refused_and_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident) = setup(dir.path()).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+
+    // Its data file was cleaned as an orphan while the request waited.
+    let gone = request(&catalog, &ident, 0, 3).await;
+    let path = gone.data_files[0]["file_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    catalog.file_io().delete(&path).await.unwrap();
+    // It names a file of another table's location.
+    let mut foreign = request(&catalog, &ident, 10, 3).await;
+    let outside = format!("file://{}/other/t/data/x.parquet", dir.path().display());
+    foreign.data_files[0]["file_path"] = serde_json::json!(outside);
+    foreign.batch_id = "foreign".into();
+    let good = request(&catalog, &ident, 20, 2).await;
+
+    let outcome = engine
+        .append(&ident, vec![gone.clone(), foreign, good.clone()])
+        .await
+        .unwrap();
+    assert_eq!(outcome.committed, vec![good.batch_id.clone()]);
+    let refused: std::collections::HashMap<_, _> = outcome.refused.into_iter().collect();
+    assert!(refused[&gone.batch_id].contains("is gone"), "{refused:?}");
+    assert!(
+        refused["foreign"].contains("not under the table's location"),
+        "{refused:?}"
+    );
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(
+        loaded
+            .metadata
+            .current_snapshot()
+            .unwrap()
+            .summary()
+            .additional_properties["total-records"],
+        "2"
+    );
 }

@@ -1,9 +1,11 @@
 //! floe's HTTP ingestion function (API Gateway HTTP API or a function URL):
 //!
 //! - `POST /v1/tables/{namespace}/{table}/records`: a JSON array or NDJSON
-//!   body, written by floe's writer step. The batch id comes from the
-//!   `Idempotency-Key` header (else from the body's hash), so a retried POST is
-//!   committed once. `?wait=commit` answers only once the batch is in the table
+//!   body, written by floe's writer step. An `Idempotency-Key` is bound to
+//!   the body it first came with: a retry with the same key and body gets the
+//!   first answer again (and commits nothing twice), the same key with another
+//!   body gets 422. Without a key, the same body to the same table is one
+//!   batch. `?wait=commit` answers only once the batch is in the table
 //!   (or after `http.wait_seconds`, with 202). Bad records: 400 naming each
 //!   one's position and field; the good ones are written all the same.
 //! - `GET /v1/tables/{namespace}/{table}`: the last snapshot, total records and
@@ -23,6 +25,7 @@ use floe_core::clock::now_ms;
 use floe_core::config::Secret;
 use floe_core::deploy::Deployment;
 use floe_core::iceberg::TableIdent;
+use floe_core::idempotency::{HttpKeys, Use};
 use floe_core::ident::parse_table;
 use floe_core::pipeline::{PipelineError, Records, Source, SourceBatch, Writer};
 use floe_core::route::{Allow, SourceKind};
@@ -47,6 +50,7 @@ pub enum HttpSetupError {
 /// The HTTP function's state, kept across invocations of one instance.
 pub struct HttpFunction {
     writer: Writer,
+    keys: HttpKeys,
     catalog: CatalogRef,
     token: Option<Secret>,
     allow: Allow,
@@ -71,6 +75,7 @@ impl HttpFunction {
             max_body: http.max_body(),
             wait: http.wait(),
             writer: deployment.writer()?,
+            keys: deployment.http_keys(),
             catalog: deployment.catalog.clone(),
         })
     }
@@ -131,16 +136,19 @@ impl HttpFunction {
             Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
         };
         let table = floe_core::ident::display(&ident);
-        let key = match req
+        let body_hash = HttpKeys::body_hash(body);
+        let header_key = req
             .headers()
             .get("idempotency-key")
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|k| !k.is_empty())
-        {
-            Some(k) => k.to_string(),
-            // Without a key, the same body to the same table is the same batch.
-            None => format!("body-{:032x}", xxhash_rust::xxh3::xxh3_128(body)),
+            .map(str::to_string);
+        // The batch is the key and the body together: a key reused for
+        // another body in a race still commits both, never drops one.
+        let key = match &header_key {
+            Some(k) => format!("{k}#{body_hash}"),
+            None => format!("body-{body_hash}"),
         };
         let spans = vec![SourceSpan {
             source: format!("http:{table}"),
@@ -148,6 +156,39 @@ impl HttpFunction {
             stream: false,
         }];
         let id = batch_id(&spans, None);
+        let received = now_ms();
+        let wait = req
+            .query_string_parameters_ref()
+            .and_then(|q| q.first("wait"))
+            == Some("commit");
+        if let Some(k) = &header_key {
+            match self.keys.begin(&table, k, &body_hash, &id, received).await {
+                Ok(Use::Write) => {}
+                Ok(Use::Replay(status, mut answer)) => {
+                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                    if wait && status == StatusCode::OK {
+                        answer["committed"] = json!(self.committed(&ident, &id, received).await);
+                    }
+                    return reply(status, answer);
+                }
+                Ok(Use::Conflict { first_ms }) => {
+                    return reply(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        json!({"error": format!(
+                            "Idempotency-Key {k:?} was first used at {} for a different body; send new records with a new key",
+                            floe_core::shred::format_utc_millis(first_ms)
+                        )}),
+                    );
+                }
+                Err(e) => {
+                    error!(%table, error = %e, "idempotency record unreadable");
+                    return reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
+                    );
+                }
+            }
+        }
         let batch = SourceBatch {
             source: Source {
                 kind: SourceKind::Http,
@@ -158,7 +199,7 @@ impl HttpFunction {
             spans,
             records: Records::Items(items),
             state: Default::default(),
-            oldest_ms: Some(now_ms()),
+            oldest_ms: Some(received),
         };
         let report = match self.writer.write(batch).await {
             Ok(r) => r,
@@ -176,30 +217,13 @@ impl HttpFunction {
             .property("table", table.as_str())
             .property("batch_id", id.as_str())
             .emit();
-        let wait = req
-            .query_string_parameters_ref()
-            .and_then(|q| q.first("wait"))
-            == Some("commit");
         let mut answer = json!({
             "table": table,
             "batch_id": id,
             "records": report.records,
         });
         let mut status = StatusCode::OK;
-        if wait {
-            match status::wait_for_batch(self.catalog.as_ref(), &ident, &id, self.wait).await {
-                Ok(true) => answer["committed"] = json!(true),
-                Ok(false) => {
-                    answer["committed"] = json!(false);
-                    status = StatusCode::ACCEPTED;
-                }
-                Err(e) => {
-                    answer["committed"] = json!(false);
-                    answer["wait_error"] = json!(e.to_string());
-                    status = StatusCode::ACCEPTED;
-                }
-            }
-        }
+        let mut wait_error = None;
         if !report.rejected.is_empty() {
             let rejected: Vec<Value> = report
                 .rejected
@@ -222,7 +246,49 @@ impl HttpFunction {
             answer["dead_letters"] = json!(report.dead_letter_locations);
             status = StatusCode::BAD_REQUEST;
         }
+        // What the records became is the answer a retry gets; whether they
+        // are committed yet is asked anew each time.
+        if let Some(k) = &header_key
+            && let Err(e) = self
+                .keys
+                .finish(
+                    &table,
+                    k,
+                    &body_hash,
+                    &id,
+                    received,
+                    (status.as_u16(), answer.clone()),
+                )
+                .await
+        {
+            error!(%table, error = %e, "idempotency record not written; a retry writes the batch again, which commits it once");
+        }
+        if wait {
+            match status::wait_for_batch(self.catalog.as_ref(), &ident, &id, received, self.wait)
+                .await
+            {
+                Ok(true) => answer["committed"] = json!(true),
+                Ok(false) => answer["committed"] = json!(false),
+                Err(e) => {
+                    answer["committed"] = json!(false);
+                    wait_error = Some(e.to_string());
+                }
+            }
+            if let Some(e) = wait_error {
+                answer["wait_error"] = json!(e);
+            }
+            if answer["committed"] == json!(false) && status == StatusCode::OK {
+                status = StatusCode::ACCEPTED;
+            }
+        }
         reply(status, answer)
+    }
+
+    /// Whether batch `id` is in the table, waiting as `?wait=commit` does.
+    async fn committed(&self, ident: &TableIdent, id: &str, made_ms: i64) -> bool {
+        status::wait_for_batch(self.catalog.as_ref(), ident, id, made_ms, self.wait)
+            .await
+            .unwrap_or(false)
     }
 
     async fn get(&self, ident: TableIdent) -> Response<Body> {

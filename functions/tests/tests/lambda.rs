@@ -982,3 +982,389 @@ async fn http_takes_iam_callers_a_token_from_secrets_manager_and_only_allowed_ta
         want(&[(51, Some("una")), (52, Some("vic")), (55, Some("iam"))])
     );
 }
+
+/// A Kinesis event of one shard: `(sequence number, record)` each.
+fn kinesis_event(records: &[(&str, Value)]) -> Value {
+    use base64::Engine as _;
+    let records: Vec<Value> = records
+        .iter()
+        .map(|(seq, record)| {
+            json!({
+                "kinesis": {
+                    "kinesisSchemaVersion": "1.0",
+                    "partitionKey": "pk",
+                    "sequenceNumber": seq,
+                    "data": base64::engine::general_purpose::STANDARD.encode(record.to_string()),
+                    "approximateArrivalTimestamp": 1_700_000_000.5
+                },
+                "eventSource": "aws:kinesis",
+                "eventID": format!("shardId-000000000001:{seq}"),
+                "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// An SQS event of `(message id, record)` messages, received `receives` times.
+fn sqs_messages(messages: &[(&str, Value)], receives: u32) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|(id, body)| {
+            json!({
+                "messageId": id,
+                "receiptHandle": format!("rh-{id}-{receives}"),
+                "body": body.to_string(),
+                "attributes": {"ApproximateReceiveCount": receives.to_string(), "SentTimestamp": "1700000000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// The commit requests waiting in the queue, received (and so in flight).
+async fn receive_all(env: &Env) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut out = Vec::new();
+    for _ in 0..5 {
+        let got = env
+            .clients
+            .sqs
+            .receive_message()
+            .queue_url(&env.queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        if got.messages().is_empty() {
+            break;
+        }
+        out.extend(got.messages().iter().cloned());
+    }
+    out
+}
+
+/// Hands `messages` to the committer handler as one SQS event and deletes
+/// those it did not name as failed, as Lambda does.
+async fn commit_messages(
+    env: &Env,
+    committer: &CommitterFunction,
+    messages: &[&aws_sdk_sqs::types::Message],
+) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            json!({
+                "messageId": m.message_id(),
+                "receiptHandle": m.receipt_handle(),
+                "body": m.body(),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": m.md5_of_body(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-commits",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    let answer = committer
+        .handle(json!({ "Records": records }))
+        .await
+        .unwrap();
+    let failed: HashSet<String> = failures(&answer).into_iter().collect();
+    for m in messages {
+        if !failed.contains(m.message_id().unwrap()) {
+            env.clients
+                .sqs
+                .delete_message()
+                .queue_url(&env.queue_url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_redelivered_in_other_groupings_commits_every_message_once() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let row = |i: i64| json!({"id": i, "name": format!("n{i}")});
+    let failing = WriterFunction::new(
+        &env.deployment(Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1))
+            .await,
+    )
+    .unwrap();
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    // The first delivery's request is enqueued, then the writer fails, so
+    // Lambda hands the messages out again, grouped otherwise.
+    let first = failing
+        .handle(sqs_messages(
+            &[
+                ("m0", row(0)),
+                ("m1", row(1)),
+                ("m2", row(2)),
+                ("m3", row(3)),
+            ],
+            1,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(failures(&first).len(), 4, "{first}");
+    for (event, receives) in [
+        (vec![("m2", row(2)), ("m3", row(3)), ("m4", row(4))], 2),
+        (vec![("m0", row(0)), ("m1", row(1))], 2),
+    ] {
+        let answer = writer.handle(sqs_messages(&event, receives)).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    env.drain(&committer).await;
+    let expected: Vec<(i64, Option<String>)> = (0..5).map(|i| (i, Some(format!("n{i}")))).collect();
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kinesis_retry_that_ends_elsewhere_commits_every_record_once() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let seqs: Vec<String> = (0..6)
+        .map(|i| format!("4959033827149025660855969253836157109592157598913658{i:04}"))
+        .collect();
+    let records: Vec<(&str, Value)> = seqs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), json!({"id": i, "name": format!("k{i}")})))
+        .collect();
+    let failing = WriterFunction::new(
+        &env.deployment(Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1))
+            .await,
+    )
+    .unwrap();
+    let first = failing.handle(kinesis_event(&records[..4])).await.unwrap();
+    assert_eq!(failures(&first), vec![seqs[0].clone()]);
+    // Lambda retries from the same record; the batch now ends later.
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let again = writer.handle(kinesis_event(&records)).await.unwrap();
+    assert!(failures(&again).is_empty(), "{again}");
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    env.drain(&committer).await;
+    let expected: Vec<(i64, Option<String>)> = (0..6).map(|i| (i, Some(format!("k{i}")))).collect();
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_keyed_request_lands_only_the_keys_no_later_change_touched() {
+    let env = Env::new().await;
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let older = kinesis_event(&[
+        ("100", json!({"id": 1, "name": "a"})),
+        ("101", json!({"id": 2, "name": "b"})),
+    ]);
+    let newer = kinesis_event(&[
+        ("102", json!({"_op": "u", "id": 1, "name": "c"})),
+        ("103", json!({"id": 3, "name": "d"})),
+    ]);
+    for event in [older, newer] {
+        let answer = writer.handle(event).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    // The newer request commits first (the older one's commit failed and its
+    // message came back after the visibility timeout).
+    let messages = receive_all(&env).await;
+    assert_eq!(messages.len(), 2);
+    let (first, second): (Vec<_>, Vec<_>) = messages
+        .iter()
+        .partition(|m| m.body().unwrap().contains("\"first\":\"102\""));
+    for m in [first, second] {
+        let answer = commit_messages(&env, &committer, &m).await;
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    let expected = want(&[(1, Some("c")), (2, Some("b")), (3, Some("d"))]);
+    assert_eq!(env.rows().await, expected);
+    env.assert_duckdb_sees(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_dynamodb_change_does_not_undo_a_newer_one() {
+    let env = Env::new().await;
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let change = |id: &str, name: &str, key: i64, value: &str, seq: u64| {
+        json!({
+            "eventID": id, "eventName": name, "eventSource": "aws:dynamodb",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2024-01-01T00:00:00.000",
+            "dynamodb": {"Keys": {"id": {"N": key.to_string()}},
+                         "NewImage": {"id": {"N": key.to_string()}, "name": {"S": value}},
+                         "SequenceNumber": seq.to_string(), "ApproximateCreationDateTime": 1_700_000_000}
+        })
+    };
+    // Two shards' batches: the first sets 1 and 2, the second (newer) 1 again.
+    let older = json!({"Records": [change("e1", "INSERT", 1, "a", 10), change("e2", "INSERT", 2, "b", 11)]});
+    let newer = json!({"Records": [change("e3", "MODIFY", 1, "c", 12)]});
+    for event in [older, newer] {
+        let answer = writer.handle(event).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    let messages = receive_all(&env).await;
+    assert_eq!(messages.len(), 2);
+    let (first, second): (Vec<_>, Vec<_>) = messages
+        .iter()
+        .partition(|m| m.body().unwrap().contains("\"e3\""));
+    for m in [first, second] {
+        let answer = commit_messages(&env, &committer, &m).await;
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    let expected = want(&[(1, Some("c")), (2, Some("b"))]);
+    assert_eq!(env.rows().await, expected);
+    env.assert_duckdb_sees(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_with_a_bad_value_is_dead_lettered_and_keeps_the_row() {
+    let env = Env::new().await;
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    for event in [
+        kinesis_event(&[
+            ("200", json!({"id": 1, "name": "a1"})),
+            ("201", json!({"id": 2, "name": "b1"})),
+        ]),
+        kinesis_event(&[(
+            "202",
+            json!({"_op": "u", "id": 1, "name": {"not": "a string"}}),
+        )]),
+    ] {
+        let answer = writer.handle(event).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+        env.drain(&committer).await;
+    }
+    let expected = want(&[(1, Some("a1")), (2, Some("b1"))]);
+    assert_eq!(env.rows().await, expected);
+    env.assert_duckdb_sees(&expected).await;
+    let dead: Vec<String> = env
+        .keys("warehouse/_floe/dlq/")
+        .await
+        .into_iter()
+        .filter(|k| k.ends_with(".ndjson"))
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let letter: Value = serde_json::from_slice(&env.object(&dead[0]).await).unwrap();
+    assert_eq!(letter["position"], "202");
+    assert_eq!(letter["field"], "name");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_is_bound_to_its_body() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let http = HttpFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let post = |body: &'static str| {
+        http_event("http_post.json", &env, move |v| {
+            v["body"] = json!(body);
+            v["headers"]["idempotency-key"] = json!("batch-7");
+        })
+    };
+    let (status, first) = call(&http, post("{\"id\":71,\"name\":\"a\"}\n")).await;
+    assert_eq!(status, 200, "{first}");
+    // The same key and body: the first answer again.
+    let (status, again) = call(&http, post("{\"id\":71,\"name\":\"a\"}\n")).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["batch_id"], first["batch_id"]);
+    assert_eq!(again["records"], 1);
+    // The same key with another body: refused, and nothing of it is written.
+    let (status, other) = call(&http, post("{\"id\":72,\"name\":\"b\"}\n")).await;
+    assert_eq!(status, 422, "{other}");
+    assert!(
+        other["error"].as_str().unwrap().contains("batch-7"),
+        "{other}"
+    );
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    env.drain(&committer).await;
+    assert_eq!(env.rows().await, want(&[(71, Some("a"))]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committer_dead_letters_foreign_and_malformed_messages_and_deletes_nothing() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let answer = writer
+        .handle(sqs_messages(&[("g1", json!({"id": 1, "name": "good"}))], 1))
+        .await
+        .unwrap();
+    assert!(failures(&answer).is_empty(), "{answer}");
+    // A request forged from the real one but naming a file of another bucket
+    // path, and a message that is no request at all.
+    let messages = receive_all(&env).await;
+    assert_eq!(messages.len(), 1);
+    env.clients
+        .sqs
+        .change_message_visibility()
+        .queue_url(&env.queue_url)
+        .receipt_handle(messages[0].receipt_handle().unwrap())
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let mut forged: Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
+    let real = forged["data_files"][0]["file_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let outside = format!("s3://{}/elsewhere/stolen.parquet", env.bucket);
+    forged["data_files"][0]["file_path"] = json!(outside);
+    forged["batch_id"] = json!("forged0000000000000000000000000");
+    forged["sources"][0]["positions"]["ids"] = json!(["forged-1"]);
+    for body in [forged.to_string(), "{\"not\": \"a request\"}".to_string()] {
+        env.clients
+            .sqs
+            .send_message()
+            .queue_url(&env.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let messages = receive_all(&env).await;
+    assert_eq!(messages.len(), 3);
+    let refs: Vec<&aws_sdk_sqs::types::Message> = messages.iter().collect();
+    let answer = commit_messages(&env, &committer, &refs).await;
+    assert!(
+        failures(&answer).is_empty(),
+        "dead-lettered, then acknowledged: {answer}"
+    );
+    assert!(receive_all(&env).await.is_empty());
+    assert_eq!(env.rows().await, want(&[(1, Some("good"))]));
+    let refused = env.keys("warehouse/_floe/dlq/_requests/").await;
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    let forged_letter = refused
+        .iter()
+        .find(|k| k.contains("forged"))
+        .expect("the forged request is dead-lettered under its batch id");
+    let letter: Value = serde_json::from_slice(&env.object(forged_letter).await).unwrap();
+    assert!(
+        letter["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not under the table's location"),
+        "{letter}"
+    );
+    // The real data file the forged request copied is still there.
+    let key = real.trim_start_matches(&format!("s3://{}/", env.bucket));
+    assert!(!env.object(key).await.is_empty());
+}

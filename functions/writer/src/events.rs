@@ -52,8 +52,38 @@ pub struct Part {
     pub on_failure: Vec<String>,
 }
 
+/// How events are read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Name each Kinesis record by its sequence number alone, not as part of
+    /// a range of its shard: with a parallelization factor above 1, Lambda
+    /// hands a shard's records to several invocations at once, so one
+    /// batch's first and last position no longer enclose only its own records.
+    pub kinesis_per_record: bool,
+}
+
+/// The environment variable that sets [`DecodeOptions::kinesis_per_record`]
+/// (the Terraform module sets it when a Kinesis source has a parallelization
+/// factor above 1).
+pub const KINESIS_PER_RECORD: &str = "FLOE_KINESIS_PER_RECORD";
+
+impl DecodeOptions {
+    /// The options the function's environment sets.
+    pub fn from_env() -> Self {
+        Self {
+            kinesis_per_record: std::env::var(KINESIS_PER_RECORD)
+                .is_ok_and(|v| v.eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
 /// Splits an event into source batches, in the order the event holds them.
 pub fn decode(event: &Value) -> Result<Vec<Part>, EventError> {
+    decode_with(event, DecodeOptions::default())
+}
+
+/// [`decode`] with options.
+pub fn decode_with(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
     if let Some(source) = event.get("eventSource").and_then(Value::as_str)
         && (source == "aws:kafka" || source == "SelfManagedKafka")
     {
@@ -72,7 +102,7 @@ pub fn decode(event: &Value) -> Result<Vec<Part>, EventError> {
         .unwrap_or_default();
     match source {
         "aws:sqs" => sqs(event),
-        "aws:kinesis" => kinesis(event),
+        "aws:kinesis" => kinesis(event, opts),
         "aws:dynamodb" => dynamodb(records),
         other => Err(EventError::Unknown(format!("eventSource {other:?}"))),
     }
@@ -185,6 +215,27 @@ struct Shard {
 }
 
 impl Shard {
+    /// The batch naming each record by its position alone.
+    fn into_ids_part(self) -> Option<Part> {
+        let first = self.items.iter().map(|(p, _)| p).min()?.to_string();
+        let items: Vec<(String, Bytes)> = self
+            .items
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), r))
+            .collect();
+        let spans = vec![SourceSpan {
+            source: self.source,
+            positions: Positions::Ids {
+                ids: items.iter().map(|(p, _)| p.clone()).collect(),
+            },
+            stream: false,
+        }];
+        Some(Part {
+            batch: batch(self.kind, &self.name, spans, items, self.oldest_ms),
+            on_failure: vec![first],
+        })
+    }
+
     fn into_part(self) -> Option<Part> {
         let first = self.items.iter().map(|(p, _)| p).min()?.clone();
         let last = self.items.iter().map(|(p, _)| p).max()?.clone();
@@ -213,7 +264,7 @@ fn position(kind: &'static str, text: &str) -> Result<Position, EventError> {
         .ok_or_else(|| malformed(kind, format!("position {text:?} is not a decimal number")))
 }
 
-fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
+fn kinesis(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
     // Arrival times come from the event's own JSON: aws_lambda_events reads
     // the fraction of `1700000001.25` as 25 ms.
     let raw = event_records(event);
@@ -251,7 +302,16 @@ fn kinesis(event: &Value) -> Result<Vec<Part>, EventError> {
         shard.items.push((pos, Bytes::from(r.kinesis.data.0)));
         shard.oldest_ms = oldest(shard.oldest_ms, arrived);
     }
-    Ok(shards.into_values().filter_map(Shard::into_part).collect())
+    Ok(shards
+        .into_values()
+        .filter_map(|s| {
+            if opts.kinesis_per_record {
+                s.into_ids_part()
+            } else {
+                s.into_part()
+            }
+        })
+        .collect())
 }
 
 fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
@@ -308,7 +368,12 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
 }
 
 fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
-    let mut tables: BTreeMap<String, Shard> = BTreeMap::new();
+    // Lambda's event names the stream, not the shard, and the shards of one
+    // stream interleave their sequence numbers: records are named by their
+    // event id (unordered idempotency); a keyed table orders each key's
+    // changes by sequence number, which DynamoDB keeps increasing per item.
+    type Stream = (String, Vec<(String, Bytes)>, Option<i64>);
+    let mut streams: BTreeMap<String, Stream> = BTreeMap::new();
     for r in records {
         let arn = r
             .get("eventSourceARN")
@@ -317,6 +382,12 @@ fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
         // `arn:aws:dynamodb:…:table/orders/stream/2024-01-01T00:00:00.000`.
         let resource = arn_resource(arn, ":table/");
         let (table, label) = resource.split_once("/stream/").unwrap_or((resource, ""));
+        let id = r
+            .get("eventID")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| malformed("DynamoDB Streams", "a record has no eventID"))?;
+        // The sequence number must be there for per-key order.
         let seq = r
             .pointer("/dynamodb/SequenceNumber")
             .and_then(Value::as_str)
@@ -326,7 +397,7 @@ fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
                     "a record has no dynamodb.SequenceNumber",
                 )
             })?;
-        let pos = position("DynamoDB Streams", seq)?;
+        position("DynamoDB Streams", seq)?;
         let source = format!("dynamodb:{table}/{label}");
         let created = r
             .pointer("/dynamodb/ApproximateCreationDateTime")
@@ -334,21 +405,41 @@ fn dynamodb(records: &[Value]) -> Result<Vec<Part>, EventError> {
         // The record goes whole to floe's DynamoDB change decoder.
         let body =
             serde_json::to_vec(r).map_err(|e| malformed("DynamoDB Streams", e.to_string()))?;
-        let shard = tables.entry(source.clone()).or_insert_with(|| Shard {
-            kind: SourceKind::DynamoDb,
-            name: table.to_string(),
-            source,
-            // Lambda's event does not name the shard, so a stream-wide
-            // high-water mark would compare positions of different shards
-            // and refuse a shard that is merely behind another.
-            stream: false,
-            items: Vec::new(),
-            oldest_ms: None,
-        });
-        shard.items.push((pos, Bytes::from(body)));
-        shard.oldest_ms = oldest(shard.oldest_ms, created);
+        let stream = streams
+            .entry(source)
+            .or_insert_with(|| (table.to_string(), Vec::new(), None));
+        stream.1.push((id.to_string(), Bytes::from(body)));
+        // ApproximateCreationDateTime has whole seconds: the record may have
+        // arrived up to a second before it.
+        stream.2 = oldest(stream.2, created.map(|c| c - 1000));
     }
-    Ok(tables.into_values().filter_map(Shard::into_part).collect())
+    Ok(streams
+        .into_iter()
+        .map(|(source, (table, items, created))| {
+            let ids: Vec<String> = items.iter().map(|(id, _)| id.clone()).collect();
+            let spans = vec![SourceSpan {
+                source,
+                positions: Positions::Ids { ids },
+                stream: false,
+            }];
+            // Lambda retries a DynamoDB batch from its first record.
+            let on_failure = items
+                .first()
+                .and_then(|(_, body)| {
+                    serde_json::from_slice::<Value>(body)
+                        .ok()?
+                        .pointer("/dynamodb/SequenceNumber")?
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .into_iter()
+                .collect();
+            Part {
+                batch: batch(SourceKind::DynamoDb, &table, spans, items, created),
+                on_failure,
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -29,17 +29,27 @@ pub enum WriterError {
 /// The writer function's state, kept across invocations of one instance.
 pub struct WriterFunction {
     writer: Writer,
+    decode: events::DecodeOptions,
 }
 
 impl WriterFunction {
     /// The function over a deployment; refuses a config that routes nowhere.
     pub fn new(deployment: &Deployment) -> Result<Self, WriterError> {
+        Self::with_options(deployment, events::DecodeOptions::from_env())
+    }
+
+    /// [`Self::new`] reading events with `decode` instead of the environment's options.
+    pub fn with_options(
+        deployment: &Deployment,
+        decode: events::DecodeOptions,
+    ) -> Result<Self, WriterError> {
         let routing = &deployment.config.routing;
         if routing.table.is_none() && routing.template.is_none() {
             return Err(WriterError::NoRouting);
         }
         Ok(Self {
             writer: deployment.writer()?,
+            decode,
         })
     }
 
@@ -49,7 +59,7 @@ impl WriterFunction {
     /// (storage, catalog, queue) is named in it so Lambda redelivers it, and
     /// the redelivery gets the same batch id, so nothing is committed twice.
     pub async fn handle(&self, event: Value) -> Result<Value, WriterError> {
-        let parts = events::decode(&event)?;
+        let parts = events::decode_with(&event, self.decode)?;
         let results =
             futures::future::join_all(parts.iter().map(|p| self.writer.write(p.batch.clone())))
                 .await;

@@ -76,8 +76,8 @@ locals {
   #     function sets ALL of its keys, "" where one does not apply (the REST
   #     keys under Glue), so each function's set of names is static;
   #   - common_env holds what all four functions share, queue_env what the
-  #     three that meet on the commit queue add, ingest_own_env and
-  #     maintenance_own_env what only those functions have; each
+  #     three that meet on the commit queue add, writer_own_env,
+  #     ingest_own_env and maintenance_own_env what only those functions have; each
   #     <function>_env (writer_env, committer_env, ingest_env,
   #     maintenance_env) is a merge() of those named locals only;
   #   - RUST_LOG is not a floe config key: it is merged in at each
@@ -107,7 +107,14 @@ locals {
     FLOE_QUEUE_CLAIM_PREFIX = local.claims_uri
   }
 
-  writer_env = merge(local.common_env, local.queue_env)
+  # A Kinesis shard read with a parallelization factor above 1 reaches
+  # several invocations at once: the writer then names each record by its
+  # sequence number instead of by its batch's range.
+  writer_own_env = {
+    FLOE_KINESIS_PER_RECORD = anytrue([for s in values(var.kinesis_sources) : s.parallelization_factor > 1]) ? "true" : "false"
+  }
+
+  writer_env = merge(local.common_env, local.queue_env, local.writer_own_env)
 
   committer_env = merge(local.common_env, local.queue_env)
 

@@ -20,7 +20,14 @@ impl Action for Append {
         ctx: &PlanContext<'_>,
         requests: &[CommitRequest],
     ) -> Result<Vec<SnapshotPlan>, CommitError> {
-        Ok(vec![plan(ctx.metadata(), requests)?])
+        // Requests that only record their claims (every record rejected, or
+        // masked away) add no snapshot; the ledger records them all the same.
+        let plan = plan(ctx.metadata(), requests)?;
+        Ok(if plan.added_data.is_empty() {
+            Vec::new()
+        } else {
+            vec![plan]
+        })
     }
 }
 

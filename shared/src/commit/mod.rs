@@ -2,20 +2,27 @@
 //! own catalogs, so floe builds manifests, manifest lists and snapshots itself
 //! (see [`snapshot`]) and hands the catalog the finished metadata.
 //!
-//! Every commit is optimistic and idempotent: load the table, drop the requests
-//! its ledger already holds, plan, commit; on a conflict or an ambiguous answer,
-//! reload and do it again (dropping what landed meanwhile), within a bounded
-//! number of attempts. Actions (append, row delta, copy-on-write) only plan
-//! snapshots; this loop is the same for all of them.
+//! Every commit is optimistic and idempotent: load the table, ask its ledger
+//! which records of each request it already holds (dropping whole requests
+//! and, from requests that overlap committed ones, exactly the rows it
+//! holds), refuse what no queue message may do (files outside the table,
+//! files that are gone), resolve late keyed requests per key, plan, write the
+//! new ledger head, commit; on a conflict or an ambiguous answer, reload and
+//! do it again, within a bounded number of attempts. Actions (append, row
+//! delta, copy-on-write) only plan snapshots; this loop is the same for all.
 
 pub mod append;
 pub mod copy_on_write;
+pub mod late;
 pub mod live;
+pub mod mask;
 pub mod read;
 pub mod row_delta;
 pub mod snapshot;
+pub mod trust;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,9 +32,11 @@ use iceberg::{TableIdent, TableRequirement};
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::clock::now_ms;
 use crate::ident::display;
-use crate::ledger::Ledger;
+use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
 use crate::request::{CommitRequest, RequestError};
+use late::Late;
 use snapshot::SnapshotProducer;
 
 /// What an action plans against: the table as loaded for this attempt.
@@ -70,10 +79,9 @@ pub trait Action: std::fmt::Debug + Send + Sync {
         requests: &[CommitRequest],
     ) -> Result<Vec<snapshot::SnapshotPlan>, CommitError>;
 
-    /// Requests this action must not commit on this table, with why (e.g. a late
-    /// keyed batch that would undo newer changes). None by default.
-    fn refuse(&self, _ledger: &Ledger, _requests: &[CommitRequest]) -> Vec<(String, String)> {
-        Vec::new()
+    /// True for actions whose requests apply per key in source order.
+    fn keyed(&self) -> bool {
+        false
     }
 }
 
@@ -120,6 +128,17 @@ pub enum CommitError {
         /// The table the request names.
         request_table: String,
     },
+    /// The ledger could not be read or written.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// Checking or reading a request's files failed.
+    #[error("table {table}: reading the files of a request: {source}")]
+    Storage {
+        /// The table.
+        table: String,
+        /// The error.
+        source: Box<iceberg::Error>,
+    },
     /// Building manifests or metadata failed.
     #[error("table {table}: building the snapshot: {source}")]
     Build {
@@ -145,12 +164,19 @@ pub enum CommitError {
 /// What a commit did.
 #[derive(Debug, Clone, Default)]
 pub struct CommitOutcome {
-    /// Batches this call put in the table.
+    /// Batches this call put in the table (some maybe only in part: the rows
+    /// of records the table already held were dropped).
     pub committed: Vec<String>,
-    /// Batches that were already in the table (redeliveries), skipped.
+    /// Batches whose records were all in the table already (redeliveries), skipped.
     pub duplicates: Vec<String>,
-    /// Batches the action refused, with why; never committed, never retried.
+    /// Batches that must go to the dead-letter location, with why; never
+    /// committed, never retried.
     pub refused: Vec<(String, String)>,
+    /// Keyed batches whose every change newer committed changes superseded.
+    pub superseded: Vec<String>,
+    /// Rows dropped from committed batches because the table held their
+    /// records already, or newer changes superseded them.
+    pub rows_dropped: u64,
     /// Snapshots added.
     pub snapshot_ids: Vec<i64>,
     /// Records added.
@@ -166,12 +192,36 @@ pub struct CommitOutcome {
 pub struct CommitEngine {
     catalog: CatalogRef,
     retry: RetryPolicy,
+    ledger: Arc<LedgerStore>,
+}
+
+/// A request as one attempt will commit it.
+struct Ready {
+    request: CommitRequest,
+    written: Vec<String>,
+    obsolete: Vec<String>,
 }
 
 impl CommitEngine {
     /// An engine on this catalog.
     pub fn new(catalog: CatalogRef, retry: RetryPolicy) -> Self {
-        Self { catalog, retry }
+        let ledger = Arc::new(LedgerStore::new(catalog.file_io().clone()));
+        Self {
+            catalog,
+            retry,
+            ledger,
+        }
+    }
+
+    /// The ledger files it reads and writes, cached across commits.
+    pub fn ledger_store(&self) -> &Arc<LedgerStore> {
+        &self.ledger
+    }
+
+    /// The ledger of a table as it is now.
+    pub async fn ledger(&self, ident: &TableIdent) -> Result<Ledger, CommitError> {
+        let base = self.catalog.load_table(ident).await?;
+        Ok(Ledger::open(self.ledger.clone(), &base.metadata).await?)
     }
 
     /// The catalog it commits to.
@@ -211,58 +261,128 @@ impl CommitEngine {
         let mut backoff = Backoff::new(&self.retry);
         let mut last_err = None;
         let mut maybe_landed: HashSet<String> = HashSet::new();
+        // A refusal is final: a request that named files outside its table,
+        // or files that are gone, is not looked at again.
+        let mut refused: HashMap<String, String> = HashMap::new();
+        let mut trusted: HashSet<String> = HashSet::new();
         for attempt in 1..=self.retry.max_attempts {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
-            let ledger = Ledger::from_metadata(&base.metadata);
-            let (fresh, dups): (Vec<_>, Vec<_>) =
-                requests.iter().partition(|r| !ledger.contains(&r.batch_id));
-            outcome.duplicates = Vec::new();
-            for r in dups {
-                // A batch of our own attempt whose answer was lost counts as ours.
-                if maybe_landed.contains(&r.batch_id) {
-                    outcome.committed.push(r.batch_id.clone());
-                    outcome.records += r.record_count;
-                } else {
-                    outcome.duplicates.push(r.batch_id.clone());
-                }
-            }
-            let fresh: Vec<CommitRequest> = fresh.into_iter().cloned().collect();
-            outcome.refused = action.refuse(&ledger, &fresh);
-            for (batch_id, reason) in &outcome.refused {
-                warn!(%batch_id, %reason, "refused");
-            }
-            let fresh: Vec<CommitRequest> = fresh
-                .into_iter()
-                .filter(|r| !outcome.refused.iter().any(|(id, _)| id == &r.batch_id))
-                .collect();
-            if fresh.is_empty() {
-                info!(
-                    duplicates = outcome.duplicates.len(),
-                    "nothing new to commit"
-                );
-                return Ok(outcome);
-            }
+            let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
             let ctx = PlanContext {
                 table: &base,
                 file_io: self.catalog.file_io(),
             };
-            let plans = action.plan(&ctx, &fresh).await?;
-            let data_files = plans.iter().map(|p| p.added_data.len()).sum();
-            let obsolete: Vec<String> = plans.iter().flat_map(|p| p.obsolete.clone()).collect();
-            let (commit, written, snapshot_ids, versions) =
-                self.build(&table, &base, plans).await?;
-            match self.submit(commit, written, versions).await? {
+            outcome.duplicates = Vec::new();
+            outcome.superseded = Vec::new();
+            outcome.rows_dropped = 0;
+            let mut fresh: Vec<Ready> = Vec::new();
+            let mut taken = ledger::Taken::default();
+            for r in &requests {
+                if refused.contains_key(&r.batch_id) {
+                    continue;
+                }
+                let claims = if ledger.has_batch(&r.batch_id, r.created_at_ms).await? {
+                    None
+                } else if r.per_record() {
+                    // What the table holds, and what requests taken before
+                    // this one in the same commit hold.
+                    let claims = ledger.claims(r).await?.union(taken.claims(r));
+                    if claims.covers(r) { None } else { Some(claims) }
+                } else {
+                    Some(ledger::Claims { spans: Vec::new() })
+                };
+                let Some(claims) = claims else {
+                    // A batch of our own attempt whose answer was lost counts as ours.
+                    if maybe_landed.contains(&r.batch_id) {
+                        outcome.committed.push(r.batch_id.clone());
+                        outcome.records += r.record_count;
+                    } else {
+                        outcome.duplicates.push(r.batch_id.clone());
+                    }
+                    continue;
+                };
+                if !trusted.contains(&r.batch_id) {
+                    let location = base.metadata.location();
+                    let check = trust::check(ctx.file_io, location, r)
+                        .await
+                        .map_err(|e| storage_err(&table, e))?;
+                    if let Some(reason) = check {
+                        warn!(batch_id = %r.batch_id, %reason, "commit request refused");
+                        refused.insert(r.batch_id.clone(), reason);
+                        continue;
+                    }
+                    trusted.insert(r.batch_id.clone());
+                }
+                // Keyed requests are applied per key instead (late::resolve).
+                if claims.is_empty() || action.keyed() {
+                    taken.take(r);
+                    fresh.push(Ready::of(r));
+                    continue;
+                }
+                match mask::drop_claimed(&ctx, r, &claims).await? {
+                    Ok(m) => {
+                        taken.take(r);
+                        info!(batch_id = %r.batch_id, dropped = m.dropped, "request overlaps records the table holds; committing the rest");
+                        outcome.rows_dropped += m.dropped;
+                        fresh.push(Ready {
+                            request: m.request,
+                            written: m.written,
+                            obsolete: m.obsolete,
+                        });
+                    }
+                    Err(reason) => {
+                        refused.insert(r.batch_id.clone(), reason);
+                    }
+                }
+            }
+            if action.keyed() {
+                fresh = self
+                    .resolve_late(&ctx, &ledger, fresh, &mut refused, &mut outcome)
+                    .await?;
+            }
+            outcome.refused = refused
+                .iter()
+                .map(|(id, reason)| (id.clone(), reason.clone()))
+                .collect();
+            if fresh.is_empty() {
+                info!(
+                    duplicates = outcome.duplicates.len(),
+                    refused = outcome.refused.len(),
+                    "nothing new to commit"
+                );
+                return Ok(outcome);
+            }
+            let mut written: Vec<String> = fresh.iter().flat_map(|r| r.written.clone()).collect();
+            let mut obsolete: Vec<String> = fresh.iter().flat_map(|r| r.obsolete.clone()).collect();
+            let ready: Vec<CommitRequest> = fresh.iter().map(|r| r.request.clone()).collect();
+            let planned = self
+                .plan_and_build(&table, &ctx, &ledger, &ready, action)
+                .await;
+            let (commit, files, snapshot_ids, versions, next) = match planned {
+                Ok(built) => built,
+                Err(e) => {
+                    discard(ctx.file_io, &written).await;
+                    return Err(e);
+                }
+            };
+            let data_files: usize = ready.iter().map(|r| r.data_files.len()).sum();
+            let mut files = files;
+            files.add(written.drain(..));
+            match self.submit(commit, files, versions).await? {
                 Submitted::Landed => {
                     // Inputs the snapshot made redundant (a copy-on-write
-                    // batch's key lists); a failure here only leaves an orphan.
+                    // batch's key lists, a masked request's original files,
+                    // ledger files the new head no longer names); a failure
+                    // here only leaves an orphan.
+                    obsolete.extend(next.obsolete.iter().cloned());
                     for path in &obsolete {
                         let _ = self.catalog.file_io().delete(path).await;
                     }
                     outcome
                         .committed
-                        .extend(fresh.iter().map(|r| r.batch_id.clone()));
-                    outcome.records += fresh.iter().map(|r| r.record_count).sum::<u64>();
+                        .extend(ready.iter().map(|r| r.batch_id.clone()));
+                    outcome.records += ready.iter().map(|r| r.record_count).sum::<u64>();
                     outcome.data_files = data_files;
                     outcome.snapshot_ids = snapshot_ids;
                     info!(
@@ -281,13 +401,126 @@ impl CommitEngine {
                 Submitted::Ambiguous(e) => {
                     // The reload's ledger decides what landed.
                     warn!(attempt, error = %e, "commit outcome unknown; reloading");
-                    maybe_landed.extend(fresh.iter().map(|r| r.batch_id.clone()));
+                    maybe_landed.extend(ready.iter().map(|r| r.batch_id.clone()));
                     last_err = Some(e);
                 }
             }
             backoff.wait().await;
         }
         Err(self.exhausted(table, last_err))
+    }
+
+    /// Keyed requests applied per key: what newer committed changes (or
+    /// requests of this commit that go first) superseded is dropped, what
+    /// cannot be applied safely is refused.
+    async fn resolve_late(
+        &self,
+        ctx: &PlanContext<'_>,
+        ledger: &Ledger,
+        mut fresh: Vec<Ready>,
+        refused: &mut HashMap<String, String>,
+        outcome: &mut CommitOutcome,
+    ) -> Result<Vec<Ready>, CommitError> {
+        fresh.sort_by_key(|r| row_delta::order_key(&r.request));
+        let mut out: Vec<Ready> = Vec::with_capacity(fresh.len());
+        for mut r in fresh {
+            let before: Vec<&CommitRequest> = out.iter().map(|o| &o.request).collect();
+            match late::resolve(ledger, &r.request, &before).await? {
+                Late::OnTime => out.push(r),
+                Late::Refused(reason) => {
+                    warn!(batch_id = %r.request.batch_id, %reason, "late keyed request refused");
+                    discard(ctx.file_io, &r.written).await;
+                    refused.insert(r.request.batch_id.clone(), reason);
+                }
+                Late::Superseded(keys) => {
+                    let m = mask::drop_keys(ctx, &r.request, &keys).await?;
+                    info!(batch_id = %r.request.batch_id, keys = keys.len(), "late keyed request: newer changes superseded some of its keys");
+                    outcome.rows_dropped += m.dropped;
+                    let nothing_left = m.request.data_files.is_empty()
+                        && m.request.delete_files.is_empty()
+                        && !m.request.truncate
+                        && m.request.state.is_empty();
+                    if nothing_left {
+                        outcome.superseded.push(m.request.batch_id.clone());
+                    }
+                    r.written.extend(m.written);
+                    r.obsolete.extend(m.obsolete);
+                    r.request = m.request;
+                    out.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Plans the action's snapshots for `ready`, writes the ledger head that
+    /// records them and builds the catalog commit naming it.
+    async fn plan_and_build(
+        &self,
+        table: &str,
+        ctx: &PlanContext<'_>,
+        ledger: &Ledger,
+        ready: &[CommitRequest],
+        action: &dyn Action,
+    ) -> Result<
+        (
+            TableCommit,
+            snapshot::Written,
+            Vec<i64>,
+            Vec<String>,
+            ledger::Next,
+        ),
+        CommitError,
+    > {
+        let mut plans = action.plan(ctx, ready).await?;
+        let refs: Vec<&CommitRequest> = ready.iter().collect();
+        let next = ledger.next(&refs, now_ms()).await?;
+        let ledger_files = ledger.write(&next).await?;
+        for plan in &mut plans {
+            plan.properties
+                .push((ledger::PROPERTY.to_string(), next.path.clone()));
+        }
+        let property = HashMap::from([(ledger::PROPERTY.to_string(), next.path.clone())]);
+        let built = self.build(table, ctx.table, plans, Some(property)).await;
+        match built {
+            Ok((commit, mut written, ids, versions)) => {
+                written.add(ledger_files);
+                Ok((commit, written, ids, versions, next))
+            }
+            Err(e) => {
+                discard(ctx.file_io, &ledger_files).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives a table whose ledger is still in its snapshot summaries (written
+    /// by an earlier build) its ledger files, in a commit of its own, so the
+    /// summaries may expire. Tables with ledger files are left alone.
+    pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
+        let table = display(ident);
+        for _ in 0..self.retry.max_attempts {
+            let base = self.catalog.load_table(ident).await?;
+            if base.metadata.properties().contains_key(ledger::PROPERTY) {
+                return Ok(());
+            }
+            let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
+            if ledger.head().recent.is_empty() && ledger.head().sources.is_empty() {
+                return Ok(());
+            }
+            let ctx = PlanContext {
+                table: &base,
+                file_io: self.catalog.file_io(),
+            };
+            let (commit, files, _, versions, _) = self
+                .plan_and_build(&table, &ctx, &ledger, &[], &append::Append)
+                .await?;
+            match self.submit(commit, files, versions).await? {
+                Submitted::Landed => return Ok(()),
+                Submitted::Conflict(_) | Submitted::Ambiguous(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Commits an action that takes no requests (maintenance), planning it
@@ -319,7 +552,7 @@ impl CommitEngine {
             };
             let plans = action.plan(&ctx, &[]).await?;
             let (commit, written, snapshot_ids, versions) =
-                self.build(&table, &base, plans).await?;
+                self.build(&table, &base, plans, None).await?;
             match self.submit(commit, written, versions).await? {
                 Submitted::Landed => {
                     info!(attempt, "rewrite committed");
@@ -416,6 +649,7 @@ impl CommitEngine {
         table: &str,
         base: &LoadedTable,
         plans: Vec<snapshot::SnapshotPlan>,
+        properties: Option<HashMap<String, String>>,
     ) -> Result<(TableCommit, snapshot::Written, Vec<i64>, Vec<String>), CommitError> {
         let build_err = |source| CommitError::Build {
             table: table.to_string(),
@@ -426,6 +660,9 @@ impl CommitEngine {
             .map_err(build_err)?;
         for plan in plans {
             producer.add(plan).await.map_err(build_err)?;
+        }
+        if let Some(properties) = properties {
+            producer.set_properties(properties).map_err(build_err)?;
         }
         let (result, requirements, written, ids) = producer.finish().map_err(build_err)?;
         let versions = expired_versions(&result);
@@ -528,6 +765,30 @@ impl<'a> Backoff<'a> {
     async fn wait(&mut self) {
         tokio::time::sleep(self.next).await;
         self.next = (self.next * 2).min(self.policy.max_backoff);
+    }
+}
+
+impl Ready {
+    fn of(request: &CommitRequest) -> Self {
+        Self {
+            request: request.clone(),
+            written: Vec::new(),
+            obsolete: Vec::new(),
+        }
+    }
+}
+
+fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
+    CommitError::Storage {
+        table: table.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// Removes files an attempt wrote and will not commit.
+async fn discard(file_io: &FileIO, paths: &[String]) {
+    for p in paths {
+        let _ = file_io.delete(p).await;
     }
 }
 

@@ -37,6 +37,14 @@ impl Action for RowDelta {
         }
         ordered
             .into_iter()
+            .filter(|r| {
+                // A request whose every change was superseded (or that only
+                // records its claims) adds no snapshot; the ledger records it.
+                !(r.data_files.is_empty()
+                    && r.delete_files.is_empty()
+                    && !r.truncate
+                    && r.state.is_empty())
+            })
             .map(|r| {
                 let added_data: Vec<_> = r
                     .data_files(metadata)?
@@ -70,13 +78,13 @@ impl Action for RowDelta {
             .collect()
     }
 
-    fn refuse(&self, ledger: &ledger::Ledger, requests: &[CommitRequest]) -> Vec<(String, String)> {
-        stale(ledger, requests)
+    fn keyed(&self) -> bool {
+        true
     }
 }
 
 /// Source order: by each request's first span (source name, then first position).
-fn order_key(r: &CommitRequest) -> (String, Option<Position>, i64) {
+pub fn order_key(r: &CommitRequest) -> (String, Option<Position>, i64) {
     let first = r.sources.first();
     (
         first.map(|s| s.source.clone()).unwrap_or_default(),
@@ -86,30 +94,4 @@ fn order_key(r: &CommitRequest) -> (String, Option<Position>, i64) {
         }),
         r.created_at_ms,
     )
-}
-
-/// Requests that would undo newer changes: a keyed request of an ordered source
-/// whose positions lie at or below what the table already holds from that
-/// source (a standard queue delivered it late). Returns their batch ids with why.
-pub fn stale(ledger: &ledger::Ledger, requests: &[CommitRequest]) -> Vec<(String, String)> {
-    requests
-        .iter()
-        .filter_map(|r| {
-            r.sources.iter().filter(|s| s.stream).find_map(|s| {
-                let crate::source::Positions::Range { first, .. } = &s.positions else {
-                    return None;
-                };
-                let mark = ledger.high_water_mark(&s.source)?;
-                (first <= mark).then(|| {
-                    (
-                        r.batch_id.clone(),
-                        format!(
-                            "keyed batch {} of {} starts at position {first}, but the table already holds changes up to {mark}: committing it would undo newer changes",
-                            r.batch_id, s.source
-                        ),
-                    )
-                })
-            })
-        })
-        .collect()
 }

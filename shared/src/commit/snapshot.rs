@@ -52,6 +52,12 @@ pub struct SnapshotPlan {
 pub struct Written(Vec<String>);
 
 impl Written {
+    /// Adds files the attempt wrote outside the producer (masked request
+    /// files, ledger files).
+    pub fn add(&mut self, paths: impl IntoIterator<Item = String>) {
+        self.0.extend(paths);
+    }
+
     /// Deletes the files; only for attempts known not to be in the table.
     pub async fn discard(self, file_io: &FileIO) {
         for path in self.0 {
@@ -223,6 +229,13 @@ impl<'a> SnapshotProducer<'a> {
         self.last_ts = ts;
         self.snapshot_ids.push(snapshot_id);
         Ok(snapshot_id)
+    }
+
+    /// Sets table properties in the same commit (the ledger head it names).
+    pub fn set_properties(&mut self, properties: HashMap<String, String>) -> iceberg::Result<()> {
+        let builder = self.builder.take().ok_or_else(finished)?;
+        self.builder = Some(builder.set_properties(properties)?);
+        Ok(())
     }
 
     /// The new metadata, the requirements that must hold, and the files written.

@@ -163,14 +163,13 @@ pub async fn rewrite(
     }))
 }
 
-/// Commits a [`Rewrite`] (or, with none, only merges the manifests), carrying
-/// the table's ledger forward so older snapshots can expire.
+/// Commits a [`Rewrite`] (or, with none, only merges the manifests). The
+/// ledger is the table property's, which a rewrite leaves as it is, so a
+/// compaction retried after a concurrent commit restates nothing stale.
 #[derive(Debug)]
 pub struct Compact {
     /// The rewrite to commit.
     pub rewrite: Option<Rewrite>,
-    /// Ledger and source-state entries to restate in the new snapshot.
-    pub carry: Vec<(String, String)>,
 }
 
 #[async_trait]
@@ -183,7 +182,6 @@ impl Action for Compact {
         let mut plan = SnapshotPlan {
             operation: Operation::Replace,
             merge_manifests: true,
-            properties: self.carry.clone(),
             ..Default::default()
         };
         if let Some(r) = &self.rewrite {

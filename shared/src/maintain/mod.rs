@@ -12,7 +12,7 @@ pub mod expire;
 pub mod orphans;
 pub mod reachable;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use iceberg::TableIdent;
 use iceberg::spec::{MAIN_BRANCH, TableMetadata};
@@ -24,7 +24,6 @@ use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
 use crate::commit::{CommitEngine, CommitError, PlanContext, RetryPolicy};
 use crate::ident::display;
-use crate::ledger::{self, HWM_PREFIX, Ledger, STATE_PREFIX};
 use compact::Compact;
 use expire::ExpiryRule;
 use reachable::Reachable;
@@ -158,13 +157,12 @@ pub async fn maintain(
         report.compacted_files = r.removed_data.len();
         report.compacted_rows = r.rows;
     }
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    // A table whose ledger is still in its snapshot summaries gets its ledger
+    // files first: the snapshots that record it may be about to expire.
+    engine.adopt_ledger(ident).await?;
     if rewrite.is_some() || report.before.manifests > 1 || will_expire {
-        let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
-        let action = Compact {
-            rewrite,
-            carry: carried_ledger(&loaded.metadata),
-        };
-        engine.rewrite(ident, &action).await?;
+        engine.rewrite(ident, &Compact { rewrite }).await?;
     }
 
     // 2. Expiry, and the files only expired snapshots needed.
@@ -194,22 +192,6 @@ pub async fn maintain(
         "maintenance done"
     );
     Ok(report)
-}
-
-/// The ledger's high-water marks and source state, to restate in a new
-/// snapshot so the snapshots that first recorded them may expire.
-fn carried_ledger(metadata: &TableMetadata) -> Vec<(String, String)> {
-    let ledger = Ledger::from_metadata(metadata);
-    let mut out: BTreeMap<String, String> = ledger
-        .high_water_marks()
-        .map(|(source, pos)| (format!("{HWM_PREFIX}{source}"), pos.to_string()))
-        .collect();
-    for key in ledger::state_keys(metadata) {
-        if let Some(v) = ledger::state(metadata, &key) {
-            out.insert(format!("{STATE_PREFIX}{key}"), v);
-        }
-    }
-    out.into_iter().collect()
 }
 
 /// Expires snapshots by `rule`, retrying on conflicts; returns how many went
@@ -351,6 +333,27 @@ async fn find_orphans(
         .map(|l| l.metadata_file.clone())
         .collect();
     metadata_files.insert(loaded.metadata_location.clone());
+    // The ledger's head and segments are named by the table property, not by
+    // snapshots; key files by ledger entries, for the request window.
+    let store = std::sync::Arc::new(crate::ledger::LedgerStore::new(catalog.file_io().clone()));
+    let ledger = crate::ledger::Ledger::open(store, meta)
+        .await
+        .map_err(|e| MaintainError::Iceberg {
+            table: display(&loaded.ident),
+            source: Box::new(Error::new(ErrorKind::Unexpected, e.to_string())),
+        })?;
+    let mut ledger_files: HashSet<String> = ledger
+        .head()
+        .segments
+        .iter()
+        .filter_map(|s| crate::uri::normalize(&s.path))
+        .collect();
+    ledger_files.extend(
+        meta.properties()
+            .get(crate::ledger::PROPERTY)
+            .and_then(|p| crate::uri::normalize(p)),
+    );
+    let key_files_kept = ledger.windows().request_ms + opts.orphan_window_ms;
     let mut out: Vec<String> = opts
         .lister
         .list(meta.location())
@@ -358,6 +361,14 @@ async fn find_orphans(
         .into_iter()
         .filter(|f| opts.now_ms - f.modified_ms > opts.orphan_window_ms)
         .filter(|f| !referenced.contains(&f.uri) && !metadata_files.contains(&f.uri))
+        .filter(|f| {
+            let norm = crate::uri::normalize(&f.uri).unwrap_or_default();
+            if ledger_files.contains(&norm) {
+                return false;
+            }
+            !(norm.contains(&format!("/{}/", crate::ledger::keyfile::DIR))
+                && opts.now_ms - f.modified_ms <= key_files_kept)
+        })
         .map(|f| f.uri)
         .collect();
     out.sort();

@@ -34,6 +34,11 @@ pub struct Counters {
     pub duplicates: AtomicU64,
     /// Catalog attempts beyond the first (conflicts, unknown outcomes).
     pub commit_retries: AtomicU64,
+    /// Commit requests sent to the dead-letter location instead of committed.
+    pub requests_dead_lettered: AtomicU64,
+    /// Rows dropped from committed requests: their records were in the table
+    /// already, or newer changes superseded them.
+    pub rows_dropped: AtomicU64,
 }
 
 impl Counters {

@@ -1,6 +1,10 @@
 //! The committer step: a receive's worth of commit requests, grouped by table,
 //! each table's requests coalesced by the commit engine. A failure is per table:
-//! only that table's messages go back to the queue.
+//! only that table's messages go back to the queue. A message that is no
+//! commit request this build reads, or a request the engine refuses (files
+//! outside its table, files that are gone, a late keyed request that cannot
+//! be applied), goes to the dead-letter location with its reason and is then
+//! acknowledged: never committed, never dropped unrecorded.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use tracing::{error, warn};
 use super::PipelineError;
 use crate::commit::row_delta::RowDelta;
 use crate::commit::{CommitEngine, CommitOutcome};
+use crate::dlq::{DeadLetters, RefusedRequest};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 use crate::metrics::Counters;
@@ -38,17 +43,26 @@ pub struct TableCommitReport {
 pub struct CommitReport {
     /// Per table.
     pub tables: Vec<TableCommitReport>,
-    /// Messages that are not commit requests this build can read, with why.
-    pub unreadable: Vec<(String, PipelineError)>,
+    /// Messages that are not commit requests this build can read, with why
+    /// and where they were dead-lettered (`None`: that failed too, so they
+    /// go back to the queue).
+    pub unreadable: Vec<(String, PipelineError, Option<String>)>,
 }
 
 impl CommitReport {
-    /// Receipts whose requests are in their tables: delete them from the queue.
+    /// Receipts whose requests are in their tables or in the dead-letter
+    /// location: delete them from the queue.
     pub fn done(&self) -> Vec<String> {
         self.tables
             .iter()
             .filter(|t| t.result.is_ok())
             .flat_map(|t| t.receipts.iter().cloned())
+            .chain(
+                self.unreadable
+                    .iter()
+                    .filter(|(_, _, at)| at.is_some())
+                    .map(|(r, _, _)| r.clone()),
+            )
             .collect()
     }
 
@@ -58,7 +72,12 @@ impl CommitReport {
             .iter()
             .filter(|t| t.result.is_err())
             .flat_map(|t| t.receipts.iter().cloned())
-            .chain(self.unreadable.iter().map(|(r, _)| r.clone()))
+            .chain(
+                self.unreadable
+                    .iter()
+                    .filter(|(_, _, at)| at.is_none())
+                    .map(|(r, _, _)| r.clone()),
+            )
             .collect()
     }
 }
@@ -67,15 +86,30 @@ impl CommitReport {
 #[derive(Debug, Clone)]
 pub struct Committer {
     engine: CommitEngine,
+    dead_letters: Arc<dyn DeadLetters>,
     faults: Faults,
     counters: Arc<Counters>,
 }
 
+/// One table's requests of a run, with the bodies to dead-letter refusals by.
+struct TableRequests {
+    ident: TableIdent,
+    receipts: Vec<String>,
+    requests: Vec<CommitRequest>,
+    bodies: Vec<bytes::Bytes>,
+}
+
 impl Committer {
-    /// A committer over this engine.
-    pub fn new(engine: CommitEngine, faults: Faults, counters: Arc<Counters>) -> Self {
+    /// A committer over this engine, dead-lettering to `dead_letters`.
+    pub fn new(
+        engine: CommitEngine,
+        dead_letters: Arc<dyn DeadLetters>,
+        faults: Faults,
+        counters: Arc<Counters>,
+    ) -> Self {
         Self {
             engine,
+            dead_letters,
             faults,
             counters,
         }
@@ -84,29 +118,57 @@ impl Committer {
     /// Commits every request in `deliveries`, one engine call per table.
     pub async fn commit(&self, deliveries: Vec<Delivery>) -> CommitReport {
         let mut report = CommitReport::default();
-        let mut by_table: BTreeMap<String, (TableIdent, Vec<String>, Vec<CommitRequest>)> =
-            BTreeMap::new();
+        let mut by_table: BTreeMap<String, TableRequests> = BTreeMap::new();
         for d in deliveries {
             match CommitRequest::from_bytes(&d.body) {
                 Ok(req) => {
-                    let entry = by_table
-                        .entry(display(&req.table))
-                        .or_insert_with(|| (req.table.clone(), Vec::new(), Vec::new()));
-                    entry.1.push(d.receipt);
-                    entry.2.push(req);
+                    let entry =
+                        by_table
+                            .entry(display(&req.table))
+                            .or_insert_with(|| TableRequests {
+                                ident: req.table.clone(),
+                                receipts: Vec::new(),
+                                requests: Vec::new(),
+                                bodies: Vec::new(),
+                            });
+                    entry.receipts.push(d.receipt);
+                    entry.requests.push(req);
+                    entry.bodies.push(d.body);
                 }
                 Err(e) => {
-                    error!(receipt = %d.receipt, error = %e, "unreadable commit request");
-                    report.unreadable.push((d.receipt, e.into()));
+                    error!(receipt = %d.receipt, error = %e, "unreadable commit request; dead-lettering it");
+                    let refused = RefusedRequest {
+                        table: String::new(),
+                        id: format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&d.body)),
+                        reason: e.to_string(),
+                        body: String::from_utf8_lossy(&d.body).into_owned(),
+                    };
+                    let at = match self.dead_letters.put_request(&refused).await {
+                        Ok(at) => {
+                            Counters::add(&self.counters.requests_dead_lettered, 1);
+                            Some(at)
+                        }
+                        Err(dl) => {
+                            warn!(error = %dl, "could not dead-letter an unreadable message; it goes back to the queue");
+                            None
+                        }
+                    };
+                    report.unreadable.push((d.receipt, e.into(), at));
                 }
             }
         }
-        for (table, (ident, receipts, requests)) in by_table {
+        for (table, group) in by_table {
+            let TableRequests {
+                ident,
+                receipts,
+                requests,
+                bodies,
+            } = group;
             let oldest_ms = requests
                 .iter()
                 .map(|r| r.oldest_record_ms.unwrap_or(r.created_at_ms))
                 .min();
-            let result = self.commit_table(&table, &ident, requests).await;
+            let result = self.commit_table(&table, &ident, requests, &bodies).await;
             if let Err(e) = &result {
                 warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
             }
@@ -125,17 +187,37 @@ impl Committer {
         table: &str,
         ident: &TableIdent,
         requests: Vec<CommitRequest>,
+        bodies: &[bytes::Bytes],
     ) -> Result<CommitOutcome, PipelineError> {
         let keyed = requests.iter().any(|r| r.keyed);
+        let ids: Vec<String> = requests.iter().map(|r| r.batch_id.clone()).collect();
         let outcome = if keyed {
             self.engine.commit(ident, requests, &RowDelta).await?
         } else {
             self.engine.append(ident, requests).await?
         };
+        // Refused requests are acknowledged with the rest of the table's
+        // messages, so they must be in the dead-letter location first.
         for (batch_id, reason) in &outcome.refused {
-            error!(%table, %batch_id, %reason, "refused commit request");
+            error!(%table, %batch_id, %reason, "refused commit request; dead-lettering it");
+            let body = ids
+                .iter()
+                .position(|id| id == batch_id)
+                .and_then(|i| bodies.get(i))
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            self.dead_letters
+                .put_request(&RefusedRequest {
+                    table: table.to_string(),
+                    id: batch_id.clone(),
+                    reason: reason.clone(),
+                    body,
+                })
+                .await?;
         }
         let c = &self.counters;
+        Counters::add(&c.requests_dead_lettered, outcome.refused.len() as u64);
+        Counters::add(&c.rows_dropped, outcome.rows_dropped);
         if !outcome.snapshot_ids.is_empty() {
             Counters::add(&c.commits, 1);
         }

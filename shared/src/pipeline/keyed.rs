@@ -1,25 +1,17 @@
-//! Keyed batches: the changes of one batch folded to the last state per key,
-//! in source order. Every touched key gets an equality delete (removing its
-//! older rows); keys whose last change is an upsert also get their new row.
+//! Keyed batches: the changes of one batch folded per key, in source order.
+//! Keys are grouped by the digest of their typed value ([`crate::rowkey`]),
+//! never by JSON text, so `"A"` and `"\u0041"` are one key. Each key keeps
+//! the states its changes left, newest last: when the newest state cannot be
+//! written (a value that does not fit its column), the writer falls back to
+//! the one before, and a key with no state left is not touched at all; a
+//! rejected change never deletes a row.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::value::RawValue;
 
 use super::writer::Pos;
 use crate::change::{Change, ChangeOp};
-
-/// A batch folded to its last state per key.
-#[derive(Debug, Default)]
-pub struct Folded<'a> {
-    /// New rows (last change of their key is an insert/update/read), in source order.
-    pub upserts: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
-    /// One JSON object of key columns per touched key, for the equality deletes.
-    pub keys: Vec<Vec<u8>>,
-    /// The batch truncated the table: every row older than the batch goes.
-    pub truncate: bool,
-}
 
 /// Why one change cannot be folded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,120 +26,150 @@ pub struct FoldError {
 /// like `12345678901234567890.123456789` reaches the shredder digit for digit.
 type Row = BTreeMap<String, Box<RawValue>>;
 
-/// The last change of a key: its index in the batch, the key columns, and the
-/// row it leaves (`None` after a delete).
-type Latest = (usize, Row, Option<Row>);
+/// One change's row, parsed once, with its key columns as a JSON object.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    row: Row,
+    /// The key columns as a JSON object, for the key shredder.
+    pub key: Vec<u8>,
+}
 
-/// Folds decoded changes, keyed by `key_names`; returns the fold and the
-/// changes that could not take part, by their index in `changes`.
-pub fn fold<'a>(
-    changes: Vec<(Pos<'a>, Change)>,
+/// Parses every change's row and takes its key; a TRUNCATE has no row
+/// (`Ok(None)`).
+pub fn parse(
+    changes: &[(Pos<'_>, Change)],
     key_names: &[String],
-) -> (Folded<'a>, Vec<(usize, FoldError)>) {
+) -> Vec<Result<Option<Parsed>, FoldError>> {
+    changes
+        .iter()
+        .map(|(_, change)| {
+            if change.op == ChangeOp::Truncate {
+                return Ok(None);
+            }
+            let row: Row = serde_json::from_slice(&change.row).map_err(|_| FoldError {
+                field: String::new(),
+                reason: "change row is not a JSON object".into(),
+            })?;
+            let mut key = Row::new();
+            for k in key_names {
+                match row.get(k) {
+                    Some(v) if v.get() != "null" => {
+                        key.insert(k.clone(), v.clone());
+                    }
+                    _ => return Err(FoldError {
+                        field: k.clone(),
+                        reason: format!("identifier field `{k}` is missing or null; a keyed table needs it in every change (for deletes: REPLICA IDENTITY DEFAULT or FULL)"),
+                    }),
+                }
+            }
+            Ok(Some(Parsed {
+                key: to_text(&key).into_bytes(),
+                row,
+            }))
+        })
+        .collect()
+}
+
+/// One state a key's change left: the change's index in the batch and the
+/// row (`None` after a delete).
+#[derive(Debug, Clone)]
+pub struct State {
+    /// The change's index in the batch.
+    pub change: usize,
+    /// The row as a JSON object, `None` for a delete.
+    pub row: Option<Vec<u8>>,
+}
+
+/// A key the batch touched.
+#[derive(Debug, Clone)]
+pub struct KeyChanges {
+    /// The digest of its typed value.
+    pub digest: u128,
+    /// Its key columns as a JSON object.
+    pub key: Vec<u8>,
+    /// The states its changes left, in source order.
+    pub states: Vec<State>,
+}
+
+/// A batch folded per key.
+#[derive(Debug, Default)]
+pub struct Folded {
+    /// Keys in the order the batch first touched them.
+    pub keys: Vec<KeyChanges>,
+    /// The batch truncated the table: every row older than the batch goes.
+    pub truncate: bool,
+}
+
+/// Folds changes per key, `parsed` and `digests` (one per change; `None`
+/// for changes that failed earlier and TRUNCATEs) from [`parse`] and the key
+/// shredder; returns the fold and the changes that could not take part, by
+/// their index.
+pub fn fold(
+    changes: &[(Pos<'_>, Change)],
+    parsed: Vec<Option<Parsed>>,
+    digests: &[Option<u128>],
+) -> (Folded, Vec<(usize, FoldError)>) {
     let mut errors = Vec::new();
-    let mut last: HashMap<String, Latest> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut truncate = false;
-    for (i, (_, change)) in changes.iter().enumerate() {
+    let mut folded = Folded::default();
+    let mut slot: HashMap<u128, usize> = HashMap::new();
+    for (i, ((_, change), parsed)) in changes.iter().zip(parsed).enumerate() {
         if change.op == ChangeOp::Truncate {
             // Everything before is gone with the table's older rows.
-            last.clear();
-            order.clear();
-            truncate = true;
+            folded.keys.clear();
+            slot.clear();
+            folded.truncate = true;
             continue;
         }
-        let row: Row = match serde_json::from_slice(&change.row) {
-            Ok(m) => m,
-            Err(_) => {
-                errors.push((
-                    i,
-                    FoldError {
-                        field: String::new(),
-                        reason: "change row is not a JSON object".into(),
-                    },
-                ));
-                continue;
-            }
+        let (Some(parsed), Some(digest)) = (parsed, digests.get(i).copied().flatten()) else {
+            continue;
         };
-        let mut key = Row::new();
-        let mut missing = None;
-        for k in key_names {
-            match row.get(k) {
-                Some(v) if v.get() != "null" => {
-                    key.insert(k.clone(), v.clone());
-                }
-                _ => {
-                    missing = Some(k.clone());
-                    break;
-                }
-            }
-        }
-        if let Some(k) = missing {
-            errors.push((
-                i,
-                FoldError {
-                    field: k.clone(),
-                    reason: format!("identifier field `{k}` is missing or null; a keyed table needs it in every change (for deletes: REPLICA IDENTITY DEFAULT or FULL)"),
-                },
-            ));
-            continue;
-        }
-        let key_text = to_text(&key);
-        let previous = last.get(&key_text).and_then(|(_, _, r)| r.clone());
-        let new_row = match change.op {
+        let at = *slot.entry(digest).or_insert_with(|| {
+            folded.keys.push(KeyChanges {
+                digest,
+                key: parsed.key.clone(),
+                states: Vec::new(),
+            });
+            folded.keys.len() - 1
+        });
+        let key = &mut folded.keys[at];
+        let previous: Option<Row> = key
+            .states
+            .last()
+            .and_then(|s| s.row.as_ref())
+            .and_then(|r| serde_json::from_slice(r).ok());
+        let row = match change.op {
             ChangeOp::Delete => None,
             _ => {
-                let mut row = row;
+                let mut row = parsed.row;
                 // Unchanged (TOAST) columns keep the value the key had earlier in the batch.
+                let mut missing = None;
                 for col in &change.unchanged {
                     match previous.as_ref().and_then(|p| p.get(col)) {
                         Some(v) => {
                             row.insert(col.clone(), v.clone());
                         }
                         None => {
-                            errors.push((
-                                i,
-                                FoldError {
-                                    field: col.clone(),
-                                    reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
-                                },
-                            ));
-                            row = Row::new();
+                            missing = Some(col.clone());
                             break;
                         }
                     }
                 }
-                if row.is_empty() {
+                if let Some(col) = missing {
+                    errors.push((
+                        i,
+                        FoldError {
+                            field: col.clone(),
+                            reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
+                        },
+                    ));
                     continue;
                 }
-                Some(row)
+                Some(to_text(&row).into_bytes())
             }
         };
-        if !last.contains_key(&key_text) {
-            order.push(key_text.clone());
-        }
-        last.insert(key_text, (i, key, new_row));
+        key.states.push(State { change: i, row });
     }
-    let mut folded = Folded {
-        truncate,
-        ..Default::default()
-    };
-    let mut upserts: Vec<(usize, Vec<u8>)> = Vec::new();
-    for key_text in order {
-        let Some((i, key, row)) = last.remove(&key_text) else {
-            continue;
-        };
-        folded.keys.push(to_text(&key).into_bytes());
-        if let Some(row) = row {
-            upserts.push((i, to_text(&row).into_bytes()));
-        }
-    }
-    upserts.sort_by_key(|(i, _)| *i);
-    let positions: Vec<Pos<'a>> = changes.iter().map(|(p, _)| *p).collect();
-    folded.upserts = upserts
-        .into_iter()
-        .map(|(i, row)| (positions[i], Cow::Owned(row)))
-        .collect();
+    folded.keys.retain(|k| !k.states.is_empty());
     (folded, errors)
 }
 
@@ -180,8 +202,41 @@ mod tests {
         }
     }
 
+    /// Folds with digests of the key text as written, as a stand-in for the
+    /// key shredder (the writer's tests cover typed keys).
+    fn fold_text(changes: &[(Pos<'_>, Change)]) -> (Folded, Vec<(usize, FoldError)>) {
+        let keys = ["id".to_string()];
+        let mut errors = Vec::new();
+        let mut parsed = Vec::new();
+        let mut digests = Vec::new();
+        for (i, p) in parse(changes, &keys).into_iter().enumerate() {
+            match p {
+                Ok(p) => {
+                    digests.push(p.as_ref().map(|p| xxhash_rust::xxh3::xxh3_128(&p.key)));
+                    parsed.push(p);
+                }
+                Err(e) => {
+                    errors.push((i, e));
+                    digests.push(None);
+                    parsed.push(None);
+                }
+            }
+        }
+        let (f, mut more) = fold(changes, parsed, &digests);
+        errors.append(&mut more);
+        (f, errors)
+    }
+
+    fn last_rows(f: &Folded) -> Vec<Value> {
+        f.keys
+            .iter()
+            .filter_map(|k| k.states.last()?.row.as_ref())
+            .map(|r| serde_json::from_slice(r).unwrap())
+            .collect()
+    }
+
     #[test]
-    fn keeps_the_last_state_per_key_and_deletes_every_touched_key() {
+    fn keeps_every_state_per_key_in_order() {
         let changes = vec![
             (
                 Pos::Line(1),
@@ -198,25 +253,18 @@ mod tests {
             (Pos::Line(4), change(ChangeOp::Delete, r#"{"id":2}"#)),
             (Pos::Line(5), change(ChangeOp::Insert, r#"{"v":"no key"}"#)),
         ];
-        let (f, errors) = fold(changes, &["id".to_string()]);
+        let (f, errors) = fold_text(&changes);
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, 4);
         assert_eq!(errors[0].1.field, "id");
-        let rows: Vec<Value> = f
-            .upserts
-            .iter()
-            .map(|(_, r)| serde_json::from_slice(r).unwrap())
-            .collect();
-        assert_eq!(rows, vec![serde_json::json!({"id":1,"v":"c"})]);
-        let keys: Vec<Value> = f
-            .keys
-            .iter()
-            .map(|k| serde_json::from_slice(k).unwrap())
-            .collect();
+        assert_eq!(last_rows(&f), vec![serde_json::json!({"id":1,"v":"c"})]);
+        assert_eq!(f.keys.len(), 2);
         assert_eq!(
-            keys,
-            vec![serde_json::json!({"id":1}), serde_json::json!({"id":2})]
+            f.keys[0].states.len(),
+            2,
+            "id 1 keeps both states for fallback"
         );
+        assert!(f.keys[1].states.last().unwrap().row.is_none());
     }
 
     #[test]
@@ -232,13 +280,13 @@ mod tests {
                 ),
             ),
         ];
-        let (f, errors) = fold(changes, &["id".to_string()]);
+        let (f, errors) = fold_text(&changes);
         assert!(errors.is_empty());
         assert!(f.truncate);
-        assert_eq!(f.keys, vec![br#"{"id":2}"#.to_vec()]);
-        assert_eq!(f.upserts.len(), 1);
+        assert_eq!(f.keys.len(), 1);
+        assert_eq!(f.keys[0].key, br#"{"id":2}"#.to_vec());
         assert_eq!(
-            std::str::from_utf8(&f.upserts[0].1).unwrap(),
+            std::str::from_utf8(f.keys[0].states[0].row.as_ref().unwrap()).unwrap(),
             r#"{"id":2,"v":12345678901234567890.123456789}"#
         );
     }
@@ -259,13 +307,11 @@ mod tests {
                 t
             }),
         ];
-        let (f, errors) = fold(changes, &["id".to_string()]);
-        let rows: Vec<Value> = f
-            .upserts
-            .iter()
-            .map(|(_, r)| serde_json::from_slice(r).unwrap())
-            .collect();
-        assert_eq!(rows, vec![serde_json::json!({"id":1,"v":"x","big":"blob"})]);
+        let (f, errors) = fold_text(&changes);
+        assert_eq!(
+            last_rows(&f),
+            vec![serde_json::json!({"id":1,"v":"x","big":"blob"})]
+        );
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].1.field, "big");
     }

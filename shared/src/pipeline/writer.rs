@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
+use arrow_select::concat::concat_batches;
 use bytes::Bytes;
 use iceberg::spec::Schema;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -18,7 +20,7 @@ use uuid::Uuid;
 use super::PipelineError;
 use super::{changelog, keyed};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
-use crate::change::{self, ChangeFormat};
+use crate::change::{self, Change, ChangeFormat};
 use crate::clock::now_ms;
 use crate::commit::CommitEngine;
 use crate::config::{Changelog, Config, ResolvedTable, UnknownFields as ConfigUnknown};
@@ -26,16 +28,19 @@ use crate::dlq::{DeadLetters, Rejected};
 use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
+use crate::ledger::{self, KeyFile};
 use crate::metrics::Counters;
 use crate::metrics::emf::{Emf, Unit};
 use crate::ndjson::Chunk;
 use crate::queue::QueueRef;
 use crate::request::{CommitRequest, VERSION};
 use crate::route::{Router, SourceInfo, SourceKind};
-use crate::shred::{RecordErrorKind, ShredOptions, Shredder, UnknownFields};
-use crate::source::{SourceSpan, sub_batch_id};
+use crate::rowkey;
+use crate::shred::{RecordErrorKind, ShredError, ShredOptions, Shredder, UnknownFields};
+use crate::source::{Position, Positions, SourceSpan, sub_batch_id};
 use crate::tabledef;
 use crate::write::TableWriter;
+use crate::write::rows::{At, RowId};
 
 /// Records sampled to infer the schema of a table created on first write.
 const INFER_SAMPLE: usize = 1_000;
@@ -181,6 +186,102 @@ struct Group<'a> {
     records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
 }
 
+/// Rows shredded against the table as it is after any evolution.
+struct Shredded {
+    ctx: Arc<TableContext>,
+    data: RecordBatch,
+    /// Indices of the rows in `data`, in its order.
+    accepted: Vec<usize>,
+    /// Rows that do not fit: index, field, reason.
+    failed: Vec<(usize, String, String)>,
+}
+
+/// The changes of a keyed batch with the records they came from.
+struct KeyedBatch<'a, 'b> {
+    changes: &'b [(Pos<'a>, Change)],
+    records: &'b [Cow<'a, [u8]>],
+    key_names: &'b [String],
+}
+
+/// A keyed batch ready to write.
+struct KeyedWrite {
+    ctx: Arc<TableContext>,
+    data: RecordBatch,
+    /// For each row of `data`, the change whose state it is.
+    changes: Vec<usize>,
+    keys: KeyedFiles,
+}
+
+/// What a keyed batch deletes and records in its key file.
+struct KeyedFiles {
+    /// Every touched key as a JSON object of its key columns (the equality deletes).
+    keys: Vec<Vec<u8>>,
+    /// Every touched key's digest, source and the position of its change.
+    file: Vec<(u128, u16, Option<Position>)>,
+    truncate: bool,
+}
+
+/// Which record of its batch's span a row came from, for the data files'
+/// footers and key files.
+struct Identity<'a> {
+    span: Option<&'a SourceSpan>,
+    ids: HashMap<&'a str, u32>,
+    /// The ids are the records' positions in their shard (a Kinesis shard
+    /// read in parallel), so they order its changes.
+    ids_ordered: bool,
+}
+
+impl<'a> Identity<'a> {
+    fn of(batch: &'a SourceBatch) -> Self {
+        let span = batch.spans.first();
+        let ids = match span.map(|s| &s.positions) {
+            Some(Positions::Ids { ids }) => ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id.as_str(), i as u32))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        Self {
+            span,
+            ids,
+            ids_ordered: batch.source.kind == SourceKind::Kinesis,
+        }
+    }
+
+    /// The row's record; `None` when the span names no records (an HTTP key).
+    fn row(&self, pos: Pos<'_>) -> Option<RowId> {
+        let at = match (pos, self.span.map(|s| &s.positions)) {
+            (Pos::Line(n), Some(Positions::Range { .. })) => At::Num(n),
+            (Pos::Item(p), Some(Positions::Range { .. })) => At::position(p),
+            (Pos::Item(p), Some(Positions::Ids { .. })) => At::Index(*self.ids.get(p)?),
+            _ => return None,
+        };
+        Some(RowId { span: 0, at })
+    }
+
+    /// Where a key's change sits in its source's order: the record's
+    /// position on an ordered span (or on a Kinesis shard read in parallel,
+    /// whose ids are positions), else the change's own (a DynamoDB sequence
+    /// number, ordered per key).
+    fn key_position(&self, pos: Pos<'_>, change: &Change) -> Option<Position> {
+        match (pos, self.span.map(|s| &s.positions)) {
+            (Pos::Line(n), Some(Positions::Range { .. })) => Some(Position::from(n)),
+            (Pos::Item(p), Some(Positions::Range { .. })) => Position::parse(p),
+            (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_ordered => Position::parse(p),
+            _ => change.position.as_deref().and_then(Position::parse),
+        }
+    }
+}
+
+fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {
+    PipelineError::Shred {
+        table: table.to_string(),
+        batch_id: batch_id.to_string(),
+        source: Box::new(source),
+    }
+}
+
 impl Writer {
     /// A writer step; routes records when the config's routing names a table or a rule.
     pub fn new(parts: WriterParts) -> Result<Self, PipelineError> {
@@ -307,8 +408,8 @@ impl Writer {
                 .collect();
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
-        // A keyed table takes changes: fold them to the last state per key.
-        // A changelog takes them unfolded, one row per change.
+        // A keyed table takes changes: fold them per key. A changelog takes
+        // them unfolded, one row per change.
         let schema = first.loaded.metadata.current_schema().clone();
         let changelog = first.settings.changelog;
         let key_names: Vec<String> = schema
@@ -318,11 +419,11 @@ impl Writer {
         let keyed = !key_names.is_empty() && changelog != Changelog::Only;
         let mut rejected = Vec::new();
         let mut log_rows = Vec::new();
-        let (rows, delete_keys, truncate) = if !keyed && changelog == Changelog::Off {
-            (group.records, None, false)
+        let mut changes = Vec::new();
+        let mut change_records = Vec::new();
+        let rows = if !keyed && changelog == Changelog::Off {
+            group.records
         } else {
-            let mut changes = Vec::new();
-            let mut sources = Vec::new();
             for (pos, record) in &group.records {
                 match change::decode(record, ChangeFormat::Auto) {
                     Ok(c) => {
@@ -330,7 +431,7 @@ impl Writer {
                             log_rows.push((*pos, Cow::Owned(changelog::row(&c, *pos))));
                         }
                         changes.push((*pos, c));
-                        sources.push(record.clone());
+                        change_records.push(record.clone());
                     }
                     Err(e) => rejected.push(
                         self.rejected(&table, batch_id, batch, *pos, &e.field, &e.reason, record),
@@ -338,104 +439,50 @@ impl Writer {
                 }
             }
             if changelog == Changelog::Only {
-                (std::mem::take(&mut log_rows), None, false)
+                std::mem::take(&mut log_rows)
             } else if !keyed {
                 // A changelog beside an append-only table: the table takes
                 // the records as they came.
-                (group.records, None, false)
+                group.records
             } else {
-                let positions: Vec<Pos<'_>> = changes.iter().map(|(p, _)| *p).collect();
-                let (folded, errors) = keyed::fold(changes, &key_names);
-                for (i, e) in errors {
-                    rejected.push(self.rejected(
-                        &table,
-                        batch_id,
-                        batch,
-                        positions[i],
-                        &e.field,
-                        &e.reason,
-                        &sources[i],
-                    ));
-                }
-                (folded.upserts, Some(folded.keys), folded.truncate)
+                Vec::new()
             }
         };
         if !log_rows.is_empty() {
             self.write_changelog(ident, &schema, batch_id, batch, log_rows, report)
                 .await?;
         }
-        let group = Group { records: rows };
-        let mut evolutions = 0;
-        let (ctx, data, mut shred_rejected) = loop {
-            let Some(ctx) = self.context(ident, &group, report).await? else {
-                return Err(CatalogError::NoSuchTable {
-                    table: table.clone(),
-                }
-                .into());
+        let identity = Identity::of(batch);
+        let (ctx, data, row_ids, keys) = if keyed {
+            let keyed = KeyedBatch {
+                changes: &changes,
+                records: &change_records,
+                key_names: &key_names,
             };
-            let settings = &ctx.settings;
-            let mut shredder = Shredder::new(
-                ctx.loaded.metadata.current_schema(),
-                shred_options(settings),
-            )
-            .map_err(|source| PipelineError::Shred {
-                table: table.clone(),
-                batch_id: batch_id.to_string(),
-                source: Box::new(source),
-            })?;
-            let mut rejected = Vec::new();
-            let mut misfits = HashSet::new();
-            for (ordinal, (pos, record)) in group.records.iter().enumerate() {
-                if let Err(e) = shredder.push(record) {
-                    let evolvable = match e.kind {
-                        RecordErrorKind::OutOfRange => settings.widen_types,
-                        RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => true,
-                        _ => false,
-                    };
-                    if evolvable {
-                        misfits.insert(ordinal);
-                    }
-                    rejected.push(
-                        self.rejected(&table, batch_id, batch, *pos, &e.field, &e.reason, record),
-                    );
-                }
-            }
-            misfits.extend(shredder.take_unknown().records);
-            let data = shredder.finish().map_err(|source| PipelineError::Shred {
-                table: table.clone(),
-                batch_id: batch_id.to_string(),
-                source: Box::new(source),
-            })?;
-            if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
-                break (ctx, data, rejected);
-            }
-            let values: Vec<serde_json::Value> = misfits
-                .iter()
-                .filter_map(|i| group.records.get(*i))
-                .filter_map(|(_, r)| serde_json::from_slice(r).ok())
-                .collect();
-            let opts = infer_options(settings);
-            let meta = &ctx.loaded.metadata;
-            let Some(evolution) =
-                evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
-            else {
-                break (ctx, data, rejected);
-            };
-            self.engine
-                .update_schema(ident, |m| {
-                    evolve::evolve(m.current_schema(), m.last_column_id(), &values, &opts)
-                        .map(|e| e.schema)
-                })
+            let written = self
+                .shred_keyed(ident, batch_id, batch, keyed, &mut rejected, report)
                 .await?;
-            info!(changes = ?evolution.changes, "evolved the table schema");
-            report
-                .evolved
-                .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
-            self.tables.lock().await.remove(ident);
-            evolutions += 1;
+            let ids: Vec<Option<RowId>> = written
+                .changes
+                .iter()
+                .map(|i| identity.row(changes[*i].0))
+                .collect();
+            (written.ctx, written.data, ids, Some(written.keys))
+        } else {
+            let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+            for (i, field, reason) in &shredded.failed {
+                let (pos, record) = &rows[*i];
+                rejected.push(self.rejected(&table, batch_id, batch, *pos, field, reason, record));
+            }
+            let ids: Vec<Option<RowId>> = shredded
+                .accepted
+                .iter()
+                .map(|i| identity.row(rows[*i].0))
+                .collect();
+            (shredded.ctx, shredded.data, ids, None)
         };
-
-        rejected.append(&mut shred_rejected);
+        let truncate = keys.as_ref().is_some_and(|k| k.truncate);
+        let rejected_count = rejected.len() as u64;
         if !rejected.is_empty() {
             self.dead_letter(ident, batch_id, rejected, report).await?;
         }
@@ -444,24 +491,35 @@ impl Writer {
             batch_id.get(..16).unwrap_or(batch_id),
             Uuid::now_v7().simple()
         );
-        let deletes = match &delete_keys {
-            Some(keys) if !keys.is_empty() => {
-                self.write_deletes(&ctx, &table, batch_id, keys, &name)
+        let deletes = match &keys {
+            Some(k) if !k.keys.is_empty() => {
+                self.write_deletes(&ctx, &table, batch_id, &k.keys, &name)
                     .await?
             }
             _ => Vec::new(),
         };
-        if data.num_rows() == 0 && deletes.is_empty() && !truncate && batch.state.is_empty() {
+        let nothing = data.num_rows() == 0 && deletes.is_empty() && !truncate;
+        // A batch whose every record was rejected still says so to the
+        // ledger, so a redelivery that would now accept them adds nothing the
+        // dead-letter location already holds.
+        if nothing && batch.state.is_empty() && (rejected_count == 0 || batch.spans.is_empty()) {
             return Ok(());
         }
-        let files =
-            ctx.writer
-                .write(&data, &name)
-                .await
-                .map_err(|source| PipelineError::Write {
-                    batch_id: batch_id.to_string(),
-                    source,
-                })?;
+        let row_ids: Option<Vec<RowId>> = row_ids.into_iter().collect();
+        let files = ctx
+            .writer
+            .write_rows(&data, row_ids.as_deref(), &name)
+            .await
+            .map_err(|source| PipelineError::Write {
+                batch_id: batch_id.to_string(),
+                source,
+            })?;
+        let key_file = match &keys {
+            Some(k) if !k.file.is_empty() => {
+                Some(self.write_key_file(&ctx, batch, k, &name, batch_id).await?)
+            }
+            _ => None,
+        };
         let records = data.num_rows() as u64;
         let bytes: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();
         report.records += records;
@@ -493,13 +551,14 @@ impl Writer {
                 deletes,
                 (ident, batch_id),
             )?,
-            keyed: delete_keys.is_some(),
+            keyed: keys.is_some(),
             truncate,
             state: batch.state.clone(),
             record_count: records,
-            rejected_count: 0,
+            rejected_count,
             created_at_ms: now_ms(),
             oldest_record_ms: batch.oldest_ms,
+            key_file,
         };
         self.parts
             .queue
@@ -516,6 +575,338 @@ impl Writer {
         Ok(())
     }
 
+    /// Shreds `rows` against the table's schema, evolving the schema for
+    /// misfits (new fields, wider types) up to [`MAX_EVOLUTIONS`] times.
+    async fn shred_evolving(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+        report: &mut WriteReport,
+    ) -> Result<Shredded, PipelineError> {
+        let table = display(ident);
+        let group = Group {
+            records: rows.to_vec(),
+        };
+        let mut evolutions = 0;
+        loop {
+            let Some(ctx) = self.context(ident, &group, report).await? else {
+                return Err(CatalogError::NoSuchTable {
+                    table: table.clone(),
+                }
+                .into());
+            };
+            let settings = &ctx.settings;
+            let mut shredder = Shredder::new(
+                ctx.loaded.metadata.current_schema(),
+                shred_options(settings),
+            )
+            .map_err(|source| shred_err(&table, batch_id, source))?;
+            let mut failed = Vec::new();
+            let mut accepted = Vec::with_capacity(rows.len());
+            let mut misfits = HashSet::new();
+            for (ordinal, (_, record)) in rows.iter().enumerate() {
+                match shredder.push(record) {
+                    Ok(()) => accepted.push(ordinal),
+                    Err(e) => {
+                        let evolvable = match e.kind {
+                            RecordErrorKind::OutOfRange => settings.widen_types,
+                            RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => {
+                                true
+                            }
+                            _ => false,
+                        };
+                        if evolvable {
+                            misfits.insert(ordinal);
+                        }
+                        failed.push((ordinal, e.field, e.reason));
+                    }
+                }
+            }
+            misfits.extend(shredder.take_unknown().records);
+            let data = shredder
+                .finish()
+                .map_err(|source| shred_err(&table, batch_id, source))?;
+            if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
+                return Ok(Shredded {
+                    ctx,
+                    data,
+                    accepted,
+                    failed,
+                });
+            }
+            let values: Vec<serde_json::Value> = misfits
+                .iter()
+                .filter_map(|i| rows.get(*i))
+                .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                .collect();
+            let opts = infer_options(settings);
+            let meta = &ctx.loaded.metadata;
+            let Some(evolution) =
+                evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
+            else {
+                return Ok(Shredded {
+                    ctx,
+                    data,
+                    accepted,
+                    failed,
+                });
+            };
+            self.engine
+                .update_schema(ident, |m| {
+                    evolve::evolve(m.current_schema(), m.last_column_id(), &values, &opts)
+                        .map(|e| e.schema)
+                })
+                .await?;
+            info!(changes = ?evolution.changes, "evolved the table schema");
+            report
+                .evolved
+                .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
+            self.tables.lock().await.remove(ident);
+            evolutions += 1;
+        }
+    }
+
+    /// Folds a keyed batch per key (keys compared by typed value) and shreds
+    /// each key's newest state; a state that does not fit is dead-lettered
+    /// and the key falls back to its state before, so a rejected change never
+    /// deletes a row.
+    async fn shred_keyed(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        batch: &SourceBatch,
+        keyed: KeyedBatch<'_, '_>,
+        rejected: &mut Vec<Rejected>,
+        report: &mut WriteReport,
+    ) -> Result<KeyedWrite, PipelineError> {
+        let table = display(ident);
+        let KeyedBatch {
+            changes,
+            records,
+            key_names,
+        } = keyed;
+        let reject = |i: usize, field: &str, reason: &str| {
+            self.rejected(
+                &table,
+                batch_id,
+                batch,
+                changes[i].0,
+                field,
+                reason,
+                &records[i],
+            )
+        };
+        // Each change's key, shredded by the key columns' types, to a digest.
+        let mut parsed = Vec::with_capacity(changes.len());
+        for (i, p) in keyed::parse(changes, key_names).into_iter().enumerate() {
+            match p {
+                Ok(p) => parsed.push(p),
+                Err(e) => {
+                    rejected.push(reject(i, &e.field, &e.reason));
+                    parsed.push(None);
+                }
+            }
+        }
+        let first = self
+            .context(
+                ident,
+                &Group {
+                    records: Vec::new(),
+                },
+                report,
+            )
+            .await?
+            .ok_or_else(|| CatalogError::NoSuchTable {
+                table: table.clone(),
+            })?;
+        let digests = self.key_digests(&first, &table, batch_id, &mut parsed, &mut |i, f, r| {
+            rejected.push(reject(i, f, r))
+        })?;
+        let (mut folded, errors) = keyed::fold(changes, parsed, &digests);
+        for (i, e) in errors {
+            rejected.push(reject(i, &e.field, &e.reason));
+        }
+        // Newest states first; keys whose newest state is rejected fall back.
+        let mut chosen: Vec<Option<usize>> = folded
+            .keys
+            .iter()
+            .map(|k| k.states.len().checked_sub(1))
+            .collect();
+        let upserts = |chosen: &[Option<usize>], only: Option<&HashSet<usize>>| {
+            let mut rows = Vec::new();
+            let mut owners = Vec::new();
+            for (k, c) in chosen.iter().enumerate() {
+                if only.is_some_and(|o| !o.contains(&k)) {
+                    continue;
+                }
+                let Some(state) = c.map(|c| &folded.keys[k].states[c]) else {
+                    continue;
+                };
+                if let Some(row) = &state.row {
+                    rows.push((changes[state.change].0, Cow::Owned(row.clone())));
+                    owners.push(k);
+                }
+            }
+            (rows, owners)
+        };
+        let (rows, owners) = upserts(&chosen, None);
+        let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+        let mut parts = vec![shredded.data];
+        let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
+        let mut failed: Vec<(usize, String, String)> = shredded
+            .failed
+            .into_iter()
+            .map(|(i, f, r)| (owners[i], f, r))
+            .collect();
+        let ctx = shredded.ctx;
+        while !failed.is_empty() {
+            let mut retry = HashSet::new();
+            for (k, field, reason) in failed.drain(..) {
+                if let Some(c) = chosen[k] {
+                    rejected.push(reject(folded.keys[k].states[c].change, &field, &reason));
+                    chosen[k] = c.checked_sub(1);
+                    retry.insert(k);
+                }
+            }
+            let (rows, owners) = upserts(&chosen, Some(&retry));
+            if rows.is_empty() {
+                break;
+            }
+            let mut shredder = Shredder::new(
+                ctx.loaded.metadata.current_schema(),
+                shred_options(&ctx.settings),
+            )
+            .map_err(|source| shred_err(&table, batch_id, source))?;
+            for (i, (_, row)) in rows.iter().enumerate() {
+                match shredder.push(row) {
+                    Ok(()) => written.push(owners[i]),
+                    Err(e) => failed.push((owners[i], e.field, e.reason)),
+                }
+            }
+            parts.push(
+                shredder
+                    .finish()
+                    .map_err(|source| shred_err(&table, batch_id, source))?,
+            );
+        }
+        let data = concat_batches(&parts[0].schema(), &parts)
+            .map_err(|e| shred_err(&table, batch_id, ShredError::from(e)))?;
+        // Every key with a state left is touched: deleted, then re-added if
+        // its state is a row; keys with none left are not touched at all.
+        let identity = Identity::of(batch);
+        let mut keys = Vec::new();
+        let mut file = Vec::new();
+        for (k, c) in chosen.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let key = &folded.keys[k];
+            let change = key.states[*c].change;
+            keys.push(std::mem::take(&mut folded.keys[k].key));
+            file.push((
+                folded.keys[k].digest,
+                0u16,
+                identity.key_position(changes[change].0, &changes[change].1),
+            ));
+        }
+        Ok(KeyedWrite {
+            ctx,
+            data,
+            changes: written
+                .into_iter()
+                .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
+                .collect(),
+            keys: KeyedFiles {
+                keys,
+                file,
+                truncate: folded.truncate,
+            },
+        })
+    }
+
+    /// The digest of each parsed change's key, shredded by the key columns'
+    /// types; a key that does not fit is reported through `reject` and its
+    /// change dropped from `parsed`.
+    fn key_digests(
+        &self,
+        ctx: &TableContext,
+        table: &str,
+        batch_id: &str,
+        parsed: &mut [Option<keyed::Parsed>],
+        reject: &mut dyn FnMut(usize, &str, &str),
+    ) -> Result<Vec<Option<u128>>, PipelineError> {
+        let write_err = |source| PipelineError::Write {
+            batch_id: batch_id.to_string(),
+            source,
+        };
+        let mut digests = vec![None; parsed.len()];
+        let Some(key_schema) = ctx.writer.key_schema().map_err(write_err)? else {
+            return Ok(digests);
+        };
+        let mut options = shred_options(&ctx.settings);
+        options.unknown_fields = UnknownFields::Ignore;
+        let mut shredder =
+            Shredder::new(&key_schema, options).map_err(|s| shred_err(table, batch_id, s))?;
+        let mut rows = Vec::new();
+        for (i, p) in parsed.iter_mut().enumerate() {
+            let Some(key) = p.as_ref().map(|p| &p.key) else {
+                continue;
+            };
+            match shredder.push(key) {
+                Ok(()) => rows.push(i),
+                Err(e) => {
+                    reject(i, &e.field, &e.reason);
+                    *p = None;
+                }
+            }
+        }
+        let keys = shredder
+            .finish()
+            .map_err(|s| shred_err(table, batch_id, s))?;
+        let all: Vec<usize> = (0..keys.num_columns()).collect();
+        let computed = rowkey::digests(&keys, &all).map_err(|e| PipelineError::TableDef {
+            table: table.to_string(),
+            reason: e.to_string(),
+        })?;
+        for (row, i) in rows.into_iter().enumerate() {
+            digests[i] = computed.get(row).copied();
+        }
+        Ok(digests)
+    }
+
+    /// Writes the key file of a keyed batch beside the table's ledger.
+    async fn write_key_file(
+        &self,
+        ctx: &TableContext,
+        batch: &SourceBatch,
+        keys: &KeyedFiles,
+        name: &str,
+        batch_id: &str,
+    ) -> Result<String, PipelineError> {
+        let path = format!(
+            "{}/{}/{name}.json.zst",
+            ctx.loaded.metadata.location().trim_end_matches('/'),
+            ledger::keyfile::DIR
+        );
+        let sources = batch.spans.iter().map(|s| s.source.clone()).collect();
+        let file = KeyFile::new(sources, &keys.file);
+        let write_err = |source| PipelineError::Write {
+            batch_id: batch_id.to_string(),
+            source: crate::write::WriteError::Iceberg {
+                table: display(&ctx.loaded.ident),
+                source: Box::new(source),
+            },
+        };
+        self.parts
+            .catalog
+            .file_io()
+            .new_output(&path)
+            .map_err(write_err)?
+            .write(file.to_bytes())
+            .await
+            .map_err(write_err)?;
+        Ok(path)
+    }
+
     /// Writes the equality deletes of a keyed batch: one key row per touched key.
     async fn write_deletes(
         &self,
@@ -529,22 +920,18 @@ impl Writer {
             batch_id: batch_id.to_string(),
             source,
         };
-        let shred_err = |source| PipelineError::Shred {
-            table: table.to_string(),
-            batch_id: batch_id.to_string(),
-            source: Box::new(source),
-        };
         let Some(key_schema) = ctx.writer.key_schema().map_err(write_err)? else {
             return Ok(Vec::new());
         };
-        let mut shredder =
-            Shredder::new(&key_schema, shred_options(&ctx.settings)).map_err(shred_err)?;
+        let mut shredder = Shredder::new(&key_schema, shred_options(&ctx.settings))
+            .map_err(|s| shred_err(table, batch_id, s))?;
         for k in keys {
-            // A key that does not fit its column also fails its row in the data
-            // shredder, which dead-letters it; the delete is then moot.
+            // Only keys that shredded once reach here.
             let _ = shredder.push(k);
         }
-        let keys = shredder.finish().map_err(shred_err)?;
+        let keys = shredder
+            .finish()
+            .map_err(|s| shred_err(table, batch_id, s))?;
         ctx.writer
             .write_deletes(&keys, name)
             .await

@@ -19,10 +19,11 @@ use tracing::{info, instrument};
 
 use super::{PgConfig, PgError, PgSource, SnapshotState, SourceState, TableName, TableProgress};
 use crate::catalog::CatalogError;
+use crate::catalog::LoadedTable;
 use crate::commit::{CommitEngine, CommitError, RetryPolicy};
 use crate::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
 use crate::ident::display;
-use crate::ledger::{self, Ledger};
+use crate::ledger::Ledger;
 use crate::pipeline::writer::{Records, Source, SourceBatch};
 use crate::route::SourceKind;
 use crate::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
@@ -46,6 +47,9 @@ pub enum SyncError {
     /// A schema change could not be committed.
     #[error(transparent)]
     Commit(#[from] CommitError),
+    /// The table's ledger could not be read.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
     /// A table cannot be created or evolved.
     #[error("table {table}: {reason}")]
     Table {
@@ -98,6 +102,24 @@ pub fn iceberg_table(namespace: &NamespaceIdent, table: &str) -> TableIdent {
     TableIdent::new(namespace.clone(), name)
 }
 
+/// What a table holds of the slot: its metadata, the highest LSN committed
+/// and its snapshot progress, from its ledger.
+async fn table_marks(
+    floe: &Embedded,
+    ident: &TableIdent,
+    source: &str,
+) -> Result<(LoadedTable, Option<u64>, Option<TableProgress>), SyncError> {
+    let loaded = floe.catalog().load_table(ident).await?;
+    let ledger = Ledger::open(floe.ledger_store(), &loaded.metadata).await?;
+    let mark = ledger
+        .high_water_mark(source)
+        .and_then(|p| p.as_str().parse::<u64>().ok());
+    let progress = ledger
+        .state(SNAPSHOT_STATE)
+        .and_then(|text| serde_json::from_str::<TableProgress>(text).ok());
+    Ok((loaded, mark, progress))
+}
+
 /// Runs micro-batches until the source is caught up (or `max_batches`).
 #[instrument(skip_all, fields(slot = %config.slot))]
 pub async fn sync(
@@ -131,15 +153,10 @@ pub async fn sync(
         let mut schemas = BTreeMap::new();
         let mut snapshot = SnapshotState::default();
         for (pg, ident) in &tables {
-            let loaded = floe.catalog().load_table(ident).await?;
-            let mark = Ledger::from_metadata(&loaded.metadata)
-                .high_water_mark(&span_source)
-                .and_then(|p| p.as_str().parse::<u64>().ok());
+            let (loaded, mark, progress) = table_marks(floe, ident, &span_source).await?;
             marks.insert(pg.clone(), mark);
             schemas.insert(pg.clone(), loaded.metadata.clone());
-            if let Some(p) = ledger::state(&loaded.metadata, SNAPSHOT_STATE)
-                .and_then(|text| serde_json::from_str::<TableProgress>(&text).ok())
-            {
+            if let Some(p) = progress {
                 snapshot.tables.insert(pg.clone(), p);
             }
         }

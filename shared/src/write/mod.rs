@@ -6,8 +6,12 @@
 
 mod dictionary;
 mod properties;
+pub mod rows;
 
-use arrow_array::RecordBatch;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow_schema::{Field, Schema as ArrowSchema};
 use iceberg::TableIdent;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::io::FileIO;
@@ -16,7 +20,9 @@ use iceberg::spec::{
 };
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
+use parquet::file::metadata::KeyValue;
 pub use properties::*;
+use rows::RowId;
 
 use crate::ident::display;
 
@@ -44,6 +50,10 @@ pub enum WriteError {
     },
 }
 
+/// One partition's rows of a batch, with the batch rows they were (when
+/// tracked).
+type Part = (Option<PartitionKey>, RecordBatch, Option<Vec<u32>>);
+
 /// Writes data files for one table at one schema and partition spec.
 pub struct TableWriter {
     ident: TableIdent,
@@ -62,6 +72,47 @@ impl TableWriter {
         metadata: &TableMetadata,
         file_io: FileIO,
     ) -> Result<Self, WriteError> {
+        Self::with(
+            ident,
+            metadata,
+            metadata.current_schema().clone(),
+            metadata.default_partition_spec().clone(),
+            file_io,
+        )
+    }
+
+    /// A writer for files of schema `schema_id` and partition spec `spec_id`,
+    /// which need not be the current ones (rewriting a request's files as
+    /// they were written).
+    pub fn for_ids(
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        schema_id: i32,
+        spec_id: i32,
+        file_io: FileIO,
+    ) -> Result<Self, WriteError> {
+        let missing = |what: String| WriteError::Iceberg {
+            table: display(ident),
+            source: Box::new(iceberg::Error::new(iceberg::ErrorKind::DataInvalid, what)),
+        };
+        let schema = metadata
+            .schema_by_id(schema_id)
+            .cloned()
+            .ok_or_else(|| missing(format!("no schema {schema_id}")))?;
+        let spec = metadata
+            .partition_spec_by_id(spec_id)
+            .cloned()
+            .ok_or_else(|| missing(format!("no partition spec {spec_id}")))?;
+        Self::with(ident, metadata, schema, spec, file_io)
+    }
+
+    fn with(
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        schema: SchemaRef,
+        spec: PartitionSpecRef,
+        file_io: FileIO,
+    ) -> Result<Self, WriteError> {
         let table = display(ident);
         let settings = FileSettings::from_properties(metadata.properties()).map_err(|source| {
             WriteError::Property {
@@ -69,8 +120,6 @@ impl TableWriter {
                 source,
             }
         })?;
-        let schema = metadata.current_schema().clone();
-        let spec = metadata.default_partition_spec().clone();
         let splitter = if spec.is_unpartitioned() {
             None
         } else {
@@ -181,30 +230,102 @@ impl TableWriter {
         batch: &RecordBatch,
         name: &str,
     ) -> Result<Vec<DataFile>, WriteError> {
+        self.write_rows(batch, None, name).await
+    }
+
+    /// Writes the batch as [`Self::write`] does, each file carrying in its
+    /// footer the source record of each of its rows (`rows[i]` for row `i`
+    /// of `batch`; see [`rows`]).
+    pub async fn write_rows(
+        &self,
+        batch: &RecordBatch,
+        rows: Option<&[RowId]>,
+        name: &str,
+    ) -> Result<Vec<DataFile>, WriteError> {
         if batch.num_rows() == 0 {
             return Ok(Vec::new());
         }
-        let parts = match &self.splitter {
-            None => vec![(None, batch.clone())],
-            Some(splitter) => splitter
+        let rows = rows.filter(|r| r.len() == batch.num_rows());
+        let parts: Vec<Part> = match (&self.splitter, rows) {
+            (None, _) => vec![(None, batch.clone(), None)],
+            (Some(splitter), None) => splitter
                 .split(batch)
                 .map_err(|e| self.err(e))?
                 .into_iter()
-                .map(|(key, part)| (Some(key), part))
+                .map(|(key, part)| (Some(key), part, None))
                 .collect(),
+            (Some(splitter), Some(_)) => self.split_with_ordinals(splitter, batch)?,
         };
         let mut files = Vec::new();
-        for (key, part) in parts {
-            self.write_partition(key.as_ref(), &part, name, &mut files)
+        for (key, part, ordinals) in parts {
+            let part_rows: Option<Vec<&RowId>> = rows.map(|rows| match &ordinals {
+                Some(o) => o.iter().filter_map(|i| rows.get(*i as usize)).collect(),
+                None => rows.iter().collect(),
+            });
+            self.write_partition(key.as_ref(), &part, part_rows.as_deref(), name, &mut files)
                 .await?;
         }
         Ok(files)
+    }
+
+    /// Splits by partition keeping track of which input row each output row
+    /// was: iceberg's splitter keeps row order but not row numbers, so the
+    /// numbers ride along as one more column.
+    fn split_with_ordinals(
+        &self,
+        splitter: &RecordBatchPartitionSplitter,
+        batch: &RecordBatch,
+    ) -> Result<Vec<Part>, WriteError> {
+        let ordinals: ArrayRef =
+            Arc::new(UInt32Array::from_iter_values(0..batch.num_rows() as u32));
+        let mut fields: Vec<Field> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(
+            "_floe_ordinal",
+            arrow_schema::DataType::UInt32,
+            false,
+        ));
+        let mut columns = batch.columns().to_vec();
+        columns.push(ordinals);
+        let widened =
+            RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns).map_err(|e| {
+                self.err(iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    e.to_string(),
+                ))
+            })?;
+        let last = batch.num_columns();
+        splitter
+            .split(&widened)
+            .map_err(|e| self.err(e))?
+            .into_iter()
+            .map(|(key, part)| {
+                let ordinals: Vec<u32> = part
+                    .column(last)
+                    .as_any()
+                    .downcast_ref::<UInt32Array>()
+                    .map(|a| a.values().to_vec())
+                    .unwrap_or_default();
+                let part = part.project(&(0..last).collect::<Vec<_>>()).map_err(|e| {
+                    self.err(iceberg::Error::new(
+                        iceberg::ErrorKind::Unexpected,
+                        e.to_string(),
+                    ))
+                })?;
+                Ok((Some(key), part, Some(ordinals)))
+            })
+            .collect()
     }
 
     async fn write_partition(
         &self,
         key: Option<&PartitionKey>,
         batch: &RecordBatch,
+        rows: Option<&[&RowId]>,
         name: &str,
         files: &mut Vec<DataFile>,
     ) -> Result<(), WriteError> {
@@ -213,20 +334,41 @@ impl TableWriter {
             None => self.data_location.clone(),
         };
         let props = dictionary::tune(&self.settings.parquet, batch);
-        let builder = ParquetWriterBuilder::new(props, self.schema.clone());
         let mut offset = 0;
         while offset < batch.num_rows() {
             let path = format!("{dir}/{name}-{:05}.parquet", files.len());
             let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
+            let start = offset;
+            // The footer names each row's record; a file that rolls over at
+            // the target size ends early, so its rows are known only then:
+            // size the file first, then write it with its footer.
+            let end = match rows {
+                Some(_) => self.rows_until_target(batch, start),
+                None => batch.num_rows(),
+            };
+            let props = match rows {
+                Some(rows) => props
+                    .clone()
+                    .into_builder()
+                    .set_key_value_metadata(Some(vec![KeyValue::new(
+                        rows::FOOTER_KEY.to_string(),
+                        rows::encode(rows[start..end].iter().copied()),
+                    )]))
+                    .build(),
+                None => props.clone(),
+            };
+            let builder = ParquetWriterBuilder::new(props, self.schema.clone());
             let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
-            while offset < batch.num_rows() {
-                let len = ROLL_CHECK_ROWS.min(batch.num_rows() - offset);
+            while offset < end {
+                let len = ROLL_CHECK_ROWS.min(end - offset);
                 writer
                     .write(&batch.slice(offset, len))
                     .await
                     .map_err(|e| self.err(e))?;
                 offset += len;
-                if writer.current_written_size() as u64 >= self.settings.target_file_size {
+                if rows.is_none()
+                    && writer.current_written_size() as u64 >= self.settings.target_file_size
+                {
                     break;
                 }
             }
@@ -245,6 +387,20 @@ impl TableWriter {
             }
         }
         Ok(())
+    }
+
+    /// Where a file starting at row `start` should end to stay near the
+    /// target size, judged before writing from the rows' Arrow size (Parquet
+    /// with zstd is about a quarter of it for typical events).
+    fn rows_until_target(&self, batch: &RecordBatch, start: usize) -> usize {
+        let n = batch.num_rows();
+        let expected = batch.get_array_memory_size() as u128 / 4;
+        let target = u128::from(self.settings.target_file_size.max(1));
+        if expected <= target {
+            return n;
+        }
+        let per_file = ((n as u128 * target / expected) as usize).max(ROLL_CHECK_ROWS);
+        (start + per_file).min(n)
     }
 
     fn err(&self, source: iceberg::Error) -> WriteError {

@@ -57,5 +57,6 @@ pub async fn write_request(
         rejected_count: 0,
         created_at_ms: 0,
         oldest_record_ms: None,
+        key_file: None,
     }
 }

@@ -1,0 +1,252 @@
+//! The adversarial delivery harness (`shared/tests/common/harness.rs`)
+//! through the Lambda handlers: each invocation is a real-shaped SQS,
+//! Kinesis, MSK, DynamoDB Streams or HTTP event handed to the writer or
+//! HTTP function over an embedded deployment, whose commit queue is the
+//! harness's chaotic one; the committer step drains it. A batch counts as
+//! acknowledged only when the handler names no failure. `FLOE_HARNESS_SCHEDULES`
+//! (default 60) and `FLOE_HARNESS_SEED` as in the core harness.
+
+#[path = "../../../shared/tests/common/mod.rs"]
+mod common;
+#[path = "../../../shared/tests/common/harness.rs"]
+mod harness;
+#[path = "../../../shared/tests/common/services.rs"]
+mod services;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use floe_core::config::Config;
+use floe_core::deploy::{Deployment, Role};
+use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::queue::QueueRef;
+use floe_ingest_http::HttpFunction;
+use floe_writer::WriterFunction;
+use floe_writer::events::DecodeOptions;
+use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "harness-token";
+
+/// The writer and HTTP functions, fed Lambda events.
+struct Handlers;
+
+impl Handlers {
+    async fn deployment(
+        harness: &Harness,
+        setup: &Setup,
+        tables: &Tables,
+        queue: QueueRef,
+        faults: Faults,
+    ) -> Deployment {
+        let routing = if setup.routed {
+            format!(
+                "mode = \"field\"\nfield = \"t\"\ntemplate = \"h.s{}_{{value}}\"",
+                setup.seed
+            )
+        } else {
+            format!("table = \"{}\"", floe_core::ident::display(&tables.a))
+        };
+        let text = format!(
+            "[warehouse]\npath = \"{}\"\n[routing]\n{routing}\n[http]\ntoken = \"{TOKEN}\"\n",
+            harness.dir.display()
+        );
+        let config = Config::from_toml_str(&text, Path::new("."), &|_| None).unwrap();
+        let mut d = Deployment::from_config(config, faults, Role::Writer)
+            .await
+            .unwrap();
+        d.queue = queue;
+        d
+    }
+}
+
+#[async_trait]
+impl Driver for Handlers {
+    async fn write(
+        &self,
+        harness: &Harness,
+        setup: &Setup,
+        tables: &Tables,
+        queue: QueueRef,
+        inv: &Invocation,
+    ) -> bool {
+        let faults = if inv.fail_before_enqueue {
+            Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1)
+        } else if inv.fail_after_enqueue {
+            Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1)
+        } else {
+            Faults::none()
+        };
+        let d = Self::deployment(harness, setup, tables, queue, faults).await;
+        if setup.kind == Kind::Http {
+            let http = HttpFunction::new(&d).unwrap();
+            let status = http.handle(http_request(setup, tables, inv)).await.status();
+            return status.is_success();
+        }
+        let decode = DecodeOptions {
+            kinesis_per_record: setup.kind == Kind::KinesisParallel,
+        };
+        let writer = WriterFunction::with_options(&d, decode).unwrap();
+        let answer = writer.handle(event(setup, inv)).await.unwrap();
+        answer["batchItemFailures"]
+            .as_array()
+            .is_some_and(|f| f.is_empty())
+    }
+}
+
+/// The Lambda event a source mapping hands the writer for `inv`.
+fn event(setup: &Setup, inv: &Invocation) -> Value {
+    let body = |r: &harness::Record| harness::body(setup, r);
+    match setup.kind {
+        Kind::Sqs => {
+            let records: Vec<Value> = inv
+                .records
+                .iter()
+                .map(|r| {
+                    json!({
+                        "messageId": r.pos,
+                        "receiptHandle": format!("rh-{}", r.pos),
+                        "body": body(r),
+                        "attributes": {"ApproximateReceiveCount": "1",
+                                       "SentTimestamp": r.arrived_ms.to_string()},
+                        "messageAttributes": {},
+                        "md5OfBody": "",
+                        "eventSource": "aws:sqs",
+                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:h",
+                        "awsRegion": "us-east-1",
+                    })
+                })
+                .collect();
+            json!({ "Records": records })
+        }
+        Kind::Kinesis | Kind::KinesisParallel => {
+            let records: Vec<Value> = inv
+                .records
+                .iter()
+                .map(|r| {
+                    json!({
+                        "kinesis": {
+                            "kinesisSchemaVersion": "1.0",
+                            "partitionKey": format!("pk{}", r.key),
+                            "sequenceNumber": r.pos,
+                            "data": BASE64.encode(body(r)),
+                            "approximateArrivalTimestamp": r.arrived_ms as f64 / 1000.0
+                        },
+                        "eventSource": "aws:kinesis",
+                        "eventID": format!("shardId-000000000000:{}", r.pos),
+                        "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/h",
+                    })
+                })
+                .collect();
+            json!({ "Records": records })
+        }
+        Kind::Kafka => {
+            let records: Vec<Value> = inv
+                .records
+                .iter()
+                .map(|r| {
+                    json!({
+                        "topic": "h", "partition": 0,
+                        "offset": r.pos.parse::<i64>().unwrap(),
+                        "timestamp": r.arrived_ms, "timestampType": "CREATE_TIME",
+                        "key": BASE64.encode(r.key.to_string()),
+                        "value": BASE64.encode(body(r)), "headers": []
+                    })
+                })
+                .collect();
+            json!({
+                "eventSource": "aws:kafka",
+                "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/h/1",
+                "records": {"h-0": records}
+            })
+        }
+        Kind::DynamoDb => {
+            let records: Vec<Value> = inv
+                .records
+                .iter()
+                .map(|r| serde_json::from_str(&body(r)).unwrap())
+                .collect();
+            json!({ "Records": records })
+        }
+        Kind::Http | Kind::Postgres => unreachable!("not a writer function event"),
+    }
+}
+
+/// The POST a client retries for its post of `inv`.
+fn http_request(setup: &Setup, tables: &Tables, inv: &Invocation) -> lambda_http::Request {
+    let body: String = inv
+        .records
+        .iter()
+        .map(|r| harness::body(setup, r) + "\n")
+        .collect();
+    let path = format!("/v1/tables/h/{}/records", tables.a.name());
+    let event = json!({
+        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+        "headers": {"content-type": "application/x-ndjson",
+                    "authorization": format!("Bearer {TOKEN}"),
+                    "idempotency-key": format!("post-{}", inv.post.unwrap_or(0))},
+        "requestContext": {"accountId": "1", "apiId": "h", "domainName": "h", "domainPrefix": "h",
+            "http": {"method": "POST", "path": path, "protocol": "HTTP/1.1",
+                     "sourceIp": "127.0.0.1", "userAgent": "harness"},
+            "requestId": "r", "routeKey": "$default", "stage": "$default",
+            "time": "14/Nov/2023:22:13:20 +0000", "timeEpoch": 1_700_000_000_000i64},
+        "isBase64Encoded": false,
+        "body": body
+    });
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambda_handlers_under_adversarial_delivery_equal_the_model() {
+    let h = Harness::new();
+    let seeds: Vec<u64> = match std::env::var("FLOE_HARNESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => {
+            let n = std::env::var("FLOE_HARNESS_SCHEDULES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(60u64);
+            (10_001..10_001 + n).collect()
+        }
+    };
+    // Postgres has no Lambda event: its slot is read by `floe pg sync`.
+    let kinds: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| *k != Kind::Postgres)
+        .collect();
+    let mut failures = Vec::new();
+    let mut total = harness::Verdict::default();
+    let mut checked = Vec::new();
+    for seed in &seeds {
+        let (setup, verdict, trace) = harness::run(&h, *seed, &kinds, &Handlers).await;
+        total.lost += verdict.lost;
+        total.doubled += verdict.doubled;
+        total.out_of_order += verdict.out_of_order;
+        total.dead_lettered += verdict.dead_lettered;
+        if !verdict.clean() {
+            failures.push(format!("{verdict:?}\n{}", trace.join("\n")));
+        }
+        checked.push(setup);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} schedules differ from the model (replay one with FLOE_HARNESS_SEED):\n\n{}",
+        failures.len(),
+        seeds.len(),
+        failures.join("\n\n")
+    );
+    let readers = harness::independent(&h, &checked).await;
+    println!(
+        "harness (Lambda handlers): {} schedules, {} lost, {} doubled, {} out of order, {} requests dead-lettered; independent readers: {readers}",
+        seeds.len(),
+        total.lost,
+        total.doubled,
+        total.out_of_order,
+        total.dead_lettered
+    );
+}

@@ -1,0 +1,164 @@
+//! HTTP idempotency keys bound to their body: the first POST with a key
+//! records the hash of its body and, once written, its answer; a retry with
+//! the same key and body gets that answer again, the same key with another
+//! body gets 422. Records live beside the warehouse (`_floe/http-keys/`),
+//! one small object per key, for the key window; the commit itself is kept
+//! exactly-once by the table's ledger (the batch id derives from key and
+//! body), so a first POST that crashed halfway is simply written again.
+
+use bytes::Bytes;
+use iceberg::io::FileIO;
+use serde::{Deserialize, Serialize};
+
+/// What a key's record holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// The body's hash (xxh3-128, hex).
+    pub body_hash: String,
+    /// The batch the body became.
+    pub batch_id: String,
+    /// When the key was first used (ms since epoch).
+    pub created_ms: i64,
+    /// The first answer, once the records were written: status and body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<(u16, serde_json::Value)>,
+}
+
+/// What a POST with an idempotency key may do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Use {
+    /// Write the records (a first use, or a retry of one that did not finish).
+    Write,
+    /// Answer as the first time.
+    Replay(u16, serde_json::Value),
+    /// The key was used for another body: refuse.
+    Conflict {
+        /// When the key was first used.
+        first_ms: i64,
+    },
+}
+
+/// Why a key record could not be read or written; a retry may help.
+#[derive(Debug, thiserror::Error)]
+#[error("idempotency record {path}: {source}")]
+pub struct KeyError {
+    /// The record.
+    pub path: String,
+    /// The storage error.
+    pub source: Box<iceberg::Error>,
+}
+
+/// The idempotency records of one deployment.
+#[derive(Debug, Clone)]
+pub struct HttpKeys {
+    file_io: FileIO,
+    prefix: String,
+    window_ms: i64,
+}
+
+impl HttpKeys {
+    /// Records under `prefix`, honoured for `window_ms` after first use.
+    pub fn new(file_io: FileIO, prefix: impl Into<String>, window_ms: i64) -> Self {
+        Self {
+            file_io,
+            prefix: prefix.into().trim_end_matches('/').to_string(),
+            window_ms,
+        }
+    }
+
+    /// The hash that binds a key to a body.
+    pub fn body_hash(body: &[u8]) -> String {
+        format!("{:032x}", xxhash_rust::xxh3::xxh3_128(body))
+    }
+
+    fn path(&self, table: &str, key: &str) -> String {
+        let name = xxhash_rust::xxh3::xxh3_128(key.as_bytes());
+        format!("{}/{table}/{name:032x}.json", self.prefix)
+    }
+
+    /// Decides what a POST of `body_hash` to `table` with `key` may do, and
+    /// records the key's first use.
+    pub async fn begin(
+        &self,
+        table: &str,
+        key: &str,
+        body_hash: &str,
+        batch_id: &str,
+        now_ms: i64,
+    ) -> Result<Use, KeyError> {
+        let path = self.path(table, key);
+        if let Some(record) = self.read(&path).await?
+            && record.created_ms >= now_ms - self.window_ms
+        {
+            if record.body_hash != body_hash {
+                return Ok(Use::Conflict {
+                    first_ms: record.created_ms,
+                });
+            }
+            if let Some((status, body)) = record.answer {
+                return Ok(Use::Replay(status, body));
+            }
+            return Ok(Use::Write);
+        }
+        let record = KeyRecord {
+            body_hash: body_hash.to_string(),
+            batch_id: batch_id.to_string(),
+            created_ms: now_ms,
+            answer: None,
+        };
+        self.write(&path, &record).await?;
+        Ok(Use::Write)
+    }
+
+    /// Records the answer a key's first POST got.
+    pub async fn finish(
+        &self,
+        table: &str,
+        key: &str,
+        body_hash: &str,
+        batch_id: &str,
+        created_ms: i64,
+        answer: (u16, serde_json::Value),
+    ) -> Result<(), KeyError> {
+        let record = KeyRecord {
+            body_hash: body_hash.to_string(),
+            batch_id: batch_id.to_string(),
+            created_ms,
+            answer: Some(answer),
+        };
+        self.write(&self.path(table, key), &record).await
+    }
+
+    async fn read(&self, path: &str) -> Result<Option<KeyRecord>, KeyError> {
+        let err = |source| KeyError {
+            path: path.to_string(),
+            source: Box::new(source),
+        };
+        if !self.file_io.exists(path).await.map_err(err)? {
+            return Ok(None);
+        }
+        let bytes = self
+            .file_io
+            .new_input(path)
+            .map_err(err)?
+            .read()
+            .await
+            .map_err(err)?;
+        // A record this build cannot read counts as none: the key is used anew.
+        Ok(serde_json::from_slice(&bytes).ok())
+    }
+
+    async fn write(&self, path: &str, record: &KeyRecord) -> Result<(), KeyError> {
+        let err = |source| KeyError {
+            path: path.to_string(),
+            source: Box::new(source),
+        };
+        let body = serde_json::to_vec(record).unwrap_or_default();
+        self.file_io
+            .new_output(path)
+            .map_err(err)?
+            .write(Bytes::from(body))
+            .await
+            .map_err(err)
+    }
+}

@@ -1,0 +1,203 @@
+//! Reads and writes ledger files through the table's FileIO, keeping what it
+//! read: heads, segments and key files never change once written, so a warm
+//! committer reads each once and a commit of fresh requests reads nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use iceberg::io::FileIO;
+
+use super::LedgerError;
+use super::head::{self, Head, Segment};
+use super::index::Index;
+use super::keyfile::{KeyFile, LastChange};
+
+/// Heads kept in memory.
+const HEADS: usize = 16;
+/// Segments kept in memory.
+const SEGMENTS: usize = 256;
+/// Key files kept in memory.
+const KEY_FILES: usize = 1024;
+
+/// The key changes of one key file.
+pub type KeyChanges = HashMap<u128, LastChange>;
+
+/// Ledger file I/O with a bounded cache of what was read or written.
+#[derive(Debug)]
+pub struct LedgerStore {
+    file_io: FileIO,
+    heads: Mutex<Lru<Head>>,
+    segments: Mutex<Lru<Index>>,
+    key_files: Mutex<Lru<KeyChanges>>,
+}
+
+impl LedgerStore {
+    /// A store over `file_io`.
+    pub fn new(file_io: FileIO) -> Self {
+        Self {
+            file_io,
+            heads: Mutex::new(Lru::new(HEADS)),
+            segments: Mutex::new(Lru::new(SEGMENTS)),
+            key_files: Mutex::new(Lru::new(KEY_FILES)),
+        }
+    }
+
+    /// The FileIO it reads and writes through.
+    pub fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    /// The head at `path`.
+    pub async fn head(&self, path: &str) -> Result<Arc<Head>, LedgerError> {
+        if let Some(h) = lock(&self.heads).get(path) {
+            return Ok(h);
+        }
+        let bytes = self.read(path).await?;
+        let head: Head = head::decode(&bytes).map_err(|source| LedgerError::Format {
+            path: path.to_string(),
+            source,
+        })?;
+        let head = Arc::new(head);
+        lock(&self.heads).put(path, head.clone());
+        Ok(head)
+    }
+
+    /// The entries of the segment at `path`, indexed.
+    pub async fn segment(&self, path: &str) -> Result<Arc<Index>, LedgerError> {
+        if let Some(s) = lock(&self.segments).get(path) {
+            return Ok(s);
+        }
+        let bytes = self.read(path).await?;
+        let segment: Segment = head::decode(&bytes).map_err(|source| LedgerError::Format {
+            path: path.to_string(),
+            source,
+        })?;
+        let index = Arc::new(Index::new(segment.entries));
+        lock(&self.segments).put(path, index.clone());
+        Ok(index)
+    }
+
+    /// The key changes of the key file at `path`; `None` once it is gone.
+    pub async fn key_file(&self, path: &str) -> Result<Option<Arc<KeyChanges>>, LedgerError> {
+        if let Some(k) = lock(&self.key_files).get(path) {
+            return Ok(Some(k));
+        }
+        let exists = self
+            .file_io
+            .exists(path)
+            .await
+            .map_err(|e| storage(path, e))?;
+        if !exists {
+            return Ok(None);
+        }
+        let bytes = self.read(path).await?;
+        let format = |source| LedgerError::Format {
+            path: path.to_string(),
+            source,
+        };
+        let file: KeyFile = head::decode(&bytes).map_err(format)?;
+        let changes = Arc::new(file.changes().map_err(format)?);
+        lock(&self.key_files).put(path, changes.clone());
+        Ok(Some(changes))
+    }
+
+    /// Writes a head and keeps it.
+    pub async fn put_head(&self, path: &str, head: Arc<Head>) -> Result<(), LedgerError> {
+        self.write(path, head::encode(head.as_ref())).await?;
+        lock(&self.heads).put(path, head);
+        Ok(())
+    }
+
+    /// Writes a segment and keeps its index.
+    pub async fn put_segment(&self, path: &str, segment: &Segment) -> Result<(), LedgerError> {
+        self.write(path, head::encode(segment)).await?;
+        let index = Arc::new(Index::new(segment.entries.clone()));
+        lock(&self.segments).put(path, index);
+        Ok(())
+    }
+
+    /// Writes a key file.
+    pub async fn put_key_file(&self, path: &str, file: &KeyFile) -> Result<(), LedgerError> {
+        self.write(path, head::encode(file)).await
+    }
+
+    /// Deletes ledger files no head refers to any more; a failure leaves an
+    /// orphan for maintenance.
+    pub async fn forget(&self, paths: &[String]) {
+        for p in paths {
+            let _ = self.file_io.delete(p).await;
+        }
+    }
+
+    async fn read(&self, path: &str) -> Result<Bytes, LedgerError> {
+        self.file_io
+            .new_input(path)
+            .map_err(|e| storage(path, e))?
+            .read()
+            .await
+            .map_err(|e| storage(path, e))
+    }
+
+    async fn write(&self, path: &str, bytes: Bytes) -> Result<(), LedgerError> {
+        self.file_io
+            .new_output(path)
+            .map_err(|e| storage(path, e))?
+            .write(bytes)
+            .await
+            .map_err(|e| storage(path, e))
+    }
+}
+
+fn storage(path: &str, source: iceberg::Error) -> LedgerError {
+    LedgerError::Storage {
+        path: path.to_string(),
+        source: Box::new(source),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves a cache, never a half-made file.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A small least-recently-used map of shared values.
+#[derive(Debug)]
+struct Lru<T> {
+    cap: usize,
+    tick: u64,
+    map: HashMap<String, (u64, Arc<T>)>,
+}
+
+impl<T> Lru<T> {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            tick: 0,
+            map: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, key: &str) -> Option<Arc<T>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(key).map(|(t, v)| {
+            *t = tick;
+            v.clone()
+        })
+    }
+
+    fn put(&mut self, key: &str, value: Arc<T>) {
+        self.tick += 1;
+        self.map.insert(key.to_string(), (self.tick, value));
+        if self.map.len() > self.cap
+            && let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (t, _))| *t)
+                .map(|(k, _)| k.clone())
+        {
+            self.map.remove(&oldest);
+        }
+    }
+}

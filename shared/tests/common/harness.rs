@@ -1,0 +1,864 @@
+//! The adversarial delivery harness: a generated source stream (records for
+//! append tables, changes for keyed ones) delivered through the real writer
+//! and committer steps under a seeded schedule that mixes what real sources
+//! and queues do: redeliveries with other batch boundaries, writers failing
+//! before and after their enqueue (also halfway through a routed batch),
+//! several writers on one shard, commit requests duplicated, reordered and
+//! held back past snapshot expiry and compaction, committers failing at every
+//! fault point and releasing their messages. The table, read back, must hold
+//! every record exactly once (append) or, per key, the last change in source
+//! order (keyed). A failure names the seed and prints the schedule.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, RecordBatch};
+use async_trait::async_trait;
+use bytes::Bytes;
+use floe_core::catalog::{Catalog, CatalogRef, SqliteCatalog};
+use floe_core::commit::{CommitEngine, RetryPolicy};
+use floe_core::dlq::{DeadLetters, StorageDeadLetters};
+use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::iceberg::TableIdent;
+use floe_core::ident::parse_table;
+use floe_core::maintain::{self, MaintainOptions};
+use floe_core::metrics::Counters;
+use floe_core::pipeline::Committer;
+use floe_core::queue::{CommitQueue, Delivery, QueueError, QueueRef};
+use floe_core::storage::LocalWarehouse;
+use floe_core::tabledef;
+
+/// A small deterministic generator (xorshift), so a seed replays its schedule.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// The source a schedule delivers from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An SQS queue: unordered, regrouped on every redelivery.
+    Sqs,
+    /// A Kinesis shard read by one invocation at a time.
+    Kinesis,
+    /// A Kinesis shard read by several at once (parallelization factor 3).
+    KinesisParallel,
+    /// A Kafka partition.
+    Kafka,
+    /// A DynamoDB stream of two shards.
+    DynamoDb,
+    /// HTTP posts with idempotency keys, retried by their clients.
+    Http,
+    /// A Postgres slot (LSN ranges).
+    Postgres,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 7] = [
+        Kind::Sqs,
+        Kind::Kinesis,
+        Kind::KinesisParallel,
+        Kind::Kafka,
+        Kind::DynamoDb,
+        Kind::Http,
+        Kind::Postgres,
+    ];
+
+    /// True when the source orders changes per key, so it can feed a keyed table.
+    pub fn orders_keys(self) -> bool {
+        !matches!(self, Kind::Sqs | Kind::Http)
+    }
+
+    /// True when records of this kind can feed an append table (a DynamoDB
+    /// stream record is a change, not a row).
+    pub fn appends(self) -> bool {
+        self != Kind::DynamoDb
+    }
+}
+
+/// One source record (append) or change (keyed).
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Its index in the stream, which is source order.
+    pub ordinal: usize,
+    /// Its position (offset, sequence number, LSN) or id (message id, event id).
+    pub pos: String,
+    /// The key it changes (keyed) or its id (append).
+    pub key: i64,
+    /// A keyed delete.
+    pub delete: bool,
+    /// The lane (shard, parallel reader) it belongs to.
+    pub lane: usize,
+    /// The second table it is routed to, when the schedule routes.
+    pub routed_b: bool,
+    /// When it reached its source (ms since epoch).
+    pub arrived_ms: i64,
+}
+
+impl Record {
+    /// The value a keyed change leaves, or an append record carries.
+    pub fn value(&self) -> String {
+        format!("p{}", self.ordinal)
+    }
+}
+
+/// A schedule's setup.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The seed.
+    pub seed: u64,
+    /// The source.
+    pub kind: Kind,
+    /// Keyed table (else append).
+    pub keyed: bool,
+    /// Records routed to two tables by a field.
+    pub routed: bool,
+    /// The stream.
+    pub records: Vec<Record>,
+    /// Lanes of the source (shards, parallel readers).
+    pub lanes: usize,
+}
+
+/// One writer invocation: records of the stream, and how it ends.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The records, in source order within their lane.
+    pub records: Vec<Record>,
+    /// Fail after the data files are written, before enqueueing.
+    pub fail_before_enqueue: bool,
+    /// Fail after enqueueing (for a routed batch: after its first table).
+    pub fail_after_enqueue: bool,
+    /// The HTTP post it is (key and its fixed records), for [`Kind::Http`].
+    pub post: Option<usize>,
+}
+
+/// What delivers an invocation to a writer: the core writer step or a Lambda handler.
+#[async_trait]
+pub trait Driver: Send + Sync {
+    /// Writes the invocation, enqueueing into `queue`; `true` when the
+    /// writer acknowledged it.
+    async fn write(
+        &self,
+        harness: &Harness,
+        setup: &Setup,
+        tables: &Tables,
+        queue: QueueRef,
+        inv: &Invocation,
+    ) -> bool;
+}
+
+/// The tables a schedule writes.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// The table, or with routing the one records without `t = "b"` go to.
+    pub a: TableIdent,
+    /// The routed second table.
+    pub b: Option<TableIdent>,
+}
+
+/// Generates a schedule's setup from its seed.
+pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
+    let mut rng = Rng::new(seed);
+    let kind = kinds[rng.below(kinds.len())];
+    let keyed = match (kind.orders_keys(), kind.appends()) {
+        (true, true) => rng.chance(50),
+        (k, _) => k,
+    };
+    // An HTTP post names its table; the others route by a field.
+    let routed = !keyed && kind != Kind::Http && rng.chance(30);
+    let lanes = match kind {
+        Kind::KinesisParallel => 3,
+        Kind::DynamoDb => 2,
+        _ => 1,
+    };
+    let n = 12 + rng.below(30);
+    let keys = if keyed { 3 + rng.below(8) as i64 } else { 0 };
+    let base = 1_700_000_000_000i64;
+    let mut pos: u128 = match kind {
+        Kind::Kinesis | Kind::KinesisParallel => 49_590_338_271_490_256_608_559_692_538_361_571_095,
+        _ => 100,
+    };
+    let mut records = Vec::with_capacity(n);
+    for ordinal in 0..n {
+        pos += match kind {
+            // Offsets mostly consecutive, with compaction's gaps.
+            Kind::Kafka => 1 + u128::from(rng.chance(15)) * (1 + rng.below(3) as u128),
+            Kind::Kinesis | Kind::KinesisParallel => 1 + rng.below(1 << 20) as u128,
+            _ => 1 + rng.below(100) as u128,
+        };
+        let key = if keyed {
+            rng.below(keys as usize) as i64
+        } else {
+            ordinal as i64
+        };
+        let lane = match kind {
+            // A partition key per record key keeps each key in one lane.
+            Kind::KinesisParallel | Kind::DynamoDb => (key as usize) % lanes,
+            _ => 0,
+        };
+        let pos = match kind {
+            Kind::Sqs => format!("m-{seed}-{ordinal}"),
+            Kind::DynamoDb => format!("{:032x}", u128::from(seed) << 64 | ordinal as u128),
+            Kind::Http => format!("{ordinal}"),
+            _ => pos.to_string(),
+        };
+        records.push(Record {
+            ordinal,
+            pos,
+            key,
+            delete: keyed && rng.chance(25),
+            lane,
+            routed_b: routed && rng.chance(50),
+            arrived_ms: base + ordinal as i64 * 10,
+        });
+    }
+    Setup {
+        seed,
+        kind,
+        keyed,
+        routed,
+        records,
+        lanes,
+    }
+}
+
+/// The commit queue of a schedule: at-least-once like SQS, and worse: it
+/// delivers in random order, sometimes twice, and holds some messages back
+/// until after maintenance ran.
+#[derive(Debug)]
+pub struct ChaosQueue {
+    state: Mutex<ChaosState>,
+}
+
+#[derive(Debug)]
+struct ChaosState {
+    rng: Rng,
+    next_id: u64,
+    messages: BTreeMap<u64, (Bytes, bool, bool, u32)>,
+    receipts: HashMap<String, u64>,
+}
+
+impl ChaosQueue {
+    /// A queue whose chaos follows `seed`.
+    pub fn new(seed: u64) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(ChaosState {
+                rng: Rng::new(seed ^ 0xC0FFEE),
+                next_id: 0,
+                messages: BTreeMap::new(),
+                receipts: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Messages held back are delivered from now on.
+    pub fn release_held(&self) {
+        let mut s = self.state.lock().unwrap();
+        for m in s.messages.values_mut() {
+            m.2 = false;
+        }
+    }
+
+    /// Messages not yet acknowledged.
+    pub fn len(&self) -> usize {
+        self.state.lock().unwrap().messages.len()
+    }
+}
+
+#[async_trait]
+impl CommitQueue for ChaosQueue {
+    async fn send(&self, body: Bytes) -> Result<(), QueueError> {
+        let mut s = self.state.lock().unwrap();
+        // Standard queues deliver at least once: sometimes a message is there twice.
+        let copies = if s.rng.chance(10) { 2 } else { 1 };
+        for _ in 0..copies {
+            let held = s.rng.chance(12);
+            let id = s.next_id;
+            s.next_id += 1;
+            s.messages.insert(id, (body.clone(), true, held, 0));
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, _wait: Duration) -> Result<Vec<Delivery>, QueueError> {
+        let mut s = self.state.lock().unwrap();
+        let visible: Vec<u64> = s
+            .messages
+            .iter()
+            .filter(|(_, m)| m.1 && !m.2)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut chosen = visible;
+        // Any order, any subset.
+        for i in (1..chosen.len()).rev() {
+            let j = s.rng.below(i + 1);
+            chosen.swap(i, j);
+        }
+        let take = 1 + s.rng.below(chosen.len().clamp(1, max));
+        chosen.truncate(take.min(chosen.len()));
+        let mut out = Vec::new();
+        for id in chosen {
+            let m = s.messages.get_mut(&id).unwrap();
+            m.1 = false;
+            m.3 += 1;
+            let (body, count) = (m.0.clone(), m.3);
+            let receipt = format!("{id}/{count}");
+            s.receipts.insert(receipt.clone(), id);
+            out.push(Delivery {
+                receipt,
+                body,
+                receive_count: count,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn ack(&self, receipts: &[String]) -> Result<(), QueueError> {
+        let mut s = self.state.lock().unwrap();
+        for r in receipts {
+            if let Some(id) = s.receipts.remove(r) {
+                s.messages.remove(&id);
+            }
+        }
+        Ok(())
+    }
+
+    async fn release(&self, receipts: &[String]) -> Result<(), QueueError> {
+        let mut s = self.state.lock().unwrap();
+        for r in receipts {
+            if let Some(id) = s.receipts.remove(r)
+                && let Some(m) = s.messages.get_mut(&id)
+            {
+                m.1 = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one schedule found wrong.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Records (or keys) the table should hold and does not.
+    pub lost: usize,
+    /// Records (or keys) it holds more than once.
+    pub doubled: usize,
+    /// Keys whose value is not their last change's.
+    pub out_of_order: usize,
+    /// Rows it holds that no record explains.
+    pub foreign: usize,
+    /// Commit requests dead-lettered (none should be).
+    pub dead_lettered: u64,
+}
+
+impl Verdict {
+    /// True when the table equals the model.
+    pub fn clean(&self) -> bool {
+        *self == Verdict::default()
+    }
+}
+
+/// The shared warehouse of a harness run (`FLOE_HARNESS_KEEP` keeps it).
+pub struct Harness {
+    /// The warehouse.
+    pub warehouse: LocalWarehouse,
+    /// Its directory.
+    pub dir: std::path::PathBuf,
+    _cleanup: Option<tempfile::TempDir>,
+    /// Where dead letters go.
+    pub dead_letters: Arc<dyn DeadLetters>,
+}
+
+impl Harness {
+    /// A fresh warehouse.
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let cleanup = if std::env::var("FLOE_HARNESS_KEEP").is_ok() {
+            println!("warehouse kept at {}", tmp.keep().display());
+            None
+        } else {
+            Some(tmp)
+        };
+        let warehouse = LocalWarehouse::open(&dir).unwrap();
+        let dead_letters = Arc::new(StorageDeadLetters::new(
+            warehouse.file_io(),
+            format!("{}/_floe/dlq", warehouse.uri()),
+        ));
+        Self {
+            warehouse,
+            dir,
+            _cleanup: cleanup,
+            dead_letters,
+        }
+    }
+
+    /// A catalog on the warehouse, failing at `faults`.
+    pub fn catalog(&self, faults: Faults) -> CatalogRef {
+        Arc::new(
+            SqliteCatalog::open(
+                floe_core::embedded::CATALOG_NAME,
+                &self.warehouse.catalog_db(),
+                &self.warehouse.uri(),
+                self.warehouse.file_io(),
+                faults,
+            )
+            .unwrap(),
+        )
+    }
+
+    /// Creates the schedule's tables.
+    pub async fn tables(&self, setup: &Setup) -> Tables {
+        let catalog = self.catalog(Faults::none());
+        let schema = if setup.keyed {
+            r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+              {"id":1,"name":"id","required":true,"type":"long"},
+              {"id":2,"name":"v","required":false,"type":"string"}]}"#
+        } else {
+            r#"{"type":"struct","schema-id":0,"fields":[
+              {"id":1,"name":"id","required":true,"type":"long"},
+              {"id":2,"name":"v","required":false,"type":"string"},
+              {"id":3,"name":"t","required":false,"type":"string"}]}"#
+        };
+        let mut made = Vec::new();
+        let names: &[&str] = if setup.routed { &["a", "b"] } else { &["a"] };
+        for suffix in names {
+            let name = format!("s{}_{suffix}", setup.seed);
+            let ident = parse_table(&format!("h.{name}")).unwrap();
+            let schema = tabledef::parse_schema(schema).unwrap();
+            catalog
+                .create_table(
+                    &ident,
+                    tabledef::creation(&name, schema, Default::default(), Default::default()),
+                )
+                .await
+                .unwrap();
+            made.push(ident);
+        }
+        Tables {
+            a: made[0].clone(),
+            b: made.get(1).cloned(),
+        }
+    }
+}
+
+/// The JSON body of a record as its source carries it.
+pub fn body(setup: &Setup, r: &Record) -> String {
+    if setup.keyed && setup.kind == Kind::DynamoDb {
+        let keys = format!(r#"{{"id":{{"N":"{}"}}}}"#, r.key);
+        let seq = 1000 + r.ordinal;
+        let created = r.arrived_ms / 1000;
+        return if r.delete {
+            format!(
+                r#"{{"eventID":"{}","eventName":"REMOVE","eventSource":"aws:dynamodb","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/h/stream/2024","dynamodb":{{"Keys":{keys},"OldImage":{keys},"SequenceNumber":"{seq}","ApproximateCreationDateTime":{created}}}}}"#,
+                r.pos
+            )
+        } else {
+            format!(
+                r#"{{"eventID":"{}","eventName":"MODIFY","eventSource":"aws:dynamodb","eventSourceARN":"arn:aws:dynamodb:us-east-1:1:table/h/stream/2024","dynamodb":{{"Keys":{keys},"NewImage":{{"id":{{"N":"{}"}},"v":{{"S":"{}"}}}},"SequenceNumber":"{seq}","ApproximateCreationDateTime":{created}}}}}"#,
+                r.pos,
+                r.key,
+                r.value()
+            )
+        };
+    }
+    if setup.keyed {
+        return if r.delete {
+            format!(r#"{{"_op":"d","id":{}}}"#, r.key)
+        } else {
+            format!(r#"{{"_op":"u","id":{},"v":"{}"}}"#, r.key, r.value())
+        };
+    }
+    let t = if r.routed_b { "b" } else { "a" };
+    format!(r#"{{"id":{},"v":"{}","t":"{t}"}}"#, r.key, r.value())
+}
+
+/// HTTP posts: the stream cut into fixed posts, each with its key.
+pub fn posts(setup: &Setup) -> Vec<Vec<Record>> {
+    let mut rng = Rng::new(setup.seed ^ 0x5057);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < setup.records.len() {
+        let n = 1 + rng.below(6);
+        out.push(setup.records[i..(i + n).min(setup.records.len())].to_vec());
+        i += n;
+    }
+    out
+}
+
+/// Runs one schedule through `driver`; returns what it found and the schedule's trace.
+pub async fn run(
+    harness: &Harness,
+    seed: u64,
+    kinds: &[Kind],
+    driver: &dyn Driver,
+) -> (Setup, Verdict, Vec<String>) {
+    let setup = setup(seed, kinds);
+    let tables = harness.tables(&setup).await;
+    let queue = ChaosQueue::new(seed);
+    let mut rng = Rng::new(seed ^ 0xD1CE);
+    let mut trace = vec![format!(
+        "seed {seed}: {:?} {} table, {} records, {} lane(s){}",
+        setup.kind,
+        if setup.keyed { "keyed" } else { "append" },
+        setup.records.len(),
+        setup.lanes,
+        if setup.routed {
+            ", routed to two tables"
+        } else {
+            ""
+        }
+    )];
+    let counters = Arc::new(Counters::default());
+    // Per lane (or, for SQS and HTTP, per message/post): what is acknowledged.
+    let mut cursors = vec![0usize; setup.lanes];
+    let lanes: Vec<Vec<Record>> = (0..setup.lanes)
+        .map(|l| {
+            setup
+                .records
+                .iter()
+                .filter(|r| r.lane == l)
+                .cloned()
+                .collect()
+        })
+        .collect();
+    let mut sqs_acked: HashSet<usize> = HashSet::new();
+    let posts = posts(&setup);
+    let mut posts_acked: HashSet<usize> = HashSet::new();
+    let done =
+        |cursors: &[usize], sqs: &HashSet<usize>, posts_acked: &HashSet<usize>| match setup.kind {
+            Kind::Sqs => sqs.len() == setup.records.len(),
+            Kind::Http => posts_acked.len() == posts.len(),
+            _ => cursors.iter().zip(&lanes).all(|(c, l)| *c >= l.len()),
+        };
+    let mut steps = 0;
+    while !done(&cursors, &sqs_acked, &posts_acked) || queue.len() > 0 {
+        steps += 1;
+        assert!(
+            steps < 2_000,
+            "seed {seed}: the schedule does not converge\n{}",
+            trace.join("\n")
+        );
+        let writing = !done(&cursors, &sqs_acked, &posts_acked);
+        let roll = rng.below(100);
+        if writing && (roll < 55 || queue.len() == 0) {
+            let fail_before = rng.chance(10);
+            let fail_after = !fail_before && rng.chance(20);
+            let (records, post) = match setup.kind {
+                Kind::Sqs => {
+                    let open: Vec<&Record> = setup
+                        .records
+                        .iter()
+                        .filter(|r| !sqs_acked.contains(&r.ordinal))
+                        .collect();
+                    let most = 1 + rng.below(10);
+                    let mut picked: Vec<Record> = open
+                        .into_iter()
+                        .filter(|_| rng.chance(60))
+                        .take(most)
+                        .cloned()
+                        .collect();
+                    if picked.is_empty() {
+                        picked.push(
+                            setup
+                                .records
+                                .iter()
+                                .find(|r| !sqs_acked.contains(&r.ordinal))
+                                .unwrap()
+                                .clone(),
+                        );
+                    }
+                    (picked, None)
+                }
+                Kind::Http => {
+                    let open: Vec<usize> = (0..posts.len())
+                        .filter(|p| !posts_acked.contains(p))
+                        .collect();
+                    let p = open[rng.below(open.len())];
+                    (posts[p].clone(), Some(p))
+                }
+                _ => {
+                    let open: Vec<usize> = (0..setup.lanes)
+                        .filter(|l| cursors[*l] < lanes[*l].len())
+                        .collect();
+                    let lane = open[rng.below(open.len())];
+                    let start = cursors[lane];
+                    let end = (start + 1 + rng.below(8)).min(lanes[lane].len());
+                    (lanes[lane][start..end].to_vec(), None)
+                }
+            };
+            let inv = Invocation {
+                records,
+                fail_before_enqueue: fail_before,
+                fail_after_enqueue: fail_after,
+                post,
+            };
+            let acked = driver
+                .write(harness, &setup, &tables, queue.clone(), &inv)
+                .await;
+            trace.push(format!(
+                "write {:?}{}{} -> {}",
+                inv.records.iter().map(|r| r.ordinal).collect::<Vec<_>>(),
+                if fail_before {
+                    " (fails before enqueue)"
+                } else {
+                    ""
+                },
+                if fail_after {
+                    " (fails after enqueue)"
+                } else {
+                    ""
+                },
+                if acked { "acked" } else { "redelivered later" }
+            ));
+            if acked {
+                match setup.kind {
+                    Kind::Sqs => sqs_acked.extend(inv.records.iter().map(|r| r.ordinal)),
+                    Kind::Http => {
+                        posts_acked.insert(post.unwrap());
+                    }
+                    _ => {
+                        let lane = inv.records[0].lane;
+                        cursors[lane] += inv.records.len();
+                    }
+                }
+            }
+        } else if roll < 92 || !writing {
+            // A committer run; sometimes it fails and releases its messages.
+            let (catalog_faults, committer_faults, label) = match rng.below(10) {
+                0 => (
+                    Faults::at(FaultPoint::CatalogSwap, FaultMode::Error, 1),
+                    Faults::none(),
+                    " (catalog fails)",
+                ),
+                1 => (
+                    Faults::at(FaultPoint::CatalogAmbiguous, FaultMode::Error, 1),
+                    Faults::none(),
+                    " (catalog answer lost)",
+                ),
+                2 => (
+                    Faults::none(),
+                    Faults::at(FaultPoint::AfterCommit, FaultMode::Error, 1),
+                    " (fails after commit)",
+                ),
+                _ => (Faults::none(), Faults::none(), ""),
+            };
+            let committer = Committer::new(
+                CommitEngine::new(harness.catalog(catalog_faults), fast_retry()),
+                harness.dead_letters.clone(),
+                committer_faults,
+                counters.clone(),
+            );
+            let deliveries = queue.receive(100, Duration::ZERO).await.unwrap();
+            if deliveries.is_empty() {
+                // Everything left is held back: let it go.
+                queue.release_held();
+                trace.push("held-back requests released".into());
+                continue;
+            }
+            let report = committer.commit(deliveries.clone()).await;
+            queue.ack(&report.done()).await.unwrap();
+            queue.release(&report.failed()).await.unwrap();
+            trace.push(format!(
+                "commit {} request(s){label}: {} done, {} released",
+                deliveries.len(),
+                report.done().len(),
+                report.failed().len()
+            ));
+        } else {
+            // Maintenance: every snapshot but the current one expires, small
+            // files compact; then the held-back requests arrive.
+            let catalog = harness.catalog(Faults::none());
+            let opts = MaintainOptions {
+                max_snapshot_age_ms: Some(0),
+                ..Default::default()
+            };
+            for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
+                maintain::maintain(&catalog, t, &opts).await.unwrap();
+            }
+            queue.release_held();
+            trace
+                .push("maintenance (expire all, compact), then held-back requests released".into());
+        }
+    }
+    let catalog = harness.catalog(Faults::none());
+    let mut verdict = check(&setup, &tables, catalog.as_ref()).await;
+    verdict.dead_lettered = Counters::get(&counters.requests_dead_lettered);
+    (setup, verdict, trace)
+}
+
+/// Commits retry quickly in the harness.
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 4,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+    }
+}
+
+/// What the table should hold: per table, id → value.
+pub fn expected(setup: &Setup, tables: &Tables) -> BTreeMap<TableIdent, BTreeMap<i64, String>> {
+    let mut out: BTreeMap<TableIdent, BTreeMap<i64, String>> = BTreeMap::new();
+    out.insert(tables.a.clone(), BTreeMap::new());
+    if let Some(b) = &tables.b {
+        out.insert(b.clone(), BTreeMap::new());
+    }
+    for r in &setup.records {
+        let table = match (&tables.b, r.routed_b) {
+            (Some(b), true) => b,
+            _ => &tables.a,
+        };
+        let rows = out.get_mut(table).unwrap();
+        if r.delete {
+            rows.remove(&r.key);
+        } else {
+            rows.insert(r.key, r.value());
+        }
+    }
+    out
+}
+
+/// The rows of a table: (id, value).
+pub fn rows_of(batches: &[RecordBatch]) -> Vec<(i64, Option<String>)> {
+    let mut out = Vec::new();
+    for b in batches {
+        let id = b.column_by_name("id").unwrap().as_primitive::<Int64Type>();
+        let v = b.column_by_name("v").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            out.push((id.value(i), v.is_valid(i).then(|| v.value(i).to_string())));
+        }
+    }
+    out
+}
+
+/// Compares `rows` with `want`.
+pub fn compare(
+    want: &BTreeMap<i64, String>,
+    rows: &[(i64, Option<String>)],
+    keyed: bool,
+) -> Verdict {
+    let mut v = Verdict::default();
+    let mut seen: BTreeMap<i64, Vec<Option<String>>> = BTreeMap::new();
+    for (id, value) in rows {
+        seen.entry(*id).or_default().push(value.clone());
+    }
+    for (id, values) in &seen {
+        match want.get(id) {
+            None => v.foreign += 1,
+            Some(w) => {
+                if values.len() > 1 {
+                    v.doubled += 1;
+                }
+                if keyed && values.iter().any(|x| x.as_deref() != Some(w.as_str())) {
+                    v.out_of_order += 1;
+                }
+            }
+        }
+    }
+    v.lost = want.keys().filter(|k| !seen.contains_key(k)).count();
+    v
+}
+
+async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict {
+    let mut total = Verdict::default();
+    for (table, want) in expected(setup, tables) {
+        let rows = rows_of(&crate::common::scan(catalog, &table).await);
+        let v = compare(&want, &rows, setup.keyed);
+        if std::env::var("FLOE_HARNESS_SEED").is_ok() {
+            println!("iceberg-rust reads {rows:?}, the model {want:?}");
+        }
+        total.lost += v.lost;
+        total.doubled += v.doubled;
+        total.out_of_order += v.out_of_order;
+        total.foreign += v.foreign;
+    }
+    total
+}
+
+/// Reads every schedule's tables again with DuckDB and pyiceberg (see
+/// `read_tables.py`) and compares them with the model; returns a summary
+/// and panics on a difference.
+pub async fn independent(harness: &Harness, setups: &[Setup]) -> String {
+    let catalog = harness.catalog(Faults::none());
+    let mut wanted = Vec::new();
+    for setup in setups {
+        let tables = Tables {
+            a: parse_table(&format!("h.s{}_a", setup.seed)).unwrap(),
+            b: setup
+                .routed
+                .then(|| parse_table(&format!("h.s{}_b", setup.seed)).unwrap()),
+        };
+        for (table, want) in expected(setup, &tables) {
+            let loaded = catalog.load_table(&table).await.unwrap();
+            let path = loaded
+                .metadata_location
+                .trim_start_matches("file://")
+                .to_string();
+            wanted.push((setup.seed, setup.keyed, path, want));
+        }
+    }
+    let list = harness.dir.join("tables.json");
+    let paths: Vec<&String> = wanted.iter().map(|(_, _, p, _)| p).collect();
+    std::fs::write(&list, serde_json::to_vec(&paths).unwrap()).unwrap();
+    let read =
+        crate::services::python_json("shared/tests/read_tables.py", &[list.to_str().unwrap()]);
+    let (mut duck, mut py) = (0, 0);
+    for (seed, keyed, path, want) in &wanted {
+        let got = &read[path.as_str()];
+        let rows = |v: &serde_json::Value| -> Vec<(i64, Option<String>)> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r[0].as_i64().unwrap(), r[1].as_str().map(str::to_string)))
+                .collect()
+        };
+        let d = compare(want, &rows(&got["duckdb"]), *keyed);
+        assert!(
+            d.clean(),
+            "seed {seed}: DuckDB reads {path} as {d:?}: {:?}, the model {want:?}",
+            rows(&got["duckdb"])
+        );
+        duck += 1;
+        if !got["pyiceberg"].is_null() {
+            let p = compare(want, &rows(&got["pyiceberg"]), *keyed);
+            assert!(
+                p.clean(),
+                "seed {seed}: pyiceberg reads {path} as {p:?}: {:?}, the model {want:?}",
+                rows(&got["pyiceberg"])
+            );
+            py += 1;
+        }
+    }
+    format!("{duck} tables equal the model in DuckDB, {py} in pyiceberg")
+}

@@ -1,0 +1,204 @@
+//! The adversarial delivery harness (see `common/harness.rs`) through the
+//! core writer step: each source kind's batches built as the Lambda events
+//! and the embedded sources build them. `FLOE_HARNESS_SCHEDULES` sets how
+//! many seeded schedules run (default 200, from `FLOE_HARNESS_FIRST`, 1);
+//! `FLOE_HARNESS_SEED` replays one and prints its schedule.
+//! Every table is then read again by DuckDB (and pyiceberg where it has no
+//! equality deletes), independent readers, and compared with the model.
+
+mod common;
+#[path = "common/harness.rs"]
+mod harness;
+#[path = "common/services.rs"]
+mod services;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use floe_core::config::Config;
+use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::metrics::Counters;
+use floe_core::pipeline::{Records, Source, SourceBatch, Writer, WriterParts};
+use floe_core::queue::QueueRef;
+use floe_core::route::SourceKind;
+use floe_core::source::{Position, Positions, SourceSpan, batch_id};
+use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
+
+/// The writer step, fed batches shaped like each source's.
+struct Core;
+
+#[async_trait]
+impl Driver for Core {
+    async fn write(
+        &self,
+        harness: &Harness,
+        setup: &Setup,
+        tables: &Tables,
+        queue: QueueRef,
+        inv: &Invocation,
+    ) -> bool {
+        let faults = if inv.fail_before_enqueue {
+            Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1)
+        } else if inv.fail_after_enqueue {
+            Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1)
+        } else {
+            Faults::none()
+        };
+        let config = if setup.routed {
+            let toml = format!(
+                "[routing]\nmode = \"field\"\nfield = \"t\"\ntemplate = \"h.s{}_{{value}}\"\n",
+                setup.seed
+            );
+            Config::from_toml_str(&toml, std::path::Path::new("."), &|_| None).unwrap()
+        } else {
+            Config::default()
+        };
+        let writer = Writer::new(WriterParts {
+            catalog: harness.catalog(Faults::none()),
+            queue,
+            dead_letters: harness.dead_letters.clone(),
+            faults,
+            counters: Arc::new(Counters::default()),
+            config: Arc::new(config),
+        })
+        .unwrap();
+        let mut batch = batch(setup, inv);
+        if !setup.routed {
+            batch.table = Some(tables.a.clone());
+        }
+        writer.write(batch).await.is_ok()
+    }
+}
+
+/// The batch a source hands the writer for `inv`.
+fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
+    let items: Vec<(String, Bytes)> = inv
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let pos = match setup.kind {
+                Kind::Http => format!("record {i}"),
+                _ => r.pos.clone(),
+            };
+            (pos, Bytes::from(harness::body(setup, r)))
+        })
+        .collect();
+    let range = |source: &str| {
+        let first = Position::parse(&inv.records[0].pos).unwrap();
+        let last = Position::parse(&inv.records[inv.records.len() - 1].pos).unwrap();
+        SourceSpan {
+            source: source.into(),
+            positions: Positions::Range { first, last },
+            stream: true,
+        }
+    };
+    let ids = |source: &str| SourceSpan {
+        source: source.into(),
+        positions: Positions::Ids {
+            ids: inv.records.iter().map(|r| r.pos.clone()).collect(),
+        },
+        stream: false,
+    };
+    let (kind, span) = match setup.kind {
+        Kind::Kafka => (SourceKind::Kafka, range("kafka:h/0")),
+        Kind::Kinesis => (SourceKind::Kinesis, range("kinesis:h/shardId-0")),
+        Kind::Postgres => (SourceKind::Postgres, range("pg:h")),
+        Kind::KinesisParallel => (SourceKind::Kinesis, ids("kinesis:h/shardId-0")),
+        Kind::DynamoDb => (SourceKind::DynamoDb, ids("dynamodb:h/2024")),
+        Kind::Sqs => (SourceKind::Sqs, ids("sqs:h")),
+        Kind::Http => {
+            let body: Vec<u8> = items
+                .iter()
+                .flat_map(|(_, b)| b.iter().copied().chain([b'\n']))
+                .collect();
+            let key = format!(
+                "k{}#{}",
+                inv.post.unwrap_or(0),
+                floe_core::idempotency::HttpKeys::body_hash(&body)
+            );
+            (
+                SourceKind::Http,
+                SourceSpan {
+                    source: "http:h".into(),
+                    positions: Positions::Key { key },
+                    stream: false,
+                },
+            )
+        }
+    };
+    let spans = vec![span];
+    SourceBatch {
+        source: Source {
+            kind,
+            name: "h".into(),
+        },
+        table: None,
+        batch_id: batch_id(&spans, None),
+        spans,
+        records: Records::Items(items),
+        state: Default::default(),
+        oldest_ms: inv.records.iter().map(|r| r.arrived_ms).min(),
+    }
+}
+
+fn schedules() -> Vec<u64> {
+    if let Some(seed) = std::env::var("FLOE_HARNESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return vec![seed];
+    }
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = var("FLOE_HARNESS_FIRST", 1);
+    (first..first + var("FLOE_HARNESS_SCHEDULES", 200)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_source_under_adversarial_delivery_equals_the_model() {
+    let h = Harness::new();
+    let seeds = schedules();
+    let mut failures = Vec::new();
+    let mut by_kind = std::collections::BTreeMap::new();
+    let mut total = harness::Verdict::default();
+    let mut checked = Vec::new();
+    for seed in &seeds {
+        let (setup, verdict, trace) = harness::run(&h, *seed, &Kind::ALL, &Core).await;
+        *by_kind.entry(format!("{:?}", setup.kind)).or_insert(0) += 1;
+        total.lost += verdict.lost;
+        total.doubled += verdict.doubled;
+        total.out_of_order += verdict.out_of_order;
+        total.foreign += verdict.foreign;
+        total.dead_lettered += verdict.dead_lettered;
+        if !verdict.clean() {
+            failures.push(format!("{verdict:?}\n{}", trace.join("\n")));
+        }
+        if std::env::var("FLOE_HARNESS_SEED").is_ok() {
+            println!("{}", trace.join("\n"));
+        }
+        checked.push(setup);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} schedules differ from the model (replay one with FLOE_HARNESS_SEED):\n\n{}",
+        failures.len(),
+        seeds.len(),
+        failures.join("\n\n")
+    );
+    let readers = harness::independent(&h, &checked).await;
+    println!(
+        "harness: {} schedules ({by_kind:?}), {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
+        seeds.len(),
+        total.lost,
+        total.doubled,
+        total.out_of_order,
+        total.foreign,
+        total.dead_lettered
+    );
+}
