@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use floe_core::deploy::Deployment;
 use floe_core::embedded::Embedded;
 use floe_core::ident;
 use floe_core::maintain::{MaintainOptions, maintain};
@@ -26,13 +27,15 @@ pub struct MaintainArgs {
     json: bool,
 }
 
-pub async fn run(floe: &Embedded, args: MaintainArgs) -> Result<()> {
+pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -> Result<()> {
     let table = ident::parse_table(&args.table)?;
     let defaults = MaintainOptions::default();
     let opts = MaintainOptions {
         dry_run: args.dry_run,
         max_snapshot_age_ms: args.max_snapshot_age_ms,
         orphan_window_ms: args.orphan_window_ms.unwrap_or(defaults.orphan_window_ms),
+        // S3 locations are listed through the deployment's client.
+        lister: deployment.lister.clone(),
         ..defaults
     };
     let r = maintain(&floe.catalog(), &table, &opts).await?;

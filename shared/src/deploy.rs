@@ -69,6 +69,9 @@ pub enum Role {
     Ingest,
     /// `floe-maintenance`: scheduled compaction, expiry and orphan cleanup.
     Maintenance,
+    /// The `floe` CLI: commits in-process, so a queue is optional (used by
+    /// `ingest --via-queue` and `status`). Not a deployed function.
+    Cli,
 }
 
 /// Keys that only make sense off AWS: a local warehouse directory, an
@@ -96,12 +99,13 @@ impl Role {
             Self::Committer => "floe-committer",
             Self::Ingest => "floe-ingest-http",
             Self::Maintenance => "floe-maintenance",
+            Self::Cli => "floe",
         }
     }
 
-    /// Maintenance commits straight to the catalog; the others meet on the queue.
+    /// Maintenance and the CLI commit straight to the catalog; the others meet on the queue.
     pub fn needs_queue(self) -> bool {
-        self != Self::Maintenance
+        !matches!(self, Self::Maintenance | Self::Cli)
     }
 
     /// The environment variables this function reads on AWS, which a
@@ -116,7 +120,7 @@ impl Role {
         match self {
             Self::Ingest => sections.push("http"),
             Self::Maintenance => sections.push("maintenance"),
-            Self::Writer | Self::Committer => {}
+            Self::Writer | Self::Committer | Self::Cli => {}
         }
         let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
         if self == Self::Writer {
@@ -148,6 +152,9 @@ pub struct Deployment {
     /// resolves claim-check bodies of the messages Lambda hands it).
     #[cfg(feature = "aws")]
     pub sqs: Option<Arc<crate::queue::SqsQueue>>,
+    /// The AWS clients the parts were built from (none when embedded).
+    #[cfg(feature = "aws")]
+    pub aws: Option<crate::aws::AwsClients>,
     /// Where rejected records go.
     pub dead_letters: Arc<dyn DeadLetters>,
     /// Reaches table files, dead letters and claim-check bodies.
@@ -230,6 +237,8 @@ impl Deployment {
             queue: Arc::new(MemoryQueue::new()),
             #[cfg(feature = "aws")]
             sqs: None,
+            #[cfg(feature = "aws")]
+            aws: None,
             file_io,
             faults,
             counters: Arc::default(),
@@ -383,6 +392,7 @@ impl Deployment {
             catalog,
             queue,
             sqs,
+            aws: Some(clients.clone()),
             file_io,
             faults,
             counters: Arc::default(),
