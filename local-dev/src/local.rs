@@ -343,6 +343,8 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     let state = std::path::absolute(&args.state_dir)?;
+    // --endpoint, else the config's [aws] endpoint, else the SDK's variables.
+    let endpoint = args.endpoint.clone().or_else(|| config.aws.endpoint.clone());
     let settings = AwsSettings {
         region: Some(
             config
@@ -351,7 +353,7 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
                 .clone()
                 .unwrap_or_else(|| "us-east-1".into()),
         ),
-        endpoint_url: args.endpoint.clone(),
+        endpoint_url: endpoint.clone(),
         force_path_style: true,
         max_attempts: 0,
     };
@@ -389,7 +391,7 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     config.warehouse.path = None;
     config.warehouse.uri = Some(format!("s3://{bucket}/warehouse"));
     config.aws.region = settings.region.clone();
-    config.aws.endpoint = args.endpoint.clone();
+    config.aws.endpoint = endpoint;
     config.aws.path_style = Some(true);
     config.catalog.kind = catalog;
     config.catalog.path = (catalog == CatalogType::Sqlite).then(|| state.join("catalog.db"));

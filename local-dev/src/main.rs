@@ -52,7 +52,7 @@ enum Command {
     #[command(subcommand)]
     Dlq(dlq::DlqCommand),
     /// Per table: last commit, records per commit, freshness; the commit
-    /// queue's depth and oldest message; dead letters by reason.
+    /// queue's depth and its dead-letter queue's; dead letters by reason.
     Status(status::StatusArgs),
     /// The HTTP ingestion API (the ingest function's) on a local address.
     Serve(serve::ServeArgs),
