@@ -806,6 +806,22 @@ async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict
     total
 }
 
+/// Appends the run's closing line to `FLOE_HARNESS_REPORT` (the test script
+/// prints it with its own), and to the test's output.
+pub fn report(line: &str) {
+    println!("{line}");
+    if let Ok(path) = std::env::var("FLOE_HARNESS_REPORT") {
+        use std::io::Write as _;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
 /// Reads every schedule's tables again with DuckDB and pyiceberg (see
 /// `read_tables.py`) and compares them with the model; returns a summary
 /// and panics on a difference.

@@ -93,7 +93,7 @@ run "defaults" {
   }
   # The env-var contract of docs/deploy.md, name for name.
   assert {
-    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
     error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
   }
   assert {
@@ -285,5 +285,20 @@ run "sources" {
   assert {
     condition     = length(aws_sqs_queue.stream_failures) == 1 && length(aws_iam_role_policy.network) == 1
     error_message = "stream failures / network"
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_KINESIS_PER_RECORD"] == "false"
+    error_message = "one reader per shard: records are named by their shard's ranges"
+  }
+}
+
+run "parallel_kinesis_names_records_one_by_one" {
+  command = apply
+  variables {
+    kinesis_sources = { k = { stream_arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/s", parallelization_factor = 4 } }
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_KINESIS_PER_RECORD"] == "true"
+    error_message = "a shard read in parallel needs per-record names"
   }
 }
