@@ -525,6 +525,9 @@ pub async fn run(
     driver: &dyn Driver,
 ) -> (Setup, Verdict, Vec<String>) {
     let setup = setup(seed, kinds);
+    if std::env::var("FLOE_HARNESS_PROGRESS").is_ok() {
+        eprintln!("seed {seed}: {:?}, keyed {}", setup.kind, setup.keyed);
+    }
     let tables = harness.tables(&setup).await;
     let queue = ChaosQueue::new(seed);
     let mut rng = Rng::new(seed ^ 0xD1CE);
