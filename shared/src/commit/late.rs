@@ -72,8 +72,9 @@ pub async fn resolve(
 /// Adds to `into` the keys whose change in `theirs` is of the same source and
 /// at or after the change in `own` (at: the same change, already applied).
 fn newer(own: &Arc<KeyChanges>, theirs: &Arc<KeyChanges>, into: &mut HashSet<u128>) {
-    for (digest, (source, pos)) in own.iter() {
+    for (digest, (source, pos)) in own.changes.iter() {
         if theirs
+            .changes
             .get(digest)
             .is_some_and(|(s, p)| s == source && p >= pos)
         {
