@@ -20,8 +20,13 @@ pub enum Late {
     /// Everything: nothing newer touched its keys.
     OnTime,
     /// Everything but its changes to these keys (digests), which newer
-    /// committed changes superseded.
-    Superseded(HashSet<u128>),
+    /// committed changes superseded; `all` when that is every key it changes.
+    Superseded {
+        /// The superseded keys.
+        keys: HashSet<u128>,
+        /// They are all the request changes.
+        all: bool,
+    },
     /// Nothing can be applied safely; dead-letter it with why.
     Refused(String),
 }
@@ -65,7 +70,10 @@ pub async fn resolve(
     Ok(if superseded.is_empty() {
         Late::OnTime
     } else {
-        Late::Superseded(superseded)
+        Late::Superseded {
+            all: superseded.len() == own.all.len(),
+            keys: superseded,
+        }
     })
 }
 

@@ -447,15 +447,11 @@ impl CommitEngine {
                     discard(ctx.file_io, &r.written).await;
                     refused.insert(r.request.batch_id.clone(), reason);
                 }
-                Late::Superseded(keys) => {
+                Late::Superseded { keys, all } => {
                     let m = mask::drop_keys(ctx, &r.request, &keys).await?;
                     info!(batch_id = %r.request.batch_id, keys = keys.len(), "late keyed request: newer changes superseded some of its keys");
                     outcome.rows_dropped += m.dropped;
-                    let nothing_left = m.request.data_files.is_empty()
-                        && m.request.delete_files.is_empty()
-                        && !m.request.truncate
-                        && m.request.state.is_empty();
-                    if nothing_left {
+                    if all && !m.request.truncate && m.request.state.is_empty() {
                         outcome.superseded.push(m.request.batch_id.clone());
                     }
                     r.written.extend(m.written);

@@ -520,7 +520,10 @@ impl Writer {
             }
             _ => Vec::new(),
         };
-        let nothing = data.num_rows() == 0 && deletes.is_empty() && !truncate;
+        // A keyed batch of deletes only has no files with position deletes,
+        // but its key file says what goes.
+        let touches = keys.as_ref().is_some_and(|k| !k.file.is_empty());
+        let nothing = data.num_rows() == 0 && deletes.is_empty() && !truncate && !touches;
         // A batch whose every record was rejected still says so to the
         // ledger, so a redelivery that would now accept them adds nothing the
         // dead-letter location already holds.
