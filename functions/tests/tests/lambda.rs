@@ -1368,3 +1368,64 @@ async fn the_committer_dead_letters_foreign_and_malformed_messages_and_deletes_n
     let key = real.trim_start_matches(&format!("s3://{}/", env.bucket));
     assert!(!env.object(key).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_keyed_table_moves_a_key_between_partitions() {
+    let mut env = Env::new().await;
+    env.partition = vec!["name".into()];
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    for event in [
+        kinesis_event(&[
+            ("300", json!({"id": 1, "name": "a"})),
+            ("301", json!({"id": 2, "name": "b"})),
+        ]),
+        // id 1 moves from partition name=a to name=b.
+        kinesis_event(&[("302", json!({"_op": "u", "id": 1, "name": "b"}))]),
+    ] {
+        let answer = writer.handle(event).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+        env.drain(&committer).await;
+    }
+    let expected = want(&[(1, Some("b")), (2, Some("b"))]);
+    assert_eq!(env.rows().await, expected);
+    // Position deletes: pyiceberg reads the table as well as DuckDB.
+    env.assert_readers_see(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_tombstones_delete_their_keys() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let env = Env::new().await;
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let record = |offset: i64, key: &str, value: Option<&str>| {
+        json!({"topic": "users", "partition": 0, "offset": offset,
+               "timestamp": 1_700_000_000_000i64, "timestampType": "CREATE_TIME",
+               "key": b64(key), "value": value.map(b64), "headers": []})
+    };
+    let event = |records: Vec<Value>| {
+        json!({"eventSource": "aws:kafka",
+               "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/1",
+               "records": {"users-0": records}})
+    };
+    for e in [
+        event(vec![
+            record(1, "{\"id\":1}", Some("{\"id\":1,\"name\":\"x\"}")),
+            record(2, "{\"id\":2}", Some("{\"id\":2,\"name\":\"y\"}")),
+            record(3, "3", Some("{\"id\":3,\"name\":\"z\"}")),
+        ]),
+        // An upsert topic deletes by tombstone: a key object, and a bare key.
+        event(vec![record(4, "{\"id\":1}", None), record(5, "3", None)]),
+    ] {
+        let answer = writer.handle(e).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+        env.drain(&committer).await;
+    }
+    let expected = want(&[(2, Some("y"))]);
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+}

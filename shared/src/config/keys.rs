@@ -40,7 +40,8 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 pub(super) const MODES: &[&str] = &["fixed", "field", "source"];
 pub(super) const UNKNOWN_FIELDS: &[&str] = &["ignore", "reject"];
 pub(super) const EPOCH_UNITS: &[&str] = &["s", "ms", "us", "ns"];
-pub(super) const MERGE_STRATEGIES: &[&str] = &["merge-on-read", "copy-on-write"];
+pub(super) const MERGE_STRATEGIES: &[&str] =
+    &["merge-on-read", "equality-deletes", "copy-on-write"];
 pub(super) const CHANGELOGS: &[&str] = &["off", "beside", "only"];
 pub(super) const CATALOG_TYPES: &[&str] = &["sqlite", "glue", "rest"];
 

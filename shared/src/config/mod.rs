@@ -593,9 +593,13 @@ pub use crate::shred::EpochUnit;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MergeStrategy {
-    /// Equality delete files, applied by readers.
+    /// Position deletes, resolved by the committer against the table's rows:
+    /// every engine reads them.
     #[default]
     MergeOnRead,
+    /// Equality delete files the writers write, applied by readers (not by
+    /// pyiceberg, Snowflake or Athena).
+    EqualityDeletes,
     /// Touched data files rewritten at commit; the table holds no delete files.
     CopyOnWrite,
 }
@@ -1035,13 +1039,22 @@ impl Config {
         let mut properties = defaults.properties.clone();
         properties.extend(own.properties);
         let merge_strategy = own.merge_strategy.unwrap_or(defaults.merge_strategy);
-        if merge_strategy == MergeStrategy::CopyOnWrite {
-            // The committer reads the mode from the table, as every engine does.
-            for p in crate::commit::copy_on_write::MODE_PROPERTIES {
-                properties
-                    .entry(p.to_string())
-                    .or_insert_with(|| "copy-on-write".to_string());
+        // The committer reads the mode from the table, as every engine does;
+        // keyed tables floe creates take position deletes unless told otherwise.
+        match merge_strategy {
+            MergeStrategy::CopyOnWrite => {
+                for p in crate::commit::copy_on_write::MODE_PROPERTIES {
+                    properties
+                        .entry(p.to_string())
+                        .or_insert_with(|| "copy-on-write".to_string());
+                }
             }
+            MergeStrategy::EqualityDeletes => {
+                properties
+                    .entry(crate::commit::KEYED_DELETES.to_string())
+                    .or_insert_with(|| "equality".to_string());
+            }
+            MergeStrategy::MergeOnRead => {}
         }
         ResolvedTable {
             name: name.to_string(),
