@@ -51,6 +51,7 @@
 //! has not reached yet, carries the placeholder [`values::UNAVAILABLE`]
 //! where the table has no old value to keep.
 
+pub mod conn;
 mod error;
 pub mod lsn;
 pub mod pgoutput;
@@ -59,10 +60,12 @@ pub mod schema;
 mod snapshot;
 mod source;
 pub mod sync;
+mod tls;
 pub mod values;
 
 use std::fmt;
 
+pub use conn::{ConnSettings, SecretLogin, SslMode};
 pub use error::PgError;
 pub use lsn::{format_lsn, parse_lsn};
 pub use preflight::setup;
@@ -73,8 +76,12 @@ pub use source::{PgBatch, PgSource, TableChanges};
 /// Where to read from and what.
 #[derive(Debug, Clone)]
 pub struct PgConfig {
-    /// libpq-style connection string (`host=... user=... dbname=...`).
+    /// libpq connection string (`host=... user=... dbname=... sslmode=...`
+    /// or a `postgresql://` URI); see [`conn`] for what is read from where.
     pub conninfo: String,
+    /// A login read from a Secrets Manager secret, which wins over the
+    /// conninfo's user and password.
+    pub secret: Option<SecretLogin>,
     /// Logical replication slot (plugin `pgoutput`).
     pub slot: String,
     /// Publication naming the tables.
@@ -97,6 +104,7 @@ impl PgConfig {
     ) -> Self {
         Self {
             conninfo: conninfo.into(),
+            secret: None,
             slot: slot.into(),
             publication: publication.into(),
             tables,

@@ -1,38 +1,49 @@
 //! Connecting, checking that the server and its objects are set up for
 //! logical replication, and setting them up.
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 use tracing::Instrument as _;
 
+use super::conn::ConnSettings;
 use super::error::Context as _;
 use super::schema::table_schema;
 use super::{PgConfig, PgError, TableName, quote_ident};
 
-/// Connects and pins the session settings that decide how values print.
+/// Connects (TLS and password as the conninfo says) and pins the session
+/// settings that decide how values print.
 pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
-    let (client, connection) = tokio_postgres::connect(&config.conninfo, NoTls)
-        .await
-        .context(|| "connecting".to_string())?;
-    let span = tracing::info_span!("pg_connection", slot = %config.slot);
-    tokio::spawn(
-        async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %e, "postgres connection ended");
-            }
-        }
-        .instrument(span),
-    );
+    let settings = ConnSettings::resolve(&config.conninfo, config.secret.as_ref())?;
+    let span = tracing::info_span!("pg_connection", slot = %config.slot, host = %settings.host());
+    let client = settings.connect_in(span).await?;
     // Decoding only reads flushed WAL: the watermarks floe commits must be
-    // flushed when the commit returns, whatever the server's default.
+    // flushed when the commit returns, whatever the server's default. The
+    // timeouts are off for this session only, as pg_dump does: a DBA's
+    // idle_in_transaction_session_timeout or statement_timeout meant for
+    // applications would otherwise cut a long chunk or peek short.
     client
         .batch_execute(
             "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex';
              SET extra_float_digits = 3; SET standard_conforming_strings = on;
              SET IntervalStyle = 'iso_8601';
-             SET synchronous_commit = on",
+             SET synchronous_commit = on;
+             SET statement_timeout = 0; SET lock_timeout = 0;
+             SET idle_in_transaction_session_timeout = 0",
         )
         .await
         .context(|| "setting session parameters".to_string())?;
+    // Postgres 14+ also closes sessions idle between transactions, which a
+    // sync is while it writes a large batch to Iceberg.
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .context(|| "reading server_version_num".to_string())?
+        .get(0);
+    if version >= 140_000 {
+        client
+            .batch_execute("SET idle_session_timeout = 0")
+            .await
+            .context(|| "setting idle_session_timeout".to_string())?;
+    }
     Ok(client)
 }
 

@@ -3,6 +3,8 @@
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
 #![cfg(feature = "postgres")]
 
+mod tls;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::OnceLock;
