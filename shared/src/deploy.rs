@@ -444,7 +444,7 @@ async fn aws_parts(mut config: Config) -> Result<(Config, crate::aws::AwsClients
 
 /// The AWS clients `[aws]` describes.
 #[cfg(feature = "aws")]
-async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
+pub(crate) async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
     crate::aws::AwsClients::new(crate::aws::AwsSettings {
         region: config.aws.region.clone(),
         endpoint_url: config.aws.endpoint.clone(),

@@ -121,6 +121,23 @@ pub async fn read_login(
     SecretLogin::from_json(&text).map_err(|e| conninfo_error(format!("postgres.secret {arn}: {e}")))
 }
 
+/// Reads the login secret `arn` with the `[aws]` settings of `config`; an
+/// error naming the fix when floe was built without AWS support.
+pub async fn login_for(config: &crate::config::Config, arn: &str) -> Result<SecretLogin, PgError> {
+    #[cfg(feature = "aws")]
+    {
+        let clients = crate::deploy::aws_clients(config).await;
+        read_login(&clients, arn).await
+    }
+    #[cfg(not(feature = "aws"))]
+    {
+        let _ = config;
+        Err(conninfo_error(format!(
+            "a login secret ({arn}) needs floe built with floe-core's `aws` feature"
+        )))
+    }
+}
+
 fn port_number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
     use serde::de::Error as _;
     match Option::<serde_json::Value>::deserialize(d)? {

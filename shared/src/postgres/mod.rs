@@ -59,6 +59,7 @@ mod preflight;
 pub mod schema;
 mod snapshot;
 mod source;
+pub mod status;
 pub mod sync;
 mod tls;
 pub mod values;
@@ -71,7 +72,7 @@ pub use lsn::{format_lsn, parse_lsn};
 pub use preflight::setup;
 pub use schema::{PgColumn, TableSchema};
 pub use snapshot::{SnapshotState, TableProgress};
-pub use source::{PgBatch, PgSource, TableChanges};
+pub use source::{PgBatch, PgSource, SlotHealth, TableChanges};
 
 /// Where to read from and what.
 #[derive(Debug, Clone)]

@@ -233,3 +233,32 @@ pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
     .instrument(span)
     .await
 }
+
+/// Drops the slot (when it exists) and creates it again at the current WAL
+/// position: the repair for a slot that lost changes, once the tables are
+/// marked to re-snapshot.
+pub(crate) async fn recreate_slot(config: &PgConfig) -> Result<(), PgError> {
+    let client = connect(config).await?;
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+              WHERE slot_name = $1",
+            &[&config.slot],
+        )
+        .await
+        .context(|| {
+            format!(
+                "dropping slot {} (stop any other reader of it first)",
+                config.slot
+            )
+        })?;
+    client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&config.slot],
+        )
+        .await
+        .context(|| format!("creating slot {}", config.slot))?;
+    tracing::info!(slot = %config.slot, "recreated slot");
+    Ok(())
+}

@@ -29,6 +29,10 @@ pub enum TableProgress {
     Pending {
         /// Primary key of the last row copied, as Postgres prints each column.
         after: Option<Vec<String>>,
+        /// A re-snapshot (`floe pg resync`): the first chunk's batch starts by
+        /// truncating the table, so rows deleted while changes were lost go too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        restart: bool,
     },
     /// Every row has been copied.
     Done,
@@ -40,7 +44,10 @@ impl SnapshotState {
         self.tables
             .get(table)
             .cloned()
-            .unwrap_or(TableProgress::Pending { after: None })
+            .unwrap_or(TableProgress::Pending {
+                after: None,
+                restart: false,
+            })
     }
 
     /// Whether every one of `tables` is copied.

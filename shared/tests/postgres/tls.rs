@@ -10,8 +10,7 @@ use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::postgres::{ConnSettings, PgError, PgSource, conn, setup};
 use tokio_postgres::Client;
 
-#[path = "../common/services.rs"]
-mod services;
+use super::services;
 
 const PASSWORD: &str = "floe-tls-test";
 
