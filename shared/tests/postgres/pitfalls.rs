@@ -432,3 +432,86 @@ async fn idle_in_transaction_timeout_on_the_server_does_not_break_a_long_snapsho
     assert_eq!(rows.len(), 5990);
     assert_eq!(get(&rows, "6000", "v"), md5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_runs_stop_before_the_deadline_and_the_snapshot_spans_runs() {
+    let Some((conninfo, mut cfg)) = prepared(
+        "floe_pit_bounded",
+        "CREATE TABLE t (id int PRIMARY KEY, v text);
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 4000) g;",
+        &["public.t"],
+    )
+    .await
+    else {
+        return;
+    };
+    cfg.chunk_rows = 500;
+    let dir = tempfile::tempdir().unwrap();
+    let floe = Embedded::open(dir.path(), Faults::none())
+        .unwrap()
+        .with_commit_latency(Duration::from_millis(300));
+    // A writer that never stops, as in production.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, db) = (stop.clone(), client(&conninfo).await);
+        tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                db.execute(
+                    "UPDATE t SET v = 'w' || $1::int WHERE id = $1",
+                    &[&(i % 4000 + 1)],
+                )
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs < 40, "the snapshot never finished");
+        let mut opts = options();
+        let budget = Duration::from_millis(1500);
+        let started = std::time::Instant::now();
+        opts.deadline = Some(started + budget);
+        let mut source = open(&floe, &cfg, &opts.namespace).await.unwrap();
+        let report = sync(&floe, &mut source, &cfg, &opts).await.unwrap();
+        // A run ends within its budget plus the one batch it was in.
+        assert!(
+            started.elapsed() < budget + report.longest_batch + Duration::from_millis(500),
+            "{:?} for a {budget:?} budget: {report:?}",
+            started.elapsed()
+        );
+        if report.snapshot_done {
+            // Beside a steady writer the run still ends: caught up, or out of time.
+            assert!(
+                matches!(report.stop, Stop::CaughtUp | Stop::Deadline),
+                "{report:?}"
+            );
+            break;
+        }
+        assert_eq!(report.stop, Stop::Deadline, "{report:?}");
+    }
+    assert!(
+        runs >= 2,
+        "the snapshot fit in one run: nothing was bounded"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+    run(&floe, &cfg).await.unwrap();
+    let rows = iceberg_rows(&floe, "raw.t").await;
+    let db = client(&conninfo).await;
+    let expected: Vec<(i32, String)> = db
+        .query("SELECT id, v FROM t ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows.len(), expected.len());
+    for (id, v) in expected {
+        assert_eq!(get(&rows, &id.to_string(), "v"), v, "row {id}");
+    }
+}
