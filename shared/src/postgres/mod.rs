@@ -47,9 +47,12 @@
 //! as those changes. Watermarks of other attempts (a call that crashed
 //! before its batch was committed) are ignored by id.
 //!
-//! Limitation: an update with an unchanged TOASTed value, to a key the copy
-//! has not reached yet, carries the placeholder [`values::UNAVAILABLE`]
-//! where the table has no old value to keep.
+//! Unchanged TOASTed values: under REPLICA IDENTITY DEFAULT an update that
+//! leaves a large value alone sends neither it nor the old row. The batch
+//! reads such values back from the table (one query per table per batch);
+//! a value read later than its update can only be as new as a change that
+//! follows in the stream, so the table ends equal to Postgres. An update of a
+//! row deleted since is dropped, since its delete follows.
 
 pub mod conn;
 mod error;

@@ -227,6 +227,66 @@ pub(crate) async fn read_chunk(
     })
 }
 
+/// The current text values of `columns` of the rows with these primary keys
+/// (each as Postgres prints it), by key; rows that no longer exist are absent.
+pub(crate) async fn read_columns(
+    client: &Client,
+    table: &TableName,
+    schema: &TableSchema,
+    keys: &[Vec<String>],
+    columns: &[String],
+) -> Result<HashMap<Vec<String>, HashMap<String, Option<String>>>, PgError> {
+    let key_columns: Vec<&super::PgColumn> = schema
+        .primary_key
+        .iter()
+        .filter_map(|k| schema.column(k))
+        .collect();
+    let mut out = HashMap::new();
+    if key_columns.is_empty() {
+        return Ok(out);
+    }
+    let keys_sql: Vec<String> = key_columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let mut select: Vec<String> = keys_sql.clone();
+    select.extend(columns.iter().map(|c| quote_ident(c)));
+    for part in keys.chunks(1000) {
+        let tuples: Vec<String> = part
+            .iter()
+            .filter(|k| k.len() == key_columns.len())
+            .map(|k| {
+                let values: Vec<String> = k
+                    .iter()
+                    .zip(&key_columns)
+                    .map(|(v, c)| format!("{}::{}", quote_literal(v), c.type_name))
+                    .collect();
+                format!("({})", values.join(", "))
+            })
+            .collect();
+        if tuples.is_empty() {
+            continue;
+        }
+        let sql = format!(
+            "SELECT {} FROM {} WHERE ({}) IN ({})",
+            select.join(", "),
+            table.quoted(),
+            keys_sql.join(", "),
+            tuples.join(", ")
+        );
+        for row in simple_rows(client, &sql).await? {
+            let key: Vec<String> = row[..key_columns.len()]
+                .iter()
+                .map(|v| v.clone().unwrap_or_default())
+                .collect();
+            let values = columns
+                .iter()
+                .cloned()
+                .zip(row[key_columns.len()..].iter().cloned())
+                .collect();
+            out.insert(key, values);
+        }
+    }
+    Ok(out)
+}
+
 async fn simple_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>, PgError> {
     let messages = client
         .simple_query(sql)

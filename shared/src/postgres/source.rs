@@ -119,6 +119,17 @@ struct ChunkRead {
     high: String,
 }
 
+/// An update line whose unchanged TOASTed columns still hold the placeholder.
+struct Toasted {
+    table: TableName,
+    /// Its index in the table's lines.
+    line: usize,
+    /// The row's key, as Postgres prints it.
+    key: Vec<String>,
+    /// The columns to fill.
+    columns: Vec<String>,
+}
+
 /// One decoded transaction.
 struct Txn {
     xid: u32,
@@ -445,6 +456,7 @@ impl PgSource {
         let mut last_commit_ms = None;
         let mut first_commit_ms = None;
         let mut removed = vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())];
+        let mut toasted: Vec<Toasted> = Vec::new();
         for txn in txns.into_iter().filter(|t| t.end_lsn > start) {
             first_lsn.get_or_insert(txn.end_lsn);
             last_lsn = txn.end_lsn;
@@ -523,6 +535,20 @@ impl PgSource {
                             old.as_ref(),
                             false,
                         )?);
+                        let unchanged = unresolved(&new, old.as_ref());
+                        if !unchanged.is_empty()
+                            && let Some(key) = key_of(&schema, &new)
+                        {
+                            toasted.push(Toasted {
+                                table: name.clone(),
+                                line: changes.lines.len() - 1,
+                                key,
+                                columns: unchanged
+                                    .iter()
+                                    .map(|&i| schema.columns[i].name.clone())
+                                    .collect(),
+                            });
+                        }
                     }
                     Message::Delete { relation, old } => {
                         let Some((name, schema)) = self.known(relation) else {
@@ -567,6 +593,7 @@ impl PgSource {
                 id: read.high,
             });
         }
+        self.fill_unchanged(&mut out, toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
         out.retain(|t| !t.lines.is_empty());
@@ -580,6 +607,74 @@ impl PgSource {
             first_commit_ms,
             last_commit_ms,
         })
+    }
+
+    /// Replaces the placeholders of unchanged TOASTed values (updates under
+    /// REPLICA IDENTITY DEFAULT, which send no old row) with the values the
+    /// rows hold now, read in one query per table. A value read now may be
+    /// newer than the update; any later change to it comes later in the
+    /// stream and lands after, so the table ends equal to Postgres. An update
+    /// of a row deleted since is dropped: its delete comes later too. Without
+    /// this the writer could only dead-letter such updates.
+    async fn fill_unchanged(
+        &self,
+        out: &mut [TableChanges],
+        toasted: Vec<Toasted>,
+    ) -> Result<(), PgError> {
+        if toasted.is_empty() {
+            return Ok(());
+        }
+        let mut by_table: HashMap<TableName, Vec<Toasted>> = HashMap::new();
+        for t in toasted {
+            by_table.entry(t.table.clone()).or_default().push(t);
+        }
+        for (table, items) in by_table {
+            let schema = table_schema(&self.client, &table).await?;
+            let mut columns: Vec<String> = items
+                .iter()
+                .flat_map(|t| t.columns.iter().cloned())
+                .filter(|c| schema.column(c).is_some())
+                .collect();
+            columns.sort();
+            columns.dedup();
+            let mut keys: Vec<Vec<String>> = items.iter().map(|t| t.key.clone()).collect();
+            keys.sort();
+            keys.dedup();
+            let current =
+                snapshot::read_columns(&self.client, &table, &schema, &keys, &columns).await?;
+            tracing::debug!(table = %table, updates = items.len(), "filled unchanged TOAST values");
+            let Some(changes) = out.iter_mut().find(|c| c.table == table.to_string()) else {
+                continue;
+            };
+            let mut drop_lines = Vec::new();
+            for item in &items {
+                let Some(line) = changes.lines.get_mut(item.line) else {
+                    continue;
+                };
+                let Some(row) = current.get(&item.key) else {
+                    drop_lines.push(item.line);
+                    continue;
+                };
+                for name in &item.columns {
+                    let mut from = String::new();
+                    push_str(&mut from, name);
+                    from.push(':');
+                    let mut to = from.clone();
+                    push_str(&mut from, UNAVAILABLE);
+                    match (schema.column(name), row.get(name).cloned().flatten()) {
+                        (Some(column), Some(text)) => column.push_json(&mut to, &text),
+                        // NULL now, or a column dropped since.
+                        _ => to.push_str("null"),
+                    }
+                    *line = line.replacen(&from, &to, 1);
+                }
+            }
+            drop_lines.sort_unstable();
+            for i in drop_lines.into_iter().rev() {
+                changes.lines.remove(i);
+            }
+        }
+        Ok(())
     }
 
     /// The configured table and schema of relation `id`, if it is one of ours.
@@ -704,6 +799,18 @@ fn touch(
     if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.get(&k).copied()) {
         removed[i] = true;
     }
+}
+
+/// Columns of `new` left out as unchanged that no full old row supplies.
+fn unresolved(new: &Tuple, old: Option<&OldTuple>) -> Vec<usize> {
+    new.iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            **d == Datum::Unchanged
+                && !matches!(old, Some(OldTuple::Full(o)) if matches!(o.get(*i), Some(Datum::Text(_) | Datum::Null)))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// One `_op` line for a decoded row.

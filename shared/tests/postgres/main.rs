@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use floe_core::postgres::{
-    PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup, values,
+    PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup,
 };
 use serde_json::{Map, Value};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
@@ -156,7 +156,10 @@ async fn decodes_inserts_updates_deletes_truncates() {
         .iter()
         .map(|l| parse(l)["_op"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ops, ["c", "c", "c", "u", "u", "d", "truncate"]);
+    // The update of 3 left its TOASTed value out, and row 3 was gone (the
+    // truncate) when floe read the value back: the update is dropped, its
+    // row's removal comes later in the stream anyway.
+    assert_eq!(ops, ["c", "c", "c", "u", "d", "truncate"]);
 
     // Numeric digits survive verbatim: checked on the raw text, not through
     // f64. numeric(40,9) is wider than Iceberg's decimals, so a string.
@@ -181,11 +184,9 @@ async fn decodes_inserts_updates_deletes_truncates() {
     assert_eq!(nulls["note"], Value::Null);
 
     assert_eq!(parse(got[2])["big"].as_str().unwrap().len(), 6400);
-    let toast = parse(got[3]);
-    assert_eq!(toast["note"], "changed");
-    assert_eq!(toast["big"], values::UNAVAILABLE);
+    assert_eq!(parse(got[3])["note"], "two");
 
-    let delete = parse(got[5]);
+    let delete = parse(got[4]);
     assert_eq!(delete["id"], 1);
     assert!(
         !delete.contains_key("note"),

@@ -515,3 +515,62 @@ async fn bounded_runs_stop_before_the_deadline_and_the_snapshot_spans_runs() {
         assert_eq!(get(&rows, &id.to_string(), "v"), v, "row {id}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_that_leaves_a_toasted_value_unchanged_keeps_it() {
+    let Some((conninfo, cfg)) = prepared(
+        "floe_pit_toast",
+        "CREATE TABLE t (id int PRIMARY KEY, status text, note text);
+         ALTER TABLE t ALTER COLUMN note SET STORAGE EXTERNAL;
+         INSERT INTO t SELECT g, 'new', repeat(md5(g::text), 200) FROM generate_series(1, 3000) g;",
+        &["public.t"],
+    )
+    .await
+    else {
+        return;
+    };
+    let db = client(&conninfo).await;
+    let (_dir, floe) = warehouse();
+    // Before the copy reaches them, then after: REPLICA IDENTITY DEFAULT
+    // sends neither the old row nor the unchanged note.
+    db.batch_execute("UPDATE t SET status = 'early' WHERE id IN (5, 2999)")
+        .await
+        .unwrap();
+    let report = run(&floe, &cfg).await.unwrap();
+    assert!(
+        report.ingest.rejected.is_empty(),
+        "{:?}",
+        report.ingest.rejected
+    );
+    db.batch_execute(
+        "UPDATE t SET status = 'paid' WHERE id IN (1, 2, 3);
+         UPDATE t SET status = 'gone soon' WHERE id = 4;
+         DELETE FROM t WHERE id = 4;
+         UPDATE t SET note = 'short now' WHERE id = 6;
+         UPDATE t SET status = 'after the note changed' WHERE id = 6;",
+    )
+    .await
+    .unwrap();
+    let report = run(&floe, &cfg).await.unwrap();
+    assert!(
+        report.ingest.rejected.is_empty(),
+        "{:?}",
+        report.ingest.rejected
+    );
+    let rows = iceberg_rows(&floe, "raw.t").await;
+    assert_eq!(rows.len(), 2999);
+    let note = |id: i32| get(&rows, &id.to_string(), "note").to_string();
+    for (id, status) in [(1, "paid"), (3, "paid"), (5, "early"), (2999, "early")] {
+        assert_eq!(get(&rows, &id.to_string(), "status"), status, "row {id}");
+        let want: String = db
+            .query_one("SELECT note FROM t WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(note(id), want, "row {id}'s note");
+        assert_eq!(want.len(), 6400);
+    }
+    assert!(!rows.contains_key("4"));
+    assert_eq!(get(&rows, "6", "note"), "short now");
+    assert_eq!(get(&rows, "6", "status"), "after the note changed");
+}
