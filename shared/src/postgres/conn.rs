@@ -302,6 +302,15 @@ impl ConnSettings {
         })
     }
 
+    /// Sets `application_name` unless the conninfo or `PGAPPNAME` did, so
+    /// DBAs see floe's sessions in `pg_stat_activity`.
+    pub fn with_default_application_name(mut self, name: &str) -> Self {
+        self.params
+            .entry("application_name".into())
+            .or_insert_with(|| name.to_string());
+        self
+    }
+
     /// The first host, as messages and `verify-full` see it.
     pub fn host(&self) -> String {
         self.params

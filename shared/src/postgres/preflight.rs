@@ -12,7 +12,8 @@ use super::{PgConfig, PgError, TableName, quote_ident};
 /// Connects (TLS and password as the conninfo says) and pins the session
 /// settings that decide how values print.
 pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
-    let settings = ConnSettings::resolve(&config.conninfo, config.secret.as_ref())?;
+    let settings = ConnSettings::resolve(&config.conninfo, config.secret.as_ref())?
+        .with_default_application_name("floe");
     let span = tracing::info_span!("pg_connection", slot = %config.slot, host = %settings.host());
     let client = settings.connect_in(span).await?;
     // Decoding only reads flushed WAL: the watermarks floe commits must be
@@ -260,5 +261,52 @@ pub(crate) async fn recreate_slot(config: &PgConfig) -> Result<(), PgError> {
         .await
         .context(|| format!("creating slot {}", config.slot))?;
     tracing::info!(slot = %config.slot, "recreated slot");
+    Ok(())
+}
+
+/// Waits for another session reading the slot to let go of it, and ends that
+/// session if it does not within a few seconds. A reader killed mid-peek
+/// (SIGKILL, a Lambda timeout) leaves its server backend decoding on until it
+/// next writes to the dead socket, and the slot refuses every other reader
+/// meanwhile. Ending a live reader instead is harmless too: its batch fails
+/// before the slot moves, and every table skips what it already holds.
+pub(crate) async fn claim_slot(client: &Client, slot: &str) -> Result<(), PgError> {
+    let holder = || async {
+        client
+            .query_opt(
+                "SELECT active_pid FROM pg_replication_slots
+                  WHERE slot_name = $1 AND active_pid IS NOT NULL AND active_pid <> pg_backend_pid()",
+                &[&slot],
+            )
+            .await
+            .context(|| format!("reading who holds slot {slot}"))
+            .map(|r| r.map(|r| r.get::<_, i32>(0)))
+    };
+    for _ in 0..20 {
+        if holder().await?.is_none() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let Some(pid) = holder().await? else {
+        return Ok(());
+    };
+    tracing::warn!(slot, pid, "another session still holds the slot; ending it");
+    let ended: bool = client
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .context(|| {
+            format!(
+                "ending session {pid}, which holds slot {slot} (fix: stop the other reader, \
+                 or GRANT pg_signal_backend to floe's role)"
+            )
+        })?
+        .get(0);
+    for _ in 0..20 {
+        if !ended || holder().await?.is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
     Ok(())
 }

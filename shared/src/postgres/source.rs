@@ -146,6 +146,7 @@ impl PgSource {
         async {
             let client = preflight::connect(&config).await?;
             preflight::preflight(&client, &config).await?;
+            preflight::claim_slot(&client, &config.slot).await?;
             Ok(Self {
                 client,
                 tables: config.table_names(),
@@ -241,13 +242,21 @@ impl PgSource {
             return Ok(());
         }
         let target = format_lsn(lsn);
-        self.client
-            .execute(
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.config.slot, &target];
+        let advance = || {
+            self.client.execute(
                 "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)",
-                &[&self.config.slot, &target],
+                &params,
             )
-            .await
-            .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
+        };
+        match advance().await {
+            Err(e) if in_use(&e) => {
+                preflight::claim_slot(&self.client, &self.config.slot).await?;
+                advance().await
+            }
+            other => other,
+        }
+        .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
         Ok(())
     }
 
@@ -299,6 +308,11 @@ impl PgSource {
             tracing::info!(
                 rows = chunk.rows.len(),
                 done = progress == TableProgress::Done,
+                last_key = chunk
+                    .last_key
+                    .as_ref()
+                    .map(|k| k.join(","))
+                    .unwrap_or_default(),
                 "snapshot chunk"
             );
             snapshot.tables.insert(table.to_string(), progress);
@@ -336,20 +350,27 @@ impl PgSource {
     /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).
     async fn peek(&self, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
         let upto_i32 = i32::try_from(upto).unwrap_or(i32::MAX);
-        let rows = self
-            .client
-            .query(
+        let publication = quote_ident(&self.config.publication);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&self.config.slot, &upto_i32, &publication];
+        let query = || {
+            self.client.query(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
                     $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
                     'messages', 'true')",
-                &[
-                    &self.config.slot,
-                    &upto_i32,
-                    &quote_ident(&self.config.publication),
-                ],
+                &params,
             )
-            .await
-            .context(|| format!("peeking slot {}", self.config.slot))?;
+        };
+        let rows = match query().await {
+            // Another session is in the slot (a killed run's backend still
+            // decoding, `floe pg status`): wait for it, or end it, once.
+            Err(e) if in_use(&e) => {
+                preflight::claim_slot(&self.client, &self.config.slot).await?;
+                query().await
+            }
+            other => other,
+        }
+        .context(|| format!("peeking slot {}", self.config.slot))?;
         let full = rows.len() >= upto;
         let mut txns = Vec::new();
         let mut open: Option<Txn> = None;
@@ -799,6 +820,12 @@ fn touch(
     if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.get(&k).copied()) {
         removed[i] = true;
     }
+}
+
+/// Whether the slot was busy: another session is reading it (a killed run's
+/// backend still decoding, or `floe pg status`).
+fn in_use(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
 }
 
 /// Columns of `new` left out as unchanged that no full old row supplies.

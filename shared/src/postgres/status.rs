@@ -41,7 +41,8 @@ pub struct PgStatus {
     /// behind the source the tables are in time.
     pub slot_lag_seconds: Option<f64>,
     /// Seconds since the oldest change not yet in Iceberg was committed in
-    /// Postgres; 0 when every change is in.
+    /// Postgres; 0 when every change is in; `None` while a sync holds the
+    /// slot (status does not compete with it for the slot).
     pub oldest_uncommitted_change_age_seconds: Option<f64>,
     /// Per table.
     pub tables: Vec<TableReplication>,
@@ -63,14 +64,17 @@ pub async fn status(
 ) -> Result<PgStatus, SyncError> {
     let source = PgSource::attach(config.clone()).await?;
     let health = source.slot_health().await?;
+    // Peeking makes status a reader of the slot: not while a sync reads it.
     let oldest = match &health {
-        Some(h) if !h.is_lost() => source.oldest_pending_commit_ms().await?,
+        Some(h) if !h.is_lost() && !h.active => source.oldest_pending_commit_ms().await?,
         _ => None,
     };
     let held = marks(target, config, namespace).await?;
     let newest_held = held.values().filter_map(|m| m.source_commit_ms).max();
     let seconds = |ms: i64| (now_ms - ms).max(0) as f64 / 1000.0;
-    let caught_up = health.is_some() && oldest.is_none();
+    let caught_up = health
+        .as_ref()
+        .is_some_and(|h| !h.active && !h.is_lost() && oldest.is_none());
     let tables = held
         .iter()
         .map(|(pg, m)| table_replication(pg, m, namespace))

@@ -216,3 +216,71 @@ async fn an_invalidated_slot_is_an_error_naming_resync_never_a_silent_gap() {
             .contains(&"99:lost change".to_string())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_left_holding_the_slot_is_waited_for_then_ended() {
+    let Some(conninfo) = fresh_db("floe_slot_held").await else {
+        return;
+    };
+    let db = client(&conninfo).await;
+    db.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'one')",
+    )
+    .await
+    .unwrap();
+    let cfg = config(&conninfo, "floe_slot_held", &["public.t"]);
+    setup(&cfg).await.unwrap();
+    // A stand-in for a killed run whose server session still decodes: a
+    // streaming reader that keeps the slot active until it is ended.
+    let bin = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|d| format!("{}/pg_recvlogical", d.trim()))
+        .unwrap_or_else(|| "pg_recvlogical".into());
+    let mut holder = std::process::Command::new(bin)
+        .args([
+            "-d",
+            &conninfo,
+            "-S",
+            "floe_slot_held",
+            "--start",
+            "--no-loop",
+            "-f",
+            "/dev/null",
+        ])
+        .args([
+            "-o",
+            "proto_version=1",
+            "-o",
+            "publication_names=floe_slot_held_pub",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("pg_recvlogical");
+    let active = || async {
+        db.query_one(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = 'floe_slot_held'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    };
+    let mut held = false;
+    for _ in 0..50 {
+        if active().await {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(held, "pg_recvlogical never took the slot");
+    let dir = tempfile::tempdir().unwrap();
+    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    run(&floe, &cfg).await.unwrap();
+    assert_eq!(iceberg_ids(&floe).await, ["1:one"]);
+    let status = holder.wait().unwrap();
+    assert!(!status.success(), "the holder's session was ended");
+}
