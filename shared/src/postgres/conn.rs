@@ -514,15 +514,17 @@ fn driver_config(params: &BTreeMap<String, String>) -> Result<Config, PgError> {
         .map(|(k, v)| format!("{k}={}", quote_value(v)))
         .collect();
     Config::from_str(&text.join(" ")).map_err(|e| {
+        // tokio-postgres names the key only in the error's source.
+        let message = super::error::describe(&e);
         let key = params
             .keys()
-            .find(|k| e.to_string().contains(k.as_str()))
+            .find(|k| message.contains(k.as_str()))
             .cloned()
             .unwrap_or_default();
         conninfo_error(if key.is_empty() {
-            e.to_string()
+            message
         } else {
-            format!("key {key}: {e}")
+            format!("key {key}: {message}")
         })
     })
 }

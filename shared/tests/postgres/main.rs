@@ -482,9 +482,15 @@ async fn snapshot_merges_with_concurrent_changes() {
     let mut state = SourceState::default();
     let mut round = 0;
     let mut writer_ops = None;
+    // Bounded in time, not rounds: on a loaded machine the writer's 300
+    // changes outlast many quick rounds.
+    let started = std::time::Instant::now();
     loop {
         round += 1;
-        assert!(round < 200, "no convergence");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(180),
+            "no convergence in {round} rounds"
+        );
         let mut batch = source.read_batch(&state).await.unwrap();
         if round == 3 {
             // A crash before commit: the same state reads the same stream
