@@ -103,6 +103,36 @@ const HTTP: &[Key] = &[
     key("wait_seconds", Kind::Int { min: 0, max: 29 }),
 ];
 const MAINTENANCE: &[Key] = &[key("tables", Kind::List)];
+const POSTGRES: &[Key] = &[
+    key("conninfo", Kind::Text),
+    key("secret", Kind::Text),
+    key("slot", Kind::Text),
+    key("publication", Kind::Text),
+    key("tables", Kind::List),
+    key("namespace", Kind::Text),
+    key(
+        "chunk_rows",
+        Kind::Int {
+            min: 1,
+            max: 10_000_000,
+        },
+    ),
+    key(
+        "max_changes",
+        Kind::Int {
+            min: 1,
+            max: 10_000_000,
+        },
+    ),
+    // A Lambda runs 15 minutes at most; the CLI may run a day.
+    key(
+        "max_seconds",
+        Kind::Int {
+            min: 1,
+            max: 86_400,
+        },
+    ),
+];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),
     key("partition", Kind::List),
@@ -121,6 +151,7 @@ pub(super) const SECTIONS: &[(&str, &[Key])] = &[
     ("queue", QUEUE),
     ("http", HTTP),
     ("maintenance", MAINTENANCE),
+    ("postgres", POSTGRES),
 ];
 
 /// The section of per-table overrides.
@@ -179,7 +210,7 @@ pub(super) fn check(root: &mut Table) -> Result<(), ConfigError> {
                     "section",
                     name,
                     known,
-                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance or tables",
+                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres or tables",
                 ),
             ));
         }
