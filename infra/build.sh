@@ -46,7 +46,7 @@ artifacts="$target_dir/lambda"
 
 # The functions the module deploys.
 bins=()
-for bin in floe-writer floe-committer floe-ingest-http floe-maintenance; do
+for bin in floe-writer floe-committer floe-ingest-http floe-maintenance floe-pg-sync; do
   if ! grep -qs "^name = \"$bin\"" "$repo"/functions/*/Cargo.toml; then
     echo "no $bin binary in the workspace" >&2
     exit 1

@@ -2,6 +2,8 @@
 # floe beside its peers on the same 1M benchmark events, same machine, same run.
 # Usage: local-dev/bench/compare.sh [RECORDS]   (needs ../shared/bench beside the repo)
 # Prints one markdown row per run: what, records/s, snapshots, ratio to pyiceberg.
+# FLOE_BIN=path runs that floe binary instead of building this checkout's (an
+# earlier build, for a before/after in the same window).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000000}"
@@ -13,8 +15,12 @@ venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
 "$venv/bin/python" -c "import pyiceberg, pyarrow" 2>/dev/null || "$venv/bin/pip" install -q -r local-dev/requirements-test.txt
 py="$venv/bin/python"
 
-cargo build --release --locked --bin floe >/dev/null
-floe="${CARGO_TARGET_DIR:-target}/release/floe"
+if [ -n "${FLOE_BIN:-}" ]; then
+  floe="$FLOE_BIN"
+else
+  cargo build --release --locked --bin floe >/dev/null
+  floe="${CARGO_TARGET_DIR:-target}/release/floe"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 events="$work/events.ndjson"

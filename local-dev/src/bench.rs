@@ -30,6 +30,8 @@ pub enum BenchCommand {
     Commit(CommitArgs),
     /// Copy-on-write: touch `--keys` keys of a table of `--rows` rows in `--files` files.
     Cow(CowArgs),
+    /// Position deletes: commits of `--changes` changes on a keyed table of `--keys` keys.
+    Keyed(KeyedArgs),
 }
 
 /// Record shape.
@@ -78,6 +80,21 @@ pub struct CowArgs {
     keys: u64,
 }
 
+#[derive(Debug, Args)]
+pub struct KeyedArgs {
+    #[arg(long, default_value_t = 10_000_000)]
+    keys: u64,
+    /// Keys per loading batch (one data file each).
+    #[arg(long, default_value_t = 1_000_000)]
+    load_batch: u64,
+    /// Changes per timed batch (updates of random keys, a tenth deletes).
+    #[arg(long, default_value_t = 10_000)]
+    changes: u64,
+    /// Timed batches, each committed on its own.
+    #[arg(long, default_value_t = 5)]
+    batches: u64,
+}
+
 pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Gen(a) => {
@@ -90,6 +107,7 @@ pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
         }
         BenchCommand::Commit(a) => commit_regime(floe, a).await,
         BenchCommand::Cow(a) => cow(floe, a).await,
+        BenchCommand::Keyed(a) => keyed(floe, a).await,
     }
 }
 
@@ -279,6 +297,87 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
         })
     );
     Ok(())
+}
+
+/// Loads a keyed table in large batches, then times batches of random
+/// updates and deletes, each resolved to position deletes at commit; prints
+/// one JSON line per timed batch and the process's peak resident memory.
+async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
+    let ident = ident::parse_table("bench.keyed")?;
+    let schema = tabledef::parse_schema(
+        r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+          {"id":1,"name":"id","required":true,"type":"long"},
+          {"id":2,"name":"v","required":false,"type":"string"},
+          {"id":3,"name":"n","required":false,"type":"long"}]}"#,
+    )?;
+    floe.create_table(
+        &ident,
+        tabledef::creation(ident.name(), schema, Default::default(), Default::default()),
+    )
+    .await?;
+    let opts = IngestOptions {
+        writers: 2,
+        batch_records: a.load_batch.max(a.changes),
+        commit_window: Duration::ZERO,
+        ..IngestOptions::default()
+    };
+    let input = |name: String, text: Vec<u8>| Input {
+        source: format!("bench:{name}"),
+        kind: SourceKind::Kafka,
+        reader: Box::new(std::io::Cursor::new(text)),
+    };
+    let started = std::time::Instant::now();
+    let mut first = 0;
+    while first < a.keys {
+        let last = (first + a.load_batch).min(a.keys);
+        let mut text = Vec::with_capacity((last - first) as usize * 40);
+        for id in first..last {
+            let _ = writeln!(text, r#"{{"id":{id},"v":"value {id}","n":{id}}}"#);
+        }
+        floe.ingest(
+            Some(&ident),
+            vec![input(format!("load{first}"), text)],
+            &opts,
+        )
+        .await?;
+        first = last;
+    }
+    let load_seconds = started.elapsed().as_secs_f64();
+    let mut rng = Rng(0x5EED);
+    for b in 0..a.batches {
+        let mut text = Vec::with_capacity(a.changes as usize * 50);
+        for i in 0..a.changes {
+            let id = rng.next() % a.keys;
+            if i % 10 == 9 {
+                let _ = writeln!(text, r#"{{"_op":"d","id":{id}}}"#);
+            } else {
+                let _ = writeln!(
+                    text,
+                    r#"{{"_op":"u","id":{id},"v":"changed in {b}","n":{i}}}"#
+                );
+            }
+        }
+        let r = floe
+            .ingest(Some(&ident), vec![input(format!("change{b}"), text)], &opts)
+            .await?;
+        println!(
+            "{}",
+            serde_json::json!({
+                "keys": a.keys, "changes": a.changes, "batch": b,
+                "seconds": r.elapsed.as_secs_f64(), "snapshots": r.snapshots,
+                "load_seconds": load_seconds, "peak_rss_mib": peak_rss_mib(),
+            })
+        );
+    }
+    Ok(())
+}
+
+/// The process's peak resident memory (Linux `VmHWM`), MiB.
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
 }
 
 /// xorshift64: reproducible data without a dependency.

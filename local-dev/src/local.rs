@@ -344,7 +344,10 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         .with_context(|| format!("creating {}", args.state_dir.display()))?;
     let state = std::path::absolute(&args.state_dir)?;
     // --endpoint, else the config's [aws] endpoint, else the SDK's variables.
-    let endpoint = args.endpoint.clone().or_else(|| config.aws.endpoint.clone());
+    let endpoint = args
+        .endpoint
+        .clone()
+        .or_else(|| config.aws.endpoint.clone());
     let settings = AwsSettings {
         region: Some(
             config
@@ -516,7 +519,13 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
                 continue;
             }
             next = Instant::now() + every;
-            match maintenance.handle(json!({"source": "floe.local"})).await {
+            // Like the function's 15-minute timeout, but a run also ends
+            // before the next tick so runs never overlap.
+            let deadline = Instant::now() + every.min(Duration::from_secs(900));
+            match maintenance
+                .handle(json!({"source": "floe.local"}), Some(deadline))
+                .await
+            {
                 Ok(answer) => info!(%answer, "maintenance ran"),
                 Err(e) => warn!(error = %e, "maintenance failed"),
             }

@@ -22,6 +22,10 @@ pub struct MaintainArgs {
     /// Leave unreferenced files younger than this (default 3 days).
     #[arg(long)]
     orphan_window_ms: Option<i64>,
+    /// Start no compaction step after this many seconds; a large backlog
+    /// goes on in the next run.
+    #[arg(long)]
+    max_seconds: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -36,6 +40,9 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -
         orphan_window_ms: args.orphan_window_ms.unwrap_or(defaults.orphan_window_ms),
         // S3 locations are listed through the deployment's client.
         lister: deployment.lister.clone(),
+        deadline: args
+            .max_seconds
+            .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s)),
         ..defaults
     };
     let r = maintain(&floe.catalog(), &table, &opts).await?;

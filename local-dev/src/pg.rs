@@ -1,133 +1,300 @@
-//! `floe pg setup|sync`: a Postgres logical replication slot into keyed
-//! Iceberg tables.
+//! `floe pg setup|sync|resync|status`: a Postgres logical replication slot
+//! into keyed Iceberg tables.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use floe_core::embedded::{Embedded, IngestOptions};
+use floe_core::config::Config;
+use floe_core::embedded::Embedded;
 use floe_core::iceberg::NamespaceIdent;
-use floe_core::postgres::sync::{SyncOptions, sync};
-use floe_core::postgres::{PgConfig, PgSource, format_lsn, setup};
+use floe_core::postgres::status::status;
+use floe_core::postgres::sync::{SyncOptions, open, resync, sync};
+use floe_core::postgres::{PgConfig, conn, format_lsn, setup};
 
 #[derive(Debug, Subcommand)]
 pub enum PgCommand {
     /// Create the publication and the slot (pgoutput) when missing.
     Setup(Source),
     /// Copy the tables (an initial snapshot, chunk by chunk) and stream their
-    /// changes into NAMESPACE.<table>, exactly once, until caught up.
+    /// changes into NAMESPACE.<table>, exactly once, until caught up with
+    /// the stream (or --max-seconds, or --max-batches).
     Sync(SyncArgs),
+    /// After a slot was dropped or invalidated: recreate it and copy every
+    /// table again (the next sync replaces the tables' rows).
+    Resync(Target),
+    /// Slot lag (bytes and seconds), WAL retained, the oldest change not yet
+    /// in Iceberg, and each table's position and snapshot progress.
+    Status(StatusArgs),
 }
 
+/// Where to read from; each flag falls back to `[postgres]` of the config.
 #[derive(Debug, Args)]
 pub struct Source {
-    /// libpq connection string (`host=… port=… user=… dbname=…`).
+    /// libpq connection string or postgresql:// URI (sslmode, sslrootcert…).
     #[arg(long, env = "FLOE_PG_CONNINFO")]
-    conninfo: String,
-    /// Logical replication slot.
-    #[arg(long, default_value = "floe")]
-    slot: String,
-    /// Publication.
-    #[arg(long, default_value = "floe")]
-    publication: String,
+    conninfo: Option<String>,
+    /// Secrets Manager ARN of the login (JSON with username and password, as RDS writes it).
+    #[arg(long, env = "FLOE_PG_SECRET_ARN")]
+    secret_arn: Option<String>,
+    /// Logical replication slot [default: floe].
+    #[arg(long)]
+    slot: Option<String>,
+    /// Publication [default: floe].
+    #[arg(long)]
+    publication: Option<String>,
     /// A table to replicate, `schema.table` (repeatable).
-    #[arg(long = "table", required = true)]
+    #[arg(long = "table")]
     tables: Vec<String>,
+}
+
+/// A source and the namespace of its Iceberg tables.
+#[derive(Debug, Args)]
+pub struct Target {
+    #[command(flatten)]
+    source: Source,
+    /// Namespace of the Iceberg tables [default: raw].
+    #[arg(long)]
+    namespace: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct SyncArgs {
     #[command(flatten)]
-    source: Source,
-    /// Namespace of the Iceberg tables.
-    #[arg(long, default_value = "raw")]
-    namespace: String,
-    /// Rows per snapshot chunk.
-    #[arg(long, default_value_t = 10_000)]
-    chunk_rows: usize,
-    /// Most changes per micro-batch.
-    #[arg(long, default_value_t = 50_000)]
-    max_changes: usize,
+    target: Target,
+    /// Rows per snapshot chunk [default: 10000].
+    #[arg(long)]
+    chunk_rows: Option<usize>,
+    /// Most changes per micro-batch [default: 50000].
+    #[arg(long)]
+    max_changes: Option<usize>,
     /// Stop after this many micro-batches.
     #[arg(long)]
     max_batches: Option<usize>,
+    /// Start no batch after this many seconds (the longest batch so far is
+    /// the estimate), so the run ends cleanly; the next run continues.
+    #[arg(long)]
+    max_seconds: Option<u64>,
     /// Keep polling after catching up, every this many milliseconds.
     #[arg(long)]
     follow_ms: Option<u64>,
+    /// While following, commit each table at most once per this many
+    /// milliseconds unless a read fills `--max-changes` (default 15000).
+    #[arg(long)]
+    commit_interval_ms: Option<u64>,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 impl Source {
-    fn config(&self) -> PgConfig {
-        PgConfig::new(
-            self.conninfo.clone(),
-            self.slot.clone(),
-            self.publication.clone(),
-            self.tables.clone(),
-        )
+    async fn config(&self, config: &Config) -> Result<PgConfig> {
+        let pg = &config.postgres;
+        let conninfo = self
+            .conninfo
+            .clone()
+            .or_else(|| pg.conninfo.as_ref().map(|c| c.expose().to_string()))
+            .context("no Postgres to read: pass --conninfo (or FLOE_PG_CONNINFO, or postgres.conninfo in the config)")?;
+        let tables = if self.tables.is_empty() {
+            pg.tables.clone()
+        } else {
+            self.tables.clone()
+        };
+        anyhow::ensure!(
+            !tables.is_empty(),
+            "no tables to replicate: pass --table schema.table (or postgres.tables in the config)"
+        );
+        let mut out = PgConfig::new(
+            conninfo,
+            self.slot
+                .clone()
+                .or_else(|| pg.slot.clone())
+                .unwrap_or_else(|| "floe".into()),
+            self.publication
+                .clone()
+                .or_else(|| pg.publication.clone())
+                .unwrap_or_else(|| "floe".into()),
+            tables,
+        );
+        if let Some(arn) = self.secret_arn.as_ref().or(pg.secret.as_ref()) {
+            out.secret = Some(conn::login_for(config, arn).await?);
+        }
+        if let Some(n) = pg.chunk_rows {
+            out.chunk_rows = usize::try_from(n)?;
+        }
+        if let Some(n) = pg.max_changes {
+            out.max_changes = usize::try_from(n)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Target {
+    fn namespace(&self, config: &Config) -> Result<NamespaceIdent> {
+        let name = self
+            .namespace
+            .clone()
+            .or_else(|| config.postgres.namespace.clone())
+            .unwrap_or_else(|| "raw".into());
+        Ok(NamespaceIdent::from_strs(name.split('.'))?)
     }
 }
 
 pub async fn run(floe: &Embedded, cmd: PgCommand) -> Result<()> {
+    let config = floe.config();
     match cmd {
         PgCommand::Setup(source) => {
-            setup(&source.config()).await?;
+            let pg = source.config(config).await?;
+            setup(&pg).await?;
             println!(
                 "publication {} and slot {} are ready",
-                source.publication, source.slot
+                pg.publication, pg.slot
             );
             Ok(())
         }
-        PgCommand::Sync(args) => {
-            let config = PgConfig {
-                chunk_rows: args.chunk_rows,
-                max_changes: args.max_changes,
-                ..args.source.config()
-            };
-            let mut source = PgSource::connect(config.clone()).await?;
-            let opts = SyncOptions {
-                namespace: NamespaceIdent::from_strs(args.namespace.split('.'))?,
-                max_batches: args.max_batches,
-                follow: args.follow_ms.map(Duration::from_millis),
-                ingest: IngestOptions {
-                    commit_window: Duration::from_millis(50),
-                    ..IngestOptions::default()
-                },
-            };
-            let r = sync(floe, &mut source, &config, &opts).await?;
-            let lsn = r.confirmed_lsn.map(format_lsn).unwrap_or_default();
+        PgCommand::Sync(args) => sync_command(floe, args).await,
+        PgCommand::Resync(target) => {
+            let pg = target.source.config(config).await?;
+            let opts = SyncOptions::new(target.namespace(config)?);
+            resync(floe, &pg, &opts).await?;
+            println!(
+                "slot {} recreated; the next `floe pg sync` copies {} again",
+                pg.slot,
+                pg.tables.join(", ")
+            );
+            Ok(())
+        }
+        PgCommand::Status(args) => {
+            let pg = args.target.source.config(config).await?;
+            let ns = args.target.namespace(config)?;
+            let s = status(floe, &pg, &ns, floe_core::clock::now_ms()).await?;
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "batches": r.batches, "lines": r.lines, "skipped": r.skipped,
-                        "confirmed_lsn": lsn, "snapshot_done": r.snapshot_done,
-                        "records_committed": r.ingest.records_committed,
-                        "rejected": r.ingest.rejected.len(), "commits": r.ingest.commits,
-                    })
-                );
-            } else {
-                println!(
-                    "{} batches, {} changes ({} already held), slot at {lsn}, snapshot {}",
-                    r.batches,
-                    r.lines,
-                    r.skipped,
-                    if r.snapshot_done {
-                        "done"
+                println!("{}", serde_json::to_string_pretty(&s)?);
+                return Ok(());
+            }
+            match &s.health {
+                None => println!(
+                    "slot {}: MISSING (run `floe pg resync` if it held changes)",
+                    s.slot
+                ),
+                Some(h) => println!(
+                    "slot {}: confirmed {}, server at {}, wal_status {}{}",
+                    s.slot,
+                    h.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
+                    format_lsn(h.current_lsn),
+                    h.wal_status.as_deref().unwrap_or("?"),
+                    if h.is_lost() {
+                        " (LOST: run `floe pg resync`)"
                     } else {
-                        "in progress"
+                        ""
                     }
+                ),
+            }
+            let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            let secs =
+                |v: Option<f64>| v.map(|v| format!("{v:.1} s")).unwrap_or_else(|| "-".into());
+            println!(
+                "slot lag {} bytes, {}; WAL retained {} bytes; oldest change not in Iceberg {}",
+                num(s.slot_lag_bytes),
+                secs(s.slot_lag_seconds),
+                num(s.wal_retained_bytes),
+                secs(s.oldest_uncommitted_change_age_seconds)
+            );
+            for t in &s.tables {
+                println!(
+                    "  {} -> {}: at {}, snapshot {}",
+                    t.table,
+                    t.iceberg,
+                    t.lsn.as_deref().unwrap_or("-"),
+                    t.snapshot
                 );
-                for rej in &r.ingest.rejected {
-                    println!(
-                        "rejected: {} at {} (LSN): `{}`: {}",
-                        rej.table, rej.position, rej.field, rej.reason
-                    );
-                }
             }
             Ok(())
         }
     }
+}
+
+async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
+    let started = Instant::now();
+    let config = floe.config();
+    let mut pg = args.target.source.config(config).await?;
+    if let Some(n) = args.chunk_rows {
+        pg.chunk_rows = n;
+    }
+    if let Some(n) = args.max_changes {
+        pg.max_changes = n;
+    }
+    let mut opts = SyncOptions::new(args.target.namespace(config)?);
+    opts.max_batches = args.max_batches;
+    opts.follow = args.follow_ms.map(Duration::from_millis);
+    if let Some(ms) = args.commit_interval_ms {
+        opts.commit_interval = Duration::from_millis(ms);
+    }
+    opts.deadline = args
+        .max_seconds
+        .or(config.postgres.max_seconds)
+        .map(|s| started + Duration::from_secs(s));
+    let mut source = open(floe, &pg, &opts.namespace).await?;
+    let r = sync(floe, &mut source, &pg, &opts).await?;
+    let lsn = r.confirmed_lsn.map(format_lsn).unwrap_or_default();
+    let rate = |n: usize, t: Duration| {
+        if t.is_zero() {
+            0.0
+        } else {
+            n as f64 / t.as_secs_f64()
+        }
+    };
+    let snapshot_rate = rate(r.snapshot_rows, r.snapshot_time);
+    let stream_rate = rate(
+        r.lines - r.snapshot_rows - r.skipped.min(r.lines - r.snapshot_rows),
+        r.stream_time,
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "batches": r.batches, "lines": r.lines, "skipped": r.skipped,
+                "snapshot_rows": r.snapshot_rows,
+                "confirmed_lsn": lsn, "snapshot_done": r.snapshot_done,
+                "stop": r.stop,
+                "records_committed": r.ingest.records_committed,
+                "rejected": r.ingest.rejected.len(), "commits": r.ingest.commits,
+                "snapshot_seconds": r.snapshot_time.as_secs_f64(),
+                "stream_seconds": r.stream_time.as_secs_f64(),
+                "snapshot_rows_per_second": snapshot_rate,
+                "stream_changes_per_second": stream_rate,
+                "lag_ms": r.lag.map(|l| l.as_millis() as u64),
+                "elapsed_seconds": started.elapsed().as_secs_f64(),
+            })
+        );
+    } else {
+        println!(
+            "{} batches, {} changes ({} already held), slot at {lsn}, snapshot {}, stopped: {:?}",
+            r.batches,
+            r.lines,
+            r.skipped,
+            if r.snapshot_done {
+                "done"
+            } else {
+                "in progress"
+            },
+            r.stop
+        );
+        for rej in &r.ingest.rejected {
+            println!(
+                "rejected: {} at {} (LSN): `{}`: {}",
+                rej.table, rej.position, rej.field, rej.reason
+            );
+        }
+    }
+    Ok(())
 }

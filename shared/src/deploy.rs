@@ -69,6 +69,8 @@ pub enum Role {
     Ingest,
     /// `floe-maintenance`: scheduled compaction, expiry and orphan cleanup.
     Maintenance,
+    /// `floe-pg-sync`: a Postgres slot into keyed tables, on a schedule.
+    PgSync,
     /// The `floe` CLI: commits in-process, so a queue is optional (used by
     /// `ingest --via-queue` and `status`). Not a deployed function.
     Cli,
@@ -85,11 +87,12 @@ const LOCAL_ONLY: &[&str] = &[
 
 impl Role {
     /// Every role, in deployment order.
-    pub const ALL: [Role; 4] = [
+    pub const ALL: [Role; 5] = [
         Role::Writer,
         Role::Committer,
         Role::Ingest,
         Role::Maintenance,
+        Role::PgSync,
     ];
 
     /// The function's binary name.
@@ -99,13 +102,17 @@ impl Role {
             Self::Committer => "floe-committer",
             Self::Ingest => "floe-ingest-http",
             Self::Maintenance => "floe-maintenance",
+            Self::PgSync => "floe-pg-sync",
             Self::Cli => "floe",
         }
     }
 
-    /// Maintenance and the CLI commit straight to the catalog; the others meet on the queue.
+    /// Maintenance, pg-sync and the CLI commit straight to the catalog
+    /// (pg-sync may advance its slot only once its batch is in the tables, so
+    /// it cannot hand the commit to the committer); the others meet on the
+    /// queue.
     pub fn needs_queue(self) -> bool {
-        !matches!(self, Self::Maintenance | Self::Cli)
+        !matches!(self, Self::Maintenance | Self::PgSync | Self::Cli)
     }
 
     /// The environment variables this function reads on AWS, which a
@@ -120,6 +127,7 @@ impl Role {
         match self {
             Self::Ingest => sections.push("http"),
             Self::Maintenance => sections.push("maintenance"),
+            Self::PgSync => sections.push("postgres"),
             Self::Writer | Self::Committer | Self::Cli => {}
         }
         let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
@@ -466,7 +474,7 @@ async fn aws_parts(mut config: Config) -> Result<(Config, crate::aws::AwsClients
 
 /// The AWS clients `[aws]` describes.
 #[cfg(feature = "aws")]
-async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
+pub(crate) async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
     crate::aws::AwsClients::new(crate::aws::AwsSettings {
         region: config.aws.region.clone(),
         endpoint_url: config.aws.endpoint.clone(),

@@ -45,25 +45,35 @@ pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), Se
         else {
             continue;
         };
-        let fail = |message: String| SecretError {
-            key,
-            arn: arn.clone(),
-            message,
-        };
-        let out = clients
-            .secrets
-            .get_secret_value()
-            .secret_id(&arn)
-            .send()
-            .await
-            .map_err(|e| fail(DisplayErrorContext(&e).to_string()))?;
-        let value = out
-            .secret_string()
-            .filter(|v| !v.trim().is_empty())
-            .ok_or_else(|| fail("the secret has no string value".into()))?;
-        *slot = Some(Secret::from(value.trim()));
+        let value = read_secret(clients, key, &arn).await?;
+        *slot = Some(Secret::from(value.as_str()));
     }
     Ok(())
+}
+
+/// The string value of secret `arn`, which config key `key` names, trimmed.
+pub async fn read_secret(
+    clients: &AwsClients,
+    key: &'static str,
+    arn: &str,
+) -> Result<String, SecretError> {
+    let fail = |message: String| SecretError {
+        key,
+        arn: arn.to_string(),
+        message,
+    };
+    let out = clients
+        .secrets
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| fail(DisplayErrorContext(&e).to_string()))?;
+    out.secret_string()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| fail("the secret has no string value".into()))
 }
 
 #[cfg(test)]

@@ -188,10 +188,20 @@ pub fn configured_creation(
         .build()
         .map_err(|e| TableDefError::Schema(e.to_string()))?;
     let partition = parse_partition(&schema, &table.partition)?;
-    if schema.identifier_field_ids().next().is_some() && !partition.fields().is_empty() {
+    // Equality deletes reach only their own partition, and copy-on-write
+    // lists keys as such; position deletes follow a key wherever it lives.
+    let positions = table
+        .properties
+        .get(crate::commit::KEYED_DELETES)
+        .is_none_or(|v| v == "position")
+        && table.merge_strategy == crate::config::MergeStrategy::MergeOnRead;
+    if schema.identifier_field_ids().next().is_some()
+        && !partition.fields().is_empty()
+        && !positions
+    {
         return Err(TableDefError::Partition {
             expr: table.partition.join(", "),
-            reason: "keyed tables (identifier_fields) are unpartitioned for now: their equality deletes must reach every partition".into(),
+            reason: "keyed tables with equality deletes or copy-on-write are unpartitioned: use merge_strategy = \"merge-on-read\" (position deletes) to partition one".into(),
         });
     }
     let sort = parse_sort(&schema, &table.sort)?;
@@ -225,6 +235,16 @@ pub fn creation(
     properties
         .entry(crate::commit::DELETE_AFTER_COMMIT.to_string())
         .or_insert_with(|| "true".to_string());
+    // Keyed tables take position deletes, which every engine reads, unless
+    // their properties choose another way.
+    let chosen = crate::commit::copy_on_write::MODE_PROPERTIES
+        .iter()
+        .any(|p| properties.get(*p).is_some_and(|v| v == "copy-on-write"));
+    if schema.identifier_field_ids().next().is_some() && !chosen {
+        properties
+            .entry(crate::commit::KEYED_DELETES.to_string())
+            .or_insert_with(|| "position".to_string());
+    }
     TableCreation::builder()
         .name(name.to_string())
         .schema(schema)

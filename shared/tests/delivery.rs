@@ -192,7 +192,7 @@ async fn every_source_under_adversarial_delivery_equals_the_model() {
         failures.join("\n\n")
     );
     let readers = harness::independent(&h, &checked).await;
-    println!(
+    harness::report(&format!(
         "harness: {} schedules ({by_kind:?}), {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
         seeds.len(),
         total.lost,
@@ -200,5 +200,5 @@ async fn every_source_under_adversarial_delivery_equals_the_model() {
         total.out_of_order,
         total.foreign,
         total.dead_lettered
-    );
+    ));
 }

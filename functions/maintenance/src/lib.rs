@@ -37,6 +37,18 @@ pub struct MaintenanceFunction {
     lister: Lister,
 }
 
+/// When compaction steps must stop starting: the invocation's deadline less
+/// the time a step (1 GiB of input at most) may take to finish and commit.
+pub fn deadline_of(context: &lambda_runtime::Context) -> Option<std::time::Instant> {
+    const STEP_MARGIN_MS: u64 = 3 * 60 * 1000;
+    let now = floe_core::clock::now_ms();
+    let left = u64::try_from(i64::try_from(context.deadline).ok()? - now).ok()?;
+    Some(
+        std::time::Instant::now()
+            + std::time::Duration::from_millis(left.saturating_sub(STEP_MARGIN_MS)),
+    )
+}
+
 impl MaintenanceFunction {
     /// The function over a deployment.
     pub fn new(deployment: &Deployment) -> Self {
@@ -49,10 +61,17 @@ impl MaintenanceFunction {
 
     /// Maintains every configured table (or every table the catalog lists)
     /// with the tables' own expiry properties and the default orphan window;
-    /// answers one report per table.
-    pub async fn handle(&self, _event: Value) -> Result<Value, MaintenanceError> {
+    /// no compaction step starts after `deadline`, so a large backlog drains
+    /// over several scheduled runs instead of timing one out. Answers one
+    /// report per table.
+    pub async fn handle(
+        &self,
+        _event: Value,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Value, MaintenanceError> {
         self.run(&MaintainOptions {
             lister: self.lister.clone(),
+            deadline,
             ..MaintainOptions::default()
         })
         .await

@@ -241,12 +241,12 @@ async fn the_lambda_handlers_under_adversarial_delivery_equal_the_model() {
         failures.join("\n\n")
     );
     let readers = harness::independent(&h, &checked).await;
-    println!(
+    harness::report(&format!(
         "harness (Lambda handlers): {} schedules, {} lost, {} doubled, {} out of order, {} requests dead-lettered; independent readers: {readers}",
         seeds.len(),
         total.lost,
         total.doubled,
         total.out_of_order,
         total.dead_lettered
-    );
+    ));
 }

@@ -1368,3 +1368,188 @@ async fn the_committer_dead_letters_foreign_and_malformed_messages_and_deletes_n
     let key = real.trim_start_matches(&format!("s3://{}/", env.bucket));
     assert!(!env.object(key).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_keyed_table_moves_a_key_between_partitions() {
+    let mut env = Env::new().await;
+    env.partition = vec!["name".into()];
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    for event in [
+        kinesis_event(&[
+            ("300", json!({"id": 1, "name": "a"})),
+            ("301", json!({"id": 2, "name": "b"})),
+        ]),
+        // id 1 moves from partition name=a to name=b.
+        kinesis_event(&[("302", json!({"_op": "u", "id": 1, "name": "b"}))]),
+    ] {
+        let answer = writer.handle(event).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+        env.drain(&committer).await;
+    }
+    let expected = want(&[(1, Some("b")), (2, Some("b"))]);
+    assert_eq!(env.rows().await, expected);
+    // Position deletes: pyiceberg reads the table as well as DuckDB.
+    env.assert_readers_see(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_tombstones_delete_their_keys() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let env = Env::new().await;
+    env.create_table(true).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let record = |offset: i64, key: &str, value: Option<&str>| {
+        json!({"topic": "users", "partition": 0, "offset": offset,
+               "timestamp": 1_700_000_000_000i64, "timestampType": "CREATE_TIME",
+               "key": b64(key), "value": value.map(b64), "headers": []})
+    };
+    let event = |records: Vec<Value>| {
+        json!({"eventSource": "aws:kafka",
+               "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/1",
+               "records": {"users-0": records}})
+    };
+    for e in [
+        event(vec![
+            record(1, "{\"id\":1}", Some("{\"id\":1,\"name\":\"x\"}")),
+            record(2, "{\"id\":2}", Some("{\"id\":2,\"name\":\"y\"}")),
+            record(3, "3", Some("{\"id\":3,\"name\":\"z\"}")),
+        ]),
+        // An upsert topic deletes by tombstone: a key object, and a bare key.
+        event(vec![record(4, "{\"id\":1}", None), record(5, "3", None)]),
+    ] {
+        let answer = writer.handle(e).await.unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+        env.drain(&committer).await;
+    }
+    let expected = want(&[(2, Some("y"))]);
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+}
+
+/// A database `name` on the local Postgres cluster (local-dev/pg.sh), fresh,
+/// and a session on it.
+async fn postgres_db(name: &str) -> (String, tokio_postgres::Client) {
+    let base = services::run("pg.sh");
+    let connect = |conninfo: String| async move {
+        let (client, conn) = tokio_postgres::connect(&conninfo, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    };
+    let admin = connect(base.clone()).await;
+    admin
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    let conninfo = base.replace("dbname=postgres", &format!("dbname={name}"));
+    let db = connect(conninfo.clone()).await;
+    (conninfo, db)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sync_copies_then_streams_a_table_within_its_deadline() {
+    if std::env::var("FLOE_PG_SKIP").as_deref() == Ok("1") {
+        eprintln!("!!! FLOE_PG_SKIP=1: SKIPPING the pg-sync function test !!!");
+        return;
+    }
+    let env = Env::new().await;
+    let name = unique("floe_fn_pg");
+    let (conninfo, db) = postgres_db(&name).await;
+    db.batch_execute(
+        "CREATE TABLE events (id bigint PRIMARY KEY, name text);
+         INSERT INTO events SELECT g, 'row ' || g FROM generate_series(1, 120) g;",
+    )
+    .await
+    .unwrap();
+    // The login comes from Secrets Manager as RDS writes it (the local
+    // cluster trusts local users, so any password passes).
+    let login = env
+        .secret(r#"{"engine":"postgres","username":"postgres","password":"unused","port":54329}"#)
+        .await;
+    let mut config = env.config().await;
+    let pg = &mut config.postgres;
+    pg.conninfo = Some(conninfo.as_str().into());
+    pg.secret = Some(login);
+    pg.slot = Some(name.clone());
+    pg.publication = Some(name.clone());
+    pg.tables = vec!["public.events".into()];
+    pg.namespace = Some(env.ident.namespace().join("."));
+    pg.chunk_rows = Some(50);
+    let d = Deployment::from_config(config, Faults::none(), Role::PgSync)
+        .await
+        .unwrap();
+    let source = floe_core::postgres::PgConfig::new(
+        conninfo.as_str(),
+        name.as_str(),
+        name.as_str(),
+        vec!["public.events".into()],
+    );
+    floe_core::postgres::setup(&source).await.unwrap();
+    let function = floe_pg_sync::PgSyncFunction::new(&d).unwrap();
+
+    // An invocation out of time starts no batch and fails nothing.
+    let answer = function
+        .handle(json!({}), Some(std::time::Instant::now()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (answer["batches"].as_u64(), answer["stop"].as_str()),
+        (Some(0), Some("deadline")),
+        "{answer}"
+    );
+
+    // The EventBridge event is ignored; 120 rows in 50-row chunks.
+    let scheduled = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let deadline = || Some(std::time::Instant::now() + Duration::from_secs(120));
+    let answer = function
+        .handle(scheduled.clone(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(answer["snapshot_done"], true, "{answer}");
+    assert_eq!(answer["snapshot_rows"], 120, "{answer}");
+    assert_eq!(answer["rejected"], 0, "{answer}");
+    let expected: Vec<(i64, Option<String>)> =
+        (1..=120).map(|i| (i, Some(format!("row {i}")))).collect();
+    assert_eq!(env.rows().await, expected);
+
+    db.batch_execute(
+        "UPDATE events SET name = 'changed' WHERE id = 7;
+         DELETE FROM events WHERE id > 100;
+         INSERT INTO events VALUES (500, 'new');",
+    )
+    .await
+    .unwrap();
+    let answer = function.handle(scheduled, deadline()).await.unwrap();
+    assert_eq!(answer["stop"], "caught_up", "{answer}");
+    assert_eq!(answer["oldest_uncommitted_change_age_ms"], 0, "{answer}");
+    assert!(answer["slot_lag_bytes"].as_u64().is_some(), "{answer}");
+    let mut expected: Vec<(i64, Option<String>)> = (1..=100)
+        .map(|i| {
+            (
+                i,
+                Some(if i == 7 {
+                    "changed".into()
+                } else {
+                    format!("row {i}")
+                }),
+            )
+        })
+        .collect();
+    expected.push((500, Some("new".into())));
+    assert_eq!(env.rows().await, expected);
+    env.assert_duckdb_sees(&expected).await;
+}

@@ -329,21 +329,31 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
                 .ok_or_else(|| malformed("Kafka", format!("no topic for {key:?}")))?;
             let offset = u64::try_from(r.offset)
                 .map_err(|_| malformed("Kafka", format!("negative offset {}", r.offset)))?;
-            // A null value is log compaction's tombstone, not a record:
-            // Debezium sends one after each delete event by default, and
-            // dead-lettering them would bury real bad records (and fire the
-            // dead-letter alarm) on every CDC topic. Deletes come as change
-            // events (`op: d`, `_op: delete`).
-            let Some(value) = r.value.filter(|v| !v.is_empty()) else {
-                tombstones += 1;
-                continue;
+            // A null value is log compaction's tombstone: a delete of its key
+            // on an upsert topic, which the writer applies to keyed tables
+            // and skips for append ones (Debezium also sends one after each
+            // delete event, which is then a no-op). Without a key it says
+            // nothing.
+            let record = match r.value.filter(|v| !v.is_empty()) {
+                Some(value) => {
+                    // A value that is not base64 is kept as it came, so the
+                    // writer dead-letters it with its offset instead of
+                    // failing the batch.
+                    BASE64
+                        .decode(value.as_bytes())
+                        .map(Bytes::from)
+                        .unwrap_or_else(|_| Bytes::from(value))
+                }
+                None => {
+                    tombstones += 1;
+                    match r.key.as_deref().map(|k| BASE64.decode(k.as_bytes())) {
+                        Some(Ok(key)) if !key.is_empty() => {
+                            Bytes::from(floe_core::change::tombstone_record(&key))
+                        }
+                        _ => continue,
+                    }
+                }
             };
-            // A value that is not base64 is kept as it came, so the writer
-            // dead-letters it with its offset instead of failing the batch.
-            let record = BASE64
-                .decode(value.as_bytes())
-                .map(Bytes::from)
-                .unwrap_or_else(|_| Bytes::from(value));
             let source = format!("kafka:{topic}/{}", r.partition);
             let produced = r.timestamp.0.timestamp_millis();
             let part = parts.entry(source.clone()).or_insert_with(|| Shard {
@@ -359,7 +369,10 @@ fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
         }
     }
     if tombstones > 0 {
-        tracing::info!(tombstones, "Kafka tombstones (null values) skipped");
+        tracing::info!(
+            tombstones,
+            "Kafka tombstones (null values) passed on as deletes of their keys"
+        );
     }
     for shard in parts.values_mut() {
         shard.items.sort_by(|a, b| a.0.cmp(&b.0));
@@ -484,28 +497,43 @@ mod tests {
     }
 
     #[test]
-    fn kafka_tombstones_are_skipped_not_dead_lettered() {
-        let rec = |offset: i64, value: Value| {
+    fn kafka_tombstones_pass_on_as_deletes_of_their_keys() {
+        let rec = |offset: i64, key: Option<&str>, value: Value| {
             json!({"topic": "orders", "partition": 0, "offset": offset,
                    "timestamp": 1_700_000_000_000i64, "timestampType": "CREATE_TIME",
-                   "key": BASE64.encode("{\"id\":7}"), "value": value, "headers": []})
+                   "key": key.map(|k| BASE64.encode(k)), "value": value, "headers": []})
         };
         let event = json!({
             "eventSource": "aws:kafka",
             "eventSourceArn": "arn:aws:kafka:us-east-1:1:cluster/c/abc",
             "records": {"orders-0": [
-                rec(10, json!(BASE64.encode("{\"op\":\"d\",\"before\":{\"id\":7}}"))),
-                rec(11, Value::Null),
-                rec(12, json!("")),
+                rec(10, Some("{\"id\":7}"), json!(BASE64.encode("{\"op\":\"d\",\"before\":{\"id\":7}}"))),
+                rec(11, Some("{\"id\":7}"), Value::Null),
+                rec(12, Some("k8"), json!("")),
+                rec(13, None, Value::Null),
             ]}
         });
         let parts = decode(&event).unwrap();
         assert_eq!(parts.len(), 1);
-        let items: Vec<_> = parts[0].batch.records.iter().collect();
-        assert_eq!(items.len(), 1, "only the delete event is a record");
-        // A partition holding nothing but tombstones makes no batch at all.
-        let event =
-            json!({"eventSource": "aws:kafka", "records": {"orders-1": [rec(5, Value::Null)]}});
-        assert!(decode(&event).unwrap().is_empty());
+        let items: Vec<_> = parts[0]
+            .batch
+            .records
+            .iter()
+            .map(|(_, r)| r.to_vec())
+            .collect();
+        assert_eq!(items.len(), 3, "a keyless tombstone says nothing");
+        assert_eq!(
+            floe_core::change::tombstone_key(&items[1]),
+            Some("{\"id\":7}")
+        );
+        assert_eq!(floe_core::change::tombstone_key(&items[2]), Some("\"k8\""));
+        // The range still names every offset, so a redelivery is recognised.
+        assert_eq!(
+            parts[0].batch.spans[0].positions,
+            Positions::Range {
+                first: 10u64.into(),
+                last: 12u64.into()
+            }
+        );
     }
 }

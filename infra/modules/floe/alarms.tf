@@ -31,6 +31,9 @@ locals {
     var.enable_maintenance ? {
       maintenance = { function = "maintenance", function_name = aws_lambda_function.maintenance[0].function_name }
     } : {},
+    var.enable_pg_sync ? {
+      "pg-sync" = { function = "pg-sync", function_name = aws_lambda_function.pg_sync[0].function_name }
+    } : {},
   )
 }
 

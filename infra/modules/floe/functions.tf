@@ -1,4 +1,4 @@
-# The four Lambda functions, their log groups, and the checks the module can
+# The Lambda functions, their log groups, and the checks the module can
 # make before anything is created. Code: cargo-lambda's zips,
 # <artifacts_dir>/<bin>/bootstrap.zip, on the provided.al2023 runtime.
 
@@ -9,6 +9,7 @@ locals {
       committer   = true
       ingest      = var.enable_http_ingest
       maintenance = var.enable_maintenance
+      pg_sync     = var.enable_pg_sync
     } : fn => enabled if enabled
   }
 
@@ -17,6 +18,7 @@ locals {
     committer   = "${var.artifacts_dir}/floe-committer/bootstrap.zip"
     ingest      = "${var.artifacts_dir}/floe-ingest-http/bootstrap.zip"
     maintenance = "${var.artifacts_dir}/floe-maintenance/bootstrap.zip"
+    pg_sync     = "${var.artifacts_dir}/floe-pg-sync/bootstrap.zip"
   }
 
   # Lambda refuses more than 4 KB of environment (names and values) per function.
@@ -25,6 +27,7 @@ locals {
     committer   = sum([for k, v in local.committer_env : length(k) + length(v)]) + 8 + length(var.log_level)
     ingest      = sum([for k, v in local.ingest_env : length(k) + length(v)]) + 8 + length(var.log_level)
     maintenance = sum([for k, v in local.maintenance_env : length(k) + length(v)]) + 8 + length(var.log_level)
+    pg_sync     = sum([for k, v in local.pg_sync_env : length(k) + length(v)]) + 8 + length(var.log_level)
   }
 }
 

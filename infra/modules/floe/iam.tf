@@ -7,6 +7,9 @@
 #   ingest      the writer's rights without the sources, plus its token secret
 #   maintenance table files (list, get, put, delete), Glue databases and tables
 #               (list, read, update); no commit queue
+#   pg_sync     its tables' files (get, put, delete old metadata), dead letters
+#               (put), Glue tables of pg_namespace (create, update), its login
+#               secret; no commit queue (it commits itself)
 #
 # Every S3 right stops at the warehouse prefix; under Glue, at the
 # <db>.db/ directories of var.glue_databases.
@@ -37,6 +40,7 @@ locals {
     },
     var.enable_http_ingest ? { ingest = data.aws_iam_policy_document.ingest[0].json } : {},
     var.enable_maintenance ? { maintenance = data.aws_iam_policy_document.maintenance[0].json } : {},
+    var.enable_pg_sync ? { pg_sync = data.aws_iam_policy_document.pg_sync[0].json } : {},
   )
 
   extra_policy_attachments = merge([
@@ -45,6 +49,7 @@ locals {
       committer   = var.extra_policy_arns.committer
       ingest      = var.enable_http_ingest ? var.extra_policy_arns.ingest : []
       maintenance = var.enable_maintenance ? var.extra_policy_arns.maintenance : []
+      pg_sync     = var.enable_pg_sync ? var.extra_policy_arns.pg_sync : []
     } : { for i, arn in arns : "${fn}-${i}" => { function = fn, policy_arn = arn } }
   ]...)
 }
@@ -60,7 +65,7 @@ resource "aws_iam_role_policy" "fn" {
 resource "aws_iam_role_policy" "network" {
   for_each = {
     for fn, enabled in local.enabled_functions : fn => enabled
-    if local.in_vpc || (fn == "writer" && local.kafka_in_vpc)
+    if local.in_vpc || (fn == "writer" && local.kafka_in_vpc) || (fn == "pg_sync" && local.pg_in_vpc)
   }
 
   name   = "floe-vpc-network-interfaces"
@@ -154,7 +159,7 @@ data "aws_iam_policy_document" "kms" {
 data "aws_iam_policy_document" "network" {
   #checkov:skip=CKV_AWS_111:EC2 network-interface actions for Lambda's VPC ENIs support no resource-level constraint (as in AWSLambdaVPCAccessExecutionRole).
   #checkov:skip=CKV_AWS_356:ec2:CreateNetworkInterface and ec2:Describe* accept only "*" as resource.
-  count = local.in_vpc || local.kafka_in_vpc ? 1 : 0
+  count = local.in_vpc || local.kafka_in_vpc || local.pg_in_vpc ? 1 : 0
 
   statement {
     sid = "VpcNetworkInterfaces"

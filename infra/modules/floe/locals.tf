@@ -55,6 +55,10 @@ locals {
     for s in values(var.kafka_sources) : length(s.subnet_ids) > 0
   ])
   in_vpc = length(var.vpc_subnet_ids) > 0
+  # pg-sync reaches the database in its own subnets, else in vpc_subnet_ids.
+  pg_subnet_ids         = length(var.pg_subnet_ids) > 0 ? var.pg_subnet_ids : var.vpc_subnet_ids
+  pg_security_group_ids = length(var.pg_subnet_ids) > 0 ? var.pg_security_group_ids : var.vpc_security_group_ids
+  pg_in_vpc             = var.enable_pg_sync && length(local.pg_subnet_ids) > 0
 
   commit_queue_name    = var.fifo_commit_queue ? "${var.name}-commits.fifo" : "${var.name}-commits"
   commit_dlq_name      = var.fifo_commit_queue ? "${var.name}-commits-dlq.fifo" : "${var.name}-commits-dlq"
@@ -65,6 +69,7 @@ locals {
     committer   = "${var.name}-committer"
     ingest      = "${var.name}-ingest-http"
     maintenance = "${var.name}-maintenance"
+    pg_sync     = "${var.name}-pg-sync"
   }
 
   # --- the functions' environment ---------------------------------------------------
@@ -77,9 +82,10 @@ locals {
   #     keys under Glue), so each function's set of names is static;
   #   - common_env holds what all four functions share, queue_env what the
   #     three that meet on the commit queue add, writer_own_env,
-  #     ingest_own_env and maintenance_own_env what only those functions have; each
-  #     <function>_env (writer_env, committer_env, ingest_env,
-  #     maintenance_env) is a merge() of those named locals only;
+  #     ingest_own_env, maintenance_own_env and pg_sync_own_env what only
+  #     those functions have; each <function>_env (writer_env,
+  #     committer_env, ingest_env, maintenance_env, pg_sync_env) is a merge()
+  #     of those named locals only;
   #   - RUST_LOG is not a floe config key: it is merged in at each
   #     aws_lambda_function's environment block, never in these maps.
   # FLOE_CONFIG_TOML (var.floe_toml) carries [routing], [defaults] and
@@ -138,4 +144,21 @@ locals {
   ingest_env = merge(local.common_env, local.queue_env, local.ingest_own_env)
 
   maintenance_env = merge(local.common_env, local.maintenance_own_env)
+
+  # pg-sync commits straight to the catalog (it advances its slot only once a
+  # batch is in): no commit queue. FLOE_POSTGRES_MAX_SECONDS blank: the
+  # function's own deadline bounds each run.
+  pg_sync_own_env = {
+    FLOE_POSTGRES_CONNINFO    = var.pg_conninfo
+    FLOE_POSTGRES_SECRET      = var.pg_secret_arn
+    FLOE_POSTGRES_SLOT        = var.pg_slot
+    FLOE_POSTGRES_PUBLICATION = var.pg_publication
+    FLOE_POSTGRES_TABLES      = join(",", var.pg_tables)
+    FLOE_POSTGRES_NAMESPACE   = var.pg_namespace
+    FLOE_POSTGRES_CHUNK_ROWS  = tostring(var.pg_chunk_rows)
+    FLOE_POSTGRES_MAX_CHANGES = tostring(var.pg_max_changes)
+    FLOE_POSTGRES_MAX_SECONDS = ""
+  }
+
+  pg_sync_env = merge(local.common_env, local.pg_sync_own_env)
 }

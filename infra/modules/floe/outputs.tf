@@ -39,7 +39,7 @@ output "stream_failure_queue_url" {
 }
 
 output "function_names" {
-  description = "Function names by role: writer, committer, ingest, maintenance."
+  description = "Function names by role: writer, committer, ingest, maintenance, pg_sync."
   value = merge(
     {
       writer    = aws_lambda_function.writer.function_name
@@ -47,11 +47,12 @@ output "function_names" {
     },
     var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].function_name } : {},
     var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].function_name } : {},
+    var.enable_pg_sync ? { pg_sync = aws_lambda_function.pg_sync[0].function_name } : {},
   )
 }
 
 output "function_arns" {
-  description = "Function ARNs by role: writer, committer, ingest, maintenance."
+  description = "Function ARNs by role: writer, committer, ingest, maintenance, pg_sync."
   value = merge(
     {
       writer    = aws_lambda_function.writer.arn
@@ -59,6 +60,7 @@ output "function_arns" {
     },
     var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].arn } : {},
     var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].arn } : {},
+    var.enable_pg_sync ? { pg_sync = aws_lambda_function.pg_sync[0].arn } : {},
   )
 }
 

@@ -188,12 +188,13 @@ variable "vpc_security_group_ids" {
 }
 
 variable "extra_policy_arns" {
-  description = "Managed policies to attach to the roles, by function (writer, committer, ingest, maintenance): e.g. S3 Tables or Lake Formation rights for a REST catalog, or a customer key of a source."
+  description = "Managed policies to attach to the roles, by function (writer, committer, ingest, maintenance, pg_sync): e.g. S3 Tables or Lake Formation rights for a REST catalog, or a customer key of a source."
   type = object({
     writer      = optional(list(string), [])
     committer   = optional(list(string), [])
     ingest      = optional(list(string), [])
     maintenance = optional(list(string), [])
+    pg_sync     = optional(list(string), [])
   })
   default = {}
 }
@@ -670,4 +671,118 @@ variable "alarm_on_dead_letters" {
   description = "Alarm when the writer or the HTTP function dead-letters records (floe's dead_lettered_records metric)."
   type        = bool
   default     = true
+}
+
+# --- Postgres source (floe-pg-sync) -------------------------------------------------
+
+variable "enable_pg_sync" {
+  description = "Deploy floe-pg-sync: on pg_sync_schedule, one bounded run of a Postgres logical replication slot into keyed Iceberg tables (reserved concurrency 1)."
+  type        = bool
+  default     = false
+}
+
+variable "pg_conninfo" {
+  description = "FLOE_POSTGRES_CONNINFO: libpq conninfo without a password, e.g. \"host=db.xxx.rds.amazonaws.com dbname=shop sslmode=verify-full sslrootcert=system\" (the login comes from pg_secret_arn)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = !can(regex("password\\s*=", var.pg_conninfo))
+    error_message = "pg_conninfo: keep the password out of it (and out of Terraform state): put the login in a Secrets Manager secret and set pg_secret_arn."
+  }
+}
+
+variable "pg_secret_arn" {
+  description = "FLOE_POSTGRES_SECRET: Secrets Manager ARN of the login JSON RDS (and its rotation) writes: username, password, optionally host, port, dbname. Re-read on every run."
+  type        = string
+  default     = ""
+}
+
+variable "pg_tables" {
+  description = "FLOE_POSTGRES_TABLES: schema.table names to replicate (comma-separated in the environment)."
+  type        = list(string)
+  default     = []
+}
+
+variable "pg_slot" {
+  description = "FLOE_POSTGRES_SLOT: the logical replication slot (pgoutput); `floe pg setup` creates it."
+  type        = string
+  default     = "floe"
+}
+
+variable "pg_publication" {
+  description = "FLOE_POSTGRES_PUBLICATION: the publication naming pg_tables."
+  type        = string
+  default     = "floe"
+}
+
+variable "pg_namespace" {
+  description = "FLOE_POSTGRES_NAMESPACE: namespace (Glue database) of the Iceberg tables; one of glue_databases under Glue."
+  type        = string
+  default     = "raw"
+}
+
+variable "pg_chunk_rows" {
+  description = "FLOE_POSTGRES_CHUNK_ROWS: rows per initial-snapshot chunk."
+  type        = number
+  default     = 10000
+}
+
+variable "pg_max_changes" {
+  description = "FLOE_POSTGRES_MAX_CHANGES: stream changes per micro-batch, about."
+  type        = number
+  default     = 50000
+}
+
+variable "pg_schedule" {
+  description = "EventBridge schedule of pg-sync runs. Each run stops before its deadline; a run still going when the next is due makes that one wait (reserved concurrency 1), it never overlaps."
+  type        = string
+  default     = "rate(1 minute)"
+}
+
+variable "pg_timeout" {
+  description = "pg-sync timeout in seconds; a run starts no batch it expects to end within 30 s of it."
+  type        = number
+  default     = 900
+
+  validation {
+    condition     = var.pg_timeout >= 60 && var.pg_timeout <= 900
+    error_message = "pg_timeout: 60-900 seconds."
+  }
+}
+
+variable "pg_memory" {
+  description = "pg-sync memory in MB (one batch of max_changes changes is held at a time)."
+  type        = number
+  default     = 2048
+}
+
+variable "pg_subnet_ids" {
+  description = "Subnets of pg-sync, to reach the database (with pg_security_group_ids); they also need a route to S3, the catalog, Secrets Manager and CloudWatch Logs. Empty: vpc_subnet_ids, else no VPC."
+  type        = list(string)
+  default     = []
+}
+
+variable "pg_security_group_ids" {
+  description = "Security groups of pg-sync: the database's security group must admit them on its port."
+  type        = list(string)
+  default     = []
+}
+
+variable "pg_slot_lag_alarm_bytes" {
+  description = "Alarm when the slot is behind the server's WAL by more than this (pg_slot_lag)."
+  type        = number
+  default     = 1073741824
+}
+
+variable "pg_wal_retained_alarm_bytes" {
+  description = "Alarm when the server keeps more WAL than this for the slot (pg_wal_retained): a stalled sync fills the database's disk."
+  type        = number
+  default     = 10737418240
+}
+
+variable "pg_freshness_alarm_ms" {
+  description = "Alarm when the oldest change not yet in Iceberg is older than this (pg_oldest_uncommitted_change_age), or when runs report nothing at all."
+  type        = number
+  default     = 900000
 }

@@ -93,6 +93,72 @@ impl ChangeError {
     }
 }
 
+/// The field that marks a log-compaction tombstone (a Kafka record with a
+/// null value) the event decoder kept for its key: `{"__floe_tombstone": KEY}`
+/// where KEY is the record key as JSON (an object of key fields, or a scalar).
+pub const TOMBSTONE: &str = "__floe_tombstone";
+
+/// The record a tombstone with record key `key` (its bytes) becomes.
+pub fn tombstone_record(key: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(key);
+    let key = text.trim();
+    let json = if serde_json::from_str::<&RawValue>(key).is_ok() {
+        key.to_string()
+    } else {
+        serde_json::Value::String(key.to_string()).to_string()
+    };
+    format!("{{\"{TOMBSTONE}\":{json}}}").into_bytes()
+}
+
+/// The key of a tombstone record; `None` for any other record.
+pub fn tombstone_key(record: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(record).ok()?;
+    let rest = text.strip_prefix(&format!("{{\"{TOMBSTONE}\":"))?;
+    rest.strip_suffix('}')
+}
+
+/// The delete a tombstone makes on a keyed table with identifier fields
+/// `key_names`: the key's fields (unwrapped from a Kafka Connect
+/// `schema`/`payload` envelope), or, for a key that is one value, that value
+/// as the only identifier field.
+pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, ChangeError> {
+    let at = |reason: String| ChangeError {
+        field: String::new(),
+        reason,
+    };
+    let row = match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(key) {
+        Ok(mut fields) => match (fields.remove("payload"), fields.contains_key("schema")) {
+            (Some(serde_json::Value::Object(payload)), true) => serde_json::Value::Object(payload),
+            (payload, _) => {
+                if let Some(p) = payload {
+                    fields.insert("payload".into(), p);
+                }
+                serde_json::Value::Object(fields)
+            }
+        },
+        Err(_) => match key_names {
+            [only] => {
+                let value: serde_json::Value = serde_json::from_str(key)
+                    .map_err(|e| at(format!("tombstone key is not JSON: {e}")))?;
+                serde_json::json!({ only: value })
+            }
+            _ => {
+                return Err(at(format!(
+                    "a tombstone's key {key} is one value, but the table's key has {} fields; send the key as a JSON object of them",
+                    key_names.len()
+                )));
+            }
+        },
+    };
+    Ok(Change {
+        op: ChangeOp::Delete,
+        row: row.to_string().into_bytes(),
+        position: None,
+        ts_ms: None,
+        unchanged: Vec::new(),
+    })
+}
+
 /// Decodes one source record into a normalized change.
 pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, ChangeError> {
     let text = std::str::from_utf8(record)

@@ -20,8 +20,13 @@ pub enum Late {
     /// Everything: nothing newer touched its keys.
     OnTime,
     /// Everything but its changes to these keys (digests), which newer
-    /// committed changes superseded.
-    Superseded(HashSet<u128>),
+    /// committed changes superseded; `all` when that is every key it changes.
+    Superseded {
+        /// The superseded keys.
+        keys: HashSet<u128>,
+        /// They are all the request changes.
+        all: bool,
+    },
     /// Nothing can be applied safely; dead-letter it with why.
     Refused(String),
 }
@@ -65,15 +70,19 @@ pub async fn resolve(
     Ok(if superseded.is_empty() {
         Late::OnTime
     } else {
-        Late::Superseded(superseded)
+        Late::Superseded {
+            all: superseded.len() == own.all.len(),
+            keys: superseded,
+        }
     })
 }
 
 /// Adds to `into` the keys whose change in `theirs` is of the same source and
 /// at or after the change in `own` (at: the same change, already applied).
 fn newer(own: &Arc<KeyChanges>, theirs: &Arc<KeyChanges>, into: &mut HashSet<u128>) {
-    for (digest, (source, pos)) in own.iter() {
+    for (digest, (source, pos)) in own.changes.iter() {
         if theirs
+            .changes
             .get(digest)
             .is_some_and(|(s, p)| s == source && p >= pos)
         {

@@ -11,6 +11,9 @@ pub struct LiveFile {
     pub file: DataFile,
     /// Its partition spec.
     pub spec_id: i32,
+    /// Its data sequence number: an equality delete applies to it only when
+    /// its own is higher.
+    pub sequence_number: i64,
 }
 
 /// The live files of the current snapshot.
@@ -41,6 +44,7 @@ impl LiveFiles {
                 into.push(LiveFile {
                     file: e.data_file().clone(),
                     spec_id: m.partition_spec_id,
+                    sequence_number: e.sequence_number().unwrap_or(m.sequence_number),
                 });
             }
         }

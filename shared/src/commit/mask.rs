@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::read::read_file;
 use super::{CommitError, PlanContext};
-use crate::ledger::Claims;
+use crate::ledger::{Claims, KeyFile};
 use crate::request::CommitRequest;
 use crate::rowkey;
 use crate::write::TableWriter;
@@ -98,6 +98,44 @@ pub async fn drop_keys(
             Some(files) => deletes.extend(files),
             None => deletes.push(file),
         }
+    }
+    // The key file names only the keys the request still changes: the
+    // committer deletes the current rows of every key it names.
+    if let Some(path) = &request.key_file {
+        let Some(keys) = ctx.ledger.key_file(path).await? else {
+            return Err(ctx.build_err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!("request {}: its key file {path} is gone", request.batch_id),
+            )));
+        };
+        let mut sources: Vec<String> = Vec::new();
+        let mut rows = Vec::new();
+        for digest in keys.all.iter().filter(|d| !superseded.contains(d)) {
+            let (src, pos) = match keys.changes.get(digest) {
+                Some((source, pos)) => {
+                    let i = sources.iter().position(|s| s == source).unwrap_or_else(|| {
+                        sources.push(source.clone());
+                        sources.len() - 1
+                    });
+                    (i as u16, Some(pos.clone()))
+                }
+                None => (0, None),
+            };
+            rows.push((*digest, src, pos));
+        }
+        if sources.is_empty() {
+            sources = request.sources.iter().map(|s| s.source.clone()).collect();
+        }
+        let new_path = format!(
+            "{}.masked-{}.json.zst",
+            path.trim_end_matches(".json.zst"),
+            Uuid::now_v7().simple()
+        );
+        ctx.ledger
+            .put_key_file(&new_path, &KeyFile::new(sources, &rows))
+            .await?;
+        masked.written.push(new_path.clone());
+        masked.request.key_file = Some(new_path);
     }
     finish(ctx, masked, data, Some(deletes))
 }

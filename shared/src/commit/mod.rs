@@ -15,7 +15,9 @@ pub mod append;
 pub mod copy_on_write;
 pub mod late;
 pub mod live;
+pub mod locate;
 pub mod mask;
+pub mod position_delta;
 pub mod read;
 pub mod row_delta;
 pub mod snapshot;
@@ -46,6 +48,10 @@ pub struct PlanContext<'a> {
     pub table: &'a LoadedTable,
     /// Where its files are.
     pub file_io: &'a FileIO,
+    /// Ledger files (key files), read through the engine's cache.
+    pub ledger: &'a LedgerStore,
+    /// What the table's files hold, read through the engine's cache.
+    pub locator: &'a locate::Locator,
 }
 
 impl PlanContext<'_> {
@@ -193,6 +199,7 @@ pub struct CommitEngine {
     catalog: CatalogRef,
     retry: RetryPolicy,
     ledger: Arc<LedgerStore>,
+    locator: Arc<locate::Locator>,
 }
 
 /// A request as one attempt will commit it.
@@ -210,6 +217,17 @@ impl CommitEngine {
             catalog,
             retry,
             ledger,
+            locator: Arc::default(),
+        }
+    }
+
+    /// The planning context of one attempt on `base`.
+    pub fn context<'a>(&'a self, base: &'a LoadedTable) -> PlanContext<'a> {
+        PlanContext {
+            table: base,
+            file_io: self.catalog.file_io(),
+            ledger: &self.ledger,
+            locator: &self.locator,
         }
     }
 
@@ -269,10 +287,7 @@ impl CommitEngine {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
             let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
-            let ctx = PlanContext {
-                table: &base,
-                file_io: self.catalog.file_io(),
-            };
+            let ctx = self.context(&base);
             outcome.duplicates = Vec::new();
             outcome.superseded = Vec::new();
             outcome.rows_dropped = 0;
@@ -432,15 +447,11 @@ impl CommitEngine {
                     discard(ctx.file_io, &r.written).await;
                     refused.insert(r.request.batch_id.clone(), reason);
                 }
-                Late::Superseded(keys) => {
+                Late::Superseded { keys, all } => {
                     let m = mask::drop_keys(ctx, &r.request, &keys).await?;
                     info!(batch_id = %r.request.batch_id, keys = keys.len(), "late keyed request: newer changes superseded some of its keys");
                     outcome.rows_dropped += m.dropped;
-                    let nothing_left = m.request.data_files.is_empty()
-                        && m.request.delete_files.is_empty()
-                        && !m.request.truncate
-                        && m.request.state.is_empty();
-                    if nothing_left {
+                    if all && !m.request.truncate && m.request.state.is_empty() {
                         outcome.superseded.push(m.request.batch_id.clone());
                     }
                     r.written.extend(m.written);
@@ -508,10 +519,7 @@ impl CommitEngine {
             if ledger.head().recent.is_empty() && ledger.head().sources.is_empty() {
                 return Ok(());
             }
-            let ctx = PlanContext {
-                table: &base,
-                file_io: self.catalog.file_io(),
-            };
+            let ctx = self.context(&base);
             let (commit, files, _, versions, _) = self
                 .plan_and_build(&table, &ctx, &ledger, &[], &append::Append)
                 .await?;
@@ -546,10 +554,7 @@ impl CommitEngine {
                 // An earlier attempt's answer was lost, but it landed.
                 return Ok(ours);
             }
-            let ctx = PlanContext {
-                table: &base,
-                file_io: self.catalog.file_io(),
-            };
+            let ctx = self.context(&base);
             let plans = action.plan(&ctx, &[]).await?;
             let (commit, written, snapshot_ids, versions) =
                 self.build(&table, &base, plans, None).await?;
@@ -743,6 +748,37 @@ fn expired_versions(result: &iceberg::spec::TableMetadataBuildResult) -> Vec<Str
         .iter()
         .map(|l| l.metadata_file.clone())
         .collect()
+}
+
+/// Table property: how a keyed table's changes reach its older rows:
+/// `position` (position deletes resolved at commit, the default for keyed
+/// tables floe creates) or `equality` (equality delete files, as before).
+/// `write.update.mode = copy-on-write` overrides both.
+pub const KEYED_DELETES: &str = "floe.keyed.deletes";
+
+/// How a keyed table's commits change its older rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedMode {
+    /// Touched data files rewritten; no delete files.
+    CopyOnWrite,
+    /// Position deletes resolved against the table's rows at commit.
+    Positions,
+    /// Equality delete files the writers wrote, applied by readers.
+    Equalities,
+}
+
+impl KeyedMode {
+    /// The mode a table's properties choose (tables without the property,
+    /// from before position deletes, keep equality deletes).
+    pub fn of(metadata: &TableMetadata) -> Self {
+        if copy_on_write::enabled(metadata) {
+            return KeyedMode::CopyOnWrite;
+        }
+        match metadata.properties().get(KEYED_DELETES).map(String::as_str) {
+            Some("position") => KeyedMode::Positions,
+            _ => KeyedMode::Equalities,
+        }
+    }
 }
 
 /// Table property: delete metadata files that fall out of the metadata log.

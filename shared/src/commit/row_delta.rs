@@ -1,17 +1,18 @@
-//! Row delta: keyed requests (data files plus equality deletes) become one
-//! snapshot EACH, in source order, chained in one catalog commit. An equality
-//! delete applies only to data of lower sequence numbers, so a later request's
-//! deletes remove an earlier request's rows while its own rows survive: the
-//! table ends with the last state of every key, never two rows for one key.
-//!
-//! Tables set to copy-on-write get their touched files rewritten instead (see
-//! [`super::copy_on_write`]), in one snapshot.
+//! Row delta: keyed requests applied in source order. Tables with position
+//! deletes (the default) get ONE snapshot for all of them, every change
+//! resolved to the rows it replaces (see [`super::position_delta`]); tables
+//! set to copy-on-write get their touched files rewritten, in one snapshot
+//! (see [`super::copy_on_write`]). Tables with equality deletes get one
+//! snapshot EACH, in source order, chained in one catalog commit: an equality
+//! delete applies only to data of lower sequence numbers, so a later
+//! request's deletes remove an earlier request's rows while its own rows
+//! survive, and the table ends with the last state of every key.
 
 use async_trait::async_trait;
 use iceberg::spec::Operation;
 
 use super::snapshot::SnapshotPlan;
-use super::{Action, CommitError, PlanContext, copy_on_write};
+use super::{Action, CommitError, KeyedMode, PlanContext, copy_on_write, position_delta};
 use crate::ledger;
 use crate::request::CommitRequest;
 use crate::source::Position;
@@ -30,10 +31,16 @@ impl Action for RowDelta {
         let mut ordered: Vec<&CommitRequest> = requests.iter().collect();
         ordered.sort_by_key(|r| order_key(r));
         let metadata = ctx.metadata();
-        if copy_on_write::enabled(metadata)
-            && let Some(plan) = copy_on_write::plan(ctx, &ordered).await?
-        {
-            return Ok(vec![plan]);
+        match KeyedMode::of(metadata) {
+            KeyedMode::CopyOnWrite => {
+                if let Some(plan) = copy_on_write::plan(ctx, &ordered).await? {
+                    return Ok(vec![plan]);
+                }
+            }
+            KeyedMode::Positions => {
+                return Ok(vec![position_delta::plan(ctx, &ordered).await?]);
+            }
+            KeyedMode::Equalities => {}
         }
         ordered
             .into_iter()

@@ -40,7 +40,8 @@ const fn key(name: &'static str, kind: Kind) -> Key {
 pub(super) const MODES: &[&str] = &["fixed", "field", "source"];
 pub(super) const UNKNOWN_FIELDS: &[&str] = &["ignore", "reject"];
 pub(super) const EPOCH_UNITS: &[&str] = &["s", "ms", "us", "ns"];
-pub(super) const MERGE_STRATEGIES: &[&str] = &["merge-on-read", "copy-on-write"];
+pub(super) const MERGE_STRATEGIES: &[&str] =
+    &["merge-on-read", "equality-deletes", "copy-on-write"];
 pub(super) const CHANGELOGS: &[&str] = &["off", "beside", "only"];
 pub(super) const CATALOG_TYPES: &[&str] = &["sqlite", "glue", "rest"];
 
@@ -118,6 +119,36 @@ const HTTP: &[Key] = &[
     key("create_tables", Kind::Bool),
 ];
 const MAINTENANCE: &[Key] = &[key("tables", Kind::List)];
+const POSTGRES: &[Key] = &[
+    key("conninfo", Kind::Text),
+    key("secret", Kind::Text),
+    key("slot", Kind::Text),
+    key("publication", Kind::Text),
+    key("tables", Kind::List),
+    key("namespace", Kind::Text),
+    key(
+        "chunk_rows",
+        Kind::Int {
+            min: 1,
+            max: 10_000_000,
+        },
+    ),
+    key(
+        "max_changes",
+        Kind::Int {
+            min: 1,
+            max: 10_000_000,
+        },
+    ),
+    // A Lambda runs 15 minutes at most; the CLI may run a day.
+    key(
+        "max_seconds",
+        Kind::Int {
+            min: 1,
+            max: 86_400,
+        },
+    ),
+];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),
     key("partition", Kind::List),
@@ -136,6 +167,7 @@ pub(super) const SECTIONS: &[(&str, &[Key])] = &[
     ("queue", QUEUE),
     ("http", HTTP),
     ("maintenance", MAINTENANCE),
+    ("postgres", POSTGRES),
 ];
 
 /// The section of per-table overrides.
@@ -194,7 +226,7 @@ pub(super) fn check(root: &mut Table) -> Result<(), ConfigError> {
                     "section",
                     name,
                     known,
-                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance or tables",
+                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres or tables",
                 ),
             ));
         }

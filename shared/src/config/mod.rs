@@ -205,6 +205,20 @@
 //! |---|---|---|---|
 //! | `tables` | list of strings | every table | `namespace.table` names the function compacts, expires and cleans (`floe maintain` on each); empty means every Iceberg table the catalog lists. |
 //!
+//! ## `[postgres]`: the Postgres source (`floe pg sync` and the pg-sync function)
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `conninfo` | string | — | libpq connection string or `postgresql://` URI, with libpq's `sslmode` (`disable`, `allow`, `prefer`, `require`, `verify-ca`, `verify-full`) and `sslrootcert` (a PEM file such as RDS's `global-bundle.pem`, or `system`); `PG*` variables and `~/.pgpass` fill what it leaves out. |
+//! | `secret` | string | — | Secrets Manager ARN of the login, in the JSON RDS rotation writes (`username`, `password`, optionally `host`, `port`, `dbname`); read at every run, so a rotation is picked up. Its username and password win over the conninfo's; the conninfo's host, port and dbname win over the secret's. |
+//! | `slot` | string | `floe` | Logical replication slot (plugin `pgoutput`). |
+//! | `publication` | string | `floe` | Publication naming the tables. |
+//! | `tables` | list of strings | — | `schema.table` names to replicate (a bare name means `public`). |
+//! | `namespace` | string | `raw` | Namespace of the Iceberg tables. |
+//! | `chunk_rows` | integer | `10000` | Rows per initial-snapshot chunk. |
+//! | `max_changes` | integer | `50000` | Stream changes per micro-batch, about (transactions are never split). |
+//! | `max_seconds` | integer 1–86400 | — | Stop starting batches after this long (the function also stops in time for its deadline); the next run continues. |
+//!
 //! ## `[tables."namespace.table"]`: one table
 //!
 //! Quote the name: `[tables.bronze.events]` would mean a table `bronze` with a
@@ -339,6 +353,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[maintenance]`.
     pub maintenance: MaintenanceConfig,
+    /// `[postgres]`.
+    pub postgres: PostgresConfig,
     /// Directory that relative paths are relative to.
     #[serde(skip)]
     base_dir: PathBuf,
@@ -442,6 +458,39 @@ pub struct MaintenanceConfig {
     /// `namespace.table` names; empty means every table of the catalog.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
+}
+
+/// `[postgres]`: the Postgres source of `floe pg sync` and the pg-sync function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// libpq conninfo; a secret because it may carry a password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conninfo: Option<Secret>,
+    /// Secrets Manager ARN of the login JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The slot; `floe` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+    /// The publication; `floe` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publication: Option<String>,
+    /// `schema.table` names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
+    /// Iceberg namespace; `raw` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Rows per snapshot chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk_rows: Option<u64>,
+    /// Changes per micro-batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_changes: Option<u64>,
+    /// A run's time budget in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_seconds: Option<u64>,
 }
 
 /// A secret from the config: kept out of `Debug` output and never serialised back.
@@ -622,9 +671,13 @@ pub use crate::shred::EpochUnit;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MergeStrategy {
-    /// Equality delete files, applied by readers.
+    /// Position deletes, resolved by the committer against the table's rows:
+    /// every engine reads them.
     #[default]
     MergeOnRead,
+    /// Equality delete files the writers write, applied by readers (not by
+    /// pyiceberg, Snowflake or Athena).
+    EqualityDeletes,
     /// Touched data files rewritten at commit; the table holds no delete files.
     CopyOnWrite,
 }
@@ -1072,13 +1125,22 @@ impl Config {
         let mut properties = defaults.properties.clone();
         properties.extend(own.properties);
         let merge_strategy = own.merge_strategy.unwrap_or(defaults.merge_strategy);
-        if merge_strategy == MergeStrategy::CopyOnWrite {
-            // The committer reads the mode from the table, as every engine does.
-            for p in crate::commit::copy_on_write::MODE_PROPERTIES {
-                properties
-                    .entry(p.to_string())
-                    .or_insert_with(|| "copy-on-write".to_string());
+        // The committer reads the mode from the table, as every engine does;
+        // keyed tables floe creates take position deletes unless told otherwise.
+        match merge_strategy {
+            MergeStrategy::CopyOnWrite => {
+                for p in crate::commit::copy_on_write::MODE_PROPERTIES {
+                    properties
+                        .entry(p.to_string())
+                        .or_insert_with(|| "copy-on-write".to_string());
+                }
             }
+            MergeStrategy::EqualityDeletes => {
+                properties
+                    .entry(crate::commit::KEYED_DELETES.to_string())
+                    .or_insert_with(|| "equality".to_string());
+            }
+            MergeStrategy::MergeOnRead => {}
         }
         ResolvedTable {
             name: name.to_string(),

@@ -64,6 +64,12 @@ impl KeyFile {
         super::head::encode(self)
     }
 
+    /// Every key's digest.
+    pub fn digests(&self) -> Result<Vec<u128>, FormatError> {
+        digest::unpack(&self.keys)
+            .ok_or_else(|| FormatError::Corrupt("key file: keys are not packed digests".into()))
+    }
+
     /// Each key's last change, for the keys whose source has an order.
     pub fn changes(&self) -> Result<HashMap<u128, LastChange>, FormatError> {
         let digests = digest::unpack(&self.keys)

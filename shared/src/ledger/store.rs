@@ -20,8 +20,14 @@ const SEGMENTS: usize = 256;
 /// Key files kept in memory.
 const KEY_FILES: usize = 1024;
 
-/// The key changes of one key file.
-pub type KeyChanges = HashMap<u128, LastChange>;
+/// What one key file holds.
+#[derive(Debug, Clone, Default)]
+pub struct KeyChanges {
+    /// Every key's last change, for keys whose source has an order.
+    pub changes: HashMap<u128, LastChange>,
+    /// Every key the request changes, ordered or not.
+    pub all: Vec<u128>,
+}
 
 /// Ledger file I/O with a bounded cache of what was read or written.
 #[derive(Debug)]
@@ -97,7 +103,10 @@ impl LedgerStore {
             source,
         };
         let file: KeyFile = head::decode(&bytes).map_err(format)?;
-        let changes = Arc::new(file.changes().map_err(format)?);
+        let changes = Arc::new(KeyChanges {
+            changes: file.changes().map_err(format)?,
+            all: file.digests().map_err(format)?,
+        });
         lock(&self.key_files).put(path, changes.clone());
         Ok(Some(changes))
     }

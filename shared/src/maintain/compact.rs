@@ -1,29 +1,40 @@
 //! Compaction: small data files of a partition bin-packed into files near
-//! `write.target-file-size-bytes`, with every delete that applies to them
-//! already applied, so the rewritten table holds no delete files; committed
-//! as one `replace` snapshot that also merges the manifests.
+//! `write.target-file-size-bytes`, and files that deletes reach rewritten
+//! without their deleted rows, so the delete files can go.
+//!
+//! Deletes are applied in one pass, in time linear in the data plus the
+//! deletes: every position-delete file is read once into the rows it removes
+//! per data file, every equality-delete file once into each key's highest
+//! delete sequence number; then each data file is streamed through the two
+//! (never every delete file against every data file, as iceberg-rust's
+//! reader does). Memory is bounded by one output chunk and the delete sets.
+//! A large backlog is compacted in steps of bounded input, each its own
+//! `replace` commit, so a run can stop before a deadline and the next one
+//! goes on.
 //!
 //! The rewritten files take the data sequence number of the snapshot the
-//! compaction read, as Iceberg's rewrite does: a delete a writer commits
-//! meanwhile has a higher number, so it still applies to the rewritten rows.
-//! The commit is planned again on a conflict and goes through only while
-//! every input file is still live; otherwise it fails cleanly and nothing is
-//! lost (the next run compacts the new state).
+//! compaction read, as Iceberg's rewrite does: an equality delete committed
+//! meanwhile has a higher number, so it still applies. A position delete
+//! committed meanwhile names the old file: the commit translates it to the
+//! row's new place, so a change the committer made during compaction is
+//! never undone. The commit goes through only while every input file is
+//! still live; otherwise it fails cleanly and the next run compacts the new
+//! state.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use arrow_array::RecordBatch;
+use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::concat::concat_batches;
+use arrow_select::filter::filter_record_batch;
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
-use iceberg::arrow::ArrowReaderBuilder;
-use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataFile, Operation, TableMetadata};
+use iceberg::spec::{DataContentType, DataFile, Operation, Struct, TableMetadata};
 use tracing::info;
 use uuid::Uuid;
 
 use crate::catalog::LoadedTable;
-use crate::commit::live::LiveFiles;
+use crate::commit::live::{LiveFile, LiveFiles};
+use crate::commit::locate::digests_of;
+use crate::commit::read::read_file;
 use crate::commit::snapshot::SnapshotPlan;
 use crate::commit::{Action, CommitError, PlanContext};
 use crate::request::CommitRequest;
@@ -31,8 +42,14 @@ use crate::write::{FileSettings, TableWriter};
 
 /// A file is small below this share of the target size.
 const SMALL: f64 = 0.75;
+/// A file with at least this share of its rows deleted is rewritten.
+const DELETED_SHARE: f64 = 0.1;
+/// Input bytes one step reads at most (the first file of a step always goes).
+const STEP_BYTES: u64 = 1 << 30;
+/// Arrow bytes gathered per partition before they are written out.
+const CHUNK_BYTES: usize = 256 << 20;
 
-/// What one compaction read and wrote.
+/// What one compaction step read and wrote.
 #[derive(Debug, Default, Clone)]
 pub struct Rewrite {
     /// Data files replaced.
@@ -45,41 +62,86 @@ pub struct Rewrite {
     pub sequence_number: i64,
     /// Rows written.
     pub rows: u64,
+    /// Rows dropped because deletes removed them.
+    pub dropped: u64,
+    /// Files worth compacting left for the next step.
+    pub remaining: usize,
+    /// Where each input file's kept rows went, to translate position deletes
+    /// committed meanwhile.
+    moved: HashMap<String, Moved>,
+    /// The delete files live when the step read the table.
+    seen_deletes: HashSet<String>,
 }
 
-/// The data files worth compacting. With deletes in the table every data
-/// file, so no delete file is needed afterwards; otherwise the small files of
-/// each partition that holds at least two.
-pub fn select(live: &LiveFiles, meta: &TableMetadata) -> HashSet<String> {
-    if !live.deletes.is_empty() {
-        return live
-            .data
-            .iter()
-            .map(|f| f.file.file_path().to_string())
-            .collect();
-    }
+/// Where one input file's kept rows went.
+#[derive(Debug, Default, Clone)]
+struct Moved {
+    /// The kept rows' old positions, in order.
+    kept: Vec<u32>,
+    /// Runs of them: (first index into `kept`, output file, its first row).
+    runs: Vec<(u32, usize, u32)>,
+}
+
+/// What deletes remove, read once.
+struct Deleted {
+    /// Rows removed per data file by position deletes.
+    positions: HashMap<String, HashSet<u32>>,
+    /// Each deleted key's highest equality-delete sequence number.
+    equality: HashMap<u128, i64>,
+    /// The highest equality-delete sequence number.
+    newest_equality: Option<i64>,
+}
+
+/// The data files worth compacting, in the order a step takes them: files
+/// equality deletes may reach, files position deletes took a tenth of, and
+/// the small files of each partition that holds at least two.
+pub fn select(live: &LiveFiles, meta: &TableMetadata) -> Vec<String> {
+    select_with(live, meta, &HashMap::new())
+}
+
+fn select_with(
+    live: &LiveFiles,
+    meta: &TableMetadata,
+    deleted_rows: &HashMap<String, usize>,
+) -> Vec<String> {
     let target = FileSettings::from_properties(meta.properties())
         .map(|s| s.target_file_size)
         .unwrap_or(512 * 1024 * 1024);
-    let mut by_partition: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let newest_equality = live
+        .deletes
+        .iter()
+        .filter(|d| d.file.content_type() == DataContentType::EqualityDeletes)
+        .map(|d| d.sequence_number)
+        .max();
+    let has_positions = live
+        .deletes
+        .iter()
+        .any(|d| d.file.content_type() == DataContentType::PositionDeletes);
+    let mut out = Vec::new();
+    let mut small: BTreeMap<String, Vec<&LiveFile>> = BTreeMap::new();
     for f in &live.data {
-        if (f.file.file_size_in_bytes() as f64) < target as f64 * SMALL {
-            let key = format!("{}/{:?}", f.spec_id, f.file.partition());
-            by_partition
-                .entry(key)
+        let path = f.file.file_path();
+        let equality = newest_equality.is_some_and(|s| s > f.sequence_number);
+        let deleted = deleted_rows.get(path).copied().unwrap_or(0) as f64;
+        let positions =
+            has_positions && deleted >= f.file.record_count().max(1) as f64 * DELETED_SHARE;
+        if equality || positions {
+            out.push(path.to_string());
+        } else if (f.file.file_size_in_bytes() as f64) < target as f64 * SMALL {
+            small
+                .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
                 .or_default()
-                .push(f.file.file_path());
+                .push(f);
         }
     }
-    by_partition
-        .into_values()
-        .filter(|files| files.len() > 1)
-        .flatten()
-        .map(str::to_string)
-        .collect()
+    for files in small.into_values().filter(|f| f.len() > 1) {
+        out.extend(files.into_iter().map(|f| f.file.file_path().to_string()));
+    }
+    out
 }
 
-/// Reads and rewrites the files worth compacting; `None` when nothing is.
+/// Reads and rewrites the next step of files worth compacting; `None` when
+/// nothing is.
 pub async fn rewrite(
     ctx: &PlanContext<'_>,
     loaded: &LoadedTable,
@@ -91,42 +153,166 @@ pub async fn rewrite(
     let live = LiveFiles::load(ctx.file_io, meta)
         .await
         .map_err(|e| ctx.build_err(e))?;
-    let selected = select(&live, meta);
+    let deleted = read_deletes(ctx, &live).await?;
+    let counts: HashMap<String, usize> = deleted
+        .positions
+        .iter()
+        .map(|(p, rows)| (p.clone(), rows.len()))
+        .collect();
+    let selected = select_with(&live, meta, &counts);
     if selected.is_empty() {
         return Ok(None);
     }
+    // One step: the selected files in order, up to the step's input bytes.
+    let by_path: HashMap<&str, &LiveFile> =
+        live.data.iter().map(|f| (f.file.file_path(), f)).collect();
+    let mut step: Vec<&LiveFile> = Vec::new();
+    let mut bytes = 0u64;
+    for path in &selected {
+        let Some(f) = by_path.get(path.as_str()) else {
+            continue;
+        };
+        if !step.is_empty() && bytes + f.file.file_size_in_bytes() > STEP_BYTES {
+            break;
+        }
+        bytes += f.file.file_size_in_bytes();
+        step.push(f);
+    }
+    let remaining = selected.len() - step.len();
 
-    let table = loaded.to_table(ctx.file_io.clone())?;
-    let tasks: Vec<FileScanTask> = table
-        .scan()
-        .select_all()
-        .with_concurrency_limit(4096)
-        .build()
-        .map_err(|e| ctx.build_err(e))?
-        .plan_files()
-        .await
-        .map_err(|e| ctx.build_err(e))?
-        .try_filter(|t| futures::future::ready(selected.contains(t.data_file_path())))
-        .try_collect()
-        .await
-        .map_err(|e| ctx.build_err(e))?;
-    let reader = ArrowReaderBuilder::new(
-        ctx.file_io.clone(),
-        iceberg::Runtime::try_current().map_err(|e| ctx.build_err(e))?,
-    )
-    .build();
-    let batches: Vec<RecordBatch> = reader
-        .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())
-        .map_err(|e| ctx.build_err(e))?
-        .stream()
-        .try_collect()
-        .await
-        .map_err(|e| ctx.build_err(e))?;
-    let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
-    let mut added = Vec::new();
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if let Some(first) = batches.first() {
-        let all = concat_batches(&first.schema(), &batches).map_err(|e| {
+    let schema = meta.current_schema().clone();
+    let key_names: Vec<String> = schema
+        .identifier_field_ids()
+        .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
+        .collect();
+    let all_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
+    let writer = TableWriter::new(&loaded.ident, meta, ctx.file_io.clone())?;
+    let same_spec = |f: &LiveFile| f.spec_id == writer.spec_id();
+    let mut out = Rewrite {
+        sequence_number: current.sequence_number(),
+        remaining,
+        seen_deletes: live
+            .deletes
+            .iter()
+            .map(|d| d.file.file_path().to_string())
+            .collect(),
+        ..Default::default()
+    };
+    // Per partition: the kept rows gathered so far, with the inputs they came from.
+    let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+    for f in &step {
+        let batches = read_file(ctx.file_io, schema.clone(), all_ids.clone(), &f.file)
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+        let gone = deleted.positions.get(f.file.file_path());
+        let mut kept_rows: Vec<u32> = Vec::new();
+        let mut row = 0u32;
+        let group = pending
+            .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
+            .or_default();
+        for b in &batches {
+            let digests = match deleted.newest_equality {
+                Some(s) if s > f.sequence_number => {
+                    Some(digests_of(b, &key_names).map_err(|e| ctx.build_err(e))?)
+                }
+                _ => None,
+            };
+            let mut keep = Vec::with_capacity(b.num_rows());
+            for i in 0..b.num_rows() {
+                let pos = row + i as u32;
+                let by_position = gone.is_some_and(|g| g.contains(&pos));
+                let by_equality = digests.as_ref().is_some_and(|d| {
+                    deleted
+                        .equality
+                        .get(&d[i])
+                        .is_some_and(|s| *s > f.sequence_number)
+                });
+                let k = !(by_position || by_equality);
+                if k {
+                    kept_rows.push(pos);
+                }
+                keep.push(k);
+            }
+            row += b.num_rows() as u32;
+            out.dropped += keep.iter().filter(|k| !**k).count() as u64;
+            let kept = filter_record_batch(b, &BooleanArray::from(keep)).map_err(|e| {
+                ctx.build_err(iceberg::Error::new(
+                    iceberg::ErrorKind::Unexpected,
+                    e.to_string(),
+                ))
+            })?;
+            group.bytes += kept.get_array_memory_size();
+            group.batches.push(kept);
+        }
+        group
+            .inputs
+            .push((f.file.file_path().to_string(), kept_rows, same_spec(f)));
+        out.removed_data.push(f.file.file_path().to_string());
+        if group.bytes >= CHUNK_BYTES {
+            let group = std::mem::take(group);
+            flush(ctx, &writer, group, &mut out).await?;
+        }
+    }
+    for (_, group) in pending {
+        flush(ctx, &writer, group, &mut out).await?;
+    }
+    // Delete files nothing left needs: a position-delete file whose data
+    // files all went, an equality-delete file older than every data file left.
+    let removed: HashSet<&str> = out.removed_data.iter().map(String::as_str).collect();
+    let left: Vec<&LiveFile> = live
+        .data
+        .iter()
+        .filter(|f| !removed.contains(f.file.file_path()))
+        .collect();
+    for d in &live.deletes {
+        let needed = match d.file.content_type() {
+            DataContentType::PositionDeletes => {
+                let rows = ctx
+                    .locator
+                    .deleted(ctx.file_io, &d.file)
+                    .await
+                    .map_err(|e| ctx.build_err(e))?;
+                rows.keys()
+                    .any(|p| !removed.contains(p.as_str()) && by_path.contains_key(p.as_str()))
+            }
+            _ => left.iter().any(|f| f.sequence_number < d.sequence_number),
+        };
+        if !needed {
+            out.removed_deletes.push(d.file.file_path().to_string());
+        }
+    }
+    info!(
+        files_in = out.removed_data.len(),
+        files_out = out.added.len(),
+        rows = out.rows,
+        dropped = out.dropped,
+        deletes_dropped = out.removed_deletes.len(),
+        remaining,
+        "compaction step rewrote files"
+    );
+    Ok(Some(out))
+}
+
+/// Kept rows of one partition waiting to be written.
+#[derive(Debug, Default)]
+struct Pending {
+    batches: Vec<RecordBatch>,
+    bytes: usize,
+    /// Inputs in order: path, kept old positions, written with the current spec.
+    inputs: Vec<(String, Vec<u32>, bool)>,
+}
+
+/// Writes a partition's gathered rows and records where each input's rows went.
+async fn flush(
+    ctx: &PlanContext<'_>,
+    writer: &TableWriter,
+    group: Pending,
+    out: &mut Rewrite,
+) -> Result<(), CommitError> {
+    let rows: usize = group.batches.iter().map(RecordBatch::num_rows).sum();
+    let first_out = out.added.len();
+    if rows > 0 {
+        let all = concat_batches(&group.batches[0].schema(), &group.batches).map_err(|e| {
             ctx.build_err(iceberg::Error::new(
                 iceberg::ErrorKind::DataInvalid,
                 format!("compaction: {e}"),
@@ -134,33 +320,85 @@ pub async fn rewrite(
         })?;
         let name = format!("compact-{}", Uuid::now_v7().simple());
         for f in writer.write(&all, &name).await? {
-            added.push((writer.spec_id(), f));
+            out.added.push((writer.spec_id(), f));
+        }
+        out.rows += rows as u64;
+    }
+    // Output file k holds the concatenated rows [start_k, start_k + count_k).
+    let mut starts = Vec::new();
+    let mut at = 0u64;
+    for (_, f) in &out.added[first_out..] {
+        starts.push(at);
+        at += f.record_count();
+    }
+    let mut offset = 0u64;
+    for (path, kept, same_spec) in group.inputs {
+        let mut moved = Moved {
+            kept,
+            runs: Vec::new(),
+        };
+        // Rows of an input written with another spec may have been split
+        // across partitions: their new places are not tracked.
+        if same_spec {
+            let n = moved.kept.len() as u64;
+            for (k, start) in starts.iter().enumerate() {
+                let end = starts.get(k + 1).copied().unwrap_or(at);
+                let (lo, hi) = (offset.max(*start), (offset + n).min(end));
+                if lo < hi {
+                    moved
+                        .runs
+                        .push(((lo - offset) as u32, first_out + k, (lo - start) as u32));
+                }
+            }
+        }
+        offset += moved.kept.len() as u64;
+        out.moved.insert(path, moved);
+    }
+    Ok(())
+}
+
+async fn read_deletes(ctx: &PlanContext<'_>, live: &LiveFiles) -> Result<Deleted, CommitError> {
+    let schema = ctx.metadata().current_schema().clone();
+    let key_names: Vec<String> = schema
+        .identifier_field_ids()
+        .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
+        .collect();
+    let mut deleted = Deleted {
+        positions: HashMap::new(),
+        equality: HashMap::new(),
+        newest_equality: None,
+    };
+    for d in &live.deletes {
+        match d.file.content_type() {
+            DataContentType::PositionDeletes => {
+                let rows = ctx
+                    .locator
+                    .deleted(ctx.file_io, &d.file)
+                    .await
+                    .map_err(|e| ctx.build_err(e))?;
+                for (path, r) in rows.iter() {
+                    deleted
+                        .positions
+                        .entry(path.clone())
+                        .or_default()
+                        .extend(r.iter().copied());
+                }
+            }
+            _ => {
+                let keys = ctx
+                    .locator
+                    .keys(ctx.file_io, &schema, &key_names, &d.file)
+                    .await
+                    .map_err(|e| ctx.build_err(e))?;
+                for digest in keys.digests() {
+                    let s = deleted.equality.entry(digest).or_insert(d.sequence_number);
+                    *s = (*s).max(d.sequence_number);
+                }
+                deleted.newest_equality = deleted.newest_equality.max(Some(d.sequence_number));
+            }
         }
     }
-    let removed_deletes = if live.data.len() == selected.len() {
-        live.deletes
-            .iter()
-            .map(|f| f.file.file_path().to_string())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    info!(
-        files_in = selected.len(),
-        files_out = added.len(),
-        rows,
-        deletes_dropped = removed_deletes.len(),
-        "compaction rewrote files"
-    );
-    let mut removed_data: Vec<String> = selected.into_iter().collect();
-    removed_data.sort();
-    Ok(Some(Rewrite {
-        removed_data,
-        removed_deletes,
-        added,
-        sequence_number: current.sequence_number(),
-        rows: rows as u64,
-    }))
+    Ok(deleted)
 }
 
 /// Commits a [`Rewrite`] (or, with none, only merges the manifests). The
@@ -200,16 +438,15 @@ impl Action for Compact {
                 .chain(&r.removed_deletes)
                 .find(|p| !paths.contains(p.as_str()))
             {
-                return Err(CommitError::Build {
-                    table: ctx.table_name(),
-                    source: Box::new(iceberg::Error::new(
-                        iceberg::ErrorKind::DataInvalid,
-                        format!(
-                            "compaction input {gone} was removed meanwhile; nothing was committed, the next run compacts the new state"
-                        ),
-                    )),
-                });
+                return Err(refused(
+                    ctx,
+                    format!("compaction input {gone} was removed meanwhile"),
+                ));
             }
+            let translated = translate(ctx, r, &live).await?;
+            plan.written
+                .extend(translated.iter().map(|(_, f)| f.file_path().to_string()));
+            plan.added_deletes = translated;
             plan.added_data = r.added.clone();
             plan.data_sequence_number = Some(r.sequence_number);
             plan.removed_data = r
@@ -221,4 +458,73 @@ impl Action for Compact {
         }
         Ok(vec![plan])
     }
+}
+
+fn refused(ctx: &PlanContext<'_>, why: String) -> CommitError {
+    CommitError::Build {
+        table: ctx.table_name(),
+        source: Box::new(iceberg::Error::new(
+            iceberg::ErrorKind::DataInvalid,
+            format!("{why}; nothing was committed, the next run compacts the new state"),
+        )),
+    }
+}
+
+/// Position deletes committed since the step read the table that name rows
+/// of its inputs, moved to the rows' new places in its outputs.
+async fn translate(
+    ctx: &PlanContext<'_>,
+    r: &Rewrite,
+    live: &LiveFiles,
+) -> Result<Vec<(i32, DataFile)>, CommitError> {
+    let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
+    for d in live.deletes.iter().filter(|d| {
+        d.file.content_type() == DataContentType::PositionDeletes
+            && !r.seen_deletes.contains(d.file.file_path())
+    }) {
+        let rows = ctx
+            .locator
+            .deleted(ctx.file_io, &d.file)
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+        for (path, positions) in rows.iter() {
+            let Some(moved) = r.moved.get(path) else {
+                continue;
+            };
+            for pos in positions {
+                // A row the step had already dropped needs nothing.
+                let Ok(i) = moved.kept.binary_search(pos) else {
+                    continue;
+                };
+                let i = i as u32;
+                let Some((first, file, start)) =
+                    moved.runs.iter().rev().find(|(first, _, _)| *first <= i)
+                else {
+                    return Err(refused(
+                        ctx,
+                        format!(
+                            "a row of {path} was deleted meanwhile and its new place is not known"
+                        ),
+                    ));
+                };
+                let (spec_id, out) = &r.added[*file];
+                groups
+                    .entry((*spec_id, out.partition().clone()))
+                    .or_default()
+                    .push((out.file_path().to_string(), i64::from(start + (i - first))));
+            }
+        }
+    }
+    let writer = TableWriter::new(&ctx.table.ident, ctx.metadata(), ctx.file_io.clone())?;
+    let mut out = Vec::new();
+    for ((spec_id, partition), mut rows) in groups {
+        let name = format!("moved-{}", Uuid::now_v7().simple());
+        for f in writer
+            .write_position_deletes(spec_id, &partition, &mut rows, &name)
+            .await?
+        {
+            out.push((spec_id, f));
+        }
+    }
+    Ok(out)
 }

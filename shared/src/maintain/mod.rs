@@ -22,7 +22,7 @@ use tracing::{info, instrument, warn};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
-use crate::commit::{CommitEngine, CommitError, PlanContext, RetryPolicy};
+use crate::commit::{CommitEngine, CommitError, RetryPolicy};
 use crate::ident::display;
 use compact::Compact;
 use expire::ExpiryRule;
@@ -63,6 +63,9 @@ pub struct MaintainOptions {
     pub now_ms: i64,
     /// Lists table locations for orphans.
     pub lister: orphans::Lister,
+    /// No compaction step starts after this (a Lambda's remaining time);
+    /// what is left waits for the next run.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for MaintainOptions {
@@ -73,6 +76,7 @@ impl Default for MaintainOptions {
             orphan_window_ms: orphans::DEFAULT_WINDOW_MS,
             now_ms: now_ms(),
             lister: orphans::Lister::default(),
+            deadline: None,
         }
     }
 }
@@ -105,6 +109,12 @@ pub struct MaintainReport {
     pub compacted_files: usize,
     /// Rows compaction wrote.
     pub compacted_rows: u64,
+    /// Rows compaction dropped because deletes removed them.
+    pub compacted_deleted_rows: u64,
+    /// Compaction steps committed.
+    pub compaction_steps: usize,
+    /// Files worth compacting left for a later run (the deadline came first).
+    pub compaction_left: usize,
     /// Snapshots expired.
     pub expired_snapshots: usize,
     /// Files deleted because no kept snapshot or metadata needs them.
@@ -134,10 +144,7 @@ pub async fn maintain(
     }
 
     // 1. Compaction and manifest merging, restating the ledger.
-    let ctx = PlanContext {
-        table: &loaded,
-        file_io: &file_io,
-    };
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     let will_expire = !rule.expired(&loaded.metadata, opts.now_ms).is_empty();
     if opts.dry_run {
         let live = LiveFiles::load(&file_io, &loaded.metadata)
@@ -152,17 +159,35 @@ pub async fn maintain(
         report.after = report.before;
         return Ok(report);
     }
-    let rewrite = compact::rewrite(&ctx, &loaded).await?;
-    if let Some(r) = &rewrite {
-        report.compacted_files = r.removed_data.len();
-        report.compacted_rows = r.rows;
-    }
-    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     // A table whose ledger is still in its snapshot summaries gets its ledger
     // files first: the snapshots that record it may be about to expire.
     engine.adopt_ledger(ident).await?;
-    if rewrite.is_some() || report.before.manifests > 1 || will_expire {
-        engine.rewrite(ident, &Compact { rewrite }).await?;
+    // Compaction in steps of bounded input, each committed, until nothing is
+    // left or the deadline is near.
+    let mut step_loaded = loaded.clone();
+    loop {
+        let step_ctx = engine.context(&step_loaded);
+        let Some(r) = compact::rewrite(&step_ctx, &step_loaded).await? else {
+            break;
+        };
+        report.compacted_files += r.removed_data.len();
+        report.compacted_rows += r.rows;
+        report.compacted_deleted_rows += r.dropped;
+        report.compaction_left = r.remaining;
+        let remaining = r.remaining;
+        engine.rewrite(ident, &Compact { rewrite: Some(r) }).await?;
+        report.compaction_steps += 1;
+        step_loaded = catalog.load_table(ident).await?;
+        if remaining == 0
+            || opts
+                .deadline
+                .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            break;
+        }
+    }
+    if report.compaction_steps == 0 && (report.before.manifests > 1 || will_expire) {
+        engine.rewrite(ident, &Compact { rewrite: None }).await?;
     }
 
     // 2. Expiry, and the files only expired snapshots needed.

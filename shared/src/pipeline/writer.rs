@@ -339,6 +339,9 @@ impl Writer {
                         .records
                         .push((pos, Cow::Borrowed(record)));
                 }
+                // A tombstone names only a key: it cannot be routed by a
+                // record field, and goes nowhere rather than to dead letters.
+                Err(_) if change::tombstone_key(record).is_some() => {}
                 Err(e) => unrouted.push(
                     self.rejected(
                         "",
@@ -389,12 +392,12 @@ impl Writer {
     }
 
     #[instrument(skip_all, fields(table = %display(ident), batch_id = %batch_id))]
-    async fn write_table(
+    async fn write_table<'a>(
         &self,
         ident: &TableIdent,
         batch_id: &str,
         batch: &SourceBatch,
-        group: Group<'_>,
+        group: Group<'a>,
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
@@ -421,11 +424,23 @@ impl Writer {
         let mut log_rows = Vec::new();
         let mut changes = Vec::new();
         let mut change_records = Vec::new();
+        // Tombstones (deletes of a Kafka key) reach keyed tables and
+        // changelogs as deletes; an append table has nothing to delete.
+        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>| -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
+            records
+                .into_iter()
+                .filter(|(_, r)| change::tombstone_key(r).is_none())
+                .collect()
+        };
         let rows = if !keyed && changelog == Changelog::Off {
-            group.records
+            plain(group.records)
         } else {
             for (pos, record) in &group.records {
-                match change::decode(record, ChangeFormat::Auto) {
+                let decoded = match change::tombstone_key(record) {
+                    Some(key) => change::tombstone_change(key, &key_names),
+                    None => change::decode(record, ChangeFormat::Auto),
+                };
+                match decoded {
                     Ok(c) => {
                         if changelog != Changelog::Off {
                             log_rows.push((*pos, Cow::Owned(changelog::row(&c, *pos))));
@@ -443,7 +458,7 @@ impl Writer {
             } else if !keyed {
                 // A changelog beside an append-only table: the table takes
                 // the records as they came.
-                group.records
+                plain(group.records)
             } else {
                 Vec::new()
             }
@@ -491,14 +506,24 @@ impl Writer {
             batch_id.get(..16).unwrap_or(batch_id),
             Uuid::now_v7().simple()
         );
+        // With position deletes the committer finds the rows a batch replaces
+        // from its key file; only equality-delete and copy-on-write tables
+        // take the keys as a file of key rows.
+        let key_rows = !matches!(
+            crate::commit::KeyedMode::of(&ctx.loaded.metadata),
+            crate::commit::KeyedMode::Positions
+        );
         let deletes = match &keys {
-            Some(k) if !k.keys.is_empty() => {
+            Some(k) if key_rows && !k.keys.is_empty() => {
                 self.write_deletes(&ctx, &table, batch_id, &k.keys, &name)
                     .await?
             }
             _ => Vec::new(),
         };
-        let nothing = data.num_rows() == 0 && deletes.is_empty() && !truncate;
+        // A keyed batch of deletes only has no files with position deletes,
+        // but its key file says what goes.
+        let touches = keys.as_ref().is_some_and(|k| !k.file.is_empty());
+        let nothing = data.num_rows() == 0 && deletes.is_empty() && !truncate && !touches;
         // A batch whose every record was rejected still says so to the
         // ledger, so a redelivery that would now accept them adds nothing the
         // dead-letter location already holds.

@@ -5,10 +5,32 @@
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
     /// A query or the connection failed.
-    #[error("postgres: {context}: {source}")]
+    #[error("postgres: {context}: {}", describe(source))]
     Query {
         /// What floe was doing.
         context: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The conninfo (or a secret or passfile feeding it) is not usable.
+    #[error("postgres conninfo: {message}")]
+    Conninfo {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// Connecting failed in a way with a known fix (TLS, password).
+    #[error(
+        "postgres: connecting to {host} (sslmode={sslmode}): {fix} ({})",
+        describe(source)
+    )]
+    Connect {
+        /// The first host of the conninfo.
+        host: String,
+        /// The TLS mode in force.
+        sslmode: &'static str,
+        /// What went wrong and what to do.
+        fix: String,
         /// The driver's error.
         #[source]
         source: tokio_postgres::Error,
@@ -149,6 +171,29 @@ pub enum PgError {
         #[source]
         source: Box<iceberg::Error>,
     },
+}
+
+/// A driver error with what it wraps: tokio-postgres prints only its kind
+/// ("db error"), the server's message and the TLS failure sit beneath it.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!("{}: {}", db.severity(), db.message());
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(" (detail: {detail})"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!(" (hint: {hint})"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Attaches what floe was doing to a driver error.

@@ -47,10 +47,14 @@
 //! as those changes. Watermarks of other attempts (a call that crashed
 //! before its batch was committed) are ignored by id.
 //!
-//! Limitation: an update with an unchanged TOASTed value, to a key the copy
-//! has not reached yet, carries the placeholder [`values::UNAVAILABLE`]
-//! where the table has no old value to keep.
+//! Unchanged TOASTed values: under REPLICA IDENTITY DEFAULT an update that
+//! leaves a large value alone sends neither it nor the old row. The batch
+//! reads such values back from the table (one query per table per batch);
+//! a value read later than its update can only be as new as a change that
+//! follows in the stream, so the table ends equal to Postgres. An update of a
+//! row deleted since is dropped, since its delete follows.
 
+pub mod conn;
 mod error;
 pub mod lsn;
 pub mod pgoutput;
@@ -58,23 +62,30 @@ mod preflight;
 pub mod schema;
 mod snapshot;
 mod source;
+pub mod status;
 pub mod sync;
+mod tls;
 pub mod values;
 
 use std::fmt;
 
+pub use conn::{ConnSettings, SecretLogin, SslMode};
 pub use error::PgError;
 pub use lsn::{format_lsn, parse_lsn};
 pub use preflight::setup;
 pub use schema::{PgColumn, TableSchema};
 pub use snapshot::{SnapshotState, TableProgress};
-pub use source::{PgBatch, PgSource, TableChanges};
+pub use source::{PgBatch, PgSource, SlotHealth, TableChanges};
 
 /// Where to read from and what.
 #[derive(Debug, Clone)]
 pub struct PgConfig {
-    /// libpq-style connection string (`host=... user=... dbname=...`).
+    /// libpq connection string (`host=... user=... dbname=... sslmode=...`
+    /// or a `postgresql://` URI); see [`conn`] for what is read from where.
     pub conninfo: String,
+    /// A login read from a Secrets Manager secret, which wins over the
+    /// conninfo's user and password.
+    pub secret: Option<SecretLogin>,
     /// Logical replication slot (plugin `pgoutput`).
     pub slot: String,
     /// Publication naming the tables.
@@ -97,6 +108,7 @@ impl PgConfig {
     ) -> Self {
         Self {
             conninfo: conninfo.into(),
+            secret: None,
             slot: slot.into(),
             publication: publication.into(),
             tables,

@@ -1,38 +1,50 @@
 //! Connecting, checking that the server and its objects are set up for
 //! logical replication, and setting them up.
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 use tracing::Instrument as _;
 
+use super::conn::ConnSettings;
 use super::error::Context as _;
 use super::schema::table_schema;
 use super::{PgConfig, PgError, TableName, quote_ident};
 
-/// Connects and pins the session settings that decide how values print.
+/// Connects (TLS and password as the conninfo says) and pins the session
+/// settings that decide how values print.
 pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
-    let (client, connection) = tokio_postgres::connect(&config.conninfo, NoTls)
-        .await
-        .context(|| "connecting".to_string())?;
-    let span = tracing::info_span!("pg_connection", slot = %config.slot);
-    tokio::spawn(
-        async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %e, "postgres connection ended");
-            }
-        }
-        .instrument(span),
-    );
+    let settings = ConnSettings::resolve(&config.conninfo, config.secret.as_ref())?
+        .with_default_application_name("floe");
+    let span = tracing::info_span!("pg_connection", slot = %config.slot, host = %settings.host());
+    let client = settings.connect_in(span).await?;
     // Decoding only reads flushed WAL: the watermarks floe commits must be
-    // flushed when the commit returns, whatever the server's default.
+    // flushed when the commit returns, whatever the server's default. The
+    // timeouts are off for this session only, as pg_dump does: a DBA's
+    // idle_in_transaction_session_timeout or statement_timeout meant for
+    // applications would otherwise cut a long chunk or peek short.
     client
         .batch_execute(
             "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET bytea_output = 'hex';
              SET extra_float_digits = 3; SET standard_conforming_strings = on;
              SET IntervalStyle = 'iso_8601';
-             SET synchronous_commit = on",
+             SET synchronous_commit = on;
+             SET statement_timeout = 0; SET lock_timeout = 0;
+             SET idle_in_transaction_session_timeout = 0",
         )
         .await
         .context(|| "setting session parameters".to_string())?;
+    // Postgres 14+ also closes sessions idle between transactions, which a
+    // sync is while it writes a large batch to Iceberg.
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .context(|| "reading server_version_num".to_string())?
+        .get(0);
+    if version >= 140_000 {
+        client
+            .batch_execute("SET idle_session_timeout = 0")
+            .await
+            .context(|| "setting idle_session_timeout".to_string())?;
+    }
     Ok(client)
 }
 
@@ -221,4 +233,80 @@ pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
     }
     .instrument(span)
     .await
+}
+
+/// Drops the slot (when it exists) and creates it again at the current WAL
+/// position: the repair for a slot that lost changes, once the tables are
+/// marked to re-snapshot.
+pub(crate) async fn recreate_slot(config: &PgConfig) -> Result<(), PgError> {
+    let client = connect(config).await?;
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+              WHERE slot_name = $1",
+            &[&config.slot],
+        )
+        .await
+        .context(|| {
+            format!(
+                "dropping slot {} (stop any other reader of it first)",
+                config.slot
+            )
+        })?;
+    client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&config.slot],
+        )
+        .await
+        .context(|| format!("creating slot {}", config.slot))?;
+    tracing::info!(slot = %config.slot, "recreated slot");
+    Ok(())
+}
+
+/// Waits for another session reading the slot to let go of it, and ends that
+/// session if it does not within a few seconds. A reader killed mid-peek
+/// (SIGKILL, a Lambda timeout) leaves its server backend decoding on until it
+/// next writes to the dead socket, and the slot refuses every other reader
+/// meanwhile. Ending a live reader instead is harmless too: its batch fails
+/// before the slot moves, and every table skips what it already holds.
+pub(crate) async fn claim_slot(client: &Client, slot: &str) -> Result<(), PgError> {
+    let holder = || async {
+        client
+            .query_opt(
+                "SELECT active_pid FROM pg_replication_slots
+                  WHERE slot_name = $1 AND active_pid IS NOT NULL AND active_pid <> pg_backend_pid()",
+                &[&slot],
+            )
+            .await
+            .context(|| format!("reading who holds slot {slot}"))
+            .map(|r| r.map(|r| r.get::<_, i32>(0)))
+    };
+    for _ in 0..20 {
+        if holder().await?.is_none() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let Some(pid) = holder().await? else {
+        return Ok(());
+    };
+    tracing::warn!(slot, pid, "another session still holds the slot; ending it");
+    let ended: bool = client
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .context(|| {
+            format!(
+                "ending session {pid}, which holds slot {slot} (fix: stop the other reader, \
+                 or GRANT pg_signal_backend to floe's role)"
+            )
+        })?
+        .get(0);
+    for _ in 0..20 {
+        if !ended || holder().await?.is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    Ok(())
 }

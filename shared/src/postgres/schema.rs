@@ -48,6 +48,19 @@ impl PgColumn {
     }
 }
 
+impl PgColumn {
+    /// Appends the JSON form of one of this column's values (its Postgres
+    /// text output) to `out`, as the column's Iceberg type takes it: a
+    /// numeric that maps to a string column goes as a string, digit for digit.
+    pub fn push_json(&self, out: &mut String, text: &str) {
+        if self.type_oid == oid::NUMERIC && iceberg_type(self) == PrimitiveType::String {
+            super::values::push_str(out, text);
+        } else {
+            super::values::push_json(out, self.type_oid, text);
+        }
+    }
+}
+
 impl TableSchema {
     /// The column called `name`.
     pub fn column(&self, name: &str) -> Option<&PgColumn> {

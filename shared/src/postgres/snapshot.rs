@@ -29,6 +29,10 @@ pub enum TableProgress {
     Pending {
         /// Primary key of the last row copied, as Postgres prints each column.
         after: Option<Vec<String>>,
+        /// A re-snapshot (`floe pg resync`): the first chunk's batch starts by
+        /// truncating the table, so rows deleted while changes were lost go too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        restart: bool,
     },
     /// Every row has been copied.
     Done,
@@ -40,7 +44,10 @@ impl SnapshotState {
         self.tables
             .get(table)
             .cloned()
-            .unwrap_or(TableProgress::Pending { after: None })
+            .unwrap_or(TableProgress::Pending {
+                after: None,
+                restart: false,
+            })
     }
 
     /// Whether every one of `tables` is copied.
@@ -218,6 +225,66 @@ pub(crate) async fn read_chunk(
         last_key,
         visibility,
     })
+}
+
+/// The current text values of `columns` of the rows with these primary keys
+/// (each as Postgres prints it), by key; rows that no longer exist are absent.
+pub(crate) async fn read_columns(
+    client: &Client,
+    table: &TableName,
+    schema: &TableSchema,
+    keys: &[Vec<String>],
+    columns: &[String],
+) -> Result<HashMap<Vec<String>, HashMap<String, Option<String>>>, PgError> {
+    let key_columns: Vec<&super::PgColumn> = schema
+        .primary_key
+        .iter()
+        .filter_map(|k| schema.column(k))
+        .collect();
+    let mut out = HashMap::new();
+    if key_columns.is_empty() {
+        return Ok(out);
+    }
+    let keys_sql: Vec<String> = key_columns.iter().map(|c| quote_ident(&c.name)).collect();
+    let mut select: Vec<String> = keys_sql.clone();
+    select.extend(columns.iter().map(|c| quote_ident(c)));
+    for part in keys.chunks(1000) {
+        let tuples: Vec<String> = part
+            .iter()
+            .filter(|k| k.len() == key_columns.len())
+            .map(|k| {
+                let values: Vec<String> = k
+                    .iter()
+                    .zip(&key_columns)
+                    .map(|(v, c)| format!("{}::{}", quote_literal(v), c.type_name))
+                    .collect();
+                format!("({})", values.join(", "))
+            })
+            .collect();
+        if tuples.is_empty() {
+            continue;
+        }
+        let sql = format!(
+            "SELECT {} FROM {} WHERE ({}) IN ({})",
+            select.join(", "),
+            table.quoted(),
+            keys_sql.join(", "),
+            tuples.join(", ")
+        );
+        for row in simple_rows(client, &sql).await? {
+            let key: Vec<String> = row[..key_columns.len()]
+                .iter()
+                .map(|v| v.clone().unwrap_or_default())
+                .collect();
+            let values = columns
+                .iter()
+                .cloned()
+                .zip(row[key_columns.len()..].iter().cloned())
+                .collect();
+            out.insert(key, values);
+        }
+    }
+    Ok(out)
 }
 
 async fn simple_rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>, PgError> {

@@ -9,7 +9,7 @@ use super::error::Context as _;
 use super::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
 use super::schema::{PgColumn, TableSchema, table_schema};
 use super::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
-use super::values::{UNAVAILABLE, push_json, push_str};
+use super::values::{UNAVAILABLE, push_str};
 use super::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
@@ -42,6 +42,13 @@ pub struct PgBatch {
     pub last_lsn: u64,
     /// Snapshot progress to record with the batch.
     pub snapshot: SnapshotState,
+    /// Whether the read reached the end of the stream as it stood (a batch
+    /// cut at `max_changes` or at a chunk's watermark did not).
+    pub caught_up: bool,
+    /// Commit time (ms since the epoch) of the first transaction included.
+    pub first_commit_ms: Option<i64>,
+    /// Commit time (ms since the epoch) of the last transaction included.
+    pub last_commit_ms: Option<i64>,
     /// Whether anything changed relative to the state passed in.
     progressed: bool,
 }
@@ -55,6 +62,42 @@ impl PgBatch {
     /// Lines across all tables.
     pub fn line_count(&self) -> usize {
         self.tables.iter().map(|t| t.lines.len()).sum()
+    }
+}
+
+/// A slot's position and WAL retention, from `pg_replication_slots`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlotHealth {
+    /// What floe last confirmed (`None` for a slot invalidated on an old server).
+    pub confirmed_flush_lsn: Option<u64>,
+    /// The oldest WAL the slot keeps.
+    pub restart_lsn: Option<u64>,
+    /// `pg_current_wal_lsn()`.
+    pub current_lsn: u64,
+    /// `reserved`, `extended`, `unreserved` or `lost` (Postgres 13+).
+    pub wal_status: Option<String>,
+    /// Bytes the slot may still fall behind before it is lost (with `max_slot_wal_keep_size`).
+    pub safe_wal_size: Option<i64>,
+    /// Whether a session is reading it now.
+    pub active: bool,
+}
+
+impl SlotHealth {
+    /// WAL written since the position floe confirmed.
+    pub fn lag_bytes(&self) -> u64 {
+        self.current_lsn
+            .saturating_sub(self.confirmed_flush_lsn.unwrap_or(self.current_lsn))
+    }
+
+    /// WAL the server keeps for the slot.
+    pub fn retained_bytes(&self) -> u64 {
+        self.current_lsn
+            .saturating_sub(self.restart_lsn.unwrap_or(self.current_lsn))
+    }
+
+    /// Whether Postgres removed WAL the slot still needed.
+    pub fn is_lost(&self) -> bool {
+        self.wal_status.as_deref() == Some("lost")
     }
 }
 
@@ -76,6 +119,17 @@ struct ChunkRead {
     high: String,
 }
 
+/// An update line whose unchanged TOASTed columns still hold the placeholder.
+struct Toasted {
+    table: TableName,
+    /// Its index in the table's lines.
+    line: usize,
+    /// The row's key, as Postgres prints it.
+    key: Vec<String>,
+    /// The columns to fill.
+    columns: Vec<String>,
+}
+
 /// One decoded transaction.
 struct Txn {
     xid: u32,
@@ -92,6 +146,7 @@ impl PgSource {
         async {
             let client = preflight::connect(&config).await?;
             preflight::preflight(&client, &config).await?;
+            preflight::claim_slot(&client, &config.slot).await?;
             Ok(Self {
                 client,
                 tables: config.table_names(),
@@ -103,9 +158,67 @@ impl PgSource {
         .await
     }
 
+    /// Connects without checking the setup, for monitoring a slot that may
+    /// be broken (`floe pg status`).
+    pub async fn attach(config: PgConfig) -> Result<Self, PgError> {
+        let client = preflight::connect(&config).await?;
+        Ok(Self {
+            client,
+            tables: config.table_names(),
+            config,
+            relations: HashMap::new(),
+        })
+    }
+
     /// The columns and primary key of `table` (`schema.table`) from the catalog.
     pub async fn table_schema(&self, table: &str) -> Result<TableSchema, PgError> {
         table_schema(&self.client, &TableName::parse(table)).await
+    }
+
+    /// Where the slot stands against the server's WAL; `None` when it does not exist.
+    pub async fn slot_health(&self) -> Result<Option<SlotHealth>, PgError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::int8,
+                        (restart_lsn - '0/0'::pg_lsn)::int8,
+                        (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8,
+                        wal_status, safe_wal_size::int8, active
+                   FROM pg_replication_slots WHERE slot_name = $1",
+                &[&self.config.slot],
+            )
+            .await
+            .context(|| format!("reading slot {}", self.config.slot))?;
+        let lsn = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        Ok(row.map(|r| SlotHealth {
+            confirmed_flush_lsn: lsn(r.get(0)),
+            restart_lsn: lsn(r.get(1)),
+            current_lsn: lsn(r.get(2)).unwrap_or_default(),
+            wal_status: r.get(3),
+            safe_wal_size: r.get(4),
+            active: r.get(5),
+        }))
+    }
+
+    /// Commit time (ms since the epoch) of the oldest change of a configured
+    /// table still in the slot, `None` when it holds none. Decodes whole
+    /// transactions, so a huge first transaction makes this slow.
+    pub async fn oldest_pending_commit_ms(&self) -> Result<Option<i64>, PgError> {
+        let (txns, _) = self.peek(100).await?;
+        Ok(txns
+            .iter()
+            .find(|t| {
+                t.messages.iter().any(|m| {
+                    matches!(
+                        m,
+                        Message::Insert { .. }
+                            | Message::Update { .. }
+                            | Message::Delete { .. }
+                            | Message::Truncate { .. }
+                    )
+                })
+            })
+            .map(|t| t.ts_ms))
     }
 
     /// The slot's `confirmed_flush_lsn`: where reading resumes.
@@ -129,13 +242,21 @@ impl PgSource {
             return Ok(());
         }
         let target = format_lsn(lsn);
-        self.client
-            .execute(
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.config.slot, &target];
+        let advance = || {
+            self.client.execute(
                 "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn)",
-                &[&self.config.slot, &target],
+                &params,
             )
-            .await
-            .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
+        };
+        match advance().await {
+            Err(e) if in_use(&e) => {
+                preflight::claim_slot(&self.client, &self.config.slot).await?;
+                advance().await
+            }
+            other => other,
+        }
+        .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
         Ok(())
     }
 
@@ -156,14 +277,18 @@ impl PgSource {
                 self.tables
                     .iter()
                     .find_map(|t| match state.snapshot.progress(&t.to_string()) {
-                        TableProgress::Pending { after } => Some((t.clone(), after)),
+                        TableProgress::Pending { after, restart } => {
+                            Some((t.clone(), after, restart))
+                        }
                         TableProgress::Done => None,
                     });
-            let Some((table, after)) = pending.filter(|_| !full) else {
+            let Some((table, after, restart)) = pending.filter(|_| !full) else {
                 // Catch up on the stream first: a chunk would wait for all of it.
-                return self
+                let mut batch = self
                     .assemble(txns, start, None, state.snapshot.clone(), false)
-                    .await;
+                    .await?;
+                batch.caught_up = !full;
+                return Ok(batch);
             };
             let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
             let read = self
@@ -176,16 +301,29 @@ impl PgSource {
             let progress = match (&chunk.last_key, chunk.rows.len() < self.config.chunk_rows) {
                 (Some(key), false) => TableProgress::Pending {
                     after: Some(key.clone()),
+                    restart: false,
                 },
                 _ => TableProgress::Done,
             };
             tracing::info!(
                 rows = chunk.rows.len(),
                 done = progress == TableProgress::Done,
+                last_key = chunk
+                    .last_key
+                    .as_ref()
+                    .map(|k| k.join(","))
+                    .unwrap_or_default(),
                 "snapshot chunk"
             );
             snapshot.tables.insert(table.to_string(), progress);
-            self.assemble(txns, start, Some(read), snapshot, true).await
+            let schema = read.chunk.schema.clone();
+            let mut batch = self
+                .assemble(txns, start, Some(read), snapshot, true)
+                .await?;
+            if restart {
+                truncate_first(&mut batch, &table, schema);
+            }
+            Ok(batch)
         }
         .instrument(span)
         .await
@@ -212,20 +350,27 @@ impl PgSource {
     /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).
     async fn peek(&self, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
         let upto_i32 = i32::try_from(upto).unwrap_or(i32::MAX);
-        let rows = self
-            .client
-            .query(
+        let publication = quote_ident(&self.config.publication);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&self.config.slot, &upto_i32, &publication];
+        let query = || {
+            self.client.query(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
                     $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
                     'messages', 'true')",
-                &[
-                    &self.config.slot,
-                    &upto_i32,
-                    &quote_ident(&self.config.publication),
-                ],
+                &params,
             )
-            .await
-            .context(|| format!("peeking slot {}", self.config.slot))?;
+        };
+        let rows = match query().await {
+            // Another session is in the slot (a killed run's backend still
+            // decoding, `floe pg status`): wait for it, or end it, once.
+            Err(e) if in_use(&e) => {
+                preflight::claim_slot(&self.client, &self.config.slot).await?;
+                query().await
+            }
+            other => other,
+        }
+        .context(|| format!("peeking slot {}", self.config.slot))?;
         let full = rows.len() >= upto;
         let mut txns = Vec::new();
         let mut open: Option<Txn> = None;
@@ -329,10 +474,15 @@ impl PgSource {
         let mut first_lsn = None;
         let mut last_lsn = start;
         let mut after_low = false;
+        let mut last_commit_ms = None;
+        let mut first_commit_ms = None;
         let mut removed = vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())];
+        let mut toasted: Vec<Toasted> = Vec::new();
         for txn in txns.into_iter().filter(|t| t.end_lsn > start) {
             first_lsn.get_or_insert(txn.end_lsn);
             last_lsn = txn.end_lsn;
+            last_commit_ms = Some(txn.ts_ms);
+            first_commit_ms.get_or_insert(txn.ts_ms);
             let mark = watermark_of(&txn);
             if let (Some(m), Some(read)) = (&mark, &chunk) {
                 if m.id == read.low {
@@ -406,6 +556,20 @@ impl PgSource {
                             old.as_ref(),
                             false,
                         )?);
+                        let unchanged = unresolved(&new, old.as_ref());
+                        if !unchanged.is_empty()
+                            && let Some(key) = key_of(&schema, &new)
+                        {
+                            toasted.push(Toasted {
+                                table: name.clone(),
+                                line: changes.lines.len() - 1,
+                                key,
+                                columns: unchanged
+                                    .iter()
+                                    .map(|&i| schema.columns[i].name.clone())
+                                    .collect(),
+                            });
+                        }
                     }
                     Message::Delete { relation, old } => {
                         let Some((name, schema)) = self.known(relation) else {
@@ -450,6 +614,7 @@ impl PgSource {
                 id: read.high,
             });
         }
+        self.fill_unchanged(&mut out, toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
         out.retain(|t| !t.lines.is_empty());
@@ -459,7 +624,78 @@ impl PgSource {
             first_lsn: first_lsn.unwrap_or(last_lsn),
             last_lsn,
             snapshot,
+            caught_up: false,
+            first_commit_ms,
+            last_commit_ms,
         })
+    }
+
+    /// Replaces the placeholders of unchanged TOASTed values (updates under
+    /// REPLICA IDENTITY DEFAULT, which send no old row) with the values the
+    /// rows hold now, read in one query per table. A value read now may be
+    /// newer than the update; any later change to it comes later in the
+    /// stream and lands after, so the table ends equal to Postgres. An update
+    /// of a row deleted since is dropped: its delete comes later too. Without
+    /// this the writer could only dead-letter such updates.
+    async fn fill_unchanged(
+        &self,
+        out: &mut [TableChanges],
+        toasted: Vec<Toasted>,
+    ) -> Result<(), PgError> {
+        if toasted.is_empty() {
+            return Ok(());
+        }
+        let mut by_table: HashMap<TableName, Vec<Toasted>> = HashMap::new();
+        for t in toasted {
+            by_table.entry(t.table.clone()).or_default().push(t);
+        }
+        for (table, items) in by_table {
+            let schema = table_schema(&self.client, &table).await?;
+            let mut columns: Vec<String> = items
+                .iter()
+                .flat_map(|t| t.columns.iter().cloned())
+                .filter(|c| schema.column(c).is_some())
+                .collect();
+            columns.sort();
+            columns.dedup();
+            let mut keys: Vec<Vec<String>> = items.iter().map(|t| t.key.clone()).collect();
+            keys.sort();
+            keys.dedup();
+            let current =
+                snapshot::read_columns(&self.client, &table, &schema, &keys, &columns).await?;
+            tracing::debug!(table = %table, updates = items.len(), "filled unchanged TOAST values");
+            let Some(changes) = out.iter_mut().find(|c| c.table == table.to_string()) else {
+                continue;
+            };
+            let mut drop_lines = Vec::new();
+            for item in &items {
+                let Some(line) = changes.lines.get_mut(item.line) else {
+                    continue;
+                };
+                let Some(row) = current.get(&item.key) else {
+                    drop_lines.push(item.line);
+                    continue;
+                };
+                for name in &item.columns {
+                    let mut from = String::new();
+                    push_str(&mut from, name);
+                    from.push(':');
+                    let mut to = from.clone();
+                    push_str(&mut from, UNAVAILABLE);
+                    match (schema.column(name), row.get(name).cloned().flatten()) {
+                        (Some(column), Some(text)) => column.push_json(&mut to, &text),
+                        // NULL now, or a column dropped since.
+                        _ => to.push_str("null"),
+                    }
+                    *line = line.replacen(&from, &to, 1);
+                }
+            }
+            drop_lines.sort_unstable();
+            for i in drop_lines.into_iter().rev() {
+                changes.lines.remove(i);
+            }
+        }
+        Ok(())
     }
 
     /// The configured table and schema of relation `id`, if it is one of ours.
@@ -505,6 +741,21 @@ impl PgSource {
             .insert(rel.id, (rel.clone(), Some(schema.clone())));
         Ok(schema)
     }
+}
+
+/// Puts a truncate of `table` before its lines in `batch`: the first chunk of
+/// a re-snapshot clears what the table held, and every line after it (stream
+/// changes at or after the batch's first transaction, then the chunk's rows)
+/// applies on the empty table.
+fn truncate_first(batch: &mut PgBatch, table: &TableName, schema: TableSchema) {
+    let line = format!(
+        "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
+        batch.last_commit_ms.unwrap_or_default(),
+        batch.first_lsn
+    );
+    // An empty table's chunk leaves no entry to put the truncate in.
+    let changes = entry(&mut batch.tables, table, || schema);
+    changes.lines.insert(0, line);
 }
 
 /// The parsed floe watermark a transaction carries, if any.
@@ -571,6 +822,24 @@ fn touch(
     }
 }
 
+/// Whether the slot was busy: another session is reading it (a killed run's
+/// backend still decoding, or `floe pg status`).
+fn in_use(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
+}
+
+/// Columns of `new` left out as unchanged that no full old row supplies.
+fn unresolved(new: &Tuple, old: Option<&OldTuple>) -> Vec<usize> {
+    new.iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            **d == Datum::Unchanged
+                && !matches!(old, Some(OldTuple::Full(o)) if matches!(o.get(*i), Some(Datum::Text(_) | Datum::Null)))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// One `_op` line for a decoded row.
 fn row_line(
     op: &str,
@@ -599,11 +868,11 @@ fn row_line(
         line.push(':');
         match datum {
             Datum::Null => line.push_str("null"),
-            Datum::Text(text) => push_json(&mut line, column.type_oid, text),
+            Datum::Text(text) => column.push_json(&mut line, text),
             Datum::Unchanged => match old {
                 // REPLICA IDENTITY FULL sends the old row: its value is the value.
                 Some(OldTuple::Full(old)) => match old.get(i) {
-                    Some(Datum::Text(text)) => push_json(&mut line, column.type_oid, text),
+                    Some(Datum::Text(text)) => column.push_json(&mut line, text),
                     Some(Datum::Null) => line.push_str("null"),
                     _ => push_str(&mut line, UNAVAILABLE),
                 },
@@ -629,7 +898,7 @@ fn snapshot_lines(chunk: &Chunk, removed: &[bool], ts_ms: i64, lsn: u64) -> Vec<
                 push_str(&mut line, &column.name);
                 line.push(':');
                 match value {
-                    Some(text) => push_json(&mut line, column.type_oid, text),
+                    Some(text) => column.push_json(&mut line, text),
                     None => line.push_str("null"),
                 }
             }

@@ -10,27 +10,40 @@
 //! below its own high-water mark: nothing is lost, nothing applied twice.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use bytes::Bytes;
-use iceberg::spec::{NestedField, Schema, TableMetadata};
+use iceberg::spec::{NestedField, Schema, TableMetadata, Type};
 use iceberg::{NamespaceIdent, TableIdent};
-use tracing::{info, instrument};
+use tracing::{info, instrument, warn};
 
-use super::{PgConfig, PgError, PgSource, SnapshotState, SourceState, TableName, TableProgress};
-use crate::catalog::CatalogError;
-use crate::catalog::LoadedTable;
+use super::{
+    PgConfig, PgError, PgSource, SlotHealth, SnapshotState, SourceState, TableName, TableProgress,
+    format_lsn,
+};
+use crate::catalog::{CatalogError, CatalogRef};
 use crate::commit::{CommitEngine, CommitError, RetryPolicy};
+use crate::config::Config;
+use crate::deploy::Deployment;
 use crate::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
 use crate::ident::display;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, LedgerStore};
+use crate::metrics::Counters;
 use crate::pipeline::writer::{Records, Source, SourceBatch};
+use crate::pipeline::{PipelineError, Writer, WriterParts};
+use crate::queue::{MemoryQueue, QueueError};
 use crate::route::SourceKind;
 use crate::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
 use crate::tabledef;
 
 /// The state key of a table's initial-snapshot progress.
 pub const SNAPSHOT_STATE: &str = "pg.snapshot";
+
+/// The state key of the commit time (ms) in Postgres of the last transaction
+/// a table holds, from which status reports the replication lag.
+pub const SOURCE_COMMIT_STATE: &str = "pg.source_commit_ms";
 
 /// Why a sync stopped.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +54,12 @@ pub enum SyncError {
     /// Writing or committing failed; the slot was not advanced.
     #[error(transparent)]
     Pipeline(#[from] EmbeddedError),
+    /// Writing or committing failed; the slot was not advanced.
+    #[error(transparent)]
+    Write(#[from] PipelineError),
+    /// The in-process commit queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
     /// The catalog failed.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
@@ -58,6 +77,26 @@ pub enum SyncError {
         /// Why.
         reason: String,
     },
+    /// The slot lost changes the tables have not got: reading on would
+    /// silently skip them.
+    #[error(
+        "postgres: replication slot {slot:?} {how}; tables {tables} hold its changes up to \
+         LSN {held}, and those after it are gone from the WAL: continuing would silently miss \
+         them. Fix: re-snapshot with `floe pg resync` (same --conninfo/--slot/--publication/--table \
+         options; it recreates the slot and copies every table again, replacing its rows), then \
+         sync as before; to keep it from happening again, run the sync more often or raise \
+         max_slot_wal_keep_size"
+    )]
+    SlotLost {
+        /// The slot.
+        slot: String,
+        /// What happened to it.
+        how: String,
+        /// The Iceberg tables that hold its changes.
+        tables: String,
+        /// The last position they hold.
+        held: String,
+    },
 }
 
 /// How a sync runs.
@@ -69,8 +108,51 @@ pub struct SyncOptions {
     pub max_batches: Option<usize>,
     /// Keep polling after catching up, waiting this long between empty reads.
     pub follow: Option<Duration>,
+    /// While following, commit at most once per this interval unless a read
+    /// fills `max_changes` (then at once, to keep up): changes gather in the
+    /// slot meanwhile, so each table gets a few snapshots a minute, not one
+    /// per poll.
+    pub commit_interval: Duration,
+    /// Start no batch that would likely end after this instant (the longest
+    /// batch so far is the estimate): `--max-seconds`, a Lambda's deadline.
+    pub deadline: Option<Instant>,
     /// The embedded pipeline's settings.
     pub ingest: IngestOptions,
+}
+
+impl SyncOptions {
+    /// Options for `namespace` with the defaults: until caught up, no deadline.
+    pub fn new(namespace: NamespaceIdent) -> Self {
+        Self {
+            namespace,
+            max_batches: None,
+            follow: None,
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
+            deadline: None,
+            ingest: IngestOptions {
+                commit_window: Duration::from_millis(50),
+                ..IngestOptions::default()
+            },
+        }
+    }
+}
+
+/// The default pacing of commits while following a slot.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Why a run ended without an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The slot held nothing new.
+    #[default]
+    Empty,
+    /// The snapshot is done and a read reached the end of the stream.
+    CaughtUp,
+    /// The next batch would not have finished before the deadline.
+    Deadline,
+    /// `max_batches` were committed.
+    MaxBatches,
 }
 
 /// What a sync did.
@@ -80,14 +162,140 @@ pub struct SyncReport {
     pub batches: usize,
     /// Change lines read (snapshot rows included).
     pub lines: usize,
+    /// Of those, initial-snapshot rows.
+    pub snapshot_rows: usize,
     /// Change lines skipped because their table already held them.
     pub skipped: usize,
     /// Where the slot stands now.
     pub confirmed_lsn: Option<u64>,
     /// Every table's initial snapshot is done.
     pub snapshot_done: bool,
+    /// Why the run ended.
+    pub stop: Stop,
+    /// Time spent in batches that copied snapshot chunks, and in the others.
+    pub snapshot_time: Duration,
+    /// Time spent in batches of stream changes only.
+    pub stream_time: Duration,
+    /// The longest batch, read to commit.
+    pub longest_batch: Duration,
+    /// Commit time in Postgres of the last transaction committed (ms since the epoch).
+    pub last_source_commit_ms: Option<i64>,
+    /// For the last batch: its Iceberg commit minus its last transaction's
+    /// commit in Postgres.
+    pub lag: Option<Duration>,
     /// What the pipeline did, summed.
     pub ingest: IngestReport,
+}
+
+/// Where a sync puts its batches: the embedded warehouse (`floe pg sync`) or
+/// a deployment's catalog and storage (the pg-sync function). Either way a
+/// batch is in its tables when `write` returns, which is what lets the slot
+/// move on.
+#[async_trait]
+pub trait SyncTarget: Send + Sync {
+    /// The catalog of the tables.
+    fn catalog(&self) -> CatalogRef;
+    /// Table settings (merge strategy, partitioning) by name.
+    fn config(&self) -> &Config;
+    /// Writes and commits `batches`, one per table.
+    async fn write(
+        &self,
+        batches: Vec<SourceBatch>,
+        opts: &IngestOptions,
+    ) -> Result<IngestReport, SyncError>;
+}
+
+#[async_trait]
+impl SyncTarget for Embedded {
+    fn catalog(&self) -> CatalogRef {
+        Embedded::catalog(self)
+    }
+
+    fn config(&self) -> &Config {
+        Embedded::config(self)
+    }
+
+    async fn write(
+        &self,
+        batches: Vec<SourceBatch>,
+        opts: &IngestOptions,
+    ) -> Result<IngestReport, SyncError> {
+        Ok(self.ingest_batches(batches, opts).await?)
+    }
+}
+
+#[async_trait]
+impl SyncTarget for Deployment {
+    fn catalog(&self) -> CatalogRef {
+        self.catalog.clone()
+    }
+
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The writer step, then the committer step on an in-process queue: the
+    /// deployment's SQS queue and committer function would commit later,
+    /// and the slot may only move once the batch is in.
+    async fn write(
+        &self,
+        batches: Vec<SourceBatch>,
+        opts: &IngestOptions,
+    ) -> Result<IngestReport, SyncError> {
+        let started = Instant::now();
+        let queue = Arc::new(MemoryQueue::new());
+        let writer = Writer::new(WriterParts {
+            catalog: self.catalog.clone(),
+            queue: queue.clone(),
+            dead_letters: self.dead_letters.clone(),
+            faults: self.faults.clone(),
+            counters: self.counters.clone(),
+            config: self.config.clone(),
+        })?;
+        let c = &self.counters;
+        let before = [
+            Counters::get(&c.records_committed),
+            Counters::get(&c.commits),
+        ];
+        let mut report = IngestReport::default();
+        for batch in batches {
+            let w = writer.write(batch).await?;
+            report.records_written += w.records;
+            report.data_files += w.files as u64;
+            report.rejected.extend(w.rejected);
+            report.dead_letter_locations.extend(w.dead_letter_locations);
+            report.created.extend(w.created);
+            report.evolved.extend(w.evolved);
+        }
+        queue.close();
+        let committer = self.committer();
+        let max = opts.max_requests_per_commit.max(1);
+        while let Some((commit, _)) = committer
+            .drain_once(
+                queue.as_ref(),
+                max,
+                Duration::ZERO,
+                Duration::from_millis(10),
+            )
+            .await?
+        {
+            if let Some(failed) = commit.tables.into_iter().find(|t| t.result.is_err()) {
+                let reason = failed
+                    .result
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                return Err(SyncError::Table {
+                    table: failed.table,
+                    reason: format!("commit failed, the slot stays where it was: {reason}"),
+                });
+            }
+        }
+        report.records_committed = Counters::get(&c.records_committed) - before[0];
+        report.commits = Counters::get(&c.commits) - before[1];
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
 }
 
 /// The Iceberg table a Postgres table goes to: its name in `namespace`,
@@ -102,62 +310,215 @@ pub fn iceberg_table(namespace: &NamespaceIdent, table: &str) -> TableIdent {
     TableIdent::new(namespace.clone(), name)
 }
 
-/// What a table holds of the slot: its metadata, the highest LSN committed
-/// and its snapshot progress, from its ledger.
-async fn table_marks(
-    floe: &Embedded,
-    ident: &TableIdent,
-    source: &str,
-) -> Result<(LoadedTable, Option<u64>, Option<TableProgress>), SyncError> {
-    let loaded = floe.catalog().load_table(ident).await?;
-    let ledger = Ledger::open(floe.ledger_store(), &loaded.metadata).await?;
-    let mark = ledger
-        .high_water_mark(source)
-        .and_then(|p| p.as_str().parse::<u64>().ok());
-    let progress = ledger
-        .state(SNAPSHOT_STATE)
-        .and_then(|text| serde_json::from_str::<TableProgress>(text).ok());
-    Ok((loaded, mark, progress))
+/// What one Iceberg table holds of the source.
+#[derive(Debug, Clone, Default)]
+pub struct TableMarks {
+    /// The slot position it holds (`floe.hwm.pg:<slot>`).
+    pub mark: Option<u64>,
+    /// Its initial-snapshot progress, when recorded.
+    pub progress: Option<TableProgress>,
+    /// Commit time in Postgres of the last transaction it holds.
+    pub source_commit_ms: Option<i64>,
 }
 
-/// Runs micro-batches until the source is caught up (or `max_batches`).
+/// What each table holds of `pg:<slot>`, by `schema.table`, with its metadata
+/// (`None` when the Iceberg table does not exist yet). The one place that
+/// reads floe's ledger for the Postgres source.
+async fn table_marks(
+    catalog: &CatalogRef,
+    slot: &str,
+    tables: &[(String, TableIdent)],
+) -> Result<BTreeMap<String, (TableMarks, Option<TableMetadata>)>, SyncError> {
+    let source = format!("pg:{slot}");
+    let store = std::sync::Arc::new(LedgerStore::new(catalog.file_io().clone()));
+    let mut out = BTreeMap::new();
+    for (pg, ident) in tables {
+        let loaded = match catalog.load_table(ident).await {
+            Ok(t) => t,
+            Err(CatalogError::NoSuchTable { .. }) => {
+                out.insert(pg.clone(), (TableMarks::default(), None));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let ledger = Ledger::open(store.clone(), &loaded.metadata).await?;
+        let marks = TableMarks {
+            mark: ledger
+                .high_water_mark(&source)
+                .and_then(|p| p.as_str().parse::<u64>().ok()),
+            progress: ledger
+                .state(SNAPSHOT_STATE)
+                .and_then(|text| serde_json::from_str::<TableProgress>(text).ok()),
+            source_commit_ms: ledger
+                .state(SOURCE_COMMIT_STATE)
+                .and_then(|text| text.parse().ok()),
+        };
+        out.insert(pg.clone(), (marks, Some((*loaded.metadata).clone())));
+    }
+    Ok(out)
+}
+
+/// `(schema.table, Iceberg table)` for every configured table.
+fn table_pairs(config: &PgConfig, namespace: &NamespaceIdent) -> Vec<(String, TableIdent)> {
+    config
+        .tables
+        .iter()
+        .map(|t| (TableName::parse(t).to_string(), iceberg_table(namespace, t)))
+        .collect()
+}
+
+/// What each configured table holds of the slot, for `floe pg status`.
+pub async fn marks(
+    target: &dyn SyncTarget,
+    config: &PgConfig,
+    namespace: &NamespaceIdent,
+) -> Result<BTreeMap<String, TableMarks>, SyncError> {
+    let tables = table_pairs(config, namespace);
+    Ok(table_marks(&target.catalog(), &config.slot, &tables)
+        .await?
+        .into_iter()
+        .map(|(k, (m, _))| (k, m))
+        .collect())
+}
+
+/// Connects to the source. A missing slot whose changes the tables already
+/// hold means changes were lost, and says so instead of asking for a new
+/// slot (which would silently skip them).
+pub async fn open(
+    target: &dyn SyncTarget,
+    config: &PgConfig,
+    namespace: &NamespaceIdent,
+) -> Result<PgSource, SyncError> {
+    match PgSource::connect(config.clone()).await {
+        Ok(source) => Ok(source),
+        Err(PgError::SlotMissing { slot }) => {
+            let tables = table_pairs(config, namespace);
+            let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
+            match lost_changes(&held) {
+                Some((tables, held)) => Err(SyncError::SlotLost {
+                    slot,
+                    how: "does not exist any more (dropped)".into(),
+                    tables,
+                    held: format_lsn(held),
+                }),
+                None => Err(PgError::SlotMissing { slot }.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The tables whose changes a lost slot took with it, and the last position
+/// they hold: tables with a mark and not re-snapshotting.
+fn lost_changes(
+    held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>,
+) -> Option<(String, u64)> {
+    let holding: Vec<(&String, u64)> = held
+        .iter()
+        .filter(|(_, (m, _))| {
+            !matches!(
+                m.progress,
+                Some(TableProgress::Pending { restart: true, .. })
+            )
+        })
+        .filter_map(|(t, (m, _))| m.mark.map(|mark| (t, mark)))
+        .collect();
+    let max = holding.iter().map(|(_, m)| *m).max()?;
+    let names: Vec<&str> = holding.iter().map(|(t, _)| t.as_str()).collect();
+    Some((names.join(", "), max))
+}
+
+/// Refuses to read from a slot that lost WAL the tables need: invalidated by
+/// Postgres (`wal_status = lost`), or confirmed past everything the tables
+/// hold (dropped and created again). floe advances the slot only after a
+/// batch is in some table at that position, so in a healthy slot the
+/// confirmed position never passes the highest mark.
+fn check_slot(
+    slot: &str,
+    health: Option<&SlotHealth>,
+    held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>,
+) -> Result<(), SyncError> {
+    let Some((tables, max)) = lost_changes(held) else {
+        return Ok(());
+    };
+    let how = match health {
+        None => Some("does not exist any more (dropped)".to_string()),
+        Some(h) if h.is_lost() => Some(
+            "was invalidated by Postgres (wal_status = lost: the server removed WAL it still \
+             needed, past max_slot_wal_keep_size)"
+                .to_string(),
+        ),
+        Some(h) => match h.confirmed_flush_lsn {
+            Some(confirmed) if confirmed > max => Some(format!(
+                "is at {}, past anything the tables hold (it was dropped and created again)",
+                format_lsn(confirmed)
+            )),
+            _ => None,
+        },
+    };
+    match how {
+        Some(how) => Err(SyncError::SlotLost {
+            slot: slot.to_string(),
+            how,
+            tables,
+            held: format_lsn(max),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Runs micro-batches until the source is caught up (or `max_batches`, or
+/// the deadline, whichever comes first). The next run continues where this
+/// one stopped, in the snapshot or the stream.
 #[instrument(skip_all, fields(slot = %config.slot))]
 pub async fn sync(
-    floe: &Embedded,
+    target: &dyn SyncTarget,
     source: &mut PgSource,
     config: &PgConfig,
     opts: &SyncOptions,
 ) -> Result<SyncReport, SyncError> {
     let mut report = SyncReport::default();
     let span_source = format!("pg:{}", config.slot);
-    let tables: Vec<(String, TableIdent)> = config
-        .tables
-        .iter()
-        .map(|t| {
-            (
-                TableName::parse(t).to_string(),
-                iceberg_table(&opts.namespace, t),
-            )
-        })
-        .collect();
+    let tables = table_pairs(config, &opts.namespace);
     for (pg, ident) in &tables {
         let schema = source.table_schema(pg).await?.iceberg_schema()?;
-        ensure_table(floe, ident, schema).await?;
+        ensure_table(target, ident, schema).await?;
+    }
+    let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
+    let health = source.slot_health().await?;
+    check_slot(&config.slot, health.as_ref(), &held)?;
+    if let Some(h) = health
+        .as_ref()
+        .filter(|h| h.wal_status.as_deref() == Some("unreserved"))
+    {
+        warn!(
+            lag_bytes = h.lag_bytes(),
+            "slot is past max_slot_wal_keep_size: Postgres may invalidate it at the next checkpoint"
+        );
     }
     loop {
         if opts.max_batches.is_some_and(|m| report.batches >= m) {
+            report.stop = Stop::MaxBatches;
             break;
         }
+        if let Some(deadline) = opts.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || left < report.longest_batch {
+                info!(
+                    left_ms = left.as_millis() as u64,
+                    "stopping before the deadline"
+                );
+                report.stop = Stop::Deadline;
+                break;
+            }
+        }
+        let started = Instant::now();
         // What each table holds: its slot position and snapshot progress.
-        let mut marks = BTreeMap::new();
-        let mut schemas = BTreeMap::new();
+        let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
         let mut snapshot = SnapshotState::default();
-        for (pg, ident) in &tables {
-            let (loaded, mark, progress) = table_marks(floe, ident, &span_source).await?;
-            marks.insert(pg.clone(), mark);
-            schemas.insert(pg.clone(), loaded.metadata.clone());
-            if let Some(p) = progress {
-                snapshot.tables.insert(pg.clone(), p);
+        for (pg, (m, _)) in &held {
+            if let Some(p) = &m.progress {
+                snapshot.tables.insert(pg.clone(), p.clone());
             }
         }
         let state = SourceState {
@@ -168,9 +529,14 @@ pub async fn sync(
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
             if let Some(wait) = opts.follow {
-                tokio::time::sleep(wait).await;
+                let sleep = opts
+                    .deadline
+                    .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
+                    .unwrap_or(wait);
+                tokio::time::sleep(sleep).await;
                 continue;
             }
+            report.stop = Stop::Empty;
             break;
         }
         let mut batches = Vec::new();
@@ -183,20 +549,22 @@ pub async fn sync(
             stream: true,
         };
         let id = batch_id(std::slice::from_ref(&whole), None);
+        let mut chunked = false;
         for (pg, ident) in &tables {
-            let mark = marks.get(pg).copied().flatten();
+            let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
+            let mark = marks.mark;
             if mark.is_some_and(|m| m >= batch.last_lsn) {
                 continue;
             }
             let changes = batch.tables.iter().find(|c| &c.table == pg);
             if let Some(c) = changes {
                 let relation = c.relation.iceberg_schema()?;
-                // Only a relation that gained columns costs a schema commit.
-                if schemas
-                    .get(pg)
-                    .is_some_and(|m| with_added_columns(m, &relation).is_some())
+                // Only a relation that gained columns or widened a type
+                // costs a schema commit.
+                if let Some(m) = &meta
+                    && with_schema_changes(m, &relation, ident)?.is_some()
                 {
-                    evolve(floe, ident, &relation).await?;
+                    evolve(target, ident, &relation).await?;
                 }
             }
             let mut items = Vec::new();
@@ -207,6 +575,10 @@ pub async fn sync(
                     report.skipped += 1;
                     continue;
                 }
+                if line.starts_with(r#"{"_op":"r""#) {
+                    report.snapshot_rows += 1;
+                    chunked = true;
+                }
                 items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
             }
             let mut state = BTreeMap::new();
@@ -214,9 +586,13 @@ pub async fn sync(
             if progress.is_some() && progress != snapshot.tables.get(pg) {
                 let text = serde_json::to_string(&progress).unwrap_or_default();
                 state.insert(SNAPSHOT_STATE.to_string(), text);
+                chunked = true;
             }
             if items.is_empty() && state.is_empty() {
                 continue;
+            }
+            if let Some(ms) = batch.last_commit_ms {
+                state.insert(SOURCE_COMMIT_STATE.to_string(), ms.to_string());
             }
             let first = items
                 .first()
@@ -239,21 +615,48 @@ pub async fn sync(
                 spans,
                 records: Records::Items(items),
                 state,
-                oldest_ms: None,
+                oldest_ms: batch.first_commit_ms,
             });
         }
-        let ingested = floe.ingest_batches(batches, &opts.ingest).await?;
+        let ingested = target.write(batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
         report.batches += 1;
         report.confirmed_lsn = Some(batch.last_lsn);
+        let took = started.elapsed();
+        report.longest_batch = report.longest_batch.max(took);
+        if chunked {
+            report.snapshot_time += took;
+        } else {
+            report.stream_time += took;
+        }
+        if let Some(ms) = batch.last_commit_ms {
+            report.last_source_commit_ms = Some(ms);
+            let lag_ms = (crate::clock::now_ms() - ms).max(0);
+            report.lag = Some(Duration::from_millis(lag_ms as u64));
+        }
         info!(
             batch = report.batches,
             lines = batch.line_count(),
-            lsn = %super::format_lsn(batch.last_lsn),
+            lsn = %format_lsn(batch.last_lsn),
+            ms = took.as_millis() as u64,
             "batch committed; slot advanced"
         );
+        // Following and drained: let changes gather until the interval is up.
+        if opts.follow.is_some() && batch.caught_up {
+            let pause = opts.commit_interval.saturating_sub(started.elapsed());
+            let pause = opts
+                .deadline
+                .map(|d| pause.min(d.saturating_duration_since(Instant::now())))
+                .unwrap_or(pause);
+            tokio::time::sleep(pause).await;
+        }
+        if opts.follow.is_none() && batch.caught_up && report.snapshot_done {
+            // Without this a run beside a steady writer would never end.
+            report.stop = Stop::CaughtUp;
+            break;
+        }
     }
     if report.confirmed_lsn.is_none() {
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
@@ -261,21 +664,79 @@ pub async fn sync(
     Ok(report)
 }
 
+/// Starts the initial snapshot of every table over: each table first
+/// records a restarting snapshot (its first chunk truncates it), then the
+/// slot is dropped and created afresh. Run after [`SyncError::SlotLost`];
+/// safe to run again if it stops half-way, since the slot is recreated only
+/// once every table is marked.
+#[instrument(skip_all, fields(slot = %config.slot))]
+pub async fn resync(
+    target: &dyn SyncTarget,
+    config: &PgConfig,
+    opts: &SyncOptions,
+) -> Result<(), SyncError> {
+    let tables = table_pairs(config, &opts.namespace);
+    let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
+    let restart = TableProgress::Pending {
+        after: None,
+        restart: true,
+    };
+    let text = serde_json::to_string(&restart).unwrap_or_default();
+    let mut batches = Vec::new();
+    for (pg, ident) in &tables {
+        let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
+        if meta.is_none() || marks.progress.as_ref() == Some(&restart) {
+            // Nothing to replace, or already marked by an earlier attempt.
+            continue;
+        }
+        // A position just past what the table holds: the ledger takes the
+        // state, and every position of the new slot is later still.
+        let at = Position::from(marks.mark.unwrap_or(0) + 1);
+        let spans = vec![SourceSpan {
+            source: format!("pg:{}", config.slot),
+            positions: Positions::Range {
+                first: at.clone(),
+                last: at,
+            },
+            stream: true,
+        }];
+        batches.push(SourceBatch {
+            source: Source {
+                kind: SourceKind::Postgres,
+                name: config.slot.clone(),
+            },
+            table: Some(ident.clone()),
+            batch_id: batch_id(&spans, Some(b"resync")),
+            spans,
+            records: Records::Items(Vec::new()),
+            state: BTreeMap::from([(SNAPSHOT_STATE.to_string(), text.clone())]),
+            oldest_ms: None,
+        });
+    }
+    target.write(batches, &opts.ingest).await?;
+    super::preflight::recreate_slot(config).await?;
+    info!(
+        tables = tables.len(),
+        "slot recreated; every table re-snapshots on the next sync"
+    );
+    Ok(())
+}
+
 /// Creates the Iceberg table from the Postgres table's schema (primary key as
 /// identifier fields) and the table's config section, unless it exists.
 async fn ensure_table(
-    floe: &Embedded,
+    target: &dyn SyncTarget,
     ident: &TableIdent,
     schema: Schema,
 ) -> Result<(), SyncError> {
-    let catalog = floe.catalog();
+    let catalog = target.catalog();
     match catalog.load_table(ident).await {
         Ok(_) => return Ok(()),
         Err(CatalogError::NoSuchTable { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let name = display(ident);
-    let settings = floe.config().table(&name);
+    let settings = target.config().table(&name);
     let creation = tabledef::configured_creation(ident.name(), schema, &settings).map_err(|e| {
         SyncError::Table {
             table: name.clone(),
@@ -293,19 +754,51 @@ async fn ensure_table(
     }
 }
 
-/// Adds the columns the Postgres table gained (ALTER TABLE … ADD COLUMN) with
-/// their mapped types, before rows carrying them are written.
-async fn evolve(floe: &Embedded, ident: &TableIdent, pg: &Schema) -> Result<(), SyncError> {
-    CommitEngine::new(floe.catalog(), RetryPolicy::default())
-        .update_schema(ident, |meta| with_added_columns(meta, pg))
+/// Adds the columns the Postgres table gained (ALTER TABLE … ADD COLUMN) and
+/// widens the types it widened (ALTER COLUMN … TYPE), before rows carrying
+/// them are written. A dropped column stays, null from then on.
+async fn evolve(target: &dyn SyncTarget, ident: &TableIdent, pg: &Schema) -> Result<(), SyncError> {
+    CommitEngine::new(target.catalog(), RetryPolicy::default())
+        .update_schema(ident, |meta| {
+            with_schema_changes(meta, pg, ident).ok().flatten()
+        })
         .await?;
     Ok(())
 }
 
-/// The table's schema plus, as optional columns, those of `pg` it lacks;
-/// `None` when it lacks none.
-fn with_added_columns(meta: &TableMetadata, pg: &Schema) -> Option<Schema> {
+/// The table's schema plus, as optional columns, those of `pg` it lacks, and
+/// with the types `pg` widened (int→long, float→double, a larger decimal
+/// precision); `None` when nothing changes. A type change Iceberg cannot
+/// make is an error naming the column: its values would not fit.
+fn with_schema_changes(
+    meta: &TableMetadata,
+    pg: &Schema,
+    ident: &TableIdent,
+) -> Result<Option<Schema>, SyncError> {
     let current = meta.current_schema();
+    let mut schema = (**current).clone();
+    for f in pg.as_struct().fields() {
+        let Some(have) = current.field_by_name(&f.name) else {
+            continue;
+        };
+        match (have.field_type.as_ref(), f.field_type.as_ref()) {
+            (a, b) if a == b => {}
+            (Type::Primitive(_), Type::Primitive(to)) => {
+                schema = crate::evolve::widen_column(&schema, &f.name, to).map_err(|reason| {
+                    SyncError::Table {
+                        table: display(ident),
+                        reason: format!(
+                            "Postgres changed the type of column {:?} to one Iceberg cannot \
+                             widen to: {reason}; fix: revert the column type, or drop the Iceberg \
+                             table and run `floe pg resync` to copy it again with the new type",
+                            f.name
+                        ),
+                    }
+                })?;
+            }
+            _ => {}
+        }
+    }
     let mut next_id = meta.last_column_id();
     let added: Vec<_> = pg
         .as_struct()
@@ -317,17 +810,21 @@ fn with_added_columns(meta: &TableMetadata, pg: &Schema) -> Option<Schema> {
             NestedField::optional(next_id, &f.name, (*f.field_type).clone()).into()
         })
         .collect();
-    if added.is_empty() {
-        return None;
+    if added.is_empty() && schema.as_struct() == current.as_struct() {
+        return Ok(None);
     }
-    let mut fields = current.as_struct().fields().to_vec();
+    let mut fields = schema.as_struct().fields().to_vec();
     fields.extend(added);
     Schema::builder()
         .with_schema_id(current.schema_id())
         .with_identifier_field_ids(current.identifier_field_ids())
         .with_fields(fields)
         .build()
-        .ok()
+        .map(Some)
+        .map_err(|e| SyncError::Table {
+            table: display(ident),
+            reason: e.to_string(),
+        })
 }
 
 /// The `_pos` of a change line.

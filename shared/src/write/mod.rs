@@ -5,6 +5,7 @@
 //! `write.parquet.row-group-size-bytes` never binds before the batch ends.
 
 mod dictionary;
+pub mod position;
 mod properties;
 pub mod rows;
 
@@ -59,6 +60,7 @@ pub struct TableWriter {
     ident: TableIdent,
     schema: SchemaRef,
     spec: PartitionSpecRef,
+    specs: Vec<PartitionSpecRef>,
     file_io: FileIO,
     data_location: String,
     settings: FileSettings,
@@ -143,6 +145,7 @@ impl TableWriter {
             ident: ident.clone(),
             schema,
             spec,
+            specs: metadata.partition_specs_iter().cloned().collect(),
             file_io,
             data_location,
             settings,
@@ -401,6 +404,11 @@ impl TableWriter {
         }
         let per_file = ((n as u128 * target / expected) as usize).max(ROLL_CHECK_ROWS);
         (start + per_file).min(n)
+    }
+
+    /// The table's partition spec `spec_id`.
+    fn metadata_spec(&self, spec_id: i32) -> Option<&PartitionSpecRef> {
+        self.specs.iter().find(|s| s.spec_id() == spec_id)
     }
 
     fn err(&self, source: iceberg::Error) -> WriteError {

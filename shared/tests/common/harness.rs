@@ -148,6 +148,8 @@ pub struct Setup {
     pub records: Vec<Record>,
     /// Lanes of the source (shards, parallel readers).
     pub lanes: usize,
+    /// A keyed table's `floe.keyed.deletes` / copy-on-write properties.
+    pub mode: &'static str,
 }
 
 /// One writer invocation: records of the stream, and how it ends.
@@ -197,6 +199,14 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
     };
     // An HTTP post names its table; the others route by a field.
     let routed = !keyed && kind != Kind::Http && rng.chance(30);
+    // Keyed tables in each way floe applies changes: position deletes (the
+    // default), equality deletes, copy-on-write.
+    let mode = match (keyed, rng.below(4)) {
+        (false, _) => "append",
+        (true, 0) => "equality",
+        (true, 1) => "copy-on-write",
+        (true, _) => "position",
+    };
     let lanes = match kind {
         Kind::KinesisParallel => 3,
         Kind::DynamoDb => 2,
@@ -250,6 +260,7 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         routed,
         records,
         lanes,
+        mode,
     }
 }
 
@@ -457,10 +468,15 @@ impl Harness {
             let name = format!("s{}_{suffix}", setup.seed);
             let ident = parse_table(&format!("h.{name}")).unwrap();
             let schema = tabledef::parse_schema(schema).unwrap();
+            let properties: std::collections::HashMap<String, String> = match setup.mode {
+                "equality" => [("floe.keyed.deletes".into(), "equality".into())].into(),
+                "copy-on-write" => [("write.update.mode".into(), "copy-on-write".into())].into(),
+                _ => Default::default(),
+            };
             catalog
                 .create_table(
                     &ident,
-                    tabledef::creation(&name, schema, Default::default(), Default::default()),
+                    tabledef::creation(&name, schema, Default::default(), properties),
                 )
                 .await
                 .unwrap();
@@ -525,13 +541,16 @@ pub async fn run(
     driver: &dyn Driver,
 ) -> (Setup, Verdict, Vec<String>) {
     let setup = setup(seed, kinds);
+    if std::env::var("FLOE_HARNESS_PROGRESS").is_ok() {
+        eprintln!("seed {seed}: {:?}, keyed {}", setup.kind, setup.keyed);
+    }
     let tables = harness.tables(&setup).await;
     let queue = ChaosQueue::new(seed);
     let mut rng = Rng::new(seed ^ 0xD1CE);
     let mut trace = vec![format!(
         "seed {seed}: {:?} {} table, {} records, {} lane(s){}",
         setup.kind,
-        if setup.keyed { "keyed" } else { "append" },
+        setup.mode,
         setup.records.len(),
         setup.lanes,
         if setup.routed {
@@ -804,6 +823,22 @@ async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict
         total.foreign += v.foreign;
     }
     total
+}
+
+/// Appends the run's closing line to `FLOE_HARNESS_REPORT` (the test script
+/// prints it with its own), and to the test's output.
+pub fn report(line: &str) {
+    println!("{line}");
+    if let Ok(path) = std::env::var("FLOE_HARNESS_REPORT") {
+        use std::io::Write as _;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
 }
 
 /// Reads every schedule's tables again with DuckDB and pyiceberg (see

@@ -93,7 +93,7 @@ run "defaults" {
   }
   # The env-var contract of docs/deploy.md, name for name.
   assert {
-    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
     error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
   }
   assert {
@@ -286,4 +286,101 @@ run "sources" {
     condition     = length(aws_sqs_queue.stream_failures) == 1 && length(aws_iam_role_policy.network) == 1
     error_message = "stream failures / network"
   }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_KINESIS_PER_RECORD"] == "false"
+    error_message = "one reader per shard: records are named by their shard's ranges"
+  }
+}
+
+run "parallel_kinesis_names_records_one_by_one" {
+  command = apply
+  variables {
+    kinesis_sources = { k = { stream_arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/s", parallelization_factor = 4 } }
+  }
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_KINESIS_PER_RECORD"] == "true"
+    error_message = "a shard read in parallel needs per-record names"
+  }
+}
+
+run "pg_sync_off_by_default" {
+  command = plan
+  assert {
+    condition     = length(aws_lambda_function.pg_sync) == 0 && length(aws_cloudwatch_event_rule.pg_sync) == 0 && length(aws_cloudwatch_metric_alarm.pg) == 0
+    error_message = "pg-sync is opt-in"
+  }
+}
+
+run "pg_sync" {
+  command = apply
+  variables {
+    enable_pg_sync        = true
+    glue_databases        = ["bronze", "raw"]
+    pg_conninfo           = "host=shop.abc.eu-west-1.rds.amazonaws.com dbname=shop sslmode=verify-full sslrootcert=system"
+    pg_secret_arn         = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds-login-abc123"
+    pg_tables             = ["public.orders", "public.users"]
+    pg_subnet_ids         = ["subnet-a", "subnet-b"]
+    pg_security_group_ids = ["sg-pg"]
+  }
+  assert {
+    condition     = aws_lambda_function.pg_sync[0].reserved_concurrent_executions == 1 && aws_lambda_function.pg_sync[0].timeout == 900
+    error_message = "one run at a time, within Lambda's 15 minutes"
+  }
+  assert {
+    condition = (
+      aws_lambda_function.pg_sync[0].vpc_config[0].subnet_ids == toset(["subnet-a", "subnet-b"]) &&
+      aws_lambda_function.pg_sync[0].vpc_config[0].security_group_ids == toset(["sg-pg"]) &&
+      length(aws_lambda_function.writer.vpc_config) == 0 &&
+      length(aws_iam_role_policy.network) == 1 && contains(keys(aws_iam_role_policy.network), "pg_sync")
+    )
+    error_message = "pg-sync alone in the database's subnets, with the ENI rights"
+  }
+  assert {
+    condition = (
+      aws_lambda_function.pg_sync[0].environment[0].variables["FLOE_POSTGRES_TABLES"] == "public.orders,public.users" &&
+      aws_lambda_function.pg_sync[0].environment[0].variables["FLOE_POSTGRES_SECRET"] == "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds-login-abc123" &&
+      aws_lambda_function.pg_sync[0].environment[0].variables["FLOE_POSTGRES_NAMESPACE"] == "raw" &&
+      !contains(keys(aws_lambda_function.pg_sync[0].environment[0].variables), "FLOE_QUEUE_URL")
+    )
+    error_message = "pg-sync environment: ${jsonencode(aws_lambda_function.pg_sync[0].environment[0].variables)}"
+  }
+  assert {
+    condition     = aws_cloudwatch_event_rule.pg_sync[0].schedule_expression == "rate(1 minute)" && aws_cloudwatch_event_target.pg_sync[0].retry_policy[0].maximum_retry_attempts == 0 && aws_lambda_permission.pg_sync[0].principal == "events.amazonaws.com"
+    error_message = "schedule"
+  }
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.pg["slot_lag"].metric_name == "pg_slot_lag" &&
+      aws_cloudwatch_metric_alarm.pg["wal_retained"].metric_name == "pg_wal_retained" &&
+      aws_cloudwatch_metric_alarm.pg["freshness"].metric_name == "pg_oldest_uncommitted_change_age" &&
+      aws_cloudwatch_metric_alarm.pg["freshness"].treat_missing_data == "breaching" &&
+      aws_cloudwatch_metric_alarm.pg["slot_lag"].dimensions == tomap({ function = "pg-sync", function_name = "floe-pg-sync" }) &&
+      aws_cloudwatch_metric_alarm.pg_sync_errors[0].dimensions == tomap({ FunctionName = "floe-pg-sync" })
+    )
+    error_message = "pg alarms"
+  }
+  assert {
+    condition     = contains(keys(aws_iam_role.fn), "pg_sync") && contains(keys(aws_iam_role_policy.fn), "pg_sync")
+    error_message = "pg-sync has its own role and policy"
+  }
+}
+
+run "pg_sync_keeps_passwords_out_of_the_conninfo" {
+  command = plan
+  variables {
+    enable_pg_sync = true
+    pg_conninfo    = "host=db password=hunter2"
+    pg_tables      = ["public.t"]
+  }
+  expect_failures = [var.pg_conninfo]
+}
+
+run "pg_sync_namespace_within_glue_databases" {
+  command = plan
+  variables {
+    enable_pg_sync = true
+    pg_conninfo    = "host=db sslmode=verify-full sslrootcert=system"
+    pg_tables      = ["public.t"]
+  }
+  expect_failures = [aws_lambda_function.pg_sync]
 }

@@ -3,13 +3,21 @@
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
 #![cfg(feature = "postgres")]
 
+#[path = "../common/mod.rs"]
+mod common;
+mod pitfalls;
+#[path = "../common/services.rs"]
+mod services;
+mod slots;
+mod tls;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use floe_core::postgres::{
-    PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup, values,
+    PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup,
 };
 use serde_json::{Map, Value};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
@@ -148,11 +156,15 @@ async fn decodes_inserts_updates_deletes_truncates() {
         .iter()
         .map(|l| parse(l)["_op"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ops, ["c", "c", "c", "u", "u", "d", "truncate"]);
+    // The update of 3 left its TOASTed value out, and row 3 was gone (the
+    // truncate) when floe read the value back: the update is dropped, its
+    // row's removal comes later in the stream anyway.
+    assert_eq!(ops, ["c", "c", "c", "u", "d", "truncate"]);
 
-    // Numeric digits survive verbatim: checked on the raw text, not through f64.
+    // Numeric digits survive verbatim: checked on the raw text, not through
+    // f64. numeric(40,9) is wider than Iceberg's decimals, so a string.
     assert!(
-        got[0].contains(r#""amount":12345678901234567890.123456789"#),
+        got[0].contains(r#""amount":"12345678901234567890.123456789""#),
         "{}",
         got[0]
     );
@@ -172,11 +184,9 @@ async fn decodes_inserts_updates_deletes_truncates() {
     assert_eq!(nulls["note"], Value::Null);
 
     assert_eq!(parse(got[2])["big"].as_str().unwrap().len(), 6400);
-    let toast = parse(got[3]);
-    assert_eq!(toast["note"], "changed");
-    assert_eq!(toast["big"], values::UNAVAILABLE);
+    assert_eq!(parse(got[3])["note"], "two");
 
-    let delete = parse(got[5]);
+    let delete = parse(got[4]);
     assert_eq!(delete["id"], 1);
     assert!(
         !delete.contains_key("note"),
@@ -385,7 +395,7 @@ async fn table_rows(db: &Client, source: &PgSource) -> Model {
                 let value = match row.get(i) {
                     Some(text) => {
                         let mut json = String::new();
-                        values::push_json(&mut json, c.type_oid, text);
+                        c.push_json(&mut json, text);
                         serde_json::from_str(&json).unwrap()
                     }
                     None => Value::Null,
@@ -472,9 +482,15 @@ async fn snapshot_merges_with_concurrent_changes() {
     let mut state = SourceState::default();
     let mut round = 0;
     let mut writer_ops = None;
+    // Bounded in time, not rounds: on a loaded machine the writer's 300
+    // changes outlast many quick rounds.
+    let started = std::time::Instant::now();
     loop {
         round += 1;
-        assert!(round < 200, "no convergence");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(180),
+            "no convergence in {round} rounds"
+        );
         let mut batch = source.read_batch(&state).await.unwrap();
         if round == 3 {
             // A crash before commit: the same state reads the same stream

@@ -1,0 +1,270 @@
+//! Keyed requests committed with position deletes (`floe.keyed.deletes =
+//! position`, the default for keyed tables floe creates): every key a
+//! request changes is looked up in the table's current rows (and in the rows
+//! of the requests before it in the same commit), and the row it replaces is
+//! named in a position-delete file, so the table never holds an equality
+//! delete and every reader (pyiceberg, Snowflake, Athena, DuckDB,
+//! iceberg-rust) reads it. All the requests of a commit become ONE snapshot,
+//! applied in source order: a later request's change to a key deletes the
+//! earlier one's new row in the same snapshot (position deletes apply to data
+//! files of their own sequence number), a key moved to another partition is
+//! deleted in the partition it left.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use iceberg::spec::{DataContentType, DataFile, Operation, Struct};
+use tracing::info;
+use uuid::Uuid;
+
+use super::live::{LiveFile, LiveFiles};
+use super::locate::{FileKeys, digests_of};
+use super::read::read_file;
+use super::snapshot::SnapshotPlan;
+use super::{CommitError, PlanContext};
+use crate::ledger;
+use crate::request::CommitRequest;
+use crate::write::TableWriter;
+
+/// Summary key: rows the snapshot's position deletes remove.
+pub const ROWS_DELETED: &str = "floe.pos.rows-deleted";
+/// Summary key: keyed requests the snapshot coalesces.
+pub const COALESCED: &str = "floe.pos.requests";
+
+/// A data file whose rows may be deleted: in the table, or new in this commit.
+struct Target {
+    path: String,
+    spec_id: i32,
+    partition: Struct,
+    /// Its data sequence number (`None` for files added by this commit,
+    /// which equality deletes already in the table never reach).
+    sequence_number: Option<i64>,
+    keys: Arc<FileKeys>,
+    /// Rows already gone (by the table's position deletes or this commit).
+    gone: HashSet<u32>,
+    /// Rows this commit deletes.
+    deleted: Vec<u32>,
+}
+
+/// Plans ONE snapshot applying `ordered` (source order) with position deletes.
+pub async fn plan(
+    ctx: &PlanContext<'_>,
+    ordered: &[&CommitRequest],
+) -> Result<SnapshotPlan, CommitError> {
+    let meta = ctx.metadata();
+    let schema = meta.current_schema().clone();
+    let key_names: Vec<String> = schema
+        .identifier_field_ids()
+        .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
+        .collect();
+    let live = LiveFiles::load(ctx.file_io, meta)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    let (mut targets, equality) = table_targets(ctx, &schema, &key_names, &live).await?;
+    let mut plan = SnapshotPlan {
+        operation: Operation::Overwrite,
+        ..Default::default()
+    };
+    let mut added: Vec<(i32, DataFile)> = Vec::new();
+    let mut rows_deleted = 0u64;
+    for r in ordered {
+        if r.truncate {
+            // Every row before it is gone: the table's files with the
+            // snapshot's truncation, this commit's earlier files unwritten.
+            plan.truncate = true;
+            targets.clear();
+            plan.obsolete
+                .extend(added.drain(..).map(|(_, f)| f.file_path().to_string()));
+        }
+        let touched = touched_keys(ctx, &schema, &key_names, r).await?;
+        for digest in &touched {
+            for t in targets.iter_mut() {
+                let eq_gone = t
+                    .sequence_number
+                    .is_some_and(|seq| equality.get(digest).is_some_and(|d| *d > seq));
+                if eq_gone {
+                    continue;
+                }
+                for row in t.keys.rows(*digest) {
+                    if t.gone.insert(row) {
+                        t.deleted.push(row);
+                        rows_deleted += 1;
+                    }
+                }
+            }
+        }
+        for file in r.data_files(meta)? {
+            let keys = ctx
+                .locator
+                .keys(ctx.file_io, &schema, &key_names, &file)
+                .await
+                .map_err(|e| ctx.build_err(e))?;
+            targets.push(Target {
+                path: file.file_path().to_string(),
+                spec_id: r.spec_id,
+                partition: file.partition().clone(),
+                sequence_number: None,
+                keys,
+                gone: HashSet::new(),
+                deleted: Vec::new(),
+            });
+            added.push((r.spec_id, file));
+        }
+    }
+    plan.added_data = added;
+    let deletes = write_deletes(ctx, &targets).await?;
+    for f in &deletes {
+        plan.written.push(f.1.file_path().to_string());
+    }
+    plan.added_deletes = deletes;
+    if plan.added_deletes.is_empty() && !plan.truncate {
+        plan.operation = Operation::Append;
+    }
+    plan.properties = ledger::summary_entries(ordered.iter().copied());
+    plan.properties
+        .push((ROWS_DELETED.to_string(), rows_deleted.to_string()));
+    plan.properties
+        .push((COALESCED.to_string(), ordered.len().to_string()));
+    info!(
+        requests = ordered.len(),
+        rows_deleted,
+        delete_files = plan.added_deletes.len(),
+        "keyed requests resolved to position deletes"
+    );
+    Ok(plan)
+}
+
+/// The keys a request changes: its key file's, or, for a request from a
+/// writer that wrote none (v1), its equality-delete files' rows.
+async fn touched_keys(
+    ctx: &PlanContext<'_>,
+    schema: &iceberg::spec::SchemaRef,
+    key_names: &[String],
+    r: &CommitRequest,
+) -> Result<Vec<u128>, CommitError> {
+    if let Some(path) = &r.key_file {
+        return match ctx.ledger.key_file(path).await? {
+            Some(k) => Ok(k.all.clone()),
+            None => Err(ctx.build_err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!("request {}: its key file {path} is gone", r.batch_id),
+            ))),
+        };
+    }
+    let mut out = Vec::new();
+    for f in r.delete_files(ctx.metadata())? {
+        let keys = ctx
+            .locator
+            .keys(ctx.file_io, schema, key_names, &f)
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+        out.extend(keys.digests());
+    }
+    Ok(out)
+}
+
+/// The table's live data files as targets, with the rows its live delete
+/// files already remove; and, for tables that still hold equality deletes
+/// (written before position deletes were the default), each deleted key's
+/// highest delete sequence number.
+async fn table_targets(
+    ctx: &PlanContext<'_>,
+    schema: &iceberg::spec::SchemaRef,
+    key_names: &[String],
+    live: &LiveFiles,
+) -> Result<(Vec<Target>, HashMap<u128, i64>), CommitError> {
+    let mut gone: HashMap<&str, Vec<u32>> = HashMap::new();
+    let mut equality: HashMap<u128, i64> = HashMap::new();
+    let mut deleted_sets = Vec::new();
+    for d in &live.deletes {
+        match d.file.content_type() {
+            DataContentType::PositionDeletes => {
+                deleted_sets.push(
+                    ctx.locator
+                        .deleted(ctx.file_io, &d.file)
+                        .await
+                        .map_err(|e| ctx.build_err(e))?,
+                );
+            }
+            _ => {
+                let batches = read_file(
+                    ctx.file_io,
+                    schema.clone(),
+                    d.file.equality_ids().unwrap_or_default(),
+                    &d.file,
+                )
+                .await
+                .map_err(|e| ctx.build_err(e))?;
+                for b in &batches {
+                    for digest in digests_of(b, key_names).map_err(|e| ctx.build_err(e))? {
+                        let seq = equality.entry(digest).or_insert(d.sequence_number);
+                        *seq = (*seq).max(d.sequence_number);
+                    }
+                }
+            }
+        }
+    }
+    for set in &deleted_sets {
+        for (path, rows) in set.iter() {
+            gone.entry(path.as_str()).or_default().extend(rows);
+        }
+    }
+    let mut targets = Vec::with_capacity(live.data.len());
+    for LiveFile {
+        file,
+        spec_id,
+        sequence_number,
+    } in &live.data
+    {
+        let keys = ctx
+            .locator
+            .keys(ctx.file_io, schema, key_names, file)
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+        targets.push(Target {
+            path: file.file_path().to_string(),
+            spec_id: *spec_id,
+            partition: file.partition().clone(),
+            sequence_number: Some(*sequence_number),
+            keys,
+            gone: gone
+                .get(file.file_path())
+                .map(|rows| rows.iter().copied().collect())
+                .unwrap_or_default(),
+            deleted: Vec::new(),
+        });
+    }
+    Ok((targets, equality))
+}
+
+/// One position-delete file per partition, naming the rows this commit
+/// deletes.
+async fn write_deletes(
+    ctx: &PlanContext<'_>,
+    targets: &[Target],
+) -> Result<Vec<(i32, DataFile)>, CommitError> {
+    let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
+    for t in targets.iter().filter(|t| !t.deleted.is_empty()) {
+        groups
+            .entry((t.spec_id, t.partition.clone()))
+            .or_default()
+            .extend(
+                t.deleted
+                    .iter()
+                    .map(|row| (t.path.clone(), i64::from(*row))),
+            );
+    }
+    let meta = ctx.metadata();
+    let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
+    let mut out = Vec::new();
+    for ((spec_id, partition), mut rows) in groups {
+        let name = format!("pos-{}", Uuid::now_v7().simple());
+        for f in writer
+            .write_position_deletes(spec_id, &partition, &mut rows, &name)
+            .await?
+        {
+            out.push((spec_id, f));
+        }
+    }
+    Ok(out)
+}
