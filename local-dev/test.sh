@@ -43,7 +43,7 @@ log="$(mktemp)"
 export FLOE_HARNESS_REPORT="$log.harness"
 trap 'rm -f "$log" "$log.harness"' EXIT
 # A hang fails the run well inside CI's 90 minutes instead of eating them.
-timeout 2700 cargo test --workspace --all-targets --locked --features "$features" 2>&1 | tee "$log"
+timeout 2700 cargo test --workspace --all-targets --no-fail-fast --locked --features "$features" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # One closing line for the whole suite: cargo prints one result per target,
 # and the last target (the CLI binary) has no unit tests of its own.
