@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use floe_core::config::Config;
-use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::faults::Faults;
 use floe_core::metrics::Counters;
 use floe_core::pipeline::{Records, Source, SourceBatch, Writer, WriterParts};
 use floe_core::queue::QueueRef;
@@ -38,13 +38,7 @@ impl Driver for Core {
         queue: QueueRef,
         inv: &Invocation,
     ) -> bool {
-        let faults = if inv.fail_before_enqueue {
-            Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1)
-        } else if inv.fail_after_enqueue {
-            Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1)
-        } else {
-            Faults::none()
-        };
+        let faults = inv.faults();
         let config = if setup.routed {
             let toml = format!(
                 "[routing]\nmode = \"field\"\nfield = \"t\"\ntemplate = \"h.s{}_{{value}}\"\n",
@@ -143,62 +137,7 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
     }
 }
 
-fn schedules() -> Vec<u64> {
-    if let Some(seed) = std::env::var("FLOE_HARNESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return vec![seed];
-    }
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let first = var("FLOE_HARNESS_FIRST", 1);
-    (first..first + var("FLOE_HARNESS_SCHEDULES", 200)).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_source_under_adversarial_delivery_equals_the_model() {
-    let h = Harness::new();
-    let seeds = schedules();
-    let mut failures = Vec::new();
-    let mut by_kind = std::collections::BTreeMap::new();
-    let mut total = harness::Verdict::default();
-    let mut checked = Vec::new();
-    for seed in &seeds {
-        let (setup, verdict, trace) = harness::run(&h, *seed, &Kind::ALL, &Core).await;
-        *by_kind.entry(format!("{:?}", setup.kind)).or_insert(0) += 1;
-        total.lost += verdict.lost;
-        total.doubled += verdict.doubled;
-        total.out_of_order += verdict.out_of_order;
-        total.foreign += verdict.foreign;
-        total.dead_lettered += verdict.dead_lettered;
-        if !verdict.clean() {
-            failures.push(format!("{verdict:?}\n{}", trace.join("\n")));
-        }
-        if std::env::var("FLOE_HARNESS_SEED").is_ok() {
-            println!("{}", trace.join("\n"));
-        }
-        checked.push(setup);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} schedules differ from the model (replay one with FLOE_HARNESS_SEED):\n\n{}",
-        failures.len(),
-        seeds.len(),
-        failures.join("\n\n")
-    );
-    let readers = harness::independent(&h, &checked).await;
-    harness::report(&format!(
-        "harness: {} schedules ({by_kind:?}), {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
-        seeds.len(),
-        total.lost,
-        total.doubled,
-        total.out_of_order,
-        total.foreign,
-        total.dead_lettered
-    ));
+    harness::run_all("harness", &harness::seeds(1, 200), &Kind::ALL, &Core).await;
 }

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
-use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::faults::Faults;
 use floe_core::queue::QueueRef;
 use floe_ingest_http::HttpFunction;
 use floe_writer::WriterFunction;
@@ -72,13 +72,7 @@ impl Driver for Handlers {
         queue: QueueRef,
         inv: &Invocation,
     ) -> bool {
-        let faults = if inv.fail_before_enqueue {
-            Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1)
-        } else if inv.fail_after_enqueue {
-            Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1)
-        } else {
-            Faults::none()
-        };
+        let faults = inv.faults();
         let d = Self::deployment(harness, setup, tables, queue, faults).await;
         if setup.kind == Kind::Http {
             let http = HttpFunction::new(&d).unwrap();
@@ -200,53 +194,11 @@ fn http_request(setup: &Setup, tables: &Tables, inv: &Invocation) -> lambda_http
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lambda_handlers_under_adversarial_delivery_equal_the_model() {
-    let h = Harness::new();
-    let seeds: Vec<u64> = match std::env::var("FLOE_HARNESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => vec![seed],
-        None => {
-            let n = std::env::var("FLOE_HARNESS_SCHEDULES")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(60u64);
-            (10_001..10_001 + n).collect()
-        }
-    };
     // Postgres has no Lambda event: its slot is read by `floe pg sync`.
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
         .filter(|k| *k != Kind::Postgres)
         .collect();
-    let mut failures = Vec::new();
-    let mut total = harness::Verdict::default();
-    let mut checked = Vec::new();
-    for seed in &seeds {
-        let (setup, verdict, trace) = harness::run(&h, *seed, &kinds, &Handlers).await;
-        total.lost += verdict.lost;
-        total.doubled += verdict.doubled;
-        total.out_of_order += verdict.out_of_order;
-        total.dead_lettered += verdict.dead_lettered;
-        if !verdict.clean() {
-            failures.push(format!("{verdict:?}\n{}", trace.join("\n")));
-        }
-        checked.push(setup);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} schedules differ from the model (replay one with FLOE_HARNESS_SEED):\n\n{}",
-        failures.len(),
-        seeds.len(),
-        failures.join("\n\n")
-    );
-    let readers = harness::independent(&h, &checked).await;
-    harness::report(&format!(
-        "harness (Lambda handlers): {} schedules, {} lost, {} doubled, {} out of order, {} requests dead-lettered; independent readers: {readers}",
-        seeds.len(),
-        total.lost,
-        total.doubled,
-        total.out_of_order,
-        total.dead_lettered
-    ));
+    let seeds = harness::seeds(10_001, 60);
+    harness::run_all("harness (Lambda handlers)", &seeds, &kinds, &Handlers).await;
 }

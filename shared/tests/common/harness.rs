@@ -165,6 +165,19 @@ pub struct Invocation {
     pub post: Option<usize>,
 }
 
+impl Invocation {
+    /// The fault its writer fails at, if the schedule makes it fail.
+    pub fn faults(&self) -> Faults {
+        if self.fail_before_enqueue {
+            Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1)
+        } else if self.fail_after_enqueue {
+            Faults::at(FaultPoint::AfterEnqueue, FaultMode::Error, 1)
+        } else {
+            Faults::none()
+        }
+    }
+}
+
 /// What delivers an invocation to a writer: the core writer step or a Lambda handler.
 #[async_trait]
 pub trait Driver: Send + Sync {
@@ -823,6 +836,62 @@ async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict
         total.foreign += v.foreign;
     }
     total
+}
+
+/// The seeds a run replays: `FLOE_HARNESS_SEED` alone, else
+/// `FLOE_HARNESS_SCHEDULES` (default `count`) from `FLOE_HARNESS_FIRST`
+/// (default `first`).
+pub fn seeds(first: u64, count: u64) -> Vec<u64> {
+    let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse().ok());
+    if let Some(seed) = var("FLOE_HARNESS_SEED") {
+        return vec![seed];
+    }
+    let first = var("FLOE_HARNESS_FIRST").unwrap_or(first);
+    (first..first + var("FLOE_HARNESS_SCHEDULES").unwrap_or(count)).collect()
+}
+
+/// Runs every seed through `driver`, fails naming each schedule that differs
+/// from the model (with its trace), has the independent readers check the
+/// tables, and reports the totals under `label` for the suite's closing line.
+pub async fn run_all(label: &str, seeds: &[u64], kinds: &[Kind], driver: &dyn Driver) {
+    let h = Harness::new();
+    let mut failures = Vec::new();
+    let mut by_kind = BTreeMap::new();
+    let mut total = Verdict::default();
+    let mut checked = Vec::new();
+    for seed in seeds {
+        let (setup, verdict, trace) = run(&h, *seed, kinds, driver).await;
+        *by_kind.entry(format!("{:?}", setup.kind)).or_insert(0) += 1;
+        total.lost += verdict.lost;
+        total.doubled += verdict.doubled;
+        total.out_of_order += verdict.out_of_order;
+        total.foreign += verdict.foreign;
+        total.dead_lettered += verdict.dead_lettered;
+        if !verdict.clean() {
+            failures.push(format!("{verdict:?}\n{}", trace.join("\n")));
+        }
+        if std::env::var("FLOE_HARNESS_SEED").is_ok() {
+            println!("{}", trace.join("\n"));
+        }
+        checked.push(setup);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} schedules differ from the model (replay one with FLOE_HARNESS_SEED):\n\n{}",
+        failures.len(),
+        seeds.len(),
+        failures.join("\n\n")
+    );
+    let readers = independent(&h, &checked).await;
+    report(&format!(
+        "{label}: {} schedules ({by_kind:?}), {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
+        seeds.len(),
+        total.lost,
+        total.doubled,
+        total.out_of_order,
+        total.foreign,
+        total.dead_lettered
+    ));
 }
 
 /// Appends the run's closing line to `FLOE_HARNESS_REPORT` (the test script
