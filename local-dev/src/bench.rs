@@ -93,6 +93,14 @@ pub struct KeyedArgs {
     /// Timed batches, each committed on its own.
     #[arg(long, default_value_t = 5)]
     batches: u64,
+    /// Only load the table (`--batches` are not run).
+    #[arg(long, conflicts_with = "changes_only")]
+    load_only: bool,
+    /// Only the timed batches, on a table an earlier `--load-only` run left
+    /// in the same warehouse: a fresh process, whose memory is the changes'
+    /// own (a cold committer reads every file's keys once).
+    #[arg(long)]
+    changes_only: bool,
 }
 
 pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
@@ -301,7 +309,7 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
 
 /// Loads a keyed table in large batches, then times batches of random
 /// updates and deletes, each resolved to position deletes at commit; prints
-/// one JSON line per timed batch and the peak resident memory since the load.
+/// one JSON line per timed batch and the process's peak resident memory.
 async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
     let ident = ident::parse_table("bench.keyed")?;
     let schema = tabledef::parse_schema(
@@ -310,14 +318,16 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
           {"id":2,"name":"v","required":false,"type":"string"},
           {"id":3,"name":"n","required":false,"type":"long"}]}"#,
     )?;
-    floe.create_table(
-        &ident,
-        tabledef::creation(ident.name(), schema, Default::default(), Default::default()),
-    )
-    .await?;
-    let opts = IngestOptions {
+    if !a.changes_only {
+        floe.create_table(
+            &ident,
+            tabledef::creation(ident.name(), schema, Default::default(), Default::default()),
+        )
+        .await?;
+    }
+    let opts = |batch_records| IngestOptions {
         writers: 2,
-        batch_records: a.load_batch.max(a.changes),
+        batch_records,
         commit_window: Duration::ZERO,
         ..IngestOptions::default()
     };
@@ -327,7 +337,7 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
         reader: Box::new(std::io::Cursor::new(text)),
     };
     let started = std::time::Instant::now();
-    let mut first = 0;
+    let mut first = if a.changes_only { a.keys } else { 0 };
     while first < a.keys {
         let last = (first + a.load_batch).min(a.keys);
         let mut text = Vec::with_capacity((last - first) as usize * 40);
@@ -337,15 +347,19 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
         floe.ingest(
             Some(&ident),
             vec![input(format!("load{first}"), text)],
-            &opts,
+            &opts(a.load_batch),
         )
         .await?;
         first = last;
     }
     let load_seconds = started.elapsed().as_secs_f64();
-    // The peak reported is the changes' own, not the load's (Linux resets
-    // VmHWM on "5"; elsewhere the load's peak stays in).
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    if a.load_only {
+        println!(
+            "{}",
+            serde_json::json!({"keys": a.keys, "load_seconds": load_seconds})
+        );
+        return Ok(());
+    }
     let mut rng = Rng(0x5EED);
     for b in 0..a.batches {
         let mut text = Vec::with_capacity(a.changes as usize * 50);
@@ -361,7 +375,12 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
             }
         }
         let r = floe
-            .ingest(Some(&ident), vec![input(format!("change{b}"), text)], &opts)
+            .ingest(
+                Some(&ident),
+                // Another run's changes on the same table are not a redelivery.
+                vec![input(format!("change-{}-{b}", std::process::id()), text)],
+                &opts(a.changes),
+            )
             .await?;
         println!(
             "{}",
