@@ -173,6 +173,10 @@ pub struct Deployment {
     pub counters: Arc<Counters>,
     /// Lists table locations (orphan cleanup).
     pub lister: crate::maintain::orphans::Lister,
+    /// The commit engine every committer of this process shares, so a
+    /// looping source (`floe pg sync --follow-ms`, `floe serve`) keeps the
+    /// table's keys and ledger warm between cycles.
+    engine: CommitEngine,
 }
 
 impl Deployment {
@@ -239,9 +243,11 @@ impl Deployment {
             Location::Uri(uri) => uri,
             Location::Path(p) => file_uri(p),
         };
+        let catalog: CatalogRef = Arc::new(catalog);
         Ok(Self {
+            engine: CommitEngine::new(catalog.clone(), RetryPolicy::default()),
             dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
-            catalog: Arc::new(catalog),
+            catalog,
             queue: Arc::new(MemoryQueue::new()),
             #[cfg(feature = "aws")]
             sqs: None,
@@ -396,6 +402,7 @@ impl Deployment {
         };
         let dlq = config.dead_letter_location().to_string();
         Ok(Self {
+            engine: CommitEngine::new(catalog.clone(), RetryPolicy::default()),
             dead_letters: Arc::new(StorageDeadLetters::new(file_io.clone(), dlq)),
             catalog,
             queue,
@@ -435,10 +442,15 @@ impl Deployment {
         )
     }
 
+    /// The commit engine its committers share.
+    pub fn engine(&self) -> &CommitEngine {
+        &self.engine
+    }
+
     /// The committer step on these parts.
     pub fn committer(&self) -> Committer {
         Committer::new(
-            CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
+            self.engine.clone(),
             self.dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),

@@ -166,7 +166,9 @@ pub struct Embedded {
     lister: Lister,
     dead_letter_prefix: String,
     catalog: CatalogRef,
-    ledger: Arc<LedgerStore>,
+    /// One engine for every ingest, so a warm process keeps the keys and
+    /// ledger it read instead of reading the table again on each call.
+    engine: CommitEngine,
     config: Arc<Config>,
     faults: Faults,
     /// Live counters, for progress display.
@@ -193,13 +195,14 @@ impl Embedded {
             None => format!("{}/_floe/dlq", warehouse.uri()),
             Some(_) => location_uri(config.dead_letter_location()),
         };
+        let catalog: CatalogRef = Arc::new(catalog);
         Ok(Self {
-            ledger: Arc::new(LedgerStore::new(warehouse.file_io())),
+            engine: CommitEngine::new(catalog.clone(), RetryPolicy::default()),
             location: warehouse.uri(),
             file_io: warehouse.file_io(),
             lister: Lister::Local,
             dead_letter_prefix,
-            catalog: Arc::new(catalog),
+            catalog,
             config: Arc::new(config),
             faults,
             counters: Arc::new(Counters::default()),
@@ -214,7 +217,7 @@ impl Embedded {
         Self {
             location: location_uri(config.warehouse_location()),
             dead_letter_prefix: location_uri(config.dead_letter_location()),
-            ledger: Arc::new(LedgerStore::new(deployment.file_io.clone())),
+            engine: deployment.engine().clone(),
             file_io: deployment.file_io.clone(),
             lister: deployment.lister.clone(),
             catalog: deployment.catalog.clone(),
@@ -238,6 +241,7 @@ impl Embedded {
     /// remote catalog would have (for the commit-regime benchmark).
     pub fn with_commit_latency(mut self, latency: Duration) -> Self {
         self.catalog = Arc::new(crate::catalog::delayed::Delayed::new(self.catalog, latency));
+        self.engine = CommitEngine::new(self.catalog.clone(), RetryPolicy::default());
         self
     }
 
@@ -253,7 +257,7 @@ impl Embedded {
 
     /// The ledger files of its tables, read through one cache.
     pub fn ledger_store(&self) -> Arc<LedgerStore> {
-        self.ledger.clone()
+        self.engine.ledger_store().clone()
     }
 
     /// Creates a table.
@@ -355,7 +359,7 @@ impl Embedded {
             config: self.config.clone(),
         })?);
         let committer = Committer::new(
-            CommitEngine::new(self.catalog.clone(), RetryPolicy::default()),
+            self.engine.clone(),
             dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),
