@@ -55,6 +55,9 @@ impl Lister {
     pub async fn list(&self, location: &str) -> Result<Vec<Listed>, ListError> {
         match self {
             Self::Local => {
+                // Another engine may spell the location `file:/w/t`.
+                let canonical = crate::uri::normalize(location);
+                let location = canonical.as_deref().unwrap_or(location);
                 let dir = match location.strip_prefix("file://") {
                     Some(p) => PathBuf::from(p),
                     None if !location.contains("://") => PathBuf::from(location),
