@@ -1,6 +1,7 @@
 //! floe's maintenance function: on a schedule (an EventBridge rule; the event
 //! itself is ignored), `floe maintain` on each table of `maintenance.tables`,
-//! or on every table of the catalog: compaction and manifest merging in one
+//! or on every table of the catalog that floe writes (tables other engines
+//! created are skipped unless named): compaction and manifest merging in one
 //! snapshot, snapshot expiry, orphan cleanup. A table that fails does not stop
 //! the others; the invocation fails afterwards so the failure is counted and
 //! alarmed on.
@@ -9,6 +10,7 @@ use floe_core::catalog::{CatalogError, CatalogRef};
 use floe_core::deploy::Deployment;
 use floe_core::ident::{display, parse_table};
 use floe_core::maintain::orphans::Lister;
+use floe_core::maintain::owned::select;
 use floe_core::maintain::{MaintainOptions, MaintainReport, maintain};
 use floe_core::metrics::emf::{Emf, Unit};
 use serde_json::{Value, json};
@@ -79,18 +81,16 @@ impl MaintenanceFunction {
 
     /// [`MaintenanceFunction::handle`] with explicit options (tests move "now").
     pub async fn run(&self, opts: &MaintainOptions) -> Result<Value, MaintenanceError> {
-        let tables = if self.tables.is_empty() {
-            self.catalog.list_tables().await?
-        } else {
-            // Names were checked when the config was loaded.
-            self.tables
-                .iter()
-                .filter_map(|t| parse_table(t).ok())
-                .collect()
-        };
+        // Names were checked when the config was loaded.
+        let named = self
+            .tables
+            .iter()
+            .filter_map(|t| parse_table(t).ok())
+            .collect();
+        let selection = select(&self.catalog, named).await?;
         let mut reports = Vec::new();
-        let mut failed = Vec::new();
-        for ident in &tables {
+        let mut failed = selection.failed;
+        for ident in &selection.tables {
             let table = display(ident);
             match maintain(&self.catalog, ident, opts).await {
                 Ok(report) => {
@@ -118,7 +118,7 @@ impl MaintenanceFunction {
                 .emit();
             return Err(MaintenanceError::Tables(failed));
         }
-        Ok(json!({ "tables": reports }))
+        Ok(json!({ "tables": reports, "skipped": selection.skipped }))
     }
 }
 

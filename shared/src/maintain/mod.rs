@@ -3,7 +3,8 @@
 //! manifest merging in one `replace` snapshot, then snapshot expiry that frees
 //! the files only expired snapshots used, then orphan cleanup.
 //!
-//! Every ref of a table keeps its snapshots and files ([`expire`]).
+//! By default only tables floe writes are maintained ([`owned`]); every ref
+//! of a table keeps its snapshots and files ([`expire`]).
 //!
 //! Every change goes through the commit engine's optimistic commit, so it
 //! never races the committer: a concurrent commit makes the maintenance
@@ -12,6 +13,7 @@
 pub mod compact;
 pub mod expire;
 pub mod orphans;
+pub mod owned;
 pub mod reachable;
 pub mod refs;
 
