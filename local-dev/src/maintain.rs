@@ -22,7 +22,9 @@ pub struct MaintainArgs {
     /// `history.expire.max-snapshot-age-ms`, else 24 h). Refs keep theirs.
     #[arg(long)]
     max_snapshot_age_ms: Option<i64>,
-    /// Leave unreferenced files younger than this (default 3 days).
+    /// Leave unreferenced files younger than this (default
+    /// `maintenance.orphan_window_seconds`, 16 days); never shorter than the
+    /// commit queue's or its DLQ's retention.
     #[arg(long)]
     orphan_window_ms: Option<i64>,
     /// Start no compaction step after this many seconds; a large backlog
@@ -36,9 +38,15 @@ pub struct MaintainArgs {
 
 pub async fn run(floe: &Embedded, args: MaintainArgs) -> Result<()> {
     let config = floe.config();
-    let orphan_window_ms = args
-        .orphan_window_ms
-        .unwrap_or(MaintainOptions::default().orphan_window_ms);
+    let orphan_window_ms = match args.orphan_window_ms {
+        Some(ms) => {
+            config
+                .maintenance
+                .check_orphan_window(ms / 1000, &config.queue)?;
+            ms
+        }
+        None => config.maintenance.orphan_window_ms(),
+    };
     let opts = MaintainOptions {
         dry_run: args.dry_run,
         max_snapshot_age_ms: args.max_snapshot_age_ms,

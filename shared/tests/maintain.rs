@@ -400,12 +400,13 @@ async fn orphans_go_only_past_their_window() {
     let fresh = data.join("in-flight-00000.parquet");
     std::fs::write(&old, b"PAR1 not committed").unwrap();
     std::fs::write(&fresh, b"PAR1 being committed").unwrap();
-    let four_days = std::time::SystemTime::now() - Duration::from_secs(4 * 24 * 3600);
+    // Older than the default window (16 days: the commit queue's and DLQ's retention).
+    let old_enough = std::time::SystemTime::now() - Duration::from_secs(17 * 24 * 3600);
     std::fs::File::options()
         .write(true)
         .open(&old)
         .unwrap()
-        .set_modified(four_days)
+        .set_modified(old_enough)
         .unwrap();
     let catalog = floe.catalog();
     let before = rows(&catalog, &ident).await;

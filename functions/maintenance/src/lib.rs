@@ -37,6 +37,7 @@ pub struct MaintenanceFunction {
     catalog: CatalogRef,
     tables: Vec<String>,
     lister: Lister,
+    orphan_window_ms: i64,
 }
 
 /// When compaction steps must stop starting: the invocation's deadline less
@@ -58,11 +59,13 @@ impl MaintenanceFunction {
             catalog: deployment.catalog.clone(),
             tables: deployment.config.maintenance.tables.clone(),
             lister: deployment.lister.clone(),
+            // Checked against the queue's and DLQ's retention when the config loaded.
+            orphan_window_ms: deployment.config.maintenance.orphan_window_ms(),
         }
     }
 
     /// Maintains every configured table (or every table the catalog lists)
-    /// with the tables' own expiry properties and the default orphan window;
+    /// with the tables' own expiry properties and the configured orphan window;
     /// no compaction step starts after `deadline`, so a large backlog drains
     /// over several scheduled runs instead of timing one out. Answers one
     /// report per table.
@@ -74,6 +77,7 @@ impl MaintenanceFunction {
         self.run(&MaintainOptions {
             lister: self.lister.clone(),
             deadline,
+            orphan_window_ms: self.orphan_window_ms,
             ..MaintainOptions::default()
         })
         .await

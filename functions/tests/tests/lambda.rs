@@ -890,9 +890,10 @@ async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
         .await
         .unwrap();
     let function = MaintenanceFunction::new(&deployment);
-    // Four days on, with every snapshot but the current one past its age.
+    // Past the orphan window (16 days, longer than the queue's and DLQ's
+    // retention), with every snapshot but the current one past its age.
     let opts = MaintainOptions {
-        now_ms: floe_core::clock::now_ms() + 4 * 24 * 3600 * 1000,
+        now_ms: floe_core::clock::now_ms() + 17 * 24 * 3600 * 1000,
         max_snapshot_age_ms: Some(0),
         lister: deployment.lister.clone(),
         ..MaintainOptions::default()
