@@ -4,6 +4,10 @@
 //! during compaction losing nothing; orphans removed only past their window.
 
 mod common;
+#[path = "common/racing.rs"]
+mod racing;
+#[path = "common/requests.rs"]
+mod requests;
 
 use std::io::Cursor;
 use std::path::Path;
@@ -418,4 +422,55 @@ async fn orphans_go_only_past_their_window() {
     assert!(!old.exists());
     assert!(fresh.exists(), "a file younger than the window stays");
     assert_eq!(rows(&catalog, &ident).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_retried_after_a_concurrent_commit_keeps_the_newer_source_state() {
+    use floe_core::commit::{CommitEngine, RetryPolicy};
+    use floe_core::ledger::{Ledger, LedgerStore};
+    const PROGRESS: &str = "pg.snapshot.public.t";
+    let dir = tempfile::tempdir().unwrap();
+    let (floe, ident) = create(dir.path(), SCHEMA).await;
+    let catalog = floe.catalog();
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    // Three small commits, each recording a Postgres snapshot's progress.
+    for i in 0..3 {
+        let mut r = requests::write_request(catalog.as_ref(), &ident, &[(i, "a")]).await;
+        r.state.insert(PROGRESS.into(), format!("chunk {i}"));
+        engine.append(&ident, vec![r]).await.unwrap();
+    }
+    // The committer lands chunk 9 while the compaction step is in flight,
+    // so the compaction's first commit loses the race and is planned again.
+    let mut rival = requests::write_request(catalog.as_ref(), &ident, &[(9, "b")]).await;
+    rival.state.insert(PROGRESS.into(), "chunk 9".into());
+    let racing = racing::Racing::new(catalog.clone(), rival);
+    let racing_ref: CatalogRef = racing.clone();
+    let report = maintain(&racing_ref, &ident, &expire_everything())
+        .await
+        .unwrap();
+    assert!(racing.raced());
+    assert_eq!(racing.conflicts(), 1, "the compaction's first commit lost");
+    assert_eq!(report.compaction_steps, 1, "{report:?}");
+    assert_eq!(report.compacted_files, 3, "{report:?}");
+
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    let store = std::sync::Arc::new(LedgerStore::new(catalog.file_io().clone()));
+    let ledger = Ledger::open(store, &loaded.metadata).await.unwrap();
+    assert_eq!(
+        ledger.state(PROGRESS),
+        Some("chunk 9"),
+        "the retried compaction restated nothing it read before the rival"
+    );
+    assert_eq!(
+        ledger
+            .high_water_mark("kafka:events/0")
+            .map(|p| p.to_string()),
+        Some("9".to_string())
+    );
+    let ids: Vec<i64> = rows(&catalog, &ident)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, [0, 1, 2, 9]);
 }

@@ -17,11 +17,10 @@
 //! unless a kept snapshot still needs them, and so do metadata files older
 //! than the oldest kept snapshot.
 //!
-//! The ledger's batch ids expire with their snapshots: the age must exceed the
-//! longest window in which a source may redeliver a batch (SQS retention, a
-//! Kafka consumer's rewind). High-water marks and source state are restated
-//! by the maintenance snapshot before expiry (see [`super::compact`]), so
-//! they never expire.
+//! The idempotency ledger lives in its own files (named by the `floe.ledger`
+//! table property), so expiry takes nothing from it; a table whose ledger is
+//! still in snapshot summaries (an earlier build's) is given ledger files
+//! before expiry runs.
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -150,7 +150,9 @@ pub async fn maintain(
         rule.max_age_ms = age;
     }
 
-    // 1. Compaction and manifest merging, restating the ledger.
+    // 1. Compaction and manifest merging. The ledger is the `floe.ledger`
+    // property of the table each attempt reloads, so a retried step carries
+    // the ledger (source state, high-water marks) a concurrent commit left.
     let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     let iceberg_err = |source: Error| MaintainError::Iceberg {
         table: table.clone(),
