@@ -438,6 +438,7 @@ impl Deployment {
             self.faults.clone(),
             self.counters.clone(),
         )
+        .with_table_concurrency(self.config.queue.table_concurrency())
     }
 }
 

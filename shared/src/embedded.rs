@@ -308,7 +308,8 @@ impl Embedded {
             dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),
-        );
+        )
+        .with_table_concurrency(self.config.queue.table_concurrency());
         let before = snapshot_counters(&self.counters);
 
         let commit_task = {

@@ -115,6 +115,7 @@ locals {
     FLOE_QUEUE_CLAIM_PREFIX          = local.claims_uri
     FLOE_QUEUE_RETENTION_SECONDS     = tostring(var.commit_queue_retention_seconds)
     FLOE_QUEUE_DLQ_RETENTION_SECONDS = tostring(var.dlq_retention_seconds)
+    FLOE_QUEUE_TABLE_CONCURRENCY     = tostring(var.committer_table_concurrency)
   }
 
   # A Kinesis shard read with a parallelization factor above 1 reaches

@@ -239,6 +239,17 @@ variable "committer_timeout" {
   }
 }
 
+variable "committer_table_concurrency" {
+  description = "FLOE_QUEUE_TABLE_CONCURRENCY: tables one committer run commits at once (each within the run's deadline; a table that cannot finish in time hands its messages back). Lower it if the catalog throttles."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.committer_table_concurrency >= 1 && var.committer_table_concurrency <= 256
+    error_message = "committer_table_concurrency: 1-256."
+  }
+}
+
 variable "ingest_memory" {
   description = "HTTP ingest memory in MB."
   type        = number

@@ -98,6 +98,7 @@ const QUEUE: &[Key] = &[
     key("claim_prefix", Kind::Text),
     key("retention_seconds", RETENTION),
     key("dlq_retention_seconds", RETENTION),
+    key("table_concurrency", Kind::Int { min: 1, max: 256 }),
 ];
 const HTTP: &[Key] = &[
     key("token", Kind::Text),

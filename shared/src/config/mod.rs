@@ -188,6 +188,7 @@
 //! | `claim_prefix` | string | `<warehouse>/_floe/claims` | `s3://…` prefix for commit requests larger than an SQS message (claim check). |
 //! | `retention_seconds` | integer 60–1209600 | `172800` | The commit queue's message retention (the Terraform module sets it from `commit_queue_retention_seconds`); orphan cleanup waits at least this long. |
 //! | `dlq_retention_seconds` | integer 60–1209600 | `1209600` | The commit queue's dead-letter queue's retention (the module's `dlq_retention_seconds`): a request redriven from it must still find its files, so orphan cleanup waits at least this long. |
+//! | `table_concurrency` | integer 1–256 | `8` | Tables one committer run commits at once. Each table's requests still go through one commit, in source order; tables are independent (each has its own catalog commit and ledger), so a run over many tables takes about as long as its slowest ones (Glue ~320 ms a commit, Unity ~5 s) instead of their sum. Lower it if the catalog throttles. |
 //!
 //! ## `[http]`: the HTTP ingestion function
 //!
@@ -460,7 +461,13 @@ pub struct QueueConfig {
     /// Its dead-letter queue's message retention.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dlq_retention_seconds: Option<u64>,
+    /// Tables one committer run commits at once; see [`QueueConfig::table_concurrency`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table_concurrency: Option<u64>,
 }
+
+/// Tables a committer run commits at once unless `queue.table_concurrency` says otherwise.
+pub const DEFAULT_TABLE_CONCURRENCY: usize = 8;
 
 /// The commit queue's retention unless `queue.retention_seconds` says otherwise (the module's).
 pub const DEFAULT_QUEUE_RETENTION_SECONDS: u64 = 2 * DAY_SECONDS;
@@ -474,6 +481,14 @@ pub const DEFAULT_ORPHAN_WINDOW_SECONDS: u64 =
 const DAY_SECONDS: u64 = 24 * 60 * 60;
 
 impl QueueConfig {
+    /// How many tables one committer run commits at once.
+    pub fn table_concurrency(&self) -> usize {
+        self.table_concurrency
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(DEFAULT_TABLE_CONCURRENCY)
+            .max(1)
+    }
+
     /// The longest a commit request can wait to be committed, by the
     /// retention of the queue or of its DLQ, with the key that sets it.
     pub fn longest_retention(&self) -> (&'static str, u64) {

@@ -751,6 +751,18 @@ fn warehouse_locations_are_checked() {
 }
 
 #[test]
+fn table_concurrency_defaults_to_eight_and_is_bounded() {
+    assert_eq!(load("").unwrap().queue.table_concurrency(), 8);
+    let c = load_env("", &[("FLOE_QUEUE_TABLE_CONCURRENCY", "32")]).unwrap();
+    assert_eq!(c.queue.table_concurrency(), 32);
+    let e = err("[queue]\ntable_concurrency = 0\n");
+    assert!(
+        e.contains("queue.table_concurrency") && e.contains("between 1 and 256"),
+        "{e}"
+    );
+}
+
+#[test]
 fn an_orphan_window_shorter_than_the_queues_retention_is_refused() {
     let c = load("").unwrap();
     assert_eq!(c.maintenance.orphan_window_ms(), 16 * 24 * 3600 * 1000);
