@@ -22,6 +22,11 @@ pub struct MaintainArgs {
     /// `history.expire.max-snapshot-age-ms`, else 24 h). Refs keep theirs.
     #[arg(long)]
     max_snapshot_age_ms: Option<i64>,
+    /// Keep at most this many snapshots, expiring the oldest even when young
+    /// (default: the table's `floe.expire.max-snapshots`, else no limit).
+    /// Refs keep their snapshots and minimums whatever the count.
+    #[arg(long)]
+    max_snapshots: Option<usize>,
     /// Leave unreferenced files younger than this (default
     /// `maintenance.orphan_window_seconds`, 16 days); never shorter than the
     /// commit queue's or its DLQ's retention.
@@ -50,6 +55,7 @@ pub async fn run(floe: &Embedded, args: MaintainArgs) -> Result<()> {
     let opts = MaintainOptions {
         dry_run: args.dry_run,
         max_snapshot_age_ms: args.max_snapshot_age_ms,
+        max_snapshots: args.max_snapshots,
         orphan_window_ms,
         deadline: args
             .max_seconds

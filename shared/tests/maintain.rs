@@ -474,3 +474,53 @@ async fn a_compaction_retried_after_a_concurrent_commit_keeps_the_newer_source_s
         .collect();
     assert_eq!(ids, [0, 1, 2, 9]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_count_limit_expires_young_snapshots_and_keeps_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (floe, ident) = create(dir.path(), SCHEMA).await;
+    for c in 0..5 {
+        commit(
+            &floe,
+            &ident,
+            &format!("n{c}"),
+            format!("{{\"id\":{c},\"v\":\"x\"}}\n"),
+        )
+        .await;
+    }
+    let catalog = floe.catalog();
+    let before = rows(&catalog, &ident).await;
+    // Every snapshot is minutes old: the 24 h age keeps them all, the count does not.
+    let report = maintain(
+        &catalog,
+        &ident,
+        &MaintainOptions {
+            max_snapshots: Some(2),
+            ..MaintainOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.after.snapshots, 2, "{report:?}");
+    // Five commits and the compaction's snapshot, less the two kept.
+    assert_eq!(report.expired_snapshots, 4, "{report:?}");
+    let lists = report
+        .deleted_files
+        .iter()
+        .filter(|f| f.contains("/metadata/snap-"))
+        .count();
+    assert_eq!(
+        lists, 4,
+        "the expired snapshots' manifest lists: {:?}",
+        report.deleted_files
+    );
+    // The last commit's snapshot, kept as the compaction's parent, still
+    // names the five small files, so none of them goes yet.
+    assert!(
+        !report.deleted_files.iter().any(|f| f.ends_with(".parquet")),
+        "{:?}",
+        report.deleted_files
+    );
+    assert_eq!(rows(&catalog, &ident).await, before);
+    assert_eq!(pyiceberg(dir.path(), "silver.t")["count"], 5);
+}

@@ -11,7 +11,12 @@
 //! - A ref other than `main` whose snapshot is older than its
 //!   `max-ref-age-ms` (default `history.expire.max-ref-age-ms`, never) is
 //!   removed first; `main` never is.
-//! - A snapshot younger than the table's age limit stays, whoever made it.
+//! - A snapshot younger than the table's age limit stays, whoever made it,
+//!   unless the table keeps more than `floe.expire.max-snapshots`: then the
+//!   oldest of those go, down to that count, though never a ref's snapshot
+//!   or a branch's `min-snapshots-to-keep`. Age alone lets a table committed
+//!   every second keep 86,400 snapshots a day, all rewritten into every
+//!   metadata file; the count bounds that.
 //!
 //! Manifest lists, manifests and data files go with the expired snapshots
 //! unless a kept snapshot still needs them, and so do metadata files older
@@ -32,6 +37,9 @@ pub const MAX_AGE_PROPERTY: &str = "history.expire.max-snapshot-age-ms";
 pub const MIN_KEEP_PROPERTY: &str = "history.expire.min-snapshots-to-keep";
 /// Age of a ref's snapshot beyond which the ref (never `main`) is removed.
 pub const MAX_REF_AGE_PROPERTY: &str = "history.expire.max-ref-age-ms";
+/// Most snapshots a table keeps after expiry, refs' minimums aside (floe's;
+/// Iceberg's expiry knows only ages and minimums).
+pub const MAX_SNAPSHOTS_PROPERTY: &str = "floe.expire.max-snapshots";
 /// Default maximum snapshot age: 24 hours.
 pub const DEFAULT_MAX_AGE_MS: i64 = 24 * 60 * 60 * 1000;
 
@@ -45,6 +53,9 @@ pub struct ExpiryRule {
     /// Refs (not `main`) whose snapshot is older than this are removed;
     /// `None`: refs never expire.
     pub max_ref_age_ms: Option<i64>,
+    /// At most this many snapshots stay, besides what refs require;
+    /// `None`: age alone decides.
+    pub max_snapshots: Option<usize>,
 }
 
 /// What one expiry removes.
@@ -74,6 +85,7 @@ impl ExpiryRule {
                 .map(|n: i64| n.max(1) as usize)
                 .unwrap_or(1),
             max_ref_age_ms: get(MAX_REF_AGE_PROPERTY),
+            max_snapshots: get(MAX_SNAPSHOTS_PROPERTY).map(|n: i64| n.max(1) as usize),
         }
     }
 
@@ -84,7 +96,10 @@ impl ExpiryRule {
         refs: &BTreeMap<String, SnapshotReference>,
         now_ms: i64,
     ) -> Expiry {
+        // What refs require (tags, each branch's minimum) never goes; what
+        // is only young enough goes when there is too much of it.
         let mut keep: HashSet<i64> = HashSet::new();
+        let mut young: HashSet<i64> = HashSet::new();
         let mut gone_refs = Vec::new();
         for (name, r) in refs {
             // A ref naming no snapshot keeps nothing; it is not ours to mend.
@@ -123,7 +138,11 @@ impl ExpiryRule {
                         if n >= min_keep && s.timestamp_ms() < cutoff {
                             break;
                         }
-                        keep.insert(s.snapshot_id());
+                        if n < min_keep {
+                            keep.insert(s.snapshot_id());
+                        } else {
+                            young.insert(s.snapshot_id());
+                        }
                         n += 1;
                         next = s
                             .parent_snapshot_id()
@@ -133,9 +152,29 @@ impl ExpiryRule {
             }
         }
         let cutoff = now_ms.saturating_sub(self.max_age_ms);
+        young.extend(
+            metadata
+                .snapshots()
+                .filter(|s| s.timestamp_ms() >= cutoff)
+                .map(|s| s.snapshot_id()),
+        );
+        young.retain(|id| !keep.contains(id));
+        if let Some(max) = self.max_snapshots {
+            let mut by_age: Vec<(i64, i64)> = young
+                .iter()
+                .filter_map(|id| metadata.snapshot_by_id(*id))
+                .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+                .collect();
+            by_age.sort();
+            let over = (keep.len() + by_age.len()).saturating_sub(max);
+            for (_, id) in by_age.into_iter().take(over) {
+                young.remove(&id);
+            }
+        }
+        keep.extend(young);
         let mut out: Vec<(i64, i64)> = metadata
             .snapshots()
-            .filter(|s| !keep.contains(&s.snapshot_id()) && s.timestamp_ms() < cutoff)
+            .filter(|s| !keep.contains(&s.snapshot_id()))
             .map(|s| (s.timestamp_ms(), s.snapshot_id()))
             .collect();
         out.sort();
@@ -203,6 +242,7 @@ mod tests {
             max_age_ms: max_age_h * HOUR,
             min_keep: 1,
             max_ref_age_ms: None,
+            max_snapshots: None,
         }
     }
 
@@ -293,6 +333,43 @@ mod tests {
         r.max_ref_age_ms = Some(2 * HOUR);
         assert_eq!(plan(&meta, r).refs, ["t"]);
         assert_eq!(plan(&meta, rule(0)).refs, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_count_limit_expires_the_oldest_young_snapshots_but_no_ref_needs() {
+        // Ten young snapshots of main, 1 (oldest) tagged.
+        let chain: Vec<(i64, Option<i64>, i64)> = (1..=10)
+            .map(|id| (id, (id > 1).then(|| id - 1), 11 - id))
+            .collect();
+        let meta = table(
+            &chain,
+            json!({"main": {"snapshot-id": 10, "type": "branch"},
+                   "audit": {"snapshot-id": 1, "type": "tag"}}),
+        );
+        assert!(
+            plan(&meta, rule(24)).snapshots.is_empty(),
+            "age alone keeps all"
+        );
+        let mut r = rule(24);
+        r.max_snapshots = Some(4);
+        assert_eq!(
+            plan(&meta, r).snapshots,
+            [2, 3, 4, 5, 6, 7],
+            "the tag and the newest 3"
+        );
+        // A branch's minimum outranks the count.
+        let meta = table(
+            &chain,
+            json!({"main": {"snapshot-id": 10, "type": "branch", "min-snapshots-to-keep": 5}}),
+        );
+        assert_eq!(plan(&meta, r).snapshots, [1, 2, 3, 4, 5]);
+        r.min_keep = 2;
+        r.max_snapshots = Some(1);
+        let meta = table(
+            &chain,
+            json!({"main": {"snapshot-id": 10, "type": "branch"}}),
+        );
+        assert_eq!(plan(&meta, r).snapshots, [1, 2, 3, 4, 5, 6, 7, 8]);
     }
 
     #[test]

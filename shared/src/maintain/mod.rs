@@ -62,6 +62,8 @@ pub struct MaintainOptions {
     pub dry_run: bool,
     /// Overrides the table's `history.expire.max-snapshot-age-ms`.
     pub max_snapshot_age_ms: Option<i64>,
+    /// Overrides the table's `floe.expire.max-snapshots`.
+    pub max_snapshots: Option<usize>,
     /// Orphan files younger than this stay.
     pub orphan_window_ms: i64,
     /// "Now", ms since the epoch (tests move it).
@@ -78,6 +80,7 @@ impl Default for MaintainOptions {
         Self {
             dry_run: false,
             max_snapshot_age_ms: None,
+            max_snapshots: None,
             orphan_window_ms: orphans::DEFAULT_WINDOW_MS,
             now_ms: now_ms(),
             lister: orphans::Lister::default(),
@@ -148,6 +151,9 @@ pub async fn maintain(
     let mut rule = ExpiryRule::of(&loaded.metadata);
     if let Some(age) = opts.max_snapshot_age_ms {
         rule.max_age_ms = age;
+    }
+    if let Some(n) = opts.max_snapshots {
+        rule.max_snapshots = Some(n.max(1));
     }
 
     // 1. Compaction and manifest merging. The ledger is the `floe.ledger`
