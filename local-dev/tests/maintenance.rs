@@ -227,3 +227,20 @@ fn an_orphan_window_shorter_than_the_dlq_retention_is_refused() {
     assert_eq!(strings(&r["orphans"]).len(), 1, "{r}");
     assert!(!stray.exists());
 }
+
+#[test]
+fn a_tag_past_its_max_ref_age_is_removed_and_main_is_not() {
+    let wh = Warehouse::new();
+    wh.create_table("t.a", EVENT_SCHEMA, &[]);
+    wh.ingest("t.a", &[&wh.file("a.ndjson", &events(0..3))], &[]);
+    let marked = pyiceberg(&wh, "t.a", "mark_short");
+    wh.ingest("t.a", &[&wh.file("b.ndjson", &events(3..5))], &[]);
+    std::thread::sleep(Duration::from_millis(10));
+    let r = &maintain(&wh, &["t.a", "--max-snapshot-age-ms", "0"])[0];
+    assert_eq!(r["expired_refs"], serde_json::json!(["short-lived"]), "{r}");
+    let after = pyiceberg(&wh, "t.a", "read");
+    let refs: Vec<&String> = after["refs"].as_object().unwrap().keys().collect();
+    assert_eq!(refs, ["kept", "main"], "{after}");
+    assert_eq!(after["refs"]["kept"]["snapshot"], marked["tag"]);
+    assert_eq!(after["main"]["ids"], serde_json::json!([0, 1, 2, 3, 4]));
+}

@@ -2,8 +2,9 @@
 write-audit-publish branch with rows of its own) on a floe table, and a table
 pyiceberg creates and writes itself. Prints JSON for the Rust tests.
 
-Usage: refs.py WAREHOUSE NS.TABLE mark|read|foreign|read_foreign
+Usage: refs.py WAREHOUSE NS.TABLE mark|mark_short|read|foreign|read_foreign
   mark     tag `audit-2024` at main's snapshot, branch `wap` there, append ids 100, 101 to `wap`
+  mark_short  tag main's snapshot `short-lived` (max-ref-age-ms 1) and `kept`
   read     the refs, and the ids of main, of `wap` and of the tag's snapshot, with their data files
   foreign  create NS.TABLE (one long column `id`) and append to it three times
   read_foreign  its snapshot count, ids and data files
@@ -37,6 +38,11 @@ def main():
     t = cat.load_table(name)
     if mode == "read_foreign":
         print(json.dumps({"snapshots": len(t.metadata.snapshots), **scan(t, None)}))
+        return
+    if mode == "mark_short":
+        head = t.metadata.current_snapshot_id
+        t.manage_snapshots().create_tag(head, "short-lived", max_ref_age_ms=1).create_tag(head, "kept").commit()
+        print(json.dumps({"tag": head}))
         return
     if mode == "mark":
         head = t.metadata.current_snapshot_id

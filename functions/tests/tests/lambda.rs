@@ -1614,3 +1614,53 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
     let got: Vec<i64> = env.rows().await.into_iter().map(|(id, _)| id).collect();
     assert_eq!(got, [0, 1, 2, 10, 11, 12]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maintenance_function_skips_tables_another_engine_created() {
+    let env = Env::sqlite().await;
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    // Created the way another engine would: no floe property, no floe commit.
+    let foreign = parse_table(&format!("{}.theirs", env.ident.namespace().join("."))).unwrap();
+    let schema = tabledef::parse_schema(
+        r#"{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"id","required":false,"type":"long"}]}"#,
+    )
+    .unwrap();
+    d.catalog
+        .create_table(
+            &foreign,
+            floe_core::iceberg::TableCreation::builder()
+                .name("theirs".to_string())
+                .schema(schema)
+                .build(),
+        )
+        .await
+        .unwrap();
+    let writer = WriterFunction::new(&d).unwrap();
+    let committer = CommitterFunction::new(&d).unwrap();
+    writer.handle(sqs_event("m0", 0, 3)).await.unwrap();
+    env.drain(&committer).await;
+
+    let deployment = Deployment::from_config(env.config().await, Faults::none(), Role::Maintenance)
+        .await
+        .unwrap();
+    let answer = MaintenanceFunction::new(&deployment)
+        .run(&MaintainOptions {
+            lister: deployment.lister.clone(),
+            ..MaintainOptions::default()
+        })
+        .await
+        .unwrap();
+    let maintained: Vec<&str> = answer["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(maintained, [env.table().as_str()], "{answer}");
+    assert_eq!(
+        answer["skipped"],
+        json!([floe_core::ident::display(&foreign)]),
+        "{answer}"
+    );
+}
