@@ -1,6 +1,10 @@
 //! The committer step: a receive's worth of commit requests, grouped by table,
 //! each table's requests coalesced by the commit engine. A failure is per table:
-//! only that table's messages go back to the queue.
+//! only that table's messages go back to the queue. A message that is no
+//! commit request this build reads, or a request the engine refuses (files
+//! outside its table, files that are gone, a late keyed request that cannot
+//! be applied), goes to the dead-letter location with its reason and is then
+//! acknowledged: never committed, never dropped unrecorded.
 //!
 //! Tables commit concurrently, up to `queue.table_concurrency` at once: each
 //! table's commit is independent (its own catalog round trip, its own ledger
@@ -9,11 +13,7 @@
 //! one engine call in order. A run may have a deadline (a Lambda's remaining
 //! time): a table whose commit cannot start, or does not finish, before it
 //! hands its messages back instead of the whole run timing out, and the
-//! ledger drops whatever of it did land when the messages come again. A message that is no
-//! commit request this build reads, or a request the engine refuses (files
-//! outside its table, files that are gone, a late keyed request that cannot
-//! be applied), goes to the dead-letter location with its reason and is then
-//! acknowledged: never committed, never dropped unrecorded.
+//! ledger drops whatever of it did land when the messages come again.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
