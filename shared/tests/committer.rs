@@ -201,7 +201,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 async fn tables_of_one_run_commit_concurrently_up_to_the_limit() {
     let names = ["a.t0", "a.t1", "a.t2", "a.t3", "a.t4", "a.t5"];
     let s = setup(&names).await;
-    let slow = Slow::new(s.catalog.clone(), &[], Duration::from_millis(300));
+    let slow = Slow::new(s.catalog.clone(), &[], Duration::from_secs(1));
     let report = committer(slow.clone(), 3)
         .commit(deliveries(&s).await)
         .await;
@@ -235,7 +235,7 @@ async fn tables_the_deadline_cuts_short_are_released_and_the_rest_committed() {
     let all = deliveries(&s).await;
     let started = Instant::now();
     let report = committer(stuck, 8)
-        .commit_by(all.clone(), Some(Instant::now() + Duration::from_secs(5)))
+        .commit_by(all.clone(), Some(Instant::now() + Duration::from_secs(10)))
         .await;
     assert!(
         started.elapsed() < Duration::from_secs(30),
