@@ -33,6 +33,10 @@ cargo clippy --workspace --all-targets --locked --features "$features" -- -D war
 # The Terraform module and examples: fmt, validate and `terraform test` where
 # the AWS provider is installable offline, and checkov.
 local-dev/infra-check.sh
+# The second S3 implementation of the local-stack test (`cargo install
+# s3s-fs` on first use, a few minutes; cached under ~/.cache/floe-s3s).
+echo "== s3s-fs"
+bash local-dev/s3s.sh >/dev/null
 echo "== cargo test"
 log="$(mktemp)"
 # The delivery harnesses append their verdicts here.

@@ -15,13 +15,17 @@ rows="${1:-1000000}"
 tps="${2:-1000}"
 seconds="${3:-600}"
 every="${4:-180}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
 venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
 py="$venv/bin/python"
 [ -x "$py" ] || { echo "run ./local-dev/test.sh once: it makes $venv" >&2; exit 1; }
 
-cargo build --release --locked -p floe-cli --bin floe >/dev/null
-floe="$CARGO_TARGET_DIR/release/floe"
+# FLOE_BIN=path runs that build (e.g. an earlier one) instead of this checkout's.
+if [ -n "${FLOE_BIN:-}" ]; then
+  floe="$FLOE_BIN"
+else
+  cargo build --release --locked --bin floe >/dev/null
+  floe="${CARGO_TARGET_DIR:-target}/release/floe"
+fi
 port="${FLOE_BENCH_PG_PORT:-54339}"
 export FLOE_PG_PORT="$port" FLOE_PG_DATA="$HOME/.cache/floe-pg-bench/$port"
 conninfo="$(local-dev/pg.sh)"

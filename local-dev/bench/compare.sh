@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000000}"
 peers="${FLOE_PEERS:-../shared/bench}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
+# The quick start's build (`cargo run --release --bin floe`, its target
+# directory): no -p and no other target dir, so nothing compiles twice.
 venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -c "import pyiceberg, pyarrow" 2>/dev/null || "$venv/bin/pip" install -q -r local-dev/requirements-test.txt
@@ -17,8 +18,8 @@ py="$venv/bin/python"
 if [ -n "${FLOE_BIN:-}" ]; then
   floe="$FLOE_BIN"
 else
-  cargo build --release --locked -p floe-cli --bin floe >/dev/null
-  floe="$CARGO_TARGET_DIR/release/floe"
+  cargo build --release --locked --bin floe >/dev/null
+  floe="${CARGO_TARGET_DIR:-target}/release/floe"
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

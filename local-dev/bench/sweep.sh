@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000000}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
-cargo build --release --locked -p floe-cli --bin floe >/dev/null
-floe="$CARGO_TARGET_DIR/release/floe"
+# The quick start's build (`cargo run --release --bin floe`, its target
+# directory): no -p and no other target dir, so nothing compiles twice.
+cargo build --release --locked --bin floe >/dev/null
+floe="${CARGO_TARGET_DIR:-target}/release/floe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

@@ -77,7 +77,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         println!(
             "  {:.1} MB/s of JSON; warehouse {}",
             total as f64 / 1e6 / r.elapsed.as_secs_f64().max(1e-9),
-            floe.warehouse().root().display()
+            floe.location()
         );
     }
     Ok(())

@@ -11,9 +11,11 @@ use crate::report;
 
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
-    /// List dead-lettered records by table and reason.
+    /// List dead-lettered records by table and reason (the local warehouse's,
+    /// or the deployment's on S3 that the functions wrote).
     List(DlqArgs),
-    /// Re-ingest dead-lettered records, exactly once, after fixing the table or the data.
+    /// Re-ingest dead-lettered records, exactly once, after fixing the table
+    /// or the data: committed here, straight to the deployment's catalog.
     Replay(DlqArgs),
 }
 
@@ -31,7 +33,7 @@ pub async fn run(floe: &Embedded, cmd: DlqCommand) -> Result<()> {
     match cmd {
         DlqCommand::List(args) => {
             let table = args.table.as_deref().map(ident::parse_table).transpose()?;
-            let files = floe.dead_letter_files(table.as_ref())?;
+            let files = floe.dead_letter_files(table.as_ref()).await?;
             if args.json {
                 let out: Vec<_> = files
                     .iter()

@@ -6,8 +6,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use floe_core::config::Config;
+use floe_core::deploy::Deployment;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::ident;
+use floe_core::queue::QueueRef;
 use floe_core::route::SourceKind;
 use floe_core::shred::EpochUnit;
 
@@ -25,6 +27,11 @@ pub struct IngestArgs {
     /// Concurrent writer tasks (default: number of CPUs).
     #[arg(long)]
     writers: Option<usize>,
+    /// Only write: send the commit requests to the deployment's commit
+    /// queue (`queue.url`) for its committer, as the writer function does,
+    /// instead of committing them here.
+    #[arg(long)]
+    via_queue: bool,
     #[command(flatten)]
     pub tuning: Tuning,
     /// Print the report as JSON.
@@ -102,7 +109,14 @@ pub fn default_writers() -> usize {
         .unwrap_or(1)
 }
 
-pub async fn run(floe: &Embedded, args: IngestArgs) -> Result<()> {
+pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> Result<()> {
+    let queue: Option<QueueRef> = match (&deployment.sqs, args.via_queue) {
+        (Some(sqs), true) => Some(sqs.clone() as QueueRef),
+        (None, true) => anyhow::bail!(
+            "--via-queue sends to the deployment's SQS commit queue: set queue.url (FLOE_QUEUE_URL)"
+        ),
+        (_, false) => None,
+    };
     let (table, files) = if args.routed {
         (None, &args.args[..])
     } else {
@@ -140,7 +154,7 @@ pub async fn run(floe: &Embedded, args: IngestArgs) -> Result<()> {
     }
     let opts = args.tuning.options(args.writers, 100_000);
     let progress = Progress::start(floe.counters.clone(), total);
-    let result = floe.ingest(table.as_ref(), inputs, &opts).await;
+    let result = floe.ingest_to(table.as_ref(), inputs, &opts, queue).await;
     progress.finish();
     let name = table
         .as_ref()

@@ -1,20 +1,25 @@
-//! `floe`: the embedded Iceberg micro-batch writer on one machine.
+//! `floe`: JSON records into Apache Iceberg tables, exactly once, on one
+//! machine or on any deployment the functions' config describes.
 
 mod bench;
 mod demo;
 mod dlq;
 mod ingest;
+mod local;
 mod maintain;
 mod pg;
 mod progress;
 mod report;
+mod serve;
+mod status;
 mod table;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use floe_core::config::Config;
+use floe_core::deploy::{Deployment, Role};
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use tracing_subscriber::EnvFilter;
@@ -24,10 +29,12 @@ use tracing_subscriber::EnvFilter;
 #[command(name = "floe", version, about)]
 struct Cli {
     /// Warehouse directory (tables, metadata and the SQLite catalog)
-    /// [default: warehouse.path of the config, else ./warehouse].
+    /// [default: the config's warehouse, else ./warehouse].
     #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
     warehouse: Option<PathBuf>,
-    /// Config file (TOML; see docs/config.md). Also FLOE_CONFIG or FLOE_CONFIG_TOML.
+    /// Config file (TOML; see docs/config.md): the same file the functions
+    /// read, so `--config aws.toml` works on a Glue, REST or SQLite-on-S3
+    /// deployment. Also FLOE_CONFIG or FLOE_CONFIG_TOML.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     #[command(subcommand)]
@@ -36,14 +43,22 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create and inspect tables.
+    /// Create, inspect and alter tables.
     #[command(subcommand)]
     Table(table::TableCommand),
     /// Ingest NDJSON files (or `-` for stdin) into a table.
     Ingest(ingest::IngestArgs),
-    /// List and replay dead-lettered records.
+    /// List and replay dead-lettered records (local or on S3).
     #[command(subcommand)]
     Dlq(dlq::DlqCommand),
+    /// Per table: last commit, records per commit, freshness; the commit
+    /// queue's depth and its dead-letter queue's; dead letters by reason.
+    Status(status::StatusArgs),
+    /// The HTTP ingestion API (the ingest function's) on a local address.
+    Serve(serve::ServeArgs),
+    /// The four functions on local stand-ins of S3, SQS and Glue, fed by
+    /// emulated event source mappings.
+    Local(local::LocalArgs),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
     /// Benchmark inputs and runs (see local-dev/bench/sweep.sh).
@@ -74,24 +89,42 @@ fn main() -> Result<()> {
         Command::Demo(args) => args.tuning.apply(&mut config),
         _ => {}
     }
-    let warehouse = cli.warehouse.clone().unwrap_or_else(|| {
-        config
-            .warehouse
-            .path
-            .as_deref()
-            .map(|p| config.resolve(p))
-            .unwrap_or_else(|| PathBuf::from("./warehouse"))
-    });
+    if let Some(dir) = &cli.warehouse {
+        // Relative to where floe runs, not to the config file.
+        config.warehouse.path = Some(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
+        config.warehouse.uri = None;
+    }
     runtime.block_on(async move {
-        let floe = Embedded::with_config(&warehouse, config, faults)?;
         match cli.command {
-            Command::Table(cmd) => table::run(&floe, cmd).await,
-            Command::Ingest(args) => ingest::run(&floe, args).await,
-            Command::Dlq(cmd) => dlq::run(&floe, cmd).await,
-            Command::Demo(args) => demo::run(&floe, args).await,
-            Command::Pg(cmd) => pg::run(&floe, cmd).await,
-            Command::Maintain(args) => maintain::run(&floe, args).await,
-            Command::Bench(cmd) => bench::run(&floe, cmd).await,
+            Command::Local(args) => local::run(config, args).await,
+            Command::Serve(args) => serve::run(open(config, faults).await?.0, args).await,
+            Command::Table(cmd) => table::run(&open(config, faults).await?.1, cmd).await,
+            Command::Ingest(args) => {
+                let (deployment, floe) = open(config, faults).await?;
+                ingest::run(&floe, &deployment, args).await
+            }
+            Command::Dlq(cmd) => dlq::run(&open(config, faults).await?.1, cmd).await,
+            Command::Status(args) => {
+                let (deployment, floe) = open(config, faults).await?;
+                status::run(&floe, &deployment, args).await
+            }
+            Command::Maintain(args) => {
+                let (deployment, floe) = open(config, faults).await?;
+                maintain::run(&floe, &deployment, args).await
+            }
+            Command::Demo(args) => demo::run(&open(config, faults).await?.1, args).await,
+            Command::Pg(cmd) => pg::run(&open(config, faults).await?.1, cmd).await,
+            Command::Bench(cmd) => bench::run(&open(config, faults).await?.1, cmd).await,
         }
     })
+}
+
+/// The deployment the config describes (the embedded warehouse by default),
+/// and the in-process pipeline on it.
+async fn open(config: Config, faults: Faults) -> Result<(Deployment, Embedded)> {
+    let deployment = Deployment::from_config(config, faults, Role::Cli)
+        .await
+        .context("cannot open the deployment the config describes")?;
+    let floe = Embedded::from_deployment(&deployment);
+    Ok((deployment, floe))
 }

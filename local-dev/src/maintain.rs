@@ -5,6 +5,7 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
+use floe_core::deploy::Deployment;
 use floe_core::embedded::Embedded;
 use floe_core::ident;
 use floe_core::maintain::owned::select;
@@ -41,7 +42,7 @@ pub struct MaintainArgs {
     json: bool,
 }
 
-pub async fn run(floe: &Embedded, args: MaintainArgs) -> Result<()> {
+pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -> Result<()> {
     let config = floe.config();
     let orphan_window_ms = match args.orphan_window_ms {
         Some(ms) => {
@@ -57,6 +58,8 @@ pub async fn run(floe: &Embedded, args: MaintainArgs) -> Result<()> {
         max_snapshot_age_ms: args.max_snapshot_age_ms,
         max_snapshots: args.max_snapshots,
         orphan_window_ms,
+        // S3 locations are listed through the deployment's client.
+        lister: deployment.lister.clone(),
         deadline: args
             .max_seconds
             .map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s)),

@@ -12,7 +12,9 @@ use serde_json::json;
 
 #[derive(Debug, Subcommand)]
 pub enum TableCommand {
-    /// Create a table from an Iceberg schema JSON file.
+    /// Create a table from an Iceberg schema JSON file, with its config
+    /// section's (`[tables."ns.t"]`) partitioning, sort order, identifier
+    /// fields, merge strategy and properties.
     Create(CreateArgs),
     /// Show a table's schema, partitioning and snapshots.
     Show(ShowArgs),
@@ -33,13 +35,15 @@ pub struct AlterArgs {
 pub struct CreateArgs {
     /// NAMESPACE.TABLE
     table: String,
-    /// Iceberg schema JSON (`{"type":"struct","fields":[...]}`).
+    /// Iceberg schema JSON (`{"type":"struct","fields":[...]}`)
+    /// [default: the table's `schema` in the config].
     #[arg(long)]
-    schema: PathBuf,
-    /// Partition field: `col`, `day(ts)`, `bucket(16, id)`, `truncate(4, s)`… (repeatable).
+    schema: Option<PathBuf>,
+    /// Partition field: `col`, `day(ts)`, `bucket(16, id)`, `truncate(4, s)`…
+    /// (repeatable; replaces the config section's `partition`).
     #[arg(long = "partition")]
     partitions: Vec<String>,
-    /// Table property KEY=VALUE (repeatable).
+    /// Table property KEY=VALUE (repeatable; over the config's properties).
     #[arg(long = "property")]
     properties: Vec<String>,
 }
@@ -99,19 +103,30 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
 
 async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {
     let ident = ident::parse_table(&args.table)?;
-    let text = std::fs::read_to_string(&args.schema)
-        .with_context(|| format!("reading schema file {}", args.schema.display()))?;
-    let schema = tabledef::parse_schema(&text)
-        .with_context(|| format!("schema file {}", args.schema.display()))?;
-    let spec = tabledef::parse_partition(&schema, &args.partitions)?;
-    let props = tabledef::parse_properties(&args.properties)?;
-    let creation = tabledef::creation(ident.name(), schema, spec, props);
+    let name = ident::display(&ident);
+    // The same settings a writer applies when it creates the table on first write.
+    let mut settings = floe.config().table(&name);
+    let path = args
+        .schema
+        .clone()
+        .or_else(|| settings.schema.clone())
+        .with_context(|| {
+            format!("give --schema FILE, or set schema in the config's [tables.\"{name}\"] section")
+        })?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading schema file {}", path.display()))?;
+    let schema =
+        tabledef::parse_schema(&text).with_context(|| format!("schema file {}", path.display()))?;
+    if !args.partitions.is_empty() {
+        settings.partition = args.partitions.clone();
+    }
+    settings
+        .properties
+        .extend(tabledef::parse_properties(&args.properties)?);
+    let creation = tabledef::configured_creation(ident.name(), schema, &settings)
+        .with_context(|| format!("table {name}"))?;
     let loaded = floe.create_table(&ident, creation).await?;
-    println!(
-        "created {} at {}",
-        ident::display(&ident),
-        loaded.metadata.location()
-    );
+    println!("created {name} at {}", loaded.metadata.location());
     Ok(())
 }
 
@@ -130,6 +145,7 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
             "format_version": m.format_version() as u8,
             "schema": m.current_schema(),
             "partition_spec": m.default_partition_spec(),
+            "sort_order": m.default_sort_order(),
             "properties": m.properties(),
             "current_snapshot_id": m.current_snapshot_id(),
             "data_files": data_files,

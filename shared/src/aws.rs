@@ -53,7 +53,14 @@ impl AwsSettings {
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(Duration::from_secs(5))
             .build();
+        // rustls on ring: the SDK's default client would link aws-lc as well.
+        let https = aws_smithy_http_client::Builder::new()
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https)
             .retry_config(RetryConfig::standard().with_max_attempts(attempts))
             .timeout_config(timeouts);
         if let Some(region) = &self.region {

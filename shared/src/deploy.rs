@@ -71,6 +71,9 @@ pub enum Role {
     Maintenance,
     /// `floe-pg-sync`: a Postgres slot into keyed tables, on a schedule.
     PgSync,
+    /// The `floe` CLI: commits in-process, so a queue is optional (used by
+    /// `ingest --via-queue` and `status`). Not a deployed function.
+    Cli,
 }
 
 /// Keys that only make sense off AWS: a local warehouse directory, an
@@ -100,14 +103,16 @@ impl Role {
             Self::Ingest => "floe-ingest-http",
             Self::Maintenance => "floe-maintenance",
             Self::PgSync => "floe-pg-sync",
+            Self::Cli => "floe",
         }
     }
 
-    /// Maintenance and pg-sync commit straight to the catalog (pg-sync may
-    /// advance its slot only once its batch is in the tables, so it cannot
-    /// hand the commit to the committer); the others meet on the queue.
+    /// Maintenance, pg-sync and the CLI commit straight to the catalog
+    /// (pg-sync may advance its slot only once its batch is in the tables, so
+    /// it cannot hand the commit to the committer); the others meet on the
+    /// queue.
     pub fn needs_queue(self) -> bool {
-        !matches!(self, Self::Maintenance | Self::PgSync)
+        !matches!(self, Self::Maintenance | Self::PgSync | Self::Cli)
     }
 
     /// The environment variables this function reads on AWS, which a
@@ -123,7 +128,7 @@ impl Role {
             Self::Ingest => sections.push("http"),
             Self::Maintenance => sections.push("maintenance"),
             Self::PgSync => sections.push("postgres"),
-            Self::Writer | Self::Committer => {}
+            Self::Writer | Self::Committer | Self::Cli => {}
         }
         let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
         if self == Self::Maintenance {
@@ -161,6 +166,9 @@ pub struct Deployment {
     /// resolves claim-check bodies of the messages Lambda hands it).
     #[cfg(feature = "aws")]
     pub sqs: Option<Arc<crate::queue::SqsQueue>>,
+    /// The AWS clients the parts were built from (none when embedded).
+    #[cfg(feature = "aws")]
+    pub aws: Option<crate::aws::AwsClients>,
     /// Where rejected records go.
     pub dead_letters: Arc<dyn DeadLetters>,
     /// Reaches table files, dead letters and claim-check bodies.
@@ -243,6 +251,8 @@ impl Deployment {
             queue: Arc::new(MemoryQueue::new()),
             #[cfg(feature = "aws")]
             sqs: None,
+            #[cfg(feature = "aws")]
+            aws: None,
             file_io,
             faults,
             counters: Arc::default(),
@@ -396,6 +406,7 @@ impl Deployment {
             catalog,
             queue,
             sqs,
+            aws: Some(clients.clone()),
             file_io,
             faults,
             counters: Arc::default(),

@@ -1,28 +1,32 @@
-//! Embedded mode: the whole pipeline on one machine with no services. A local
-//! warehouse directory, the SQLite catalog, an in-process commit queue, N
-//! writer tasks and one committer task running the same steps as the Lambdas.
+//! Embedded mode: the whole pipeline in one process. A local warehouse
+//! directory and the SQLite catalog (or any deployment's catalog and storage,
+//! [`Embedded::from_deployment`]), an in-process commit queue, N writer tasks
+//! and one committer task running the same steps as the Lambdas.
 
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use iceberg::io::FileIO;
 use iceberg::{TableCreation, TableIdent};
 use tokio::sync::{Mutex, mpsc};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, SqliteCatalog};
 use crate::commit::{CommitEngine, RetryPolicy};
 use crate::config::{Config, Location};
+use crate::deploy::Deployment;
 use crate::dlq::{Rejected, StorageDeadLetters};
 use crate::faults::Faults;
 use crate::ident::display;
 use crate::ledger::LedgerStore;
+use crate::maintain::orphans::{ListError, Lister};
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
 use crate::pipeline::{
     Committer, PipelineError, Records, Source, SourceBatch, WriteReport, Writer, WriterParts,
 };
-use crate::queue::{MemoryQueue, QueueError};
+use crate::queue::{MemoryQueue, QueueError, QueueRef};
 use crate::route::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::storage::{LocalWarehouse, StorageError};
@@ -65,6 +69,17 @@ pub enum EmbeddedError {
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
     Task(String),
+    /// The dead-letter location could not be listed.
+    #[error("listing dead letters: {0}")]
+    List(#[from] ListError),
+    /// A dead-letter file could not be read or removed.
+    #[error("dead-letter file {path}: {source}")]
+    DeadLetter {
+        /// The file.
+        path: String,
+        /// The storage error.
+        source: Box<iceberg::Error>,
+    },
 }
 
 impl From<PipelineError> for EmbeddedError {
@@ -145,7 +160,11 @@ pub struct IngestReport {
 /// The embedded pipeline on one warehouse.
 #[derive(Debug, Clone)]
 pub struct Embedded {
-    warehouse: LocalWarehouse,
+    /// The warehouse's URI (`file:///…`, `s3://…`).
+    location: String,
+    file_io: FileIO,
+    lister: Lister,
+    dead_letter_prefix: String,
     catalog: CatalogRef,
     ledger: Arc<LedgerStore>,
     config: Arc<Config>,
@@ -170,9 +189,16 @@ impl Embedded {
             warehouse.file_io(),
             faults.clone(),
         )?;
+        let dead_letter_prefix = match &config.dead_letter.location {
+            None => format!("{}/_floe/dlq", warehouse.uri()),
+            Some(_) => location_uri(config.dead_letter_location()),
+        };
         Ok(Self {
             ledger: Arc::new(LedgerStore::new(warehouse.file_io())),
-            warehouse,
+            location: warehouse.uri(),
+            file_io: warehouse.file_io(),
+            lister: Lister::Local,
+            dead_letter_prefix,
             catalog: Arc::new(catalog),
             config: Arc::new(config),
             faults,
@@ -180,22 +206,32 @@ impl Embedded {
         })
     }
 
-    /// Where dead letters go: `dead_letter.location`, else `<warehouse>/_floe/dlq`.
-    pub fn dead_letter_prefix(&self) -> String {
-        match &self.config.dead_letter.location {
-            None => format!("{}/_floe/dlq", self.warehouse.uri()),
-            Some(_) => match self.config.dead_letter_location() {
-                Location::Uri(uri) => uri,
-                Location::Path(p) => {
-                    format!("file://{}", std::path::absolute(&p).unwrap_or(p).display())
-                }
-            },
+    /// The pipeline on a deployment's catalog, storage and dead-letter
+    /// location (Glue, REST, SQLite on S3 or local): what the functions
+    /// would do, done in this process, committing straight to the catalog.
+    pub fn from_deployment(deployment: &Deployment) -> Self {
+        let config = deployment.config.clone();
+        Self {
+            location: location_uri(config.warehouse_location()),
+            dead_letter_prefix: location_uri(config.dead_letter_location()),
+            ledger: Arc::new(LedgerStore::new(deployment.file_io.clone())),
+            file_io: deployment.file_io.clone(),
+            lister: deployment.lister.clone(),
+            catalog: deployment.catalog.clone(),
+            config,
+            faults: deployment.faults.clone(),
+            counters: deployment.counters.clone(),
         }
     }
 
-    /// The warehouse.
-    pub fn warehouse(&self) -> &LocalWarehouse {
-        &self.warehouse
+    /// Where dead letters go: `dead_letter.location`, else `<warehouse>/_floe/dlq`.
+    pub fn dead_letter_prefix(&self) -> String {
+        self.dead_letter_prefix.clone()
+    }
+
+    /// The warehouse's URI (`file:///…` or `s3://…`).
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
     /// The same warehouse with `latency` added to every catalog commit, as a
@@ -238,6 +274,20 @@ impl Embedded {
         inputs: Vec<Input>,
         opts: &IngestOptions,
     ) -> Result<IngestReport, EmbeddedError> {
+        self.ingest_to(table, inputs, opts, None).await
+    }
+
+    /// [`Embedded::ingest`], enqueueing the commit requests to `queue` (a
+    /// deployment's SQS commit queue) for its committer instead of
+    /// committing them here, when given: success then means written and
+    /// enqueued, as a writer function's.
+    pub async fn ingest_to(
+        &self,
+        table: Option<&TableIdent>,
+        inputs: Vec<Input>,
+        opts: &IngestOptions,
+        queue: Option<QueueRef>,
+    ) -> Result<IngestReport, EmbeddedError> {
         let batch_records = opts.batch_records;
         let batches = inputs.into_iter().map(|input| {
             let table = table.cloned();
@@ -270,7 +320,7 @@ impl Embedded {
             preserve_order: opts.preserve_order || keyed,
             ..opts.clone()
         };
-        self.run(batches.collect(), &opts).await
+        self.run(batches.collect(), &opts, queue).await
     }
 
     /// Ingests batches a source has already cut (a Postgres micro-batch, one
@@ -280,7 +330,7 @@ impl Embedded {
         batches: Vec<SourceBatch>,
         opts: &IngestOptions,
     ) -> Result<IngestReport, EmbeddedError> {
-        self.run(batches.into_iter().map(one_batch).collect(), opts)
+        self.run(batches.into_iter().map(one_batch).collect(), opts, None)
             .await
     }
 
@@ -288,16 +338,17 @@ impl Embedded {
         &self,
         readers: Vec<Reader>,
         opts: &IngestOptions,
+        remote: Option<QueueRef>,
     ) -> Result<IngestReport, EmbeddedError> {
         let started = Instant::now();
         let queue = Arc::new(MemoryQueue::new());
         let dead_letters = Arc::new(StorageDeadLetters::new(
-            self.warehouse.file_io(),
+            self.file_io.clone(),
             self.dead_letter_prefix(),
         ));
         let writer = Arc::new(Writer::new(WriterParts {
             catalog: self.catalog.clone(),
-            queue: queue.clone(),
+            queue: remote.clone().unwrap_or_else(|| queue.clone() as QueueRef),
             dead_letters: dead_letters.clone(),
             faults: self.faults.clone(),
             counters: self.counters.clone(),
@@ -312,10 +363,12 @@ impl Embedded {
         .with_table_concurrency(self.config.queue.table_concurrency());
         let before = snapshot_counters(&self.counters);
 
+        // Nothing reaches the in-process queue when requests go to a remote
+        // one: the committer then finds it closed and empty.
         let commit_task = {
             let queue = queue.clone();
             let (max, window) = (opts.max_requests_per_commit, opts.commit_window);
-            tokio::spawn(async move { commit_loop(&committer, &queue, max, window).await })
+            tokio::spawn(async move { commit_until_closed(&committer, &queue, max, window).await })
         };
 
         // Batches of one input go to one writer when order matters (keyed
@@ -415,65 +468,73 @@ impl Embedded {
     }
 }
 
-/// A dead-letter file of the local warehouse.
+/// A dead-letter file of one batch.
 #[derive(Debug, Clone)]
 pub struct DeadLetterFile {
-    /// Where it is.
-    pub path: std::path::PathBuf,
+    /// Where it is (`file:///…`, `s3://…`).
+    pub path: String,
     /// The table its records were meant for (empty for unroutable records).
     pub table: String,
     /// Its records with why they were rejected.
     pub entries: Vec<Rejected>,
+    /// Its bytes, which name it in a replay's batch id.
+    content: bytes::Bytes,
 }
 
 impl Embedded {
-    /// The dead-letter files under the local dead-letter prefix, optionally of one table.
-    pub fn dead_letter_files(
+    /// The dead-letter files under the dead-letter prefix (local or on S3),
+    /// optionally of one table; refused commit requests (`_requests/`) are
+    /// not records and are left out.
+    pub async fn dead_letter_files(
         &self,
         table: Option<&TableIdent>,
     ) -> Result<Vec<DeadLetterFile>, EmbeddedError> {
         let prefix = self.dead_letter_prefix();
-        let root = std::path::PathBuf::from(prefix.trim_start_matches("file://"));
-        let io = |error| EmbeddedError::Input {
-            source_name: root.display().to_string(),
-            error,
-        };
+        let requests = format!("{prefix}/_requests/");
+        let mut listed: Vec<String> = self
+            .lister
+            .list(&prefix)
+            .await?
+            .into_iter()
+            .map(|l| l.uri)
+            .filter(|uri| uri.ends_with(".ndjson") && !uri.starts_with(&requests))
+            .collect();
+        listed.sort();
         let mut out = Vec::new();
-        if !root.exists() {
-            return Ok(out);
-        }
-        for ns in std::fs::read_dir(&root).map_err(io)? {
-            let ns = ns.map_err(io)?.path();
-            for tbl in std::fs::read_dir(&ns).map_err(io)? {
-                let tbl = tbl.map_err(io)?.path();
-                let mut files: Vec<_> = std::fs::read_dir(&tbl)
-                    .map_err(io)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "ndjson"))
-                    .collect();
-                files.sort();
-                for path in files {
-                    let text = std::fs::read_to_string(&path).map_err(io)?;
-                    let entries: Vec<Rejected> = text
-                        .lines()
-                        .filter(|l| !l.trim().is_empty())
-                        .filter_map(|l| serde_json::from_str(l).ok())
-                        .collect();
-                    let table_name = entries.first().map(|e| e.table.clone()).unwrap_or_default();
-                    if let Some(t) = table
-                        && table_name != crate::ident::display(t)
-                    {
-                        continue;
-                    }
-                    out.push(DeadLetterFile {
-                        path,
-                        table: table_name,
-                        entries,
-                    });
-                }
+        for path in listed {
+            let content = self.read(&path).await?;
+            let entries: Vec<Rejected> = String::from_utf8_lossy(&content)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let table_name = entries.first().map(|e| e.table.clone()).unwrap_or_default();
+            if let Some(t) = table
+                && table_name != crate::ident::display(t)
+            {
+                continue;
             }
+            out.push(DeadLetterFile {
+                path,
+                table: table_name,
+                entries,
+                content,
+            });
         }
         Ok(out)
+    }
+
+    async fn read(&self, path: &str) -> Result<bytes::Bytes, EmbeddedError> {
+        let err = |source| EmbeddedError::DeadLetter {
+            path: path.to_string(),
+            source: Box::new(source),
+        };
+        self.file_io
+            .new_input(path)
+            .map_err(err)?
+            .read()
+            .await
+            .map_err(err)
     }
 
     /// Re-ingests dead-lettered records (of one table, or all) once the table or
@@ -485,8 +546,8 @@ impl Embedded {
         &self,
         table: Option<&TableIdent>,
         opts: &IngestOptions,
-    ) -> Result<(IngestReport, Vec<std::path::PathBuf>), EmbeddedError> {
-        let files = self.dead_letter_files(table)?;
+    ) -> Result<(IngestReport, Vec<String>), EmbeddedError> {
+        let files = self.dead_letter_files(table).await?;
         let mut readers: Vec<Reader> = Vec::new();
         let mut paths = Vec::new();
         for file in files {
@@ -495,15 +556,11 @@ impl Embedded {
             } else {
                 Some(
                     crate::ident::parse_table(&file.table).map_err(|e| EmbeddedError::Input {
-                        source_name: file.path.display().to_string(),
+                        source_name: file.path.clone(),
                         error: std::io::Error::other(e.to_string()),
                     })?,
                 )
             };
-            let content = std::fs::read(&file.path).map_err(|error| EmbeddedError::Input {
-                source_name: file.path.display().to_string(),
-                error,
-            })?;
             // A dead letter is replayed as the record it was: two copies of
             // one (a source that delivered it twice) commit once, and a
             // replay that crashes and runs again commits nothing twice.
@@ -523,7 +580,7 @@ impl Embedded {
                     name: "dlq".into(),
                 },
                 table: target,
-                batch_id: batch_id(&spans, Some(&content)),
+                batch_id: batch_id(&spans, Some(&file.content)),
                 spans,
                 records: Records::Items(
                     keys.into_iter()
@@ -537,14 +594,25 @@ impl Embedded {
             paths.push(file.path);
             readers.push(one_batch(batch));
         }
-        let report = self.run(readers, opts).await?;
+        let report = self.run(readers, opts, None).await?;
         for p in &paths {
-            std::fs::remove_file(p).map_err(|error| EmbeddedError::Input {
-                source_name: p.display().to_string(),
-                error,
-            })?;
+            self.file_io
+                .delete(p)
+                .await
+                .map_err(|source| EmbeddedError::DeadLetter {
+                    path: p.clone(),
+                    source: Box::new(source),
+                })?;
         }
         Ok((report, paths))
+    }
+}
+
+/// A location as a URI FileIO reads: `file://` for a local path.
+fn location_uri(location: Location) -> String {
+    match location {
+        Location::Uri(uri) => uri,
+        Location::Path(p) => format!("file://{}", std::path::absolute(&p).unwrap_or(p).display()),
     }
 }
 
@@ -659,7 +727,11 @@ fn read_input(
     }
 }
 
-async fn commit_loop(
+/// The in-process committer: drains `queue` in windows of up to `max`
+/// requests until it is closed and empty, retrying failed commits; fails
+/// once a request failed [`MAX_RECEIVES`] times (nothing is dropped: the
+/// caller reports the error and the writers' files stay for a rerun).
+pub async fn commit_until_closed(
     committer: &Committer,
     queue: &MemoryQueue,
     max: usize,

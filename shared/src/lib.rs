@@ -4,7 +4,8 @@
 //! Lambda functions and the embedded CLI) sits on `commit` (floe's own Iceberg
 //! commit engine), which sits on `catalog`, `queue`, `write`, `shred`, `dlq`,
 //! `ledger`, `request`, `storage`, `faults` and `metrics`; `deploy` assembles
-//! those parts from a config for every entry point, `status` reads a table's state; with the `aws`
+//! those parts from a config for every entry point, `status` reads a table's state,
+//! `http` is the HTTP ingestion API of the Lambda function and `floe serve`; with the `aws`
 //! feature, `aws` holds the one SDK configuration S3, SQS and Glue share.
 
 #[cfg(feature = "aws")]
@@ -19,6 +20,7 @@ pub mod dlq;
 pub mod embedded;
 pub mod evolve;
 pub mod faults;
+pub mod http;
 pub mod idempotency;
 pub mod ident;
 pub mod ledger;

@@ -133,9 +133,13 @@ locals {
   # FLOE_HTTP_TOKEN blank: the function admits IAM-authenticated callers of
   # its function URL only.
   ingest_own_env = {
-    FLOE_HTTP_TOKEN          = var.http_token_secret_arn
-    FLOE_HTTP_MAX_BODY_BYTES = tostring(var.http_max_body_bytes)
-    FLOE_HTTP_WAIT_SECONDS   = tostring(var.http_wait_seconds)
+    FLOE_HTTP_TOKEN            = var.http_token_secret_arn
+    FLOE_HTTP_MAX_BODY_BYTES   = tostring(var.http_max_body_bytes)
+    FLOE_HTTP_WAIT_SECONDS     = tostring(var.http_wait_seconds)
+    FLOE_HTTP_MAX_RECORD_BYTES = tostring(var.http_max_record_bytes)
+    FLOE_HTTP_MAX_NEW_COLUMNS  = tostring(var.http_max_new_columns)
+    FLOE_HTTP_REDACT_VALUES    = tostring(var.http_redact_values)
+    FLOE_HTTP_CREATE_TABLES    = tostring(var.http_create_tables)
   }
 
   maintenance_own_env = {

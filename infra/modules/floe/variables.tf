@@ -466,6 +466,40 @@ variable "http_wait_seconds" {
   }
 }
 
+variable "http_max_record_bytes" {
+  description = "FLOE_HTTP_MAX_RECORD_BYTES: a request with a larger record is refused with 413 naming it."
+  type        = number
+  default     = 1048576
+
+  validation {
+    condition     = var.http_max_record_bytes >= 1 && var.http_max_record_bytes <= 6291456
+    error_message = "http_max_record_bytes: 1-6291456."
+  }
+}
+
+variable "http_max_new_columns" {
+  description = "FLOE_HTTP_MAX_NEW_COLUMNS: most columns (nested ones included) one request may add to a table; more is refused with 400."
+  type        = number
+  default     = 16
+
+  validation {
+    condition     = var.http_max_new_columns >= 0 && var.http_max_new_columns <= 10000
+    error_message = "http_max_new_columns: 0-10000."
+  }
+}
+
+variable "http_redact_values" {
+  description = "FLOE_HTTP_REDACT_VALUES: 400 answers name each bad record's position and field but never its value."
+  type        = bool
+  default     = false
+}
+
+variable "http_create_tables" {
+  description = "FLOE_HTTP_CREATE_TABLES: a POST to a missing table creates it (only names routing.allow permits; needs a non-empty allow list). Off, such a POST gets 404."
+  type        = bool
+  default     = false
+}
+
 # --- maintenance -------------------------------------------------------------------
 
 variable "enable_maintenance" {

@@ -112,6 +112,22 @@ const HTTP: &[Key] = &[
     ),
     // API Gateway's HTTP APIs give up on an integration after 30 s.
     key("wait_seconds", Kind::Int { min: 0, max: 29 }),
+    key(
+        "max_record_bytes",
+        Kind::Int {
+            min: 1,
+            max: 6_291_456,
+        },
+    ),
+    key(
+        "max_new_columns",
+        Kind::Int {
+            min: 0,
+            max: 10_000,
+        },
+    ),
+    key("redact_values", Kind::Bool),
+    key("create_tables", Kind::Bool),
 ];
 const MAINTENANCE: &[Key] = &[
     key("tables", Kind::List),

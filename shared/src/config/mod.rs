@@ -197,6 +197,10 @@
 //! | `token` | string | — | Bearer token a request may present (`Authorization: Bearer …`), or a Secrets Manager ARN holding it. A request is let in with that token, or when AWS authenticated it (the Function URL's `AWS_IAM` auth puts the caller's IAM identity in the event); unset, only IAM-authenticated requests pass. |
 //! | `max_body_bytes` | integer 1–6291456 | `5242880` | Larger request bodies are refused with 413. |
 //! | `wait_seconds` | integer 0–29 | `20` | How long `?wait=commit` waits for the batch to be in the table before answering 202. |
+//! | `max_record_bytes` | integer 1–6291456 | `1048576` | A request with a larger record is refused with 413 naming the record. |
+//! | `max_new_columns` | integer 0–10000 | `16` | A request whose records would add more columns than this to the table (nested fields count) is refused with 400 naming them; `0` lets HTTP add none. |
+//! | `redact_values` | boolean | `false` | 400 answers name each bad record's position, field and the kind of problem, never the value (dead-letter files still keep the record). |
+//! | `create_tables` | boolean | `false` | A POST to a table that does not exist creates it from its `[tables.*]` section or the records; needs `routing.allow` to name what may be created. Off, such a POST gets 404. |
 //!
 //! ## `[maintenance]`: the scheduled maintenance function
 //!
@@ -627,12 +631,27 @@ pub struct HttpConfig {
     /// Longest `?wait=commit` waits; see [`HttpConfig::wait`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u64>,
+    /// Largest single record accepted; see [`HttpConfig::max_record`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_record_bytes: Option<u64>,
+    /// Most columns one request may add to a table; see [`HttpConfig::max_new_columns`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_new_columns: Option<u64>,
+    /// Leave record values out of 400 answers (field and position only).
+    pub redact_values: bool,
+    /// Let a POST create a table that does not exist yet (only tables
+    /// `routing.allow` names); off, such a POST gets 404.
+    pub create_tables: bool,
 }
 
 /// Request bodies larger than this are refused with 413 unless `http.max_body_bytes` says otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 5 * 1024 * 1024;
 /// How long `?wait=commit` waits unless `http.wait_seconds` says otherwise.
 pub const DEFAULT_WAIT_SECONDS: u64 = 20;
+/// Records larger than this are refused with 413 unless `http.max_record_bytes` says otherwise.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 1024 * 1024;
+/// Columns one request may add unless `http.max_new_columns` says otherwise.
+pub const DEFAULT_MAX_NEW_COLUMNS: u64 = 16;
 
 impl HttpConfig {
     /// The body size limit in bytes.
@@ -643,6 +662,16 @@ impl HttpConfig {
     /// The longest wait for a commit.
     pub fn wait(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.wait_seconds.unwrap_or(DEFAULT_WAIT_SECONDS))
+    }
+
+    /// The record size limit in bytes.
+    pub fn max_record(&self) -> u64 {
+        self.max_record_bytes.unwrap_or(DEFAULT_MAX_RECORD_BYTES)
+    }
+
+    /// How many new columns (nested ones included) one request may add.
+    pub fn max_new_columns(&self) -> usize {
+        self.max_new_columns.unwrap_or(DEFAULT_MAX_NEW_COLUMNS) as usize
     }
 }
 
@@ -1090,6 +1119,14 @@ impl Config {
             return Err(ConfigError::key(
                 "catalog.path",
                 "only catalog.type = \"sqlite\" uses it",
+            ));
+        }
+        // An HTTP caller names its table in the URL: letting it create any
+        // name would let anyone with the token fill the catalog.
+        if self.http.create_tables && self.routing.allow.is_empty() {
+            return Err(ConfigError::key(
+                "http.create_tables",
+                "name the tables HTTP may create in routing.allow (e.g. [\"raw.*\"])",
             ));
         }
         let window = self.maintenance.orphan_window_ms() / 1000;

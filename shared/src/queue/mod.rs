@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 pub use memory::MemoryQueue;
 #[cfg(feature = "aws")]
-pub use sqs::SqsQueue;
+pub use sqs::{QueueDepth, SqsQueue};
 
 /// A message handed to a consumer, invisible to others until acked or released.
 #[derive(Debug, Clone)]

@@ -57,6 +57,23 @@ struct ClaimRef {
     size: usize,
 }
 
+/// What an SQS queue holds, as `floe status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueDepth {
+    /// The queue.
+    pub url: String,
+    /// Messages waiting to be received.
+    pub visible: u64,
+    /// Messages received and not yet deleted (a committer is on them).
+    pub in_flight: u64,
+    /// Messages sent with a delay that has not passed.
+    pub delayed: u64,
+    /// The redrive policy's dead-letter queue, if any.
+    pub dead_letter_arn: Option<String>,
+    /// Receives before SQS moves a message there.
+    pub max_receive_count: Option<u64>,
+}
+
 /// A [`CommitQueue`] on an SQS queue, with claim-check bodies on S3.
 #[derive(Debug, Clone)]
 pub struct SqsQueue {
@@ -190,6 +207,44 @@ impl SqsQueue {
                 tracing::warn!(queue = %self.url, claim, error = %e, "claim-check object not deleted");
             }
         }
+    }
+
+    /// How many messages the queue holds (SQS's approximate counts) and where
+    /// its redrive policy sends the ones that keep failing.
+    pub async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(A::All)
+            .send()
+            .await
+            .map_err(|e| self.err("GetQueueAttributes", DisplayErrorContext(&e)))?;
+        let attrs = out.attributes();
+        let count = |name: A| {
+            attrs
+                .and_then(|a| a.get(&name))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let redrive = attrs
+            .and_then(|a| a.get(&A::RedrivePolicy))
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
+        Ok(QueueDepth {
+            url: self.url.clone(),
+            visible: count(A::ApproximateNumberOfMessages),
+            in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+            delayed: count(A::ApproximateNumberOfMessagesDelayed),
+            dead_letter_arn: redrive
+                .as_ref()
+                .and_then(|p| p["deadLetterTargetArn"].as_str().map(str::to_string)),
+            max_receive_count: redrive.as_ref().and_then(|p| match &p["maxReceiveCount"] {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => s.parse().ok(),
+                _ => None,
+            }),
+        })
     }
 
     /// FIFO's message group: the table named in the request body, so tables

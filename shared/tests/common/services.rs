@@ -104,3 +104,14 @@ pub fn python_json(script: &str, args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON: {e}"))
 }
+
+/// s3s-fs's endpoint (S3 only, over a local directory), started once: the
+/// second S3 implementation, so the S3 path is not moto's alone. The test
+/// credentials are moto's.
+pub fn s3s() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT.get_or_init(|| {
+        moto();
+        run("s3s.sh")
+    })
+}

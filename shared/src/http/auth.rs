@@ -1,4 +1,4 @@
-//! Who may call the HTTP function: a caller AWS authenticated (the Function
+//! Who may call the HTTP API: a caller AWS authenticated (the Function
 //! URL's `AWS_IAM` auth puts the IAM identity into the request context, which
 //! callers cannot forge), or one presenting the configured bearer token.
 

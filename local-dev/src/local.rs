@@ -1,0 +1,587 @@
+//! `floe local`: the four functions' real handlers on local stand-ins of S3,
+//! SQS and Glue (moto, or MinIO / s3s-fs / ElasticMQ through the SDK's
+//! `AWS_ENDPOINT_URL_<SERVICE>` variables), driven the way AWS drives them:
+//!
+//! - the commit queue feeds the committer through an emulated SQS event
+//!   source mapping: batch size, batching window, reserved concurrency 1
+//!   (one invocation at a time), partial batch responses (the messages it
+//!   names stay and come back after the visibility timeout), and the
+//!   queue's own redrive to its dead-letter queue after `maxReceiveCount`;
+//! - a source queue feeds the writer the same way (several pollers);
+//! - the HTTP function answers on a local port;
+//! - the maintenance function runs on a timer.
+//!
+//! It creates what it needs first (bucket, queues with redrive, the Glue
+//! database) and writes `<state>/floe.toml`, the deployment's config, so
+//! `floe --config <state>/floe.toml status` (or `table show`, `dlq list`)
+//! looks at the same stack.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use clap::Args;
+use floe_committer::CommitterFunction;
+use floe_core::aws::{AwsClients, AwsSettings};
+use floe_core::config::{CatalogType, Config, Secret};
+use floe_core::deploy::{Deployment, Role};
+use floe_core::faults::Faults;
+use floe_core::http::HttpIngest;
+use floe_maintenance::MaintenanceFunction;
+use floe_writer::WriterFunction;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tracing::{Instrument, info, warn};
+
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// One endpoint for S3, SQS and Glue (moto: `local-dev/aws.sh` prints
+    /// it). Unset: the SDK's AWS_ENDPOINT_URL_S3 / _SQS / _GLUE or
+    /// AWS_ENDPOINT_URL, for services on different endpoints.
+    #[arg(long, env = "FLOE_LOCAL_ENDPOINT")]
+    endpoint: Option<String>,
+    /// Name of the bucket, the queues (`NAME-commits`, `NAME-source`, each
+    /// with a `-dlq`) and the state directory's files.
+    #[arg(long, default_value = "floe-local")]
+    name: String,
+    /// Where the config of the stack (`floe.toml`) and the SQLite catalog go.
+    #[arg(long, default_value = "./floe-local")]
+    state_dir: PathBuf,
+    /// `glue` (on the endpoint) or `sqlite` (a file in the state directory).
+    #[arg(long, default_value = "glue")]
+    catalog: String,
+    /// The HTTP function's address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// Bearer token of the HTTP function [default: http.token, else `local`].
+    #[arg(long)]
+    token: Option<String>,
+    /// Committer event source: most messages per invocation.
+    #[arg(long, default_value_t = 100)]
+    batch_size: usize,
+    /// Committer event source: how long it gathers a batch, in milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    batching_window_ms: u64,
+    /// Visibility timeout of both queues, in seconds: how long a message a
+    /// function failed stays hidden before it is delivered again.
+    #[arg(long, default_value_t = 30)]
+    visibility_timeout_s: u32,
+    /// Receives before SQS moves a message to the queue's dead-letter queue.
+    #[arg(long, default_value_t = 5)]
+    max_receive_count: u32,
+    /// Concurrent writer invocations on the source queue.
+    #[arg(long, default_value_t = 2)]
+    writers: usize,
+    /// Seconds between runs of the maintenance function.
+    #[arg(long, default_value_t = 3_600)]
+    maintenance_every_s: u64,
+}
+
+/// An emulated SQS event source mapping of one function.
+struct Mapping {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    arn: String,
+    batch_size: usize,
+    window: Duration,
+    visibility_timeout: i32,
+}
+
+/// A function an event source mapping invokes with SQS events.
+trait SqsHandler: Send + Sync {
+    fn invoke(
+        &self,
+        event: Value,
+    ) -> impl std::future::Future<Output = Result<Value, String>> + Send;
+}
+
+impl SqsHandler for CommitterFunction {
+    async fn invoke(&self, event: Value) -> Result<Value, String> {
+        self.handle(event).await.map_err(|e| e.to_string())
+    }
+}
+
+impl SqsHandler for WriterFunction {
+    async fn invoke(&self, event: Value) -> Result<Value, String> {
+        self.handle(event).await.map_err(|e| e.to_string())
+    }
+}
+
+impl Mapping {
+    /// Gathers one batch as Lambda's poller does: waits for a first message,
+    /// then keeps receiving until the batch is full or the window is over.
+    async fn gather(&self, stop: &AtomicBool) -> Result<Vec<aws_sdk_sqs::types::Message>> {
+        let mut messages = Vec::new();
+        // The window opens with the first message, as Lambda's does.
+        let mut opened: Option<Instant> = None;
+        while messages.len() < self.batch_size {
+            let left = opened.map(|t| self.window.saturating_sub(t.elapsed()));
+            // Waiting for a first message long-polls briefly, so a stop is seen soon.
+            let wait = match left {
+                None => 1,
+                Some(left) => left.as_secs().min(20) as i32,
+            };
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages((self.batch_size - messages.len()).min(10) as i32)
+                .wait_time_seconds(wait)
+                .visibility_timeout(self.visibility_timeout)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await
+                .with_context(|| format!("SQS ReceiveMessage {}", self.url))?;
+            let got = out.messages().len();
+            messages.extend(out.messages().iter().cloned());
+            match left {
+                None if messages.is_empty() => {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+                None => opened = Some(Instant::now()),
+                Some(left) if left.is_zero() => break,
+                Some(_) if got == 0 => {
+                    // Short of the window: poll again shortly.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Some(_) => {}
+            }
+            if opened.is_some_and(|t| t.elapsed() >= self.window) {
+                break;
+            }
+        }
+        Ok(messages)
+    }
+
+    /// The SQS event Lambda would hand the function for these messages.
+    fn event(&self, messages: &[aws_sdk_sqs::types::Message]) -> Value {
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attrs: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().to_string(), json!(v)))
+                    .collect();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attrs,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.arn,
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        json!({ "Records": records })
+    }
+
+    /// One invocation: the function's partial batch response decides which
+    /// messages are deleted; the rest (all of them when it fails outright)
+    /// come back after the visibility timeout, and SQS redrives a message to
+    /// the dead-letter queue once it was received `maxReceiveCount` times.
+    async fn invoke(
+        &self,
+        function: &impl SqsHandler,
+        messages: &[aws_sdk_sqs::types::Message],
+    ) -> Result<()> {
+        let span = tracing::info_span!("invocation", queue = %self.url, messages = messages.len());
+        let answer = function.invoke(self.event(messages)).instrument(span).await;
+        let failed: HashSet<String> = match &answer {
+            Ok(a) => a["batchItemFailures"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_string))
+                .collect(),
+            Err(e) => {
+                warn!(queue = %self.url, error = %e, "invocation failed; the batch comes back after the visibility timeout");
+                return Ok(());
+            }
+        };
+        let done: Vec<_> = messages
+            .iter()
+            .filter(|m| !m.message_id().is_some_and(|id| failed.contains(id)))
+            .filter_map(|m| m.receipt_handle())
+            .collect();
+        for chunk in done.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(*h)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.sqs
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .with_context(|| format!("SQS DeleteMessageBatch {}", self.url))?;
+        }
+        info!(queue = %self.url, messages = messages.len(), failed = failed.len(), "invocation done");
+        Ok(())
+    }
+
+    /// Polls and invokes until `stop`; one loop is one unit of concurrency.
+    async fn run(&self, function: &impl SqsHandler, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            match self.gather(stop).await {
+                Ok(messages) if messages.is_empty() => {}
+                Ok(messages) => {
+                    if let Err(e) = self.invoke(function, &messages).await {
+                        warn!(queue = %self.url, error = %e, "event source mapping");
+                    }
+                }
+                Err(e) => {
+                    warn!(queue = %self.url, error = %e, "polling failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Messages waiting to be received (not those a failed invocation left
+    /// hidden for their visibility timeout).
+    async fn pending(&self) -> Result<u64> {
+        let out = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .with_context(|| format!("SQS GetQueueAttributes {}", self.url))?;
+        Ok(out
+            .attributes()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.parse::<u64>().ok())
+            .sum())
+    }
+}
+
+/// A queue with its dead-letter queue and redrive policy; `(url, arn)`.
+async fn queue_pair(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    visibility_timeout_s: u32,
+    max_receive_count: u32,
+) -> Result<(String, String)> {
+    let arn_of = |url: String| async move {
+        let out = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .with_context(|| format!("SQS GetQueueAttributes {url}"))?;
+        let arn = out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+            .cloned()
+            .with_context(|| format!("SQS queue {url} has no QueueArn"))?;
+        anyhow::Ok((url, arn))
+    };
+    let dlq = sqs
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        // Dead letters are kept as long as SQS allows, 14 days.
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .send()
+        .await
+        .with_context(|| format!("SQS CreateQueue {name}-dlq"))?;
+    let (_, dlq_arn) = arn_of(dlq.queue_url().unwrap_or_default().to_string()).await?;
+    let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count});
+    let queue = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility_timeout_s.to_string(),
+        )
+        .send()
+        .await
+        .with_context(|| format!("SQS CreateQueue {name}"))?;
+    let url = queue.queue_url().unwrap_or_default().to_string();
+    // Set apart from CreateQueue, so a queue left by an earlier run with
+    // other settings takes this run's.
+    sqs.set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility_timeout_s.to_string(),
+        )
+        .send()
+        .await
+        .with_context(|| format!("SQS SetQueueAttributes {name}"))?;
+    arn_of(url).await
+}
+
+pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
+    let catalog = match args.catalog.as_str() {
+        "glue" => CatalogType::Glue,
+        "sqlite" => CatalogType::Sqlite,
+        other => anyhow::bail!("--catalog {other}: use glue or sqlite"),
+    };
+    std::fs::create_dir_all(&args.state_dir)
+        .with_context(|| format!("creating {}", args.state_dir.display()))?;
+    let state = std::path::absolute(&args.state_dir)?;
+    // --endpoint, else the config's [aws] endpoint, else the SDK's variables.
+    let endpoint = args
+        .endpoint
+        .clone()
+        .or_else(|| config.aws.endpoint.clone());
+    let settings = AwsSettings {
+        region: Some(
+            config
+                .aws
+                .region
+                .clone()
+                .unwrap_or_else(|| "us-east-1".into()),
+        ),
+        endpoint_url: endpoint.clone(),
+        force_path_style: true,
+        max_attempts: 0,
+    };
+    let clients = AwsClients::new(settings.clone()).await;
+    let bucket = args.name.clone();
+    match clients.s3.create_bucket().bucket(&bucket).send().await {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error().is_some_and(|s| {
+                s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()
+            }) => {}
+        Err(e) => {
+            return Err(anyhow::anyhow!(
+                "S3 CreateBucket {bucket}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+            ));
+        }
+    }
+    let (commit_url, commit_arn) = queue_pair(
+        &clients.sqs,
+        &format!("{}-commits", args.name),
+        args.visibility_timeout_s,
+        args.max_receive_count,
+    )
+    .await?;
+    let (source_url, source_arn) = queue_pair(
+        &clients.sqs,
+        &format!("{}-source", args.name),
+        args.visibility_timeout_s,
+        args.max_receive_count,
+    )
+    .await?;
+
+    // The deployment's own sections; routing, tables and defaults stay the user's.
+    config.warehouse.path = None;
+    config.warehouse.uri = Some(format!("s3://{bucket}/warehouse"));
+    config.aws.region = settings.region.clone();
+    config.aws.endpoint = endpoint;
+    config.aws.path_style = Some(true);
+    config.catalog.kind = catalog;
+    config.catalog.path = (catalog == CatalogType::Sqlite).then(|| state.join("catalog.db"));
+    config.queue.url = Some(commit_url.clone());
+    if config.routing.table.is_none() && config.routing.template.is_none() {
+        // The source queue's records go to `local.events` unless routed otherwise.
+        config.routing.table = Some("local.events".into());
+    }
+    if config.routing.allow.is_empty() {
+        config.routing.allow = vec!["local.*".into()];
+        config.http.create_tables = true;
+    }
+    let token = args
+        .token
+        .clone()
+        .or_else(|| config.http.token.as_ref().map(|t| t.expose().to_string()))
+        .unwrap_or_else(|| "local".into());
+    config.http.token = Some(Secret::from(token.as_str()));
+    if catalog == CatalogType::Glue {
+        let db = "local";
+        if let Err(e) = clients
+            .glue
+            .create_database()
+            .database_input(
+                aws_sdk_glue::types::DatabaseInput::builder()
+                    .name(db)
+                    .build()
+                    .context("Glue database input")?,
+            )
+            .send()
+            .await
+            && !e
+                .as_service_error()
+                .is_some_and(|s| s.is_already_exists_exception())
+        {
+            return Err(anyhow::anyhow!(
+                "Glue CreateDatabase {db}: {}",
+                aws_sdk_glue::error::DisplayErrorContext(&e)
+            ));
+        }
+    }
+    let config_file = state.join("floe.toml");
+    std::fs::write(&config_file, stack_toml(&config))
+        .with_context(|| format!("writing {}", config_file.display()))?;
+
+    let deployment = |role| {
+        let config = config.clone();
+        async move {
+            Deployment::from_config(config, Faults::none(), role)
+                .await
+                .with_context(|| format!("the {} function's deployment", role.name()))
+        }
+    };
+    let committer = CommitterFunction::new(&deployment(Role::Committer).await?)?;
+    let writer = WriterFunction::new(&deployment(Role::Writer).await?)?;
+    let maintenance = MaintenanceFunction::new(&deployment(Role::Maintenance).await?);
+    let http = Arc::new(HttpIngest::new(&deployment(Role::Ingest).await?)?);
+    let listener = TcpListener::bind(args.http)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.http))?;
+    let addr = listener.local_addr()?;
+
+    let mapping = |url: &str, arn: &str, batch_size: usize, window: Duration| Mapping {
+        sqs: clients.sqs.clone(),
+        url: url.to_string(),
+        arn: arn.to_string(),
+        batch_size,
+        window,
+        visibility_timeout: args.visibility_timeout_s as i32,
+    };
+    let commits = Arc::new(mapping(
+        &commit_url,
+        &commit_arn,
+        args.batch_size,
+        Duration::from_millis(args.batching_window_ms),
+    ));
+    let source = Arc::new(mapping(&source_url, &source_arn, 10, Duration::ZERO));
+
+    println!("floe local: HTTP ingest on http://{addr} (Authorization: Bearer {token})");
+    println!(
+        "floe local: source queue {source_url} -> writer ({} pollers); commit queue {commit_url} -> committer (batch {}, window {} ms, concurrency 1, visibility {} s, {} receives then {}-commits-dlq)",
+        args.writers,
+        args.batch_size,
+        args.batching_window_ms,
+        args.visibility_timeout_s,
+        args.max_receive_count,
+        args.name
+    );
+    println!(
+        "floe local: tables under s3://{bucket}/warehouse, catalog {}; config {}",
+        args.catalog,
+        config_file.display()
+    );
+    println!(
+        "  curl -H 'Authorization: Bearer {token}' --data-binary '{{\"id\":1}}' 'http://{addr}/v1/tables/local/events/records?wait=commit'"
+    );
+    println!("  floe --config {} status", config_file.display());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = Arc::new(writer);
+    let mut tasks = Vec::new();
+    for _ in 0..args.writers.max(1) {
+        let (source, writer, stop) = (source.clone(), writer.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            source.run(writer.as_ref(), &stop).await
+        }));
+    }
+    // Reserved concurrency 1: one committer loop, one invocation at a time.
+    let committer = Arc::new(committer);
+    let committer_task = {
+        let (commits, committer, stop) = (commits.clone(), committer.clone(), stop.clone());
+        tokio::spawn(async move { commits.run(committer.as_ref(), &stop).await })
+    };
+    // Maintenance's future is not Send (it holds the engine across awaits),
+    // so it runs beside the server on this task rather than spawned.
+    let every = Duration::from_secs(args.maintenance_every_s.max(1));
+    let maintenance_loop = async {
+        let mut next = Instant::now() + every;
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if Instant::now() < next {
+                continue;
+            }
+            next = Instant::now() + every;
+            // Like the function's 15-minute timeout, but a run also ends
+            // before the next tick so runs never overlap.
+            let deadline = Instant::now() + every.min(Duration::from_secs(900));
+            match maintenance
+                .handle(json!({"source": "floe.local"}), Some(deadline))
+                .await
+            {
+                Ok(answer) => info!(%answer, "maintenance ran"),
+                Err(e) => warn!(error = %e, "maintenance failed"),
+            }
+        }
+    };
+    let serving = async {
+        crate::serve::serve_http(listener, http, crate::serve::shutdown_signal()).await;
+        stop.store(true, Ordering::Relaxed);
+    };
+    tokio::join!(serving, maintenance_loop);
+    println!("floe local: stopping; the committer drains the commit queue first");
+    for t in tasks {
+        t.await.context("writer poller")?;
+    }
+    // What the HTTP function and the writers acknowledged is on the commit
+    // queue: give the committer its batches before stopping it.
+    let _ = committer_task.await;
+    let drain = Duration::from_secs(30);
+    let started = Instant::now();
+    let idle = AtomicBool::new(true);
+    while commits.pending().await? > 0 && started.elapsed() < drain {
+        let messages = commits.gather(&idle).await?;
+        if !messages.is_empty() {
+            commits.invoke(committer.as_ref(), &messages).await?;
+        }
+    }
+    println!("floe local: stopped");
+    Ok(())
+}
+
+/// The stack's config as a file, for `floe --config … status` and friends.
+fn stack_toml(config: &Config) -> String {
+    let mut out = String::from(
+        "# Written by `floe local`: the local stack's deployment. Without\n\
+         # [aws] endpoint, run floe with the same AWS_ENDPOINT_URL_* variables.\n",
+    );
+    let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    out.push_str(&format!(
+        "[warehouse]\nuri = {}\n",
+        quote(config.warehouse.uri.as_deref().unwrap_or_default())
+    ));
+    out.push_str("[aws]\n");
+    if let Some(region) = &config.aws.region {
+        out.push_str(&format!("region = {}\n", quote(region)));
+    }
+    if let Some(endpoint) = &config.aws.endpoint {
+        out.push_str(&format!("endpoint = {}\n", quote(endpoint)));
+    }
+    out.push_str("path_style = true\n[catalog]\n");
+    out.push_str(&format!("type = {}\n", quote(config.catalog.kind.name())));
+    if let Some(path) = &config.catalog.path {
+        out.push_str(&format!("path = {}\n", quote(&path.display().to_string())));
+    }
+    out.push_str(&format!(
+        "[queue]\nurl = {}\n",
+        quote(config.queue.url.as_deref().unwrap_or_default())
+    ));
+    out
+}

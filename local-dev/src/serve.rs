@@ -1,0 +1,162 @@
+//! `floe serve`: the ingest function's HTTP API ([`floe_core::http`], the
+//! same code the Lambda runs) on a local address, over the deployment the
+//! config describes. With the embedded warehouse (or any deployment without
+//! `queue.url`) the writers and one committer run in this process; on
+//! shutdown (Ctrl-C, SIGTERM) it stops taking connections, finishes the
+//! requests in flight and commits everything it acknowledged before it exits.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use floe_core::deploy::Deployment;
+use floe_core::embedded::commit_until_closed;
+use floe_core::http::HttpIngest;
+use floe_core::queue::MemoryQueue;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tracing::{debug, info};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free one; the first line printed names it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Milliseconds the committer gathers requests after the first arrives.
+    #[arg(long, default_value_t = 500)]
+    pub commit_window_ms: u64,
+}
+
+pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
+    // Without an SQS queue, the writers' requests meet the committer here.
+    let local = deployment
+        .sqs
+        .is_none()
+        .then(|| Arc::new(MemoryQueue::new()));
+    if let Some(q) = &local {
+        deployment.queue = q.clone();
+    }
+    let api = Arc::new(HttpIngest::new(&deployment).context("cannot start the HTTP API")?);
+    let committer = local.clone().map(|queue| {
+        let committer = deployment.committer();
+        let window = Duration::from_millis(args.commit_window_ms);
+        tokio::spawn(async move { commit_until_closed(&committer, &queue, 10_000, window).await })
+    });
+    let listener = TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let addr = listener.local_addr()?;
+    println!("floe serve: listening on http://{addr}");
+    match &deployment.sqs {
+        Some(q) => println!(
+            "floe serve: commit requests go to {} for the deployment's committer",
+            q.url()
+        ),
+        None => println!("floe serve: committing in this process"),
+    }
+    serve_http(listener, api, shutdown_signal()).await;
+    if let (Some(queue), Some(task)) = (local, committer) {
+        println!("floe serve: stopping; committing what was acknowledged");
+        queue.close();
+        task.await
+            .context("committer task")?
+            .context("committing the acknowledged requests")?;
+    }
+    println!("floe serve: stopped");
+    Ok(())
+}
+
+/// Serves `api` on `listener` until `shutdown` resolves, then stops taking
+/// connections and returns once every request in flight has its answer (so
+/// every acknowledged batch's commit request is enqueued by then).
+pub async fn serve_http(
+    listener: TcpListener,
+    api: Arc<HttpIngest>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        debug!(error = %e, "accept failed");
+                        continue;
+                    }
+                };
+                let api = api.clone();
+                let service = hyper::service::service_fn(move |req| {
+                    let api = api.clone();
+                    async move { Ok::<_, Infallible>(answer(&api, req).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    info!("no new connections; finishing the requests in flight");
+    graceful.shutdown().await;
+}
+
+/// Reads the body (at most the API's limit) and hands the request over.
+async fn answer(api: &HttpIngest, req: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let limit = api.max_body();
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared.filter(|&n| n > limit) {
+        return api.too_large(Some(len)).map(Full::new);
+    }
+    let body = match Limited::new(body, limit as usize).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return api.too_large(None).map(Full::new);
+        }
+        Err(e) => {
+            let mut resp = http::Response::new(Full::new(Bytes::from(
+                serde_json::json!({"error": format!("reading the request body: {e}")}).to_string(),
+            )));
+            *resp.status_mut() = http::StatusCode::BAD_REQUEST;
+            return resp;
+        }
+    };
+    api.handle(http::Request::from_parts(parts, body))
+        .await
+        .map(Full::new)
+}
+
+/// Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            // No SIGTERM handler: Ctrl-C still works.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,212 @@
+//! `floe status`: what a deployment is doing, from what it leaves behind —
+//! each table's recent snapshots (last commit, records per commit,
+//! freshness), the commit queue's depth, and the dead letters by reason.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use clap::Args;
+use floe_core::clock::now_ms;
+use floe_core::deploy::Deployment;
+use floe_core::embedded::Embedded;
+use floe_core::iceberg::TableIdent;
+use floe_core::iceberg::spec::TableMetadata;
+use floe_core::ident;
+use serde::Serialize;
+use serde_json::json;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this table (NAMESPACE.TABLE); default: every table the catalog lists.
+    #[arg(long)]
+    table: Option<String>,
+    /// Records per commit over this many of each table's latest snapshots.
+    #[arg(long, default_value_t = 20)]
+    window: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One table's recent commits.
+#[derive(Debug, Serialize)]
+struct TableLine {
+    table: String,
+    snapshots: usize,
+    total_records: u64,
+    last_commit_ms: Option<i64>,
+    freshness_ms: Option<i64>,
+    /// Over the last `commits` snapshots that added records.
+    commits: usize,
+    records: u64,
+    records_per_commit: Option<f64>,
+    /// Commit requests those commits held (floe's `floe.requests` summary).
+    requests: u64,
+}
+
+pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> Result<()> {
+    let catalog = floe.catalog();
+    let tables: Vec<TableIdent> = match &args.table {
+        Some(t) => vec![ident::parse_table(t)?],
+        None => catalog.list_tables().await?,
+    };
+    let now = now_ms();
+    let mut lines = Vec::new();
+    for t in &tables {
+        let loaded = catalog.load_table(t).await?;
+        lines.push(table_line(t, &loaded.metadata, args.window, now));
+    }
+    let queue = queue_depth(deployment).await?;
+    let mut dead: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for file in floe.dead_letter_files(None).await? {
+        if let Some(t) = &args.table
+            && &file.table != t
+        {
+            continue;
+        }
+        let reasons = dead.entry(file.table.clone()).or_default();
+        for e in &file.entries {
+            let field = if e.field.is_empty() {
+                "(record)"
+            } else {
+                &e.field
+            };
+            *reasons.entry(format!("{field}: {}", e.reason)).or_default() += 1;
+        }
+    }
+    if args.json {
+        let out = json!({
+            "tables": lines,
+            "queue": queue,
+            "dead_letters": dead,
+            "dead_letter_location": floe.dead_letter_prefix(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    for l in &lines {
+        let age = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), human);
+        println!(
+            "{}: {} records, {} snapshots, last commit {} ago",
+            l.table,
+            l.total_records,
+            l.snapshots,
+            age(l.freshness_ms)
+        );
+        if let Some(rpc) = l.records_per_commit {
+            println!(
+                "  last {} commits: {} records, {rpc:.0} records/commit, {} requests",
+                l.commits, l.records, l.requests
+            );
+        }
+    }
+    if lines.is_empty() {
+        println!("no tables");
+    }
+    match &queue {
+        Some(q) => println!(
+            "queue {}: {} waiting, {} in flight, {} delayed{}",
+            q["url"].as_str().unwrap_or_default(),
+            q["visible"],
+            q["in_flight"],
+            q["delayed"],
+            match q["dead_letter_queue"].as_object() {
+                Some(d) => format!(
+                    "; its dead-letter queue holds {} (after {} receives)",
+                    d["visible"], q["max_receive_count"]
+                ),
+                None => String::new(),
+            }
+        ),
+        None => println!("queue: in-process (nothing waits between runs)"),
+    }
+    if dead.is_empty() {
+        println!("no dead letters under {}", floe.dead_letter_prefix());
+    }
+    for (table, reasons) in &dead {
+        let name = if table.is_empty() {
+            "(unroutable)"
+        } else {
+            table
+        };
+        println!("dead letters of {name}: {}", reasons.values().sum::<u64>());
+        for (reason, n) in reasons {
+            println!("  {n:>6}  {reason}");
+        }
+    }
+    Ok(())
+}
+
+fn table_line(t: &TableIdent, m: &TableMetadata, window: usize, now: i64) -> TableLine {
+    let mut snaps: Vec<_> = m.snapshots().collect();
+    snaps.sort_by_key(|s| s.sequence_number());
+    let summary = |s: &floe_core::iceberg::spec::Snapshot, key: &str| -> u64 {
+        s.summary()
+            .additional_properties
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let recent: Vec<_> = snaps
+        .iter()
+        .rev()
+        .filter(|s| summary(s, "added-records") > 0)
+        .take(window)
+        .collect();
+    let records: u64 = recent.iter().map(|s| summary(s, "added-records")).sum();
+    let requests: u64 = recent
+        .iter()
+        .map(|s| summary(s, floe_core::ledger::REQUESTS))
+        .sum();
+    let current = m.current_snapshot();
+    let last = current.map(|s| s.timestamp_ms());
+    TableLine {
+        table: ident::display(t),
+        snapshots: snaps.len(),
+        total_records: current.map_or(0, |s| summary(s, "total-records")),
+        last_commit_ms: last,
+        freshness_ms: last.map(|ts| (now - ts).max(0)),
+        commits: recent.len(),
+        records,
+        records_per_commit: (!recent.is_empty()).then(|| records as f64 / recent.len() as f64),
+        requests,
+    }
+}
+
+/// The SQS commit queue's depth and its dead-letter queue's, when the
+/// deployment has one.
+async fn queue_depth(deployment: &Deployment) -> Result<Option<serde_json::Value>> {
+    let Some(sqs) = &deployment.sqs else {
+        return Ok(None);
+    };
+    let depth = sqs.depth().await?;
+    let mut out = serde_json::to_value(&depth)?;
+    if let (Some(arn), Some(aws)) = (&depth.dead_letter_arn, &deployment.aws) {
+        // arn:aws:sqs:REGION:ACCOUNT:NAME → the queue's URL, by name.
+        let name = arn.rsplit(':').next().unwrap_or_default();
+        let url = aws
+            .sqs
+            .get_queue_url()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("SQS GetQueueUrl {name}: {e}"))?;
+        if let Some(url) = url.queue_url() {
+            let claims = deployment.config.claim_prefix().to_string();
+            let dlq =
+                floe_core::queue::SqsQueue::new(aws, url, &claims).map_err(anyhow::Error::from)?;
+            out["dead_letter_queue"] = serde_json::to_value(dlq.depth().await?)?;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// `3 s`, `4 min`, `2.5 h`.
+fn human(ms: i64) -> String {
+    match ms {
+        ..=999 => format!("{ms} ms"),
+        1_000..=119_999 => format!("{} s", ms / 1000),
+        120_000..=7_199_999 => format!("{} min", ms / 60_000),
+        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
+}

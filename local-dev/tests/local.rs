@@ -1,0 +1,253 @@
+//! `floe local` end to end, as a user runs it: one command on moto, records
+//! POSTed over HTTP and sent to the source queue, both tables read back by
+//! pyiceberg, `floe status` on the stack's config, and a commit request the
+//! committer keeps failing redriven to the commit queue's dead-letter queue
+//! by SQS after `maxReceiveCount` receives (partial batch failures, the
+//! visibility timeout and redrive, while good requests beside it commit).
+//! The same scenario runs with S3 on s3s-fs (SQS and Glue on moto), so the
+//! S3 path is not moto's alone.
+
+#[path = "../../shared/tests/common/services.rs"]
+mod services;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use floe_core::aws::{AwsClients, AwsSettings};
+use serde_json::{Value, json};
+
+struct Stack {
+    child: Child,
+    http: String,
+    state: tempfile::TempDir,
+    /// Where S3 is (moto's endpoint, or s3s-fs's).
+    s3: String,
+    /// The endpoint variables every `floe` run on the stack needs.
+    env: Vec<(&'static str, String)>,
+}
+
+impl Stack {
+    /// Starts `floe local` with `routing.table = source_table`; S3 on
+    /// `s3` when given (through `AWS_ENDPOINT_URL_S3`), else all on moto.
+    fn start(name: &str, source_table: &str, s3: Option<&str>) -> Stack {
+        let moto = services::moto();
+        let state = tempfile::tempdir().unwrap();
+        let config = state.path().join("user.toml");
+        std::fs::write(&config, format!("[routing]\ntable = \"{source_table}\"\n")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_floe"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["local", "--name", name, "--http", "127.0.0.1:0"])
+            .arg("--state-dir")
+            .arg(state.path().join("stack"))
+            .args(["--batching-window-ms", "300", "--visibility-timeout-s", "1"])
+            .env_remove("FLOE_WAREHOUSE")
+            .env_remove("FLOE_FAULT")
+            .stdout(Stdio::piped());
+        let env = match s3 {
+            Some(s3) => vec![
+                ("AWS_ENDPOINT_URL", moto.to_string()),
+                ("AWS_ENDPOINT_URL_S3", s3.to_string()),
+            ],
+            None => {
+                cmd.args(["--endpoint", moto]);
+                Vec::new()
+            }
+        };
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let mut child = cmd.spawn().expect("start floe local");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let http = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        std::thread::spawn(move || lines.for_each(drop));
+        Stack {
+            child,
+            http,
+            state,
+            s3: s3.unwrap_or(moto).to_string(),
+            env,
+        }
+    }
+
+    /// `floe --config <the stack's floe.toml> ARGS`.
+    fn floe(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_floe"))
+            .arg("--config")
+            .arg(self.config())
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env_remove("FLOE_WAREHOUSE")
+            .output()
+            .unwrap()
+    }
+
+    fn config(&self) -> std::path::PathBuf {
+        self.state.path().join("stack/floe.toml")
+    }
+
+    /// `floe --config <the stack's floe.toml> ARGS --json`.
+    fn floe_json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let out = self.floe(&args);
+        assert!(
+            out.status.success(),
+            "floe {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The table's rows as pyiceberg reads them from its metadata file.
+    fn pyiceberg_ids(&self, table: &str) -> Vec<i64> {
+        let shown = self.floe_json(&["table", "show", table]);
+        let v = services::python_json(
+            "shared/tests/read_s3.py",
+            &[&self.s3, shown["metadata_location"].as_str().unwrap()],
+        );
+        v["pyiceberg"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let exit = self.child.wait().unwrap();
+        assert!(exit.success(), "floe local exited with {exit}");
+    }
+}
+
+/// Waits up to a minute for `ok`.
+fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+async fn scenario(s3: Option<&str>) {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("fl-{}", &id[..20]);
+    let (http_table, source_table) = (format!("local.http_{id}"), format!("local.src_{id}"));
+    let stack = Stack::start(&name, &source_table, s3);
+    let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
+    let queue_url = |suffix: &str| {
+        let sqs = clients.sqs.clone();
+        let queue = format!("{name}-{suffix}");
+        async move {
+            sqs.get_queue_url()
+                .queue_name(queue)
+                .send()
+                .await
+                .unwrap()
+                .queue_url()
+                .unwrap()
+                .to_string()
+        }
+    };
+
+    // A request for a table that does not exist fails every commit: its
+    // message must end in the commit queue's dead-letter queue.
+    let poison = json!({
+        "version": 2,
+        "table": {"namespace": ["local"], "name": format!("missing_{id}")},
+        "batch_id": format!("poison{id}"),
+        "sources": [],
+        "schema_id": 0,
+        "spec_id": 0,
+        "data_files": [],
+        "delete_files": [],
+        "keyed": false,
+        "record_count": 0,
+        "rejected_count": 0,
+        "created_at_ms": 1_700_000_000_000i64,
+    });
+    clients
+        .sqs
+        .send_message()
+        .queue_url(queue_url("commits").await)
+        .message_body(poison.to_string())
+        .send()
+        .await
+        .unwrap();
+
+    // HTTP: the table is created (routing.allow = local.* in the stack) and
+    // the answer comes once it is committed.
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!(
+            "{}/v1/tables/local/http_{id}/records?wait=commit",
+            stack.http
+        ))
+        .bearer_auth("local")
+        .header("Idempotency-Key", "first")
+        .body("{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n{\"id\":3,\"name\":\"c\"}\n")
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["committed"], true, "{body}");
+
+    // The source queue feeds the writer function.
+    let source = queue_url("source").await;
+    for i in 10..14 {
+        clients
+            .sqs
+            .send_message()
+            .queue_url(&source)
+            .message_body(json!({"id": i, "name": format!("s{i}")}).to_string())
+            .send()
+            .await
+            .unwrap();
+    }
+    eventually("the source queue's records in their table", || {
+        let out = stack.floe(&["table", "show", &source_table, "--json"]);
+        out.status.success()
+            && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 4)
+    });
+    assert_eq!(stack.pyiceberg_ids(&http_table), vec![1, 2, 3]);
+    assert_eq!(stack.pyiceberg_ids(&source_table), vec![10, 11, 12, 13]);
+
+    // SQS moves the poison request to the dead-letter queue after 5 receives.
+    eventually("the failing request redriven", || {
+        let s = stack.floe_json(&["status", "--table", &http_table]);
+        s["queue"]["dead_letter_queue"]["visible"] == 1
+    });
+    let s = stack.floe_json(&["status", "--table", &http_table]);
+    assert_eq!(s["queue"]["visible"], 0, "{s}");
+    assert_eq!(s["queue"]["max_receive_count"], 5, "{s}");
+    assert_eq!(s["tables"][0]["total_records"], 3, "{s}");
+    stack.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_local_on_moto() {
+    scenario(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_local_with_s3_on_s3s_fs() {
+    let s3 = services::s3s();
+    scenario(Some(s3)).await;
+}

@@ -1,0 +1,221 @@
+//! What an HTTP request may not do even with a valid token: add more columns
+//! than `http.max_new_columns`, or read back the values it sent in a 400
+//! answer when `http.redact_values` is on (the caller may be a browser or a
+//! log that must not hold them).
+
+use std::collections::BTreeSet;
+
+use iceberg::spec::{NestedFieldRef, Schema, StructType, Type};
+use serde_json::Value;
+
+/// The column paths (`a`, `a.b`; a list's struct elements as `list.b`) the
+/// records would add to `schema`, read until a record takes them past
+/// `limit` (enough to know the limit is passed). Records that are not JSON objects add nothing here; the writer
+/// dead-letters them. `null` values add nothing: no type can be inferred.
+pub(super) fn new_columns<'a>(
+    schema: &Schema,
+    records: impl Iterator<Item = &'a [u8]>,
+    case_insensitive: bool,
+    limit: usize,
+) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for record in records {
+        let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(record) else {
+            continue;
+        };
+        walk_struct(schema.as_struct(), &obj, "", case_insensitive, &mut found);
+        if found.len() > limit {
+            break;
+        }
+    }
+    found
+}
+
+fn walk_struct(
+    st: &StructType,
+    obj: &serde_json::Map<String, Value>,
+    prefix: &str,
+    ci: bool,
+    found: &mut BTreeSet<String>,
+) {
+    for (key, value) in obj {
+        if value.is_null() {
+            continue;
+        }
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let field = st
+            .fields()
+            .iter()
+            .find(|f| f.name == *key || (ci && f.name.eq_ignore_ascii_case(key)));
+        match field {
+            Some(f) => walk_value(f, value, &path, ci, found),
+            None => add_all(value, &path, found),
+        }
+    }
+}
+
+fn walk_value(
+    field: &NestedFieldRef,
+    value: &Value,
+    path: &str,
+    ci: bool,
+    found: &mut BTreeSet<String>,
+) {
+    match (field.field_type.as_ref(), value) {
+        (Type::Struct(st), Value::Object(obj)) => walk_struct(st, obj, path, ci, found),
+        (Type::List(list), Value::Array(items)) => {
+            for item in items {
+                walk_value(&list.element_field, item, path, ci, found);
+            }
+        }
+        // Maps take any key; a value of the wrong type is the writer's to reject.
+        _ => {}
+    }
+}
+
+/// A new field and, for an object, every field inside it.
+fn add_all(value: &Value, path: &str, found: &mut BTreeSet<String>) {
+    found.insert(path.to_string());
+    let objects: Vec<&serde_json::Map<String, Value>> = match value {
+        Value::Object(obj) => vec![obj],
+        Value::Array(items) => items.iter().filter_map(Value::as_object).collect(),
+        _ => Vec::new(),
+    };
+    for obj in objects {
+        for (key, inner) in obj {
+            if !inner.is_null() {
+                add_all(inner, &format!("{path}.{key}"), found);
+            }
+        }
+    }
+}
+
+/// `reason` without the values of `record` in it: quoted text becomes
+/// `<value>`, and so does every number the record holds. What is left names
+/// the problem ("expected long, got <value>") but nothing the caller sent.
+pub(super) fn redact(reason: &str, record: &[u8]) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut chars = reason.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        // Skip to the closing quote, honouring escapes.
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            match (escaped, c) {
+                (false, '\\') => escaped = true,
+                (false, '"') => break,
+                _ => escaped = false,
+            }
+        }
+        out.push_str("<value>");
+        // `show` marks a cut value with an ellipsis after the quote.
+        if chars.peek() == Some(&'…') {
+            chars.next();
+        }
+    }
+    let mut numbers = BTreeSet::new();
+    if let Ok(v) = serde_json::from_slice::<Value>(record) {
+        collect_numbers(&v, &mut numbers);
+    }
+    // Longest first, so 123 is not left as <value>3 after 12.
+    let mut numbers: Vec<String> = numbers.into_iter().collect();
+    numbers.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for n in numbers {
+        out = replace_token(&out, &n);
+    }
+    out
+}
+
+fn collect_numbers(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Number(n) => {
+            out.insert(n.to_string());
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_numbers(i, out)),
+        Value::Object(obj) => obj.values().for_each(|i| collect_numbers(i, out)),
+        _ => {}
+    }
+}
+
+/// `text` with every whole-token occurrence of `number` replaced (not the
+/// digits inside a longer number or a word).
+fn replace_token(text: &str, number: &str) -> String {
+    let is_part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(number) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + number.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(is_part) || after.is_some_and(is_part) {
+            out.push_str(number);
+        } else {
+            out.push_str("<value>");
+        }
+        rest = &rest[i + number.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Schema {
+        crate::tabledef::parse_schema(
+            r#"{"type":"struct","schema-id":0,"fields":[
+              {"id":1,"name":"id","required":true,"type":"long"},
+              {"id":2,"name":"info","required":false,"type":{"type":"struct","fields":[
+                {"id":3,"name":"a","required":false,"type":"string"}]}}]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn counts_new_fields_nested_ones_too_and_ignores_nulls() {
+        let recs: Vec<&[u8]> = vec![
+            br#"{"id":1,"info":{"a":"x","b":2},"new":{"c":1,"d":null},"gone":null}"#,
+            br#"{"ID":2,"x":[{"y":1}]}"#,
+            b"not json",
+        ];
+        let found = new_columns(&schema(), recs.iter().copied(), false, 100);
+        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+        assert_eq!(found, ["ID", "info.b", "new", "new.c", "x", "x.y"]);
+        let ci = new_columns(&schema(), recs.iter().copied(), true, 100);
+        assert!(!ci.contains("ID"), "{ci:?}");
+        // Stops after the record that passes the limit.
+        assert_eq!(
+            new_columns(&schema(), recs.iter().copied(), false, 1).len(),
+            3
+        );
+    }
+
+    #[test]
+    fn redaction_keeps_the_problem_and_drops_the_values() {
+        let record = br#"{"id":"s3cr3t","n":12345678901,"m":12}"#;
+        assert_eq!(
+            redact("expected long, got the string \"s3cr3t\"", record),
+            "expected long, got the string <value>"
+        );
+        assert_eq!(
+            redact(
+                "12345678901 is out of range for int (-2147483648..=2147483647)",
+                record
+            ),
+            "<value> is out of range for int (-2147483648..=2147483647)"
+        );
+        assert_eq!(
+            redact("the string \"aaaa\"… is too long; field12 has 12", record),
+            "the string <value> is too long; field12 has <value>"
+        );
+        assert_eq!(redact("got \"a \\\" b\" here", b"{}"), "got <value> here");
+    }
+}

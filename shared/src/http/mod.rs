@@ -1,0 +1,526 @@
+//! floe's HTTP ingestion API, one implementation behind the Lambda function
+//! (`functions/ingest-http`, through lambda_http) and `floe serve` (hyper on
+//! a local address); both hand [`HttpIngest::handle`] a plain
+//! `http::Request<Bytes>`.
+//!
+//! - `POST /v1/tables/{namespace}/{table}/records`: a JSON array or NDJSON
+//!   body, written by floe's writer step. An `Idempotency-Key` is bound to
+//!   the body it first came with: a retry with the same key and body gets the
+//!   first answer again (and commits nothing twice), the same key with another
+//!   body gets 422. Without a key, the same body to the same table is one
+//!   batch. `?wait=commit` answers only once the batch is in the table
+//!   (or after `http.wait_seconds`, with 202). Bad records: 400 naming each
+//!   one's position and field (without its value under
+//!   `http.redact_values`); the good ones are written all the same.
+//! - `GET /v1/tables/{namespace}/{table}`: the last snapshot, total records and
+//!   freshness.
+//!
+//! Every request needs `Authorization: Bearer <http.token>` or an IAM identity
+//! AWS checked (the Lambda adapter marks such requests with [`IamCaller`]),
+//! and a table `routing.allow` permits (403 otherwise). A table must exist
+//! (404) unless `http.create_tables` is on; a body over `http.max_body_bytes`
+//! or a record over `http.max_record_bytes` gets 413; records that would add
+//! more than `http.max_new_columns` columns get 400 and nothing is written.
+
+pub mod auth;
+pub mod body;
+mod guard;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode};
+use iceberg::TableIdent;
+use iceberg::spec::SchemaRef;
+use serde_json::{Value, json};
+use tracing::{Instrument, error, info, info_span};
+
+use crate::catalog::{CatalogError, CatalogRef};
+use crate::clock::now_ms;
+use crate::config::{Config, Secret};
+use crate::deploy::Deployment;
+use crate::idempotency::{HttpKeys, Use};
+use crate::ident::{display, parse_table};
+use crate::pipeline::{PipelineError, Records, Source, SourceBatch, Writer, WriterParts};
+use crate::route::{Allow, SourceKind};
+use crate::source::{Positions, SourceSpan, batch_id};
+use crate::status;
+
+/// Why the HTTP API cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    /// `routing.allow` is not a list of table patterns.
+    #[error(transparent)]
+    Allow(#[from] crate::config::ConfigError),
+    /// The writer step cannot be built.
+    #[error(transparent)]
+    Writer(#[from] PipelineError),
+}
+
+/// A request extension saying AWS authenticated the caller (a Function URL
+/// with `AWS_IAM` auth); callers cannot set it, only the Lambda adapter does.
+#[derive(Debug, Clone, Copy)]
+pub struct IamCaller;
+
+/// The HTTP API's state, kept across requests (and Lambda invocations).
+pub struct HttpIngest {
+    writer: Writer,
+    keys: HttpKeys,
+    catalog: CatalogRef,
+    config: Arc<Config>,
+    token: Option<Secret>,
+    allow: Allow,
+    wait: Duration,
+    /// Schemas of tables seen to exist: a table is not dropped under a
+    /// running writer, and a stale schema only makes the column check reload.
+    schemas: Mutex<HashMap<TableIdent, SchemaRef>>,
+}
+
+/// The request's target: a table and whether it names its records.
+enum Route {
+    Records(TableIdent),
+    Table(TableIdent),
+}
+
+impl HttpIngest {
+    /// The API over a deployment's parts. Without `http.token` only requests
+    /// marked [`IamCaller`] get in. Tables are created on first write only
+    /// with `http.create_tables`, whatever `routing.create` says.
+    pub fn new(deployment: &Deployment) -> Result<Self, HttpSetupError> {
+        let config = &deployment.config;
+        let mut writer_config = (**config).clone();
+        writer_config.routing.create = config.http.create_tables;
+        let writer = Writer::new(WriterParts {
+            catalog: deployment.catalog.clone(),
+            queue: deployment.queue.clone(),
+            dead_letters: deployment.dead_letters.clone(),
+            faults: deployment.faults.clone(),
+            counters: deployment.counters.clone(),
+            config: Arc::new(writer_config),
+        })?;
+        Ok(Self {
+            token: config.http.token.clone(),
+            allow: Allow::of(&config.routing)?,
+            wait: config.http.wait(),
+            writer,
+            keys: deployment.http_keys(),
+            catalog: deployment.catalog.clone(),
+            config: config.clone(),
+            schemas: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The largest body [`HttpIngest::handle`] takes; a server reading a
+    /// request stream stops past it and answers [`HttpIngest::too_large`].
+    pub fn max_body(&self) -> u64 {
+        self.config.http.max_body()
+    }
+
+    /// The 413 for a body over [`HttpIngest::max_body`] (`len` when known).
+    pub fn too_large(&self, len: Option<u64>) -> http::Response<Bytes> {
+        let size = len.map_or_else(|| "the body".to_string(), |n| format!("body of {n} bytes"));
+        reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": format!(
+                "{size} is over the limit of {} bytes (http.max_body_bytes); split it",
+                self.max_body()
+            )}),
+        )
+    }
+
+    /// Answers one request; every failure is an HTTP answer, never an error.
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        let span = info_span!("http", method = %req.method(), path = %req.uri().path());
+        self.answer(req).instrument(span).await
+    }
+
+    async fn answer(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        let header = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        let iam = req.extensions().get::<IamCaller>().is_some();
+        match auth::check(header, self.token.as_ref().map(Secret::expose), iam) {
+            auth::Auth::Valid => {}
+            auth::Auth::Missing => {
+                let error = match self.token {
+                    Some(_) => "missing bearer token: send Authorization: Bearer <token>",
+                    None => {
+                        "no IAM identity: sign the request with SigV4 for the Function URL (AWS_IAM auth)"
+                    }
+                };
+                return reply(StatusCode::UNAUTHORIZED, json!({ "error": error }));
+            }
+            auth::Auth::Wrong => {
+                return reply(StatusCode::FORBIDDEN, json!({"error": "invalid token"}));
+            }
+        }
+        let route = match route(req.uri().path()) {
+            Ok(r) => r,
+            Err((status, message)) => return reply(status, json!({"error": message})),
+        };
+        let (Route::Records(ident) | Route::Table(ident)) = &route;
+        if let Err(e) = self.allow.check(ident) {
+            return reply(StatusCode::FORBIDDEN, json!({"error": e.to_string()}));
+        }
+        match (req.method(), route) {
+            (&Method::POST, Route::Records(ident)) => self.post(&req, ident).await,
+            (&Method::GET, Route::Table(ident)) => self.get(ident).await,
+            _ => reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({"error": "use POST /v1/tables/{namespace}/{table}/records or GET /v1/tables/{namespace}/{table}"}),
+            ),
+        }
+    }
+
+    /// The table's schema, `None` when it does not exist.
+    async fn schema(&self, ident: &TableIdent, fresh: bool) -> Result<Option<SchemaRef>, String> {
+        if !fresh && let Some(s) = self.cached(ident) {
+            return Ok(Some(s));
+        }
+        match self.catalog.load_table(ident).await {
+            Ok(loaded) => {
+                let schema = loaded.metadata.current_schema().clone();
+                if let Ok(mut cache) = self.schemas.lock() {
+                    cache.insert(ident.clone(), schema.clone());
+                }
+                Ok(Some(schema))
+            }
+            Err(CatalogError::NoSuchTable { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn cached(&self, ident: &TableIdent) -> Option<SchemaRef> {
+        self.schemas.lock().ok()?.get(ident).cloned()
+    }
+
+    /// The answer refusing the request before anything is written, if any:
+    /// a record too large, a missing table, too many new columns.
+    async fn refuse(
+        &self,
+        ident: &TableIdent,
+        items: &[(String, Bytes)],
+    ) -> Option<http::Response<Bytes>> {
+        let table = display(ident);
+        let limit = self.config.http.max_record();
+        if let Some((pos, r)) = items.iter().find(|(_, r)| r.len() as u64 > limit) {
+            return Some(reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": format!(
+                    "{pos} is {} bytes, over the limit of {limit} bytes per record (http.max_record_bytes); nothing was written",
+                    r.len()
+                )}),
+            ));
+        }
+        let schema = match self.schema(ident, false).await {
+            Ok(Some(s)) => s,
+            Ok(None) if self.config.http.create_tables => return None,
+            Ok(None) => {
+                return Some(reply(
+                    StatusCode::NOT_FOUND,
+                    json!({"error": format!(
+                        "table {table} does not exist; create it (floe table create {table} --schema …) or set http.create_tables = true"
+                    )}),
+                ));
+            }
+            Err(e) => {
+                error!(%table, error = %e, "cannot load the table");
+                return Some(reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; retry")}),
+                ));
+            }
+        };
+        let settings = self.config.table(&table);
+        if !settings.evolution {
+            return None;
+        }
+        let cap = self.config.http.max_new_columns();
+        let count = |schema: &SchemaRef| {
+            guard::new_columns(
+                schema,
+                items.iter().map(|(_, r)| &r[..]),
+                settings.case_insensitive,
+                cap,
+            )
+        };
+        let mut new = count(&schema);
+        if new.len() > cap {
+            // Another request may have added them since the schema was cached.
+            if let Ok(Some(fresh)) = self.schema(ident, true).await {
+                new = count(&fresh);
+            }
+        }
+        if new.len() <= cap {
+            return None;
+        }
+        let names: Vec<&str> = new.iter().map(String::as_str).take(cap + 1).collect();
+        Some(reply(
+            StatusCode::BAD_REQUEST,
+            json!({
+                "error": format!(
+                    "the records would add more than {cap} columns to {table} (http.max_new_columns): {}; nothing was written. Add them with a table schema change, or raise the limit",
+                    names.join(", ")
+                ),
+                "new_columns": names,
+            }),
+        ))
+    }
+
+    async fn post(&self, req: &http::Request<Bytes>, ident: TableIdent) -> http::Response<Bytes> {
+        let body: &[u8] = req.body();
+        if body.len() as u64 > self.max_body() {
+            return self.too_large(Some(body.len() as u64));
+        }
+        let items = match body::records(body) {
+            Ok(items) => items,
+            Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
+        };
+        if let Some(refused) = self.refuse(&ident, &items).await {
+            return refused;
+        }
+        let table = display(&ident);
+        let body_hash = HttpKeys::body_hash(body);
+        let header_key = req
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_string);
+        // The batch is the key and the body together: a key reused for
+        // another body in a race still commits both, never drops one.
+        let key = match &header_key {
+            Some(k) => format!("{k}#{body_hash}"),
+            None => format!("body-{body_hash}"),
+        };
+        let spans = vec![SourceSpan {
+            source: format!("http:{table}"),
+            positions: Positions::Key { key },
+            stream: false,
+        }];
+        let id = batch_id(&spans, None);
+        let received = now_ms();
+        let wait = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "wait=commit"));
+        if let Some(k) = &header_key {
+            match self.keys.begin(&table, k, &body_hash, &id, received).await {
+                Ok(Use::Write) => {}
+                Ok(Use::Replay(status, mut answer)) => {
+                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                    if wait && status == StatusCode::OK {
+                        answer["committed"] = json!(self.committed(&ident, &id, received).await);
+                    }
+                    return reply(status, answer);
+                }
+                Ok(Use::Conflict { first_ms }) => {
+                    return reply(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        json!({"error": format!(
+                            "Idempotency-Key {k:?} was first used at {} for a different body; send new records with a new key",
+                            crate::shred::format_utc_millis(first_ms)
+                        )}),
+                    );
+                }
+                Err(e) => {
+                    error!(%table, error = %e, "idempotency record unreadable");
+                    return reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
+                    );
+                }
+            }
+        }
+        let records: HashMap<String, Bytes> = if self.config.http.redact_values {
+            items.iter().cloned().collect()
+        } else {
+            HashMap::new()
+        };
+        let batch = SourceBatch {
+            source: Source {
+                kind: SourceKind::Http,
+                name: "http".into(),
+            },
+            table: Some(ident.clone()),
+            batch_id: id.clone(),
+            spans,
+            records: Records::Items(items),
+            state: Default::default(),
+            oldest_ms: Some(received),
+        };
+        let report = match self.writer.write(batch).await {
+            Ok(r) => r,
+            Err(e) => {
+                error!(%table, batch_id = %id, error = %e, "write failed");
+                return reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; retry with the same Idempotency-Key"), "batch_id": id}),
+                );
+            }
+        };
+        info!(%table, batch_id = %id, records = report.records, rejected = report.rejected.len(), "records written and their commit request enqueued");
+        report
+            .emf("ingest-http")
+            .property("table", table.as_str())
+            .property("batch_id", id.as_str())
+            .emit();
+        let mut answer = json!({
+            "table": table,
+            "batch_id": id,
+            "records": report.records,
+        });
+        let mut status = StatusCode::OK;
+        if !report.rejected.is_empty() {
+            let reason = |position: &str, reason: &str| match records.get(position) {
+                Some(record) => guard::redact(reason, record),
+                None => reason.to_string(),
+            };
+            let rejected: Vec<Value> = report
+                .rejected
+                .iter()
+                .map(|r| json!({"position": r.position, "field": r.field, "reason": reason(&r.position, &r.reason)}))
+                .collect();
+            let first = &report.rejected[0];
+            answer["error"] = json!(format!(
+                "{} record(s) rejected, the others written; first: {}{}: {}",
+                report.rejected.len(),
+                first.position,
+                if first.field.is_empty() {
+                    String::new()
+                } else {
+                    format!(", field {}", first.field)
+                },
+                reason(&first.position, &first.reason)
+            ));
+            answer["rejected"] = json!(rejected);
+            answer["dead_letters"] = json!(report.dead_letter_locations);
+            status = StatusCode::BAD_REQUEST;
+        }
+        // What the records became is the answer a retry gets; whether they
+        // are committed yet is asked anew each time.
+        if let Some(k) = &header_key
+            && let Err(e) = self
+                .keys
+                .finish(
+                    &table,
+                    k,
+                    &body_hash,
+                    &id,
+                    received,
+                    (status.as_u16(), answer.clone()),
+                )
+                .await
+        {
+            error!(%table, error = %e, "idempotency record not written; a retry writes the batch again, which commits it once");
+        }
+        if wait {
+            match status::wait_for_batch(self.catalog.as_ref(), &ident, &id, received, self.wait)
+                .await
+            {
+                Ok(landed) => answer["committed"] = json!(landed),
+                Err(e) => {
+                    answer["committed"] = json!(false);
+                    answer["wait_error"] = json!(e.to_string());
+                }
+            }
+            if answer["committed"] == json!(false) && status == StatusCode::OK {
+                status = StatusCode::ACCEPTED;
+            }
+        }
+        reply(status, answer)
+    }
+
+    /// Whether batch `id` is in the table, waiting as `?wait=commit` does.
+    async fn committed(&self, ident: &TableIdent, id: &str, made_ms: i64) -> bool {
+        status::wait_for_batch(self.catalog.as_ref(), ident, id, made_ms, self.wait)
+            .await
+            .unwrap_or(false)
+    }
+
+    async fn get(&self, ident: TableIdent) -> http::Response<Bytes> {
+        match status::table_status(self.catalog.as_ref(), &ident, now_ms()).await {
+            Ok(s) => reply(StatusCode::OK, json!(s)),
+            Err(e @ CatalogError::NoSuchTable { .. }) => {
+                reply(StatusCode::NOT_FOUND, json!({"error": e.to_string()}))
+            }
+            Err(e) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": e.to_string()}),
+            ),
+        }
+    }
+}
+
+/// The table a path names, and whether it is its `records` resource.
+fn route(path: &str) -> Result<Route, (StatusCode, String)> {
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            format!("no such resource {path}; use /v1/tables/{{namespace}}/{{table}}[/records]"),
+        )
+    };
+    // A stage name may precede the API's own path.
+    let rest = path
+        .split_once("/v1/tables/")
+        .map(|(_, r)| r)
+        .ok_or_else(not_found)?;
+    let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    let (ns, table, records) = match parts.as_slice() {
+        [ns, table] => (ns, table, false),
+        [ns, table, "records"] => (ns, table, true),
+        _ => return Err(not_found()),
+    };
+    let ident = parse_table(&format!("{ns}.{table}"))
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok(if records {
+        Route::Records(ident)
+    } else {
+        Route::Table(ident)
+    })
+}
+
+fn reply(status: StatusCode, body: Value) -> http::Response<Bytes> {
+    let mut resp = http::Response::new(Bytes::from(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        resp.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_tables_and_their_records_behind_a_stage() {
+        assert!(matches!(
+            route("/prod/v1/tables/raw/events/records"),
+            Ok(Route::Records(t)) if display(&t) == "raw.events"
+        ));
+        assert!(matches!(
+            route("/v1/tables/raw/events/"),
+            Ok(Route::Table(_))
+        ));
+        assert_eq!(
+            route("/v1/other").err().map(|e| e.0),
+            Some(StatusCode::NOT_FOUND)
+        );
+        assert_eq!(
+            route("/v1/tables/raw/bad name").err().map(|e| e.0),
+            Some(StatusCode::BAD_REQUEST)
+        );
+    }
+}
