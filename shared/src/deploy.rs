@@ -131,6 +131,12 @@ impl Role {
             Self::Writer | Self::Committer | Self::Cli => {}
         }
         let mut vars = vec!["FLOE_CONFIG_TOML".to_string(), "RUST_LOG".to_string()];
+        if self == Self::Maintenance {
+            // The orphan window is checked against the commit queue's and
+            // its DLQ's retention, though maintenance never reads the queue.
+            vars.push("FLOE_QUEUE_RETENTION_SECONDS".to_string());
+            vars.push("FLOE_QUEUE_DLQ_RETENTION_SECONDS".to_string());
+        }
         if self == Self::Writer {
             // Read by the writer function itself (its Kinesis record names).
             vars.push("FLOE_KINESIS_PER_RECORD".to_string());
@@ -455,6 +461,7 @@ impl Deployment {
             self.faults.clone(),
             self.counters.clone(),
         )
+        .with_table_concurrency(self.config.queue.table_concurrency())
     }
 }
 

@@ -363,7 +363,8 @@ impl Embedded {
             dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),
-        );
+        )
+        .with_table_concurrency(self.config.queue.table_concurrency());
         let before = snapshot_counters(&self.counters);
 
         // Nothing reaches the in-process queue when requests go to a remote

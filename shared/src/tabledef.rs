@@ -221,6 +221,10 @@ pub fn configured_creation(
     Ok(creation)
 }
 
+/// Table property floe sets on the tables it creates: maintenance looks
+/// after them without being told to (see `maintain::owned`).
+pub const MANAGED: &str = "floe.managed";
+
 /// A table creation with floe's defaults (format v2, zstd) under the given settings.
 pub fn creation(
     name: &str,
@@ -228,6 +232,7 @@ pub fn creation(
     partition: UnboundPartitionSpec,
     mut properties: HashMap<String, String>,
 ) -> TableCreation {
+    properties.insert(MANAGED.to_string(), "true".to_string());
     properties
         .entry(COMPRESSION_CODEC.to_string())
         .or_insert_with(|| "zstd".to_string());

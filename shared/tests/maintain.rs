@@ -4,6 +4,10 @@
 //! during compaction losing nothing; orphans removed only past their window.
 
 mod common;
+#[path = "common/racing.rs"]
+mod racing;
+#[path = "common/requests.rs"]
+mod requests;
 
 use std::io::Cursor;
 use std::path::Path;
@@ -400,12 +404,13 @@ async fn orphans_go_only_past_their_window() {
     let fresh = data.join("in-flight-00000.parquet");
     std::fs::write(&old, b"PAR1 not committed").unwrap();
     std::fs::write(&fresh, b"PAR1 being committed").unwrap();
-    let four_days = std::time::SystemTime::now() - Duration::from_secs(4 * 24 * 3600);
+    // Older than the default window (16 days: the commit queue's and DLQ's retention).
+    let old_enough = std::time::SystemTime::now() - Duration::from_secs(17 * 24 * 3600);
     std::fs::File::options()
         .write(true)
         .open(&old)
         .unwrap()
-        .set_modified(four_days)
+        .set_modified(old_enough)
         .unwrap();
     let catalog = floe.catalog();
     let before = rows(&catalog, &ident).await;
@@ -417,4 +422,105 @@ async fn orphans_go_only_past_their_window() {
     assert!(!old.exists());
     assert!(fresh.exists(), "a file younger than the window stays");
     assert_eq!(rows(&catalog, &ident).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_retried_after_a_concurrent_commit_keeps_the_newer_source_state() {
+    use floe_core::commit::{CommitEngine, RetryPolicy};
+    use floe_core::ledger::{Ledger, LedgerStore};
+    const PROGRESS: &str = "pg.snapshot.public.t";
+    let dir = tempfile::tempdir().unwrap();
+    let (floe, ident) = create(dir.path(), SCHEMA).await;
+    let catalog = floe.catalog();
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    // Three small commits, each recording a Postgres snapshot's progress.
+    for i in 0..3 {
+        let mut r = requests::write_request(catalog.as_ref(), &ident, &[(i, "a")]).await;
+        r.state.insert(PROGRESS.into(), format!("chunk {i}"));
+        engine.append(&ident, vec![r]).await.unwrap();
+    }
+    // The committer lands chunk 9 while the compaction step is in flight,
+    // so the compaction's first commit loses the race and is planned again.
+    let mut rival = requests::write_request(catalog.as_ref(), &ident, &[(9, "b")]).await;
+    rival.state.insert(PROGRESS.into(), "chunk 9".into());
+    let racing = racing::Racing::new(catalog.clone(), rival);
+    let racing_ref: CatalogRef = racing.clone();
+    let report = maintain(&racing_ref, &ident, &expire_everything())
+        .await
+        .unwrap();
+    assert!(racing.raced());
+    assert_eq!(racing.conflicts(), 1, "the compaction's first commit lost");
+    assert_eq!(report.compaction_steps, 1, "{report:?}");
+    assert_eq!(report.compacted_files, 3, "{report:?}");
+
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    let store = std::sync::Arc::new(LedgerStore::new(catalog.file_io().clone()));
+    let ledger = Ledger::open(store, &loaded.metadata).await.unwrap();
+    assert_eq!(
+        ledger.state(PROGRESS),
+        Some("chunk 9"),
+        "the retried compaction restated nothing it read before the rival"
+    );
+    assert_eq!(
+        ledger
+            .high_water_mark("kafka:events/0")
+            .map(|p| p.to_string()),
+        Some("9".to_string())
+    );
+    let ids: Vec<i64> = rows(&catalog, &ident)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, [0, 1, 2, 9]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_count_limit_expires_young_snapshots_and_keeps_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (floe, ident) = create(dir.path(), SCHEMA).await;
+    for c in 0..5 {
+        commit(
+            &floe,
+            &ident,
+            &format!("n{c}"),
+            format!("{{\"id\":{c},\"v\":\"x\"}}\n"),
+        )
+        .await;
+    }
+    let catalog = floe.catalog();
+    let before = rows(&catalog, &ident).await;
+    // Every snapshot is minutes old: the 24 h age keeps them all, the count does not.
+    let report = maintain(
+        &catalog,
+        &ident,
+        &MaintainOptions {
+            max_snapshots: Some(2),
+            ..MaintainOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.after.snapshots, 2, "{report:?}");
+    // Five commits and the compaction's snapshot, less the two kept.
+    assert_eq!(report.expired_snapshots, 4, "{report:?}");
+    let lists = report
+        .deleted_files
+        .iter()
+        .filter(|f| f.contains("/metadata/snap-"))
+        .count();
+    assert_eq!(
+        lists, 4,
+        "the expired snapshots' manifest lists: {:?}",
+        report.deleted_files
+    );
+    // The last commit's snapshot, kept as the compaction's parent, still
+    // names the five small files, so none of them goes yet.
+    assert!(
+        !report.deleted_files.iter().any(|f| f.ends_with(".parquet")),
+        "{:?}",
+        report.deleted_files
+    );
+    assert_eq!(rows(&catalog, &ident).await, before);
+    assert_eq!(pyiceberg(dir.path(), "silver.t")["count"], 5);
 }

@@ -1,16 +1,18 @@
 //! floe's committer function: an SQS event of commit requests in (bodies or
 //! claim-check references), floe's committer step over them (grouped by table,
-//! coalesced, checked against each table's ledger), and a partial batch
-//! response out naming the messages of the tables whose commit failed.
+//! coalesced, checked against each table's ledger, tables committed
+//! concurrently), and a partial batch response out naming the messages of the
+//! tables whose commit failed or did not finish before the invocation's
+//! deadline, so SQS redelivers them instead of the whole batch timing out.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use floe_core::clock::now_ms;
 use floe_core::deploy::Deployment;
 use floe_core::metrics::emf::{Emf, Unit};
-use floe_core::pipeline::{CommitReport, Committer};
+use floe_core::pipeline::{CommitReport, Committer, PipelineError};
 use floe_core::queue::SqsQueue;
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -41,10 +43,15 @@ impl CommitterFunction {
         })
     }
 
-    /// Commits every request in the event. Lambda deletes the messages not
+    /// Commits every request in the event, each table's before `deadline`
+    /// ([`deadline_of`] the invocation). Lambda deletes the messages not
     /// named in the answer, so a message is named unless its request is in its
     /// table (committed now or found there by the ledger).
-    pub async fn handle(&self, event: Value) -> Result<Value, CommitterError> {
+    pub async fn handle(
+        &self,
+        event: Value,
+        deadline: Option<Instant>,
+    ) -> Result<Value, CommitterError> {
         let event: SqsEvent = serde_json::from_value(event).map_err(CommitterError::Event)?;
         let mut deliveries = Vec::with_capacity(event.records.len());
         let mut failures = Vec::new();
@@ -69,7 +76,7 @@ impl CommitterFunction {
             }
         }
         let started = Instant::now();
-        let report = self.committer.commit(deliveries).await;
+        let report = self.committer.commit_by(deliveries, deadline).await;
         let latency = started.elapsed();
         self.sqs.forget_claims(&report.done()).await;
         failures.extend(
@@ -85,6 +92,14 @@ impl CommitterFunction {
             .collect();
         Ok(json!({ "batchItemFailures": items }))
     }
+}
+
+/// When every table's commit must be done: the invocation's deadline less
+/// the time the answer and the claim-object cleanup after it take.
+pub fn deadline_of(context: &lambda_runtime::Context) -> Option<Instant> {
+    const ANSWER_MARGIN_MS: u64 = 3_000;
+    let left = u64::try_from(i64::try_from(context.deadline).ok()? - now_ms()).ok()?;
+    Some(Instant::now() + Duration::from_millis(left.saturating_sub(ANSWER_MARGIN_MS)))
 }
 
 fn emit(report: &CommitReport, latency_ms: f64) {
@@ -111,8 +126,35 @@ fn emit(report: &CommitReport, latency_ms: f64) {
                     )
                     .metric("failed_commits", Unit::Count, 0.0)
             }
+            Err(PipelineError::Deadline { .. }) => emf
+                .metric("failed_commits", Unit::Count, 1.0)
+                .metric("deadline_releases", Unit::Count, 1.0),
             Err(_) => emf.metric("failed_commits", Unit::Count, 1.0),
         };
         emf.emit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_leaves_time_to_answer() {
+        let mut context = lambda_runtime::Context::default();
+        context.deadline = u64::try_from(now_ms() + 10_000).unwrap();
+        let left = deadline_of(&context)
+            .unwrap()
+            .saturating_duration_since(Instant::now());
+        assert!(
+            left <= Duration::from_millis(7_000) && left >= Duration::from_millis(6_000),
+            "{left:?}"
+        );
+        // An invocation already past its deadline starts no commit.
+        context.deadline = u64::try_from(now_ms() + 1_000).unwrap();
+        let left = deadline_of(&context)
+            .unwrap()
+            .saturating_duration_since(Instant::now());
+        assert_eq!(left, Duration::ZERO);
     }
 }

@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<()> {
         let function = function.clone();
         async move {
             function
-                .handle(event.payload)
+                .handle(event.payload, floe_committer::deadline_of(&event.context))
                 .await
                 .map_err(lambda_runtime::Error::from)
         }

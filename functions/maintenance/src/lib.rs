@@ -1,6 +1,7 @@
 //! floe's maintenance function: on a schedule (an EventBridge rule; the event
 //! itself is ignored), `floe maintain` on each table of `maintenance.tables`,
-//! or on every table of the catalog: compaction and manifest merging in one
+//! or on every table of the catalog that floe writes (tables other engines
+//! created are skipped unless named): compaction and manifest merging in one
 //! snapshot, snapshot expiry, orphan cleanup. A table that fails does not stop
 //! the others; the invocation fails afterwards so the failure is counted and
 //! alarmed on.
@@ -9,6 +10,7 @@ use floe_core::catalog::{CatalogError, CatalogRef};
 use floe_core::deploy::Deployment;
 use floe_core::ident::{display, parse_table};
 use floe_core::maintain::orphans::Lister;
+use floe_core::maintain::owned::select;
 use floe_core::maintain::{MaintainOptions, MaintainReport, maintain};
 use floe_core::metrics::emf::{Emf, Unit};
 use serde_json::{Value, json};
@@ -35,6 +37,7 @@ pub struct MaintenanceFunction {
     catalog: CatalogRef,
     tables: Vec<String>,
     lister: Lister,
+    orphan_window_ms: i64,
 }
 
 /// When compaction steps must stop starting: the invocation's deadline less
@@ -56,11 +59,13 @@ impl MaintenanceFunction {
             catalog: deployment.catalog.clone(),
             tables: deployment.config.maintenance.tables.clone(),
             lister: deployment.lister.clone(),
+            // Checked against the queue's and DLQ's retention when the config loaded.
+            orphan_window_ms: deployment.config.maintenance.orphan_window_ms(),
         }
     }
 
     /// Maintains every configured table (or every table the catalog lists)
-    /// with the tables' own expiry properties and the default orphan window;
+    /// with the tables' own expiry properties and the configured orphan window;
     /// no compaction step starts after `deadline`, so a large backlog drains
     /// over several scheduled runs instead of timing one out. Answers one
     /// report per table.
@@ -72,6 +77,7 @@ impl MaintenanceFunction {
         self.run(&MaintainOptions {
             lister: self.lister.clone(),
             deadline,
+            orphan_window_ms: self.orphan_window_ms,
             ..MaintainOptions::default()
         })
         .await
@@ -79,18 +85,16 @@ impl MaintenanceFunction {
 
     /// [`MaintenanceFunction::handle`] with explicit options (tests move "now").
     pub async fn run(&self, opts: &MaintainOptions) -> Result<Value, MaintenanceError> {
-        let tables = if self.tables.is_empty() {
-            self.catalog.list_tables().await?
-        } else {
-            // Names were checked when the config was loaded.
-            self.tables
-                .iter()
-                .filter_map(|t| parse_table(t).ok())
-                .collect()
-        };
+        // Names were checked when the config was loaded.
+        let named = self
+            .tables
+            .iter()
+            .filter_map(|t| parse_table(t).ok())
+            .collect();
+        let selection = select(&self.catalog, named).await?;
         let mut reports = Vec::new();
-        let mut failed = Vec::new();
-        for ident in &tables {
+        let mut failed = selection.failed;
+        for ident in &selection.tables {
             let table = display(ident);
             match maintain(&self.catalog, ident, opts).await {
                 Ok(report) => {
@@ -118,7 +122,7 @@ impl MaintenanceFunction {
                 .emit();
             return Err(MaintenanceError::Tables(failed));
         }
-        Ok(json!({ "tables": reports }))
+        Ok(json!({ "tables": reports, "skipped": selection.skipped }))
     }
 }
 

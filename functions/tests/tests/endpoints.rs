@@ -99,7 +99,7 @@ table = "{table}"
         .collect();
     assert_eq!(records.len(), 1);
     let answer = committer
-        .handle(json!({ "Records": records }))
+        .handle(json!({ "Records": records }), None)
         .await
         .unwrap();
     assert_eq!(answer["batchItemFailures"], json!([]));

@@ -278,7 +278,7 @@ wait_seconds = 20
                 })
                 .collect();
             let answer = committer
-                .handle(json!({ "Records": records }))
+                .handle(json!({ "Records": records }), None)
                 .await
                 .unwrap();
             let failed: HashSet<String> = failures(&answer).into_iter().collect();
@@ -890,9 +890,10 @@ async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
         .await
         .unwrap();
     let function = MaintenanceFunction::new(&deployment);
-    // Four days on, with every snapshot but the current one past its age.
+    // Past the orphan window (16 days, longer than the queue's and DLQ's
+    // retention), with every snapshot but the current one past its age.
     let opts = MaintainOptions {
-        now_ms: floe_core::clock::now_ms() + 4 * 24 * 3600 * 1000,
+        now_ms: floe_core::clock::now_ms() + 17 * 24 * 3600 * 1000,
         max_snapshot_age_ms: Some(0),
         lister: deployment.lister.clone(),
         ..MaintainOptions::default()
@@ -1056,6 +1057,16 @@ async fn commit_messages(
     committer: &CommitterFunction,
     messages: &[&aws_sdk_sqs::types::Message],
 ) -> Value {
+    commit_messages_by(env, committer, messages, None).await
+}
+
+/// [`commit_messages`] in an invocation that ends at `deadline`.
+async fn commit_messages_by(
+    env: &Env,
+    committer: &CommitterFunction,
+    messages: &[&aws_sdk_sqs::types::Message],
+    deadline: Option<std::time::Instant>,
+) -> Value {
     let records: Vec<Value> = messages
         .iter()
         .map(|m| {
@@ -1073,7 +1084,7 @@ async fn commit_messages(
         })
         .collect();
     let answer = committer
-        .handle(json!({ "Records": records }))
+        .handle(json!({ "Records": records }), deadline)
         .await
         .unwrap();
     let failed: HashSet<String> = failures(&answer).into_iter().collect();
@@ -1552,4 +1563,104 @@ async fn pg_sync_copies_then_streams_a_table_within_its_deadline() {
     expected.push((500, Some("new".into())));
     assert_eq!(env.rows().await, expected);
     env.assert_duckdb_sees(&expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_redelivery() {
+    let env = Env::sqlite().await;
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    let writer = WriterFunction::new(&d).unwrap();
+    for b in 0..2 {
+        let answer = writer
+            .handle(sqs_event(&format!("d{b}"), b * 10, 3))
+            .await
+            .unwrap();
+        assert!(failures(&answer).is_empty(), "{answer}");
+    }
+    // A catalog that takes a minute per commit, in an invocation with two
+    // seconds left: the handler answers in time, naming every message.
+    let mut slow = env.deployment(Faults::none()).await;
+    slow.catalog = std::sync::Arc::new(floe_core::catalog::delayed::Delayed::new(
+        slow.catalog.clone(),
+        Duration::from_secs(60),
+    ));
+    let stuck = CommitterFunction::new(&slow).unwrap();
+    let messages = receive_all(&env).await;
+    assert_eq!(messages.len(), 2);
+    let refs: Vec<&aws_sdk_sqs::types::Message> = messages.iter().collect();
+    let started = std::time::Instant::now();
+    let answer = commit_messages_by(
+        &env,
+        &stuck,
+        &refs,
+        Some(std::time::Instant::now() + Duration::from_secs(2)),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
+    let mut named = failures(&answer);
+    named.sort();
+    let mut ids: Vec<String> = messages
+        .iter()
+        .map(|m| m.message_id().unwrap().to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(named, ids, "{answer}");
+    assert!(env.rows().await.is_empty());
+    // Handed to an invocation with time, they commit.
+    let committer = CommitterFunction::new(&d).unwrap();
+    let answer = commit_messages(&env, &committer, &refs).await;
+    assert!(failures(&answer).is_empty(), "{answer}");
+    let got: Vec<i64> = env.rows().await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(got, [0, 1, 2, 10, 11, 12]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maintenance_function_skips_tables_another_engine_created() {
+    let env = Env::sqlite().await;
+    env.create_table(false).await;
+    let d = env.deployment(Faults::none()).await;
+    // Created the way another engine would: no floe property, no floe commit.
+    let foreign = parse_table(&format!("{}.theirs", env.ident.namespace().join("."))).unwrap();
+    let schema = tabledef::parse_schema(
+        r#"{"type":"struct","schema-id":0,"fields":[{"id":1,"name":"id","required":false,"type":"long"}]}"#,
+    )
+    .unwrap();
+    d.catalog
+        .create_table(
+            &foreign,
+            floe_core::iceberg::TableCreation::builder()
+                .name("theirs".to_string())
+                .schema(schema)
+                .build(),
+        )
+        .await
+        .unwrap();
+    let writer = WriterFunction::new(&d).unwrap();
+    let committer = CommitterFunction::new(&d).unwrap();
+    writer.handle(sqs_event("m0", 0, 3)).await.unwrap();
+    env.drain(&committer).await;
+
+    let deployment = Deployment::from_config(env.config().await, Faults::none(), Role::Maintenance)
+        .await
+        .unwrap();
+    let answer = MaintenanceFunction::new(&deployment)
+        .run(&MaintainOptions {
+            lister: deployment.lister.clone(),
+            ..MaintainOptions::default()
+        })
+        .await
+        .unwrap();
+    let maintained: Vec<&str> = answer["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(maintained, [env.table().as_str()], "{answer}");
+    assert_eq!(
+        answer["skipped"],
+        json!([floe_core::ident::display(&foreign)]),
+        "{answer}"
+    );
 }

@@ -63,7 +63,7 @@ resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
   count = var.create_alarms ? 1 : 0
 
   alarm_name          = "${var.name}-commit-dlq"
-  alarm_description   = "floe: commit requests reached the dead-letter queue; their data files are written but not committed. Fix the cause and redrive them within a day (snapshot expiry, 24 h by default, forgets committed batch ids; orphan cleanup deletes uncommitted files after 3 days)."
+  alarm_description   = "floe: commit requests reached the dead-letter queue; their data files are written but not committed. Fix the cause and redrive them within a day (snapshot expiry, 24 h by default, forgets committed batch ids; orphan cleanup keeps uncommitted files for orphan_window_seconds, 16 days by default)."
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateNumberOfMessagesVisible"
   dimensions          = { QueueName = aws_sqs_queue.commits_dlq.name }

@@ -288,6 +288,12 @@ resource "aws_lambda_function" "maintenance" {
   depends_on = [aws_cloudwatch_log_group.fn, aws_iam_role_policy.fn]
 
   lifecycle {
+    # A commit request waits in the queue, then in its DLQ, before it is
+    # committed; its data files look like orphans all that time.
+    precondition {
+      condition     = var.orphan_window_seconds >= max(var.commit_queue_retention_seconds, var.dlq_retention_seconds)
+      error_message = "orphan_window_seconds (${var.orphan_window_seconds}) is shorter than the commit queue's or its DLQ's retention (${max(var.commit_queue_retention_seconds, var.dlq_retention_seconds)}): orphan cleanup would delete the files of requests still waiting or redriven. Raise it to at least that (the default covers both, one after the other)."
+    }
     precondition {
       condition     = local.env_bytes.maintenance <= 4096
       error_message = "The maintenance function's environment is over Lambda's 4 KB (floe_toml is most of it): shorten floe_toml."

@@ -108,9 +108,14 @@ locals {
     FLOE_DEAD_LETTER_LOCATION      = local.dlq_uri
   }
 
+  # The retentions are set wherever the queue is: every function's config
+  # check holds the orphan window against them.
   queue_env = {
-    FLOE_QUEUE_URL          = aws_sqs_queue.commits.url
-    FLOE_QUEUE_CLAIM_PREFIX = local.claims_uri
+    FLOE_QUEUE_URL                   = aws_sqs_queue.commits.url
+    FLOE_QUEUE_CLAIM_PREFIX          = local.claims_uri
+    FLOE_QUEUE_RETENTION_SECONDS     = tostring(var.commit_queue_retention_seconds)
+    FLOE_QUEUE_DLQ_RETENTION_SECONDS = tostring(var.dlq_retention_seconds)
+    FLOE_QUEUE_TABLE_CONCURRENCY     = tostring(var.committer_table_concurrency)
   }
 
   # A Kinesis shard read with a parallelization factor above 1 reaches
@@ -138,7 +143,11 @@ locals {
   }
 
   maintenance_own_env = {
-    FLOE_MAINTENANCE_TABLES = join(",", var.maintenance_tables)
+    FLOE_MAINTENANCE_TABLES                = join(",", var.maintenance_tables)
+    FLOE_MAINTENANCE_ORPHAN_WINDOW_SECONDS = tostring(var.orphan_window_seconds)
+    # Maintenance reads no queue, but checks its window against these.
+    FLOE_QUEUE_RETENTION_SECONDS     = tostring(var.commit_queue_retention_seconds)
+    FLOE_QUEUE_DLQ_RETENTION_SECONDS = tostring(var.dlq_retention_seconds)
   }
 
   ingest_env = merge(local.common_env, local.queue_env, local.ingest_own_env)

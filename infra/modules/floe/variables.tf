@@ -123,7 +123,7 @@ variable "commit_queue_max_receive_count" {
 }
 
 variable "commit_queue_retention_seconds" {
-  description = "Retention of the commit queue. Requests reference Parquet files that maintenance deletes as orphans after 3 days: keep retention (and any redrive from the DLQ) well under that."
+  description = "Retention of the commit queue. Requests reference Parquet files that orphan cleanup would delete if they waited longer than orphan_window_seconds, so that must be at least this (and dlq_retention_seconds)."
   type        = number
   default     = 172800
 
@@ -134,9 +134,14 @@ variable "commit_queue_retention_seconds" {
 }
 
 variable "dlq_retention_seconds" {
-  description = "Retention of the dead-letter queues (commit requests, stream failures, failed maintenance events)."
+  description = "Retention of the dead-letter queues (commit requests, stream failures, failed maintenance events). A commit request redriven from its DLQ must still find its files: orphan_window_seconds must be at least this."
   type        = number
   default     = 1209600
+
+  validation {
+    condition     = var.dlq_retention_seconds >= 60 && var.dlq_retention_seconds <= 1209600
+    error_message = "dlq_retention_seconds: 60-1209600."
+  }
 }
 
 # --- functions -------------------------------------------------------------------
@@ -231,6 +236,17 @@ variable "committer_timeout" {
   validation {
     condition     = var.committer_timeout >= 10 && var.committer_timeout <= 900
     error_message = "committer_timeout: 10-900 seconds."
+  }
+}
+
+variable "committer_table_concurrency" {
+  description = "FLOE_QUEUE_TABLE_CONCURRENCY: tables one committer run commits at once (each within the run's deadline; a table that cannot finish in time hands its messages back). Lower it if the catalog throttles."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.committer_table_concurrency >= 1 && var.committer_table_concurrency <= 256
+    error_message = "committer_table_concurrency: 1-256."
   }
 }
 
@@ -498,8 +514,19 @@ variable "maintenance_schedule" {
   default     = "rate(1 hour)"
 }
 
+variable "orphan_window_seconds" {
+  description = "FLOE_MAINTENANCE_ORPHAN_WINDOW_SECONDS: unreferenced files younger than this are not orphans yet. At least commit_queue_retention_seconds and dlq_retention_seconds (checked at plan); the default, 16 days, covers the default queue (2 days) and DLQ (14 days) one after the other."
+  type        = number
+  default     = 1382400
+
+  validation {
+    condition     = var.orphan_window_seconds >= 60 && var.orphan_window_seconds <= 31536000
+    error_message = "orphan_window_seconds: 60-31536000 (a year)."
+  }
+}
+
 variable "maintenance_tables" {
-  description = "Tables maintenance runs on, \"namespace.table\" each (FLOE_MAINTENANCE_TABLES, comma-separated). Empty: every Iceberg table the catalog lists (Glue: in the databases the role may read, glue_databases; REST: whatever the server lists)."
+  description = "Tables maintenance runs on, \"namespace.table\" each (FLOE_MAINTENANCE_TABLES, comma-separated), whoever writes them. Empty: every table the catalog lists that floe writes (created by floe or committed to by it; Glue: in the databases the role may read, glue_databases; REST: whatever the server lists); tables other engines created are left alone."
   type        = list(string)
   default     = []
 }

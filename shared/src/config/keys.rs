@@ -88,7 +88,18 @@ const CATALOG: &[Key] = &[
     key("sigv4_service", Kind::Choice(SIGV4_SERVICES)),
     key("path", Kind::Text),
 ];
-const QUEUE: &[Key] = &[key("url", Kind::Text), key("claim_prefix", Kind::Text)];
+// SQS keeps messages 60 s to 14 days.
+const RETENTION: Kind = Kind::Int {
+    min: 60,
+    max: 1_209_600,
+};
+const QUEUE: &[Key] = &[
+    key("url", Kind::Text),
+    key("claim_prefix", Kind::Text),
+    key("retention_seconds", RETENTION),
+    key("dlq_retention_seconds", RETENTION),
+    key("table_concurrency", Kind::Int { min: 1, max: 256 }),
+];
 const HTTP: &[Key] = &[
     key("token", Kind::Text),
     // A Lambda request payload is at most 6 MB, so a larger limit could never apply.
@@ -118,7 +129,17 @@ const HTTP: &[Key] = &[
     key("redact_values", Kind::Bool),
     key("create_tables", Kind::Bool),
 ];
-const MAINTENANCE: &[Key] = &[key("tables", Kind::List)];
+const MAINTENANCE: &[Key] = &[
+    key("tables", Kind::List),
+    // Up to a year; the floor is checked against the queue's retention.
+    key(
+        "orphan_window_seconds",
+        Kind::Int {
+            min: 60,
+            max: 31_536_000,
+        },
+    ),
+];
 const POSTGRES: &[Key] = &[
     key("conninfo", Kind::Text),
     key("secret", Kind::Text),

@@ -186,6 +186,9 @@
 //! |---|---|---|---|
 //! | `url` | string | — | SQS queue URL the writers send commit requests to and the committer reads. Required by the Lambda functions; unset, floe uses an in-process queue (embedded mode). A URL ending in `.fifo` is a FIFO queue. |
 //! | `claim_prefix` | string | `<warehouse>/_floe/claims` | `s3://…` prefix for commit requests larger than an SQS message (claim check). |
+//! | `retention_seconds` | integer 60–1209600 | `172800` | The commit queue's message retention (the Terraform module sets it from `commit_queue_retention_seconds`); orphan cleanup waits at least this long. |
+//! | `dlq_retention_seconds` | integer 60–1209600 | `1209600` | The commit queue's dead-letter queue's retention (the module's `dlq_retention_seconds`): a request redriven from it must still find its files, so orphan cleanup waits at least this long. |
+//! | `table_concurrency` | integer 1–256 | `8` | Tables one committer run commits at once. Each table's requests still go through one commit, in source order; tables are independent (each has its own catalog commit and ledger), so a run over many tables takes about as long as its slowest ones (Glue ~320 ms a commit, Unity ~5 s) instead of their sum. Lower it if the catalog throttles. |
 //!
 //! ## `[http]`: the HTTP ingestion function
 //!
@@ -203,7 +206,14 @@
 //!
 //! | key | type | default | meaning |
 //! |---|---|---|---|
-//! | `tables` | list of strings | every table | `namespace.table` names the function compacts, expires and cleans (`floe maintain` on each); empty means every Iceberg table the catalog lists. |
+//! | `tables` | list of strings | every table floe writes | `namespace.table` names the function (and `floe maintain` without a table) compacts, expires and cleans, whoever writes them; empty means every table of the catalog that floe writes: created by floe (table property `floe.managed`) or committed to by it (`floe.ledger`). Tables other engines created are left alone unless named here. |
+//! | `orphan_window_seconds` | integer | `1382400` (16 days) | Unreferenced files younger than this are not orphans yet. It must be at least `queue.retention_seconds` and `queue.dlq_retention_seconds`, or a request waiting in the queue or redriven from its DLQ would name deleted files; the default covers the module's queue (2 days) and DLQ (14 days) one after the other. |
+//!
+//! Snapshot expiry keeps every ref's snapshots and their files, as the Iceberg
+//! spec says: a branch keeps its newest `min-snapshots-to-keep` and those younger
+//! than its `max-snapshot-age-ms`, a tag its snapshot; a ref other than `main`
+//! whose snapshot is older than its `max-ref-age-ms` (or the table's
+//! `history.expire.max-ref-age-ms`) is removed.
 //!
 //! ## `[postgres]`: the Postgres source (`floe pg sync` and the pg-sync function)
 //!
@@ -449,15 +459,100 @@ pub struct QueueConfig {
     /// Where request bodies too large for SQS go; see [`Config::claim_prefix`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim_prefix: Option<String>,
+    /// The queue's message retention; see [`QueueConfig::longest_retention`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_seconds: Option<u64>,
+    /// Its dead-letter queue's message retention.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_retention_seconds: Option<u64>,
+    /// Tables one committer run commits at once; see [`QueueConfig::table_concurrency`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table_concurrency: Option<u64>,
+}
+
+/// Tables a committer run commits at once unless `queue.table_concurrency` says otherwise.
+pub const DEFAULT_TABLE_CONCURRENCY: usize = 8;
+
+/// The commit queue's retention unless `queue.retention_seconds` says otherwise (the module's).
+pub const DEFAULT_QUEUE_RETENTION_SECONDS: u64 = 2 * DAY_SECONDS;
+/// The DLQ's retention unless `queue.dlq_retention_seconds` says otherwise (the module's, SQS's longest).
+pub const DEFAULT_DLQ_RETENTION_SECONDS: u64 = 14 * DAY_SECONDS;
+/// Orphan cleanup's window unless `maintenance.orphan_window_seconds` says
+/// otherwise: the default queue's and DLQ's retention one after the other,
+/// so a request redriven at the last moment still finds its files.
+pub const DEFAULT_ORPHAN_WINDOW_SECONDS: u64 =
+    DEFAULT_QUEUE_RETENTION_SECONDS + DEFAULT_DLQ_RETENTION_SECONDS;
+const DAY_SECONDS: u64 = 24 * 60 * 60;
+
+impl QueueConfig {
+    /// How many tables one committer run commits at once.
+    pub fn table_concurrency(&self) -> usize {
+        self.table_concurrency
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(DEFAULT_TABLE_CONCURRENCY)
+            .max(1)
+    }
+
+    /// The longest a commit request can wait to be committed, by the
+    /// retention of the queue or of its DLQ, with the key that sets it.
+    pub fn longest_retention(&self) -> (&'static str, u64) {
+        let queue = self
+            .retention_seconds
+            .unwrap_or(DEFAULT_QUEUE_RETENTION_SECONDS);
+        let dlq = self
+            .dlq_retention_seconds
+            .unwrap_or(DEFAULT_DLQ_RETENTION_SECONDS);
+        if queue > dlq {
+            ("queue.retention_seconds", queue)
+        } else {
+            ("queue.dlq_retention_seconds", dlq)
+        }
+    }
 }
 
 /// `[maintenance]`: what the scheduled maintenance function looks after.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MaintenanceConfig {
-    /// `namespace.table` names; empty means every table of the catalog.
+    /// `namespace.table` names; empty means every table of the catalog floe writes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
+    /// Files younger than this are never orphans; see [`MaintenanceConfig::orphan_window_ms`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orphan_window_seconds: Option<u64>,
+}
+
+impl MaintenanceConfig {
+    /// The orphan window, ms.
+    pub fn orphan_window_ms(&self) -> i64 {
+        let s = self
+            .orphan_window_seconds
+            .unwrap_or(DEFAULT_ORPHAN_WINDOW_SECONDS);
+        i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+
+    /// Refuses an orphan window (seconds) shorter than a commit request can
+    /// wait in `queue` or its DLQ: cleanup would delete the files of a
+    /// request still to be committed, and the redriven request would fail.
+    pub fn check_orphan_window(
+        &self,
+        seconds: i64,
+        queue: &QueueConfig,
+    ) -> Result<(), ConfigError> {
+        let (key, longest) = queue.longest_retention();
+        if u64::try_from(seconds).is_ok_and(|s| s >= longest) {
+            return Ok(());
+        }
+        Err(ConfigError::key(
+            "maintenance.orphan_window_seconds",
+            format!(
+                "{seconds} s is shorter than {key} ({longest} s): a commit request still \
+                 waiting there would name data files orphan cleanup deleted; use at least \
+                 {longest} (the default, {DEFAULT_ORPHAN_WINDOW_SECONDS}, covers the default \
+                 queue and DLQ one after the other)"
+            ),
+        ))
+    }
 }
 
 /// `[postgres]`: the Postgres source of `floe pg sync` and the pg-sync function.
@@ -1034,6 +1129,8 @@ impl Config {
                 "name the tables HTTP may create in routing.allow (e.g. [\"raw.*\"])",
             ));
         }
+        let window = self.maintenance.orphan_window_ms() / 1000;
+        self.maintenance.check_orphan_window(window, &self.queue)?;
         for (i, name) in self.maintenance.tables.iter().enumerate() {
             parse_table(name)
                 .map_err(|e| ConfigError::key(format!("maintenance.tables[{i}]"), e.to_string()))?;

@@ -751,6 +751,67 @@ fn warehouse_locations_are_checked() {
 }
 
 #[test]
+fn table_concurrency_defaults_to_eight_and_is_bounded() {
+    assert_eq!(load("").unwrap().queue.table_concurrency(), 8);
+    let c = load_env("", &[("FLOE_QUEUE_TABLE_CONCURRENCY", "32")]).unwrap();
+    assert_eq!(c.queue.table_concurrency(), 32);
+    let e = err("[queue]\ntable_concurrency = 0\n");
+    assert!(
+        e.contains("queue.table_concurrency") && e.contains("between 1 and 256"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_orphan_window_shorter_than_the_queues_retention_is_refused() {
+    let c = load("").unwrap();
+    assert_eq!(c.maintenance.orphan_window_ms(), 16 * 24 * 3600 * 1000);
+    assert_eq!(
+        c.queue.longest_retention(),
+        ("queue.dlq_retention_seconds", 1_209_600)
+    );
+    // The old default, 3 days, is shorter than the DLQ's 14.
+    let e = err("[maintenance]\norphan_window_seconds = 259200\n");
+    assert!(
+        e.starts_with("config key maintenance.orphan_window_seconds: 259200 s is shorter than queue.dlq_retention_seconds (1209600 s)"),
+        "{e}"
+    );
+    let e = err_env(
+        "[maintenance]\norphan_window_seconds = 1209599\n",
+        &[
+            ("FLOE_QUEUE_RETENTION_SECONDS", "1209600"),
+            ("FLOE_QUEUE_DLQ_RETENTION_SECONDS", "60"),
+        ],
+    );
+    assert!(
+        e.contains("shorter than queue.retention_seconds (1209600 s)"),
+        "{e}"
+    );
+    let e = err_env(
+        "[maintenance]\norphan_window_seconds = 86400\n",
+        &[("FLOE_QUEUE_DLQ_RETENTION_SECONDS", "3600")],
+    );
+    assert!(
+        e.contains("shorter than queue.retention_seconds (172800 s)"),
+        "{e}"
+    );
+    // At least the longest retention is accepted; a shorter DLQ lets a shorter window through.
+    let c = load("[maintenance]\norphan_window_seconds = 1209600\n").unwrap();
+    assert_eq!(c.maintenance.orphan_window_ms(), 1_209_600_000);
+    let c = load_env(
+        "[queue]\ndlq_retention_seconds = 86400\n[maintenance]\norphan_window_seconds = 172800\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.maintenance.orphan_window_ms(), 172_800_000);
+    let e = err("[queue]\nretention_seconds = 30\n");
+    assert!(
+        e.contains("queue.retention_seconds") && e.contains("between 60 and 1209600"),
+        "{e}"
+    );
+}
+
+#[test]
 fn deployment_sections_are_checked_and_overridable() {
     let c = load_env(
         "[warehouse]\nuri = \"s3://b/wh\"\n",

@@ -3,6 +3,9 @@
 //! manifest merging in one `replace` snapshot, then snapshot expiry that frees
 //! the files only expired snapshots used, then orphan cleanup.
 //!
+//! By default only tables floe writes are maintained ([`owned`]); every ref
+//! of a table keeps its snapshots and files ([`expire`]).
+//!
 //! Every change goes through the commit engine's optimistic commit, so it
 //! never races the committer: a concurrent commit makes the maintenance
 //! commit plan again on the new table (or give up cleanly), never lose it.
@@ -10,7 +13,9 @@
 pub mod compact;
 pub mod expire;
 pub mod orphans;
+pub mod owned;
 pub mod reachable;
+pub mod refs;
 
 use std::collections::HashSet;
 
@@ -25,7 +30,7 @@ use crate::commit::live::LiveFiles;
 use crate::commit::{CommitEngine, CommitError, RetryPolicy};
 use crate::ident::display;
 use compact::Compact;
-use expire::ExpiryRule;
+use expire::{Expiry, ExpiryRule};
 use reachable::Reachable;
 
 /// Why maintenance stopped.
@@ -57,6 +62,8 @@ pub struct MaintainOptions {
     pub dry_run: bool,
     /// Overrides the table's `history.expire.max-snapshot-age-ms`.
     pub max_snapshot_age_ms: Option<i64>,
+    /// Overrides the table's `floe.expire.max-snapshots`.
+    pub max_snapshots: Option<usize>,
     /// Orphan files younger than this stay.
     pub orphan_window_ms: i64,
     /// "Now", ms since the epoch (tests move it).
@@ -73,6 +80,7 @@ impl Default for MaintainOptions {
         Self {
             dry_run: false,
             max_snapshot_age_ms: None,
+            max_snapshots: None,
             orphan_window_ms: orphans::DEFAULT_WINDOW_MS,
             now_ms: now_ms(),
             lister: orphans::Lister::default(),
@@ -117,6 +125,8 @@ pub struct MaintainReport {
     pub compaction_left: usize,
     /// Snapshots expired.
     pub expired_snapshots: usize,
+    /// Refs removed because they outlived their `max-ref-age-ms`.
+    pub expired_refs: Vec<String>,
     /// Files deleted because no kept snapshot or metadata needs them.
     pub deleted_files: Vec<String>,
     /// Orphan files deleted.
@@ -142,10 +152,24 @@ pub async fn maintain(
     if let Some(age) = opts.max_snapshot_age_ms {
         rule.max_age_ms = age;
     }
+    if let Some(n) = opts.max_snapshots {
+        rule.max_snapshots = Some(n.max(1));
+    }
 
-    // 1. Compaction and manifest merging, restating the ledger.
+    // 1. Compaction and manifest merging. The ledger is the `floe.ledger`
+    // property of the table each attempt reloads, so a retried step carries
+    // the ledger (source state, high-water marks) a concurrent commit left.
     let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
-    let will_expire = !rule.expired(&loaded.metadata, opts.now_ms).is_empty();
+    let iceberg_err = |source: Error| MaintainError::Iceberg {
+        table: table.clone(),
+        source: Box::new(source),
+    };
+    let planned = rule.plan(
+        &loaded.metadata,
+        &refs::of(&loaded.metadata).map_err(iceberg_err)?,
+        opts.now_ms,
+    );
+    let will_expire = !planned.snapshots.is_empty();
     if opts.dry_run {
         let live = LiveFiles::load(&file_io, &loaded.metadata)
             .await
@@ -154,7 +178,8 @@ pub async fn maintain(
                 source: Box::new(source),
             })?;
         report.compacted_files = compact::select(&live, &loaded.metadata).len();
-        report.expired_snapshots = rule.expired(&loaded.metadata, opts.now_ms).len();
+        report.expired_snapshots = planned.snapshots.len();
+        report.expired_refs = planned.refs;
         report.orphans = find_orphans(catalog, &loaded, opts).await?;
         report.after = report.before;
         return Ok(report);
@@ -192,7 +217,8 @@ pub async fn maintain(
 
     // 2. Expiry, and the files only expired snapshots needed.
     let (expired, deleted) = expire(catalog, ident, rule, opts.now_ms).await?;
-    report.expired_snapshots = expired;
+    report.expired_snapshots = expired.snapshots.len();
+    report.expired_refs = expired.refs;
     for path in &deleted {
         if let Err(e) = file_io.delete(path).await {
             warn!(%path, error = %e, "could not delete an expired file");
@@ -219,14 +245,15 @@ pub async fn maintain(
     Ok(report)
 }
 
-/// Expires snapshots by `rule`, retrying on conflicts; returns how many went
-/// and the files that only they needed (to delete once the commit landed).
+/// Expires snapshots and refs by `rule`, retrying on conflicts; returns
+/// what went and the files that only expired snapshots needed (to delete once
+/// the commit landed).
 async fn expire(
     catalog: &CatalogRef,
     ident: &TableIdent,
     rule: ExpiryRule,
     now_ms: i64,
-) -> Result<(usize, Vec<String>), MaintainError> {
+) -> Result<(Expiry, Vec<String>), MaintainError> {
     let table = display(ident);
     let file_io = catalog.file_io();
     let err = |source: Error| MaintainError::Iceberg {
@@ -236,11 +263,12 @@ async fn expire(
     for _ in 0..RetryPolicy::default().max_attempts {
         let base = catalog.load_table(ident).await?;
         let meta = &base.metadata;
-        let ids = rule.expired(meta, now_ms);
-        if ids.is_empty() {
-            return Ok((0, Vec::new()));
+        let refs = refs::of(meta).map_err(err)?;
+        let plan = rule.plan(meta, &refs, now_ms);
+        if plan.is_empty() {
+            return Ok((plan, Vec::new()));
         }
-        let gone: HashSet<i64> = ids.iter().copied().collect();
+        let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
         let before = Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref()))
             .await
             .map_err(err)?;
@@ -256,23 +284,50 @@ async fn expire(
             .map(|s| s.timestamp_ms())
             .min()
             .unwrap_or(now_ms);
-        let built = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+        let mut builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
             (**meta).clone(),
             Some(base.metadata_location.clone()),
-        )
-        .remove_snapshots(&ids)
-        .build()
-        .map_err(err)?;
+        );
+        for name in &plan.refs {
+            builder = builder.remove_ref(name);
+        }
+        let built = builder
+            .remove_snapshots(&plan.snapshots)
+            .build()
+            .map_err(err)?;
+        // The builder silently drops refs whose snapshot it removed; the plan
+        // keeps every live ref's snapshot, so one missing here is a bug that
+        // must not reach the catalog.
+        let left = refs::of(&built.metadata).map_err(err)?;
+        if let Some(lost) = refs
+            .keys()
+            .find(|name| !plan.refs.contains(name) && !left.contains_key(*name))
+        {
+            return Err(err(Error::new(
+                ErrorKind::Unexpected,
+                format!("expiry would remove ref {lost}; nothing was committed"),
+            )));
+        }
         let (metadata, dropped_logs) =
             trim_metadata_log(built.metadata, oldest_kept).map_err(err)?;
+        // Every ref as it was planned on: a concurrent commit to any branch
+        // or tag (another engine's too) makes expiry plan again.
+        let mut requirements = vec![TableRequirement::UuidMatch { uuid: meta.uuid() }];
+        if !refs.contains_key(MAIN_BRANCH) {
+            requirements.push(TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: None,
+            });
+        }
+        requirements.extend(
+            refs.iter()
+                .map(|(name, r)| TableRequirement::RefSnapshotIdMatch {
+                    r#ref: name.clone(),
+                    snapshot_id: Some(r.snapshot_id),
+                }),
+        );
         let commit = TableCommit {
-            requirements: vec![
-                TableRequirement::UuidMatch { uuid: meta.uuid() },
-                TableRequirement::RefSnapshotIdMatch {
-                    r#ref: MAIN_BRANCH.to_string(),
-                    snapshot_id: meta.current_snapshot_id(),
-                },
-            ],
+            requirements,
             updates: built.changes,
             metadata,
             base: base.clone(),
@@ -287,7 +342,7 @@ async fn expire(
                         .map(|l| l.metadata_file)
                         .chain(dropped_logs),
                 );
-                return Ok((ids.len(), deleted));
+                return Ok((plan, deleted));
             }
             Err(e) if e.is_retryable() => {
                 warn!(error = %e, "expiry did not apply; planning again");
@@ -352,12 +407,18 @@ async fn find_orphans(
         table: display(&loaded.ident),
         source: Box::new(source),
     })?;
-    let mut metadata_files: HashSet<String> = meta
-        .metadata_log()
-        .iter()
-        .map(|l| l.metadata_file.clone())
-        .collect();
-    metadata_files.insert(loaded.metadata_location.clone());
+    let mut metadata_files = reachable::Paths::default();
+    for l in meta.metadata_log() {
+        metadata_files.insert(&l.metadata_file);
+    }
+    metadata_files.insert(&loaded.metadata_location);
+    // Statistics files other engines attach (Puffin) are named only here.
+    for f in meta.statistics_iter() {
+        metadata_files.insert(&f.statistics_path);
+    }
+    for f in meta.partition_statistics_iter() {
+        metadata_files.insert(&f.statistics_path);
+    }
     // The ledger's head and segments are named by the table property, not by
     // snapshots; key files by ledger entries, for the request window.
     let store = std::sync::Arc::new(crate::ledger::LedgerStore::new(catalog.file_io().clone()));

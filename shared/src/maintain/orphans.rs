@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// Default safety window: 3 days.
-pub const DEFAULT_WINDOW_MS: i64 = 3 * 24 * 60 * 60 * 1000;
+/// Default safety window: 16 days, the default commit queue's and DLQ's
+/// retention one after the other (`maintenance.orphan_window_seconds`).
+pub const DEFAULT_WINDOW_MS: i64 = crate::config::DEFAULT_ORPHAN_WINDOW_SECONDS as i64 * 1000;
 
 /// A file found under a table location.
 #[derive(Debug, Clone)]
@@ -55,6 +56,9 @@ impl Lister {
     pub async fn list(&self, location: &str) -> Result<Vec<Listed>, ListError> {
         match self {
             Self::Local => {
+                // Another engine may spell the location `file:/w/t`.
+                let canonical = crate::uri::normalize(location);
+                let location = canonical.as_deref().unwrap_or(location);
                 let dir = match location.strip_prefix("file://") {
                     Some(p) => PathBuf::from(p),
                     None if !location.contains("://") => PathBuf::from(location),

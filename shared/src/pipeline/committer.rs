@@ -5,13 +5,23 @@
 //! outside its table, files that are gone, a late keyed request that cannot
 //! be applied), goes to the dead-letter location with its reason and is then
 //! acknowledged: never committed, never dropped unrecorded.
+//!
+//! Tables commit concurrently, up to `queue.table_concurrency` at once: each
+//! table's commit is independent (its own catalog round trip, its own ledger
+//! beside it), so a run over many tables takes about as long as its slowest
+//! tables rather than their sum, while one table's requests still go through
+//! one engine call in order. A run may have a deadline (a Lambda's remaining
+//! time): a table whose commit cannot start, or does not finish, before it
+//! hands its messages back instead of the whole run timing out, and the
+//! ledger drops whatever of it did land when the messages come again.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use iceberg::TableIdent;
-use tracing::{error, warn};
+use tracing::{Instrument, error, info_span, warn};
 
 use super::PipelineError;
 use crate::commit::row_delta::RowDelta;
@@ -89,6 +99,7 @@ pub struct Committer {
     dead_letters: Arc<dyn DeadLetters>,
     faults: Faults,
     counters: Arc<Counters>,
+    table_concurrency: usize,
 }
 
 /// One table's requests of a run, with the bodies to dead-letter refusals by.
@@ -112,11 +123,30 @@ impl Committer {
             dead_letters,
             faults,
             counters,
+            table_concurrency: crate::config::DEFAULT_TABLE_CONCURRENCY,
         }
+    }
+
+    /// Commits up to `n` tables of a run at once (at least one).
+    pub fn with_table_concurrency(mut self, n: usize) -> Self {
+        self.table_concurrency = n.max(1);
+        self
     }
 
     /// Commits every request in `deliveries`, one engine call per table.
     pub async fn commit(&self, deliveries: Vec<Delivery>) -> CommitReport {
+        self.commit_by(deliveries, None).await
+    }
+
+    /// [`Committer::commit`], with every table's commit started and finished
+    /// before `deadline`: a table that cannot start in time, or has not
+    /// finished by then, fails with [`PipelineError::Deadline`], so its
+    /// messages go back to the queue while the other tables' are done.
+    pub async fn commit_by(
+        &self,
+        deliveries: Vec<Delivery>,
+        deadline: Option<Instant>,
+    ) -> CommitReport {
         let mut report = CommitReport::default();
         let mut by_table: BTreeMap<String, TableRequests> = BTreeMap::new();
         for d in deliveries {
@@ -157,29 +187,66 @@ impl Committer {
                 }
             }
         }
-        for (table, group) in by_table {
-            let TableRequests {
-                ident,
-                receipts,
-                requests,
-                bodies,
-            } = group;
-            let oldest_ms = requests
-                .iter()
-                .map(|r| r.oldest_record_ms.unwrap_or(r.created_at_ms))
-                .min();
-            let result = self.commit_table(&table, &ident, requests, &bodies).await;
-            if let Err(e) = &result {
-                warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
-            }
-            report.tables.push(TableCommitReport {
-                table,
-                receipts,
-                oldest_ms,
-                result,
-            });
-        }
+        let mut tables: Vec<TableCommitReport> = futures::stream::iter(by_table)
+            .map(|(table, group)| {
+                let span = info_span!("table_commit", %table);
+                self.commit_group(table, group, deadline).instrument(span)
+            })
+            .buffer_unordered(self.table_concurrency)
+            .collect()
+            .await;
+        tables.sort_by(|a, b| a.table.cmp(&b.table));
+        report.tables = tables;
         report
+    }
+
+    /// One table's requests, within `deadline`.
+    async fn commit_group(
+        &self,
+        table: String,
+        group: TableRequests,
+        deadline: Option<Instant>,
+    ) -> TableCommitReport {
+        let TableRequests {
+            ident,
+            receipts,
+            requests,
+            bodies,
+        } = group;
+        let oldest_ms = requests
+            .iter()
+            .map(|r| r.oldest_record_ms.unwrap_or(r.created_at_ms))
+            .min();
+        let result = {
+            let commit = self.commit_table(&table, &ident, requests, &bodies);
+            match deadline {
+                // It waited for a slot past the deadline: nothing of it started.
+                Some(d) if Instant::now() >= d => Err(PipelineError::Deadline {
+                    table: table.clone(),
+                    started: false,
+                }),
+                // Cut short, the commit may still have landed: the ledger finds
+                // it when the released messages come again.
+                Some(d) => tokio::time::timeout_at(d.into(), commit)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(PipelineError::Deadline {
+                            table: table.clone(),
+                            started: true,
+                        })
+                    }),
+                None => commit.await,
+            }
+        };
+        if let Err(e) = &result {
+            warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
+        }
+        TableCommitReport {
+            table,
+            receipts,
+            oldest_ms,
+            result,
+        }
     }
 
     async fn commit_table(

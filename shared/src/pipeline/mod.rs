@@ -73,6 +73,20 @@ pub enum PipelineError {
         /// What is wrong.
         reason: String,
     },
+    /// The run's deadline came before this table's commit could start or
+    /// finish; its requests go back to the queue and the next run commits
+    /// them (trying again helps).
+    #[error(
+        "table {table}: the committer run's deadline came before its commit {}; its requests go back to the queue for the next run",
+        if *started { "finished" } else { "could start" }
+    )]
+    Deadline {
+        /// The table.
+        table: String,
+        /// Whether its commit had started (it may have landed; the ledger
+        /// finds it on redelivery).
+        started: bool,
+    },
     /// An injected fault fired.
     #[error("table {table} batch {batch_id}: {source}")]
     Fault {

@@ -93,19 +93,19 @@ run "defaults" {
   }
   # The env-var contract of docs/deploy.md, name for name.
   assert {
-    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
     error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.committer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.committer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "RUST_LOG"])
     error_message = "committer environment: ${join(",", keys(aws_lambda_function.committer.environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "RUST_LOG"])
     error_message = "ingest environment: ${join(",", keys(aws_lambda_function.ingest[0].environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.maintenance[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_MAINTENANCE_TABLES", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.maintenance[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_MAINTENANCE_TABLES", "FLOE_MAINTENANCE_ORPHAN_WINDOW_SECONDS", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "RUST_LOG"])
     error_message = "maintenance environment: ${join(",", keys(aws_lambda_function.maintenance[0].environment[0].variables))}"
   }
   # floe's EMF metrics carry function and function_name: every alarm on
@@ -239,6 +239,37 @@ run "freshness_threshold" {
     condition     = aws_cloudwatch_metric_alarm.freshness[0].threshold == 60000 && length(aws_cloudwatch_metric_alarm.dead_letters) == 1
     error_message = "freshness threshold / dead-letter alarms without HTTP"
   }
+}
+
+run "orphan_window_covers_the_queues" {
+  command = plan
+
+  assert {
+    condition     = aws_lambda_function.maintenance[0].environment[0].variables["FLOE_MAINTENANCE_ORPHAN_WINDOW_SECONDS"] == "1382400"
+    error_message = "default orphan window: ${aws_lambda_function.maintenance[0].environment[0].variables["FLOE_MAINTENANCE_ORPHAN_WINDOW_SECONDS"]}"
+  }
+  assert {
+    condition     = aws_lambda_function.maintenance[0].environment[0].variables["FLOE_QUEUE_DLQ_RETENTION_SECONDS"] == "1209600"
+    error_message = "the function checks its window against the DLQ's retention"
+  }
+}
+
+run "orphan_window_shorter_than_the_dlq_is_refused" {
+  command = plan
+  variables {
+    orphan_window_seconds = 259200
+  }
+  expect_failures = [aws_lambda_function.maintenance]
+}
+
+run "orphan_window_shorter_than_the_queue_is_refused" {
+  command = plan
+  variables {
+    commit_queue_retention_seconds = 1209600
+    dlq_retention_seconds          = 86400
+    orphan_window_seconds          = 604800
+  }
+  expect_failures = [aws_lambda_function.maintenance]
 }
 
 run "glue_needs_databases" {
