@@ -92,22 +92,26 @@ struct Mapping {
     visibility_timeout: i32,
 }
 
-/// A function an event source mapping invokes with SQS events.
+/// A function an event source mapping invokes with SQS events, answering
+/// before `deadline` (its timeout, which is at most the visibility timeout).
 trait SqsHandler: Send + Sync {
     fn invoke(
         &self,
         event: Value,
+        deadline: Instant,
     ) -> impl std::future::Future<Output = Result<Value, String>> + Send;
 }
 
 impl SqsHandler for CommitterFunction {
-    async fn invoke(&self, event: Value) -> Result<Value, String> {
-        self.handle(event).await.map_err(|e| e.to_string())
+    async fn invoke(&self, event: Value, deadline: Instant) -> Result<Value, String> {
+        self.handle(event, Some(deadline))
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
 impl SqsHandler for WriterFunction {
-    async fn invoke(&self, event: Value) -> Result<Value, String> {
+    async fn invoke(&self, event: Value, _deadline: Instant) -> Result<Value, String> {
         self.handle(event).await.map_err(|e| e.to_string())
     }
 }
@@ -197,7 +201,13 @@ impl Mapping {
         messages: &[aws_sdk_sqs::types::Message],
     ) -> Result<()> {
         let span = tracing::info_span!("invocation", queue = %self.url, messages = messages.len());
-        let answer = function.invoke(self.event(messages)).instrument(span).await;
+        // Like the function's answer margin, a few seconds before its timeout.
+        let timeout = Duration::from_secs(u64::try_from(self.visibility_timeout).unwrap_or(0));
+        let deadline = Instant::now() + timeout.saturating_sub(Duration::from_secs(3));
+        let answer = function
+            .invoke(self.event(messages), deadline)
+            .instrument(span)
+            .await;
         let failed: HashSet<String> = match &answer {
             Ok(a) => a["batchItemFailures"]
                 .as_array()
