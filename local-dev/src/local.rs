@@ -71,6 +71,10 @@ pub struct LocalArgs {
     /// function failed stays hidden before it is delivered again.
     #[arg(long, default_value_t = 30)]
     visibility_timeout_s: u32,
+    /// The functions' timeout, in seconds: the committer releases the tables
+    /// it cannot commit in time (the module's `committer_timeout`).
+    #[arg(long, default_value_t = 300)]
+    function_timeout_s: u64,
     /// Receives before SQS moves a message to the queue's dead-letter queue.
     #[arg(long, default_value_t = 5)]
     max_receive_count: u32,
@@ -90,10 +94,11 @@ struct Mapping {
     batch_size: usize,
     window: Duration,
     visibility_timeout: i32,
+    timeout: Duration,
 }
 
 /// A function an event source mapping invokes with SQS events, answering
-/// before `deadline` (its timeout, which is at most the visibility timeout).
+/// before `deadline` (its timeout less an answer margin).
 trait SqsHandler: Send + Sync {
     fn invoke(
         &self,
@@ -202,8 +207,7 @@ impl Mapping {
     ) -> Result<()> {
         let span = tracing::info_span!("invocation", queue = %self.url, messages = messages.len());
         // Like the function's answer margin, a few seconds before its timeout.
-        let timeout = Duration::from_secs(u64::try_from(self.visibility_timeout).unwrap_or(0));
-        let deadline = Instant::now() + timeout.saturating_sub(Duration::from_secs(3));
+        let deadline = Instant::now() + self.timeout.saturating_sub(Duration::from_secs(3));
         let answer = function
             .invoke(self.event(messages), deadline)
             .instrument(span)
@@ -474,6 +478,7 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         batch_size,
         window,
         visibility_timeout: args.visibility_timeout_s as i32,
+        timeout: Duration::from_secs(args.function_timeout_s),
     };
     let commits = Arc::new(mapping(
         &commit_url,

@@ -179,9 +179,10 @@ pub struct Deployment {
     pub counters: Arc<Counters>,
     /// Lists table locations (orphan cleanup).
     pub lister: crate::maintain::orphans::Lister,
-    /// The commit engine every committer of this process shares, so a
-    /// looping source (`floe pg sync --follow-ms`, `floe serve`) keeps the
-    /// table's keys and ledger warm between cycles.
+    /// The caches every committer of this process shares, so a looping
+    /// source (`floe pg sync --follow-ms`, `floe serve`) keeps the table's
+    /// keys and ledger warm between cycles; it commits to `catalog`, even
+    /// one set after the parts were built.
     engine: CommitEngine,
 }
 
@@ -448,15 +449,15 @@ impl Deployment {
         )
     }
 
-    /// The commit engine its committers share.
-    pub fn engine(&self) -> &CommitEngine {
-        &self.engine
+    /// A commit engine on `catalog` with the caches its committers share.
+    pub fn engine(&self) -> CommitEngine {
+        self.engine.with_catalog(self.catalog.clone())
     }
 
     /// The committer step on these parts.
     pub fn committer(&self) -> Committer {
         Committer::new(
-            self.engine.clone(),
+            self.engine(),
             self.dead_letters.clone(),
             self.faults.clone(),
             self.counters.clone(),

@@ -217,7 +217,7 @@ impl Embedded {
         Self {
             location: location_uri(config.warehouse_location()),
             dead_letter_prefix: location_uri(config.dead_letter_location()),
-            engine: deployment.engine().clone(),
+            engine: deployment.engine(),
             file_io: deployment.file_io.clone(),
             lister: deployment.lister.clone(),
             catalog: deployment.catalog.clone(),
@@ -241,7 +241,7 @@ impl Embedded {
     /// remote catalog would have (for the commit-regime benchmark).
     pub fn with_commit_latency(mut self, latency: Duration) -> Self {
         self.catalog = Arc::new(crate::catalog::delayed::Delayed::new(self.catalog, latency));
-        self.engine = CommitEngine::new(self.catalog.clone(), RetryPolicy::default());
+        self.engine = self.engine.with_catalog(self.catalog.clone());
         self
     }
 

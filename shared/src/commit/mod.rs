@@ -221,6 +221,15 @@ impl CommitEngine {
         }
     }
 
+    /// The same caches (ledger files, file keys) on another catalog: files
+    /// never change once written, so what one engine read holds for both.
+    pub fn with_catalog(&self, catalog: CatalogRef) -> Self {
+        Self {
+            catalog,
+            ..self.clone()
+        }
+    }
+
     /// The planning context of one attempt on `base`.
     pub fn context<'a>(&'a self, base: &'a LoadedTable) -> PlanContext<'a> {
         PlanContext {
