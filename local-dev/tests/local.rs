@@ -132,6 +132,14 @@ impl Stack {
     }
 }
 
+/// A failed assertion must not leave the stack running beside later tests.
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Waits up to a minute for `ok`.
 fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
     let started = Instant::now();

@@ -65,6 +65,14 @@ impl Server {
     }
 }
 
+/// A failed assertion must not leave the server running beside later tests.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// POSTs `body` to `path`; status, JSON answer and its raw text.
 async fn post(
     client: &reqwest::Client,
