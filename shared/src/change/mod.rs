@@ -98,6 +98,9 @@ impl ChangeError {
 /// where KEY is the record key as JSON (an object of key fields, or a scalar).
 pub const TOMBSTONE: &str = "__floe_tombstone";
 
+/// How a tombstone record starts: `{"__floe_tombstone":`.
+const TOMBSTONE_PREFIX: &str = "{\"__floe_tombstone\":";
+
 /// The record a tombstone with record key `key` (its bytes) becomes.
 pub fn tombstone_record(key: &[u8]) -> Vec<u8> {
     let text = String::from_utf8_lossy(key);
@@ -107,14 +110,17 @@ pub fn tombstone_record(key: &[u8]) -> Vec<u8> {
     } else {
         serde_json::Value::String(key.to_string()).to_string()
     };
-    format!("{{\"{TOMBSTONE}\":{json}}}").into_bytes()
+    format!("{TOMBSTONE_PREFIX}{json}}}").into_bytes()
 }
 
 /// The key of a tombstone record; `None` for any other record.
 pub fn tombstone_key(record: &[u8]) -> Option<&str> {
-    let text = std::str::from_utf8(record).ok()?;
-    let rest = text.strip_prefix(&format!("{{\"{TOMBSTONE}\":"))?;
-    rest.strip_suffix('}')
+    // Every record of every batch is asked: compare bytes, allocate nothing,
+    // and check UTF-8 only of a tombstone's key.
+    let key = record
+        .strip_prefix(TOMBSTONE_PREFIX.as_bytes())?
+        .strip_suffix(b"}")?;
+    std::str::from_utf8(key).ok()
 }
 
 /// The delete a tombstone makes on a keyed table with identifier fields

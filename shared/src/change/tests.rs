@@ -1077,3 +1077,14 @@ fn json_string_escaping_round_trips() {
 fn change_format_defaults_to_auto() {
     assert_eq!(ChangeFormat::default(), ChangeFormat::Auto);
 }
+
+#[test]
+fn tombstone_records_carry_their_key_back() {
+    assert_eq!(TOMBSTONE_PREFIX, format!("{{\"{TOMBSTONE}\":"));
+    let record = tombstone_record(br#" {"id": 7} "#);
+    assert_eq!(tombstone_key(&record), Some(r#"{"id": 7}"#));
+    let record = tombstone_record(b"order-7");
+    assert_eq!(tombstone_key(&record), Some(r#""order-7""#));
+    assert_eq!(tombstone_key(br#"{"id":7}"#), None);
+    assert_eq!(tombstone_key(br#"{"__floe_tombstone":7,"x":1"#), None);
+}
