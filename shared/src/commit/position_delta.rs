@@ -79,13 +79,18 @@ pub async fn plan(
         let touched = touched_keys(ctx, &schema, &key_names, r).await?;
         for digest in &touched {
             for t in targets.iter_mut() {
+                // Most files do not hold the key: their filter says so first.
+                let mut rows = t.keys.rows(*digest).peekable();
+                if rows.peek().is_none() {
+                    continue;
+                }
                 let eq_gone = t
                     .sequence_number
                     .is_some_and(|seq| equality.get(digest).is_some_and(|d| *d > seq));
                 if eq_gone {
                     continue;
                 }
-                for row in t.keys.rows(*digest) {
+                for row in rows {
                     if t.gone.insert(row) {
                         t.deleted.push(row);
                         rows_deleted += 1;
