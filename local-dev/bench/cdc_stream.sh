@@ -89,12 +89,13 @@ def ext(n):
 con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
 for n in ("avro", "iceberg"):
     con.execute(f"LOAD '{ext(n)}'")
+# A full scan: every column of every live row, materialised as Arrow.
 t = time.time()
-n = con.execute(f"SELECT count(*), sum(amount) FROM iceberg_scan('{meta}')").fetchone()[0]
+n = con.execute(f"SELECT * FROM iceberg_scan('{meta}')").to_arrow_table().num_rows
 d = time.time() - t
 t = time.time()
 try:
-    StaticTable.from_metadata(meta).scan(selected_fields=("id", "amount")).to_arrow()
+    StaticTable.from_metadata(meta).scan().to_arrow()
     p = "%.2f" % (time.time() - t)
 except ValueError:
     p = "refuses"
