@@ -150,20 +150,26 @@ mod tests {
 
     #[test]
     fn a_table_maps_to_the_same_shard_in_every_build() {
-        // Pinned: writers of two builds of floe must send a table to the
-        // same committer, so a change to the hash fails here first.
+        // Pinned, for 1, 2, 3, 4, 5, 8, 12 and 16 shards: writers of two
+        // builds of floe must send a table to the same committer, so a
+        // change to the hash fails here first. (A table only ever moves to
+        // the newest shard as shards are added: the jump hash's promise.)
         let pinned = [
-            ("bronze.events", [0, 1, 2, 2, 2, 2, 2, 2]),
-            ("bronze.orders", [0, 0, 0, 0, 0, 0, 0, 0]),
-            ("silver.users", [0, 1, 1, 1, 1, 1, 1, 1]),
+            ("bronze.events", [0, 0, 2, 2, 2, 6, 6, 6]),
+            ("bronze.orders", [0, 1, 2, 2, 2, 2, 2, 2]),
+            ("silver.users", [0, 1, 2, 2, 4, 4, 4, 4]),
         ];
-        for (name, want) in pinned {
-            let got: Vec<usize> = [1, 2, 3, 4, 5, 8, 12, 16]
-                .iter()
-                .map(|&n| shard_of(&t(name), n))
-                .collect();
-            assert_eq!(got, want, "{name}");
-        }
+        let got: Vec<(&str, [usize; 8])> = pinned
+            .iter()
+            .map(|(name, _)| {
+                let mut out = [0; 8];
+                for (i, n) in [1, 2, 3, 4, 5, 8, 12, 16].into_iter().enumerate() {
+                    out[i] = shard_of(&t(name), n);
+                }
+                (*name, out)
+            })
+            .collect();
+        assert_eq!(got, pinned);
         for n in 1..=MAX_SHARDS {
             for i in 0..100 {
                 let table = t(&format!("bench.t{i:03}"));
@@ -181,9 +187,11 @@ mod tests {
             for table in &tables {
                 counts[shard_of(table, n)] += 1;
             }
+            // Within 40% of an even share: over three standard deviations
+            // of a uniform hash even at 16 shards (62 tables each).
             let even = tables.len() / n;
             assert!(
-                counts.iter().all(|&c| c > even * 3 / 4 && c < even * 5 / 4),
+                counts.iter().all(|&c| c * 10 > even * 6 && c * 10 < even * 14),
                 "{n} shards: {counts:?}"
             );
         }
