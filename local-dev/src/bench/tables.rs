@@ -66,11 +66,11 @@ pub struct TablesArgs {
     #[arg(long, default_value_t = 1_000)]
     rate: u64,
     /// Seconds requests arrive for.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 50)]
     seconds: u64,
     /// Seconds the committers have after the last request to commit the
     /// rest; what is still uncommitted then counts at its age.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 10)]
     drain_seconds: u64,
     /// Latency added to every catalog commit, ms (Glue ~320, Unity ~5,000).
     #[arg(long)]
