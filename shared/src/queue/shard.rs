@@ -191,7 +191,9 @@ mod tests {
             // of a uniform hash even at 16 shards (62 tables each).
             let even = tables.len() / n;
             assert!(
-                counts.iter().all(|&c| c * 10 > even * 6 && c * 10 < even * 14),
+                counts
+                    .iter()
+                    .all(|&c| c * 10 > even * 6 && c * 10 < even * 14),
                 "{n} shards: {counts:?}"
             );
         }
