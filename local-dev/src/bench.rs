@@ -1,6 +1,7 @@
 //! `floe bench`: the inputs and runs behind docs/benchmarks.md's tables
-//! (local-dev/bench/sweep.sh drives them): benchmark data of either shape,
-//! the commit regime under a slow catalog, and copy-on-write amplification.
+//! (local-dev/bench/sweep.sh and tables.sh drive them): benchmark data of
+//! either shape, the commit regime under a slow catalog, many tables over a
+//! sharded commit queue, and copy-on-write amplification.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,6 +17,8 @@ use floe_core::tabledef;
 
 use crate::demo;
 
+mod tables;
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Write benchmark records as NDJSON.
@@ -28,6 +31,10 @@ pub enum BenchCommand {
     },
     /// Writers submitting to one committer whose catalog commits take `--latency-ms`.
     Commit(CommitArgs),
+    /// Requests for `--tables` tables at `--rate` a second, committed by
+    /// `--shards` committers (one per commit queue shard) on a catalog whose
+    /// commits take `--latency-ms`.
+    Tables(tables::TablesArgs),
     /// Copy-on-write: touch `--keys` keys of a table of `--rows` rows in `--files` files.
     Cow(CowArgs),
     /// Position deletes: commits of `--changes` changes on a keyed table of `--keys` keys.
@@ -114,6 +121,7 @@ pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
             Ok(())
         }
         BenchCommand::Commit(a) => commit_regime(floe, a).await,
+        BenchCommand::Tables(a) => tables::run(floe, a).await,
         BenchCommand::Cow(a) => cow(floe, a).await,
         BenchCommand::Keyed(a) => keyed(floe, a).await,
     }
@@ -403,9 +411,9 @@ fn peak_rss_mib() -> Option<u64> {
 }
 
 /// xorshift64: reproducible data without a dependency.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;

@@ -110,10 +110,12 @@ pub fn default_writers() -> usize {
 }
 
 pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> Result<()> {
-    let queue: Option<QueueRef> = match (&deployment.sqs, args.via_queue) {
-        (Some(sqs), true) => Some(sqs.clone() as QueueRef),
-        (None, true) => anyhow::bail!(
-            "--via-queue sends to the deployment's SQS commit queue: set queue.url (FLOE_QUEUE_URL)"
+    // The deployment's queue sends each table's requests to its shard, as
+    // the writer function's does.
+    let queue: Option<QueueRef> = match (deployment.shards.is_empty(), args.via_queue) {
+        (false, true) => Some(deployment.queue.clone()),
+        (true, true) => anyhow::bail!(
+            "--via-queue sends to the deployment's SQS commit queue: set queue.url (FLOE_QUEUE_URL), or its shards in queue.urls"
         ),
         (_, false) => None,
     };

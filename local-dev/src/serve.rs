@@ -36,8 +36,8 @@ pub struct ServeArgs {
 pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
     // Without an SQS queue, the writers' requests meet the committer here.
     let local = deployment
-        .sqs
-        .is_none()
+        .shards
+        .is_empty()
         .then(|| Arc::new(MemoryQueue::new()));
     if let Some(q) = &local {
         deployment.queue = q.clone();
@@ -53,12 +53,20 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
     println!("floe serve: listening on http://{addr}");
-    match &deployment.sqs {
-        Some(q) => println!(
+    match &deployment.shards[..] {
+        [] => println!("floe serve: committing in this process"),
+        [q] => println!(
             "floe serve: commit requests go to {} for the deployment's committer",
             q.url()
         ),
-        None => println!("floe serve: committing in this process"),
+        shards => println!(
+            "floe serve: commit requests go to their table's shard of {} for the deployment's committers",
+            shards
+                .iter()
+                .map(|q| q.url())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
     serve_http(listener, api, shutdown_signal()).await;
     if let (Some(queue), Some(task)) = (local, committer) {

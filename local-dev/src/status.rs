@@ -56,7 +56,7 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
         let loaded = catalog.load_table(t).await?;
         lines.push(table_line(t, &loaded.metadata, args.window, now));
     }
-    let queue = queue_depth(deployment).await?;
+    let queues = queue_depths(deployment).await?;
     let mut dead: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for file in floe.dead_letter_files(None).await? {
         if let Some(t) = &args.table
@@ -77,7 +77,10 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
     if args.json {
         let out = json!({
             "tables": lines,
-            "queue": queue,
+            // One shard (the default): its depth, as before sharding;
+            // every shard's under "queues".
+            "queue": match &queues[..] { [only] => only.clone(), _ => serde_json::Value::Null },
+            "queues": queues,
             "dead_letters": dead,
             "dead_letter_location": floe.dead_letter_prefix(),
         });
@@ -103,9 +106,13 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
     if lines.is_empty() {
         println!("no tables");
     }
-    match &queue {
-        Some(q) => println!(
-            "queue {}: {} waiting, {} in flight, {} delayed{}",
+    for (i, q) in queues.iter().enumerate() {
+        let shard = match queues.len() {
+            1 => String::new(),
+            n => format!(" (shard {i} of {n})"),
+        };
+        println!(
+            "queue {}{shard}: {} waiting, {} in flight, {} delayed{}",
             q["url"].as_str().unwrap_or_default(),
             q["visible"],
             q["in_flight"],
@@ -117,8 +124,10 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
                 ),
                 None => String::new(),
             }
-        ),
-        None => println!("queue: in-process (nothing waits between runs)"),
+        );
+    }
+    if queues.is_empty() {
+        println!("queue: in-process (nothing waits between runs)");
     }
     if dead.is_empty() {
         println!("no dead letters under {}", floe.dead_letter_prefix());
@@ -173,12 +182,21 @@ fn table_line(t: &TableIdent, m: &TableMetadata, window: usize, now: i64) -> Tab
     }
 }
 
-/// The SQS commit queue's depth and its dead-letter queue's, when the
-/// deployment has one.
-async fn queue_depth(deployment: &Deployment) -> Result<Option<serde_json::Value>> {
-    let Some(sqs) = &deployment.sqs else {
-        return Ok(None);
-    };
+/// The depth of each shard of the SQS commit queue (one, unless sharded)
+/// and of its dead-letter queue; empty when the deployment has none.
+async fn queue_depths(deployment: &Deployment) -> Result<Vec<serde_json::Value>> {
+    let mut out = Vec::with_capacity(deployment.shards.len());
+    for sqs in &deployment.shards {
+        out.push(queue_depth(deployment, sqs).await?);
+    }
+    Ok(out)
+}
+
+/// One SQS commit queue's depth and its dead-letter queue's.
+async fn queue_depth(
+    deployment: &Deployment,
+    sqs: &floe_core::queue::SqsQueue,
+) -> Result<serde_json::Value> {
     let depth = sqs.depth().await?;
     let mut out = serde_json::to_value(&depth)?;
     if let (Some(arn), Some(aws)) = (&depth.dead_letter_arn, &deployment.aws) {
@@ -198,7 +216,7 @@ async fn queue_depth(deployment: &Deployment) -> Result<Option<serde_json::Value
             out["dead_letter_queue"] = serde_json::to_value(dlq.depth().await?)?;
         }
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// `3 s`, `4 min`, `2.5 h`.

@@ -54,7 +54,7 @@ pub enum DeployError {
     #[error(transparent)]
     Secret(#[from] crate::secrets::SecretError),
     /// The commit queue cannot be set up.
-    #[error("config key queue.url: {0}")]
+    #[error("config key queue.url (or queue.urls): {0}")]
     Queue(crate::queue::QueueError),
 }
 
@@ -162,10 +162,16 @@ pub struct Deployment {
     pub catalog: CatalogRef,
     /// The commit queue.
     pub queue: QueueRef,
-    /// The SQS queue behind `queue`, when there is one (the committer function
-    /// resolves claim-check bodies of the messages Lambda hands it).
+    /// The SQS queue this process reads, when there is one: the commit queue,
+    /// or with shards the committer's own (`queue.url`); the committer
+    /// function resolves claim-check bodies of the messages Lambda hands it.
     #[cfg(feature = "aws")]
     pub sqs: Option<Arc<crate::queue::SqsQueue>>,
+    /// Every shard of the SQS commit queue, in shard order (`queue.urls`, else
+    /// `queue.url` alone); empty when embedded. Writers send to all of them
+    /// through `queue`.
+    #[cfg(feature = "aws")]
+    pub shards: Vec<Arc<crate::queue::SqsQueue>>,
     /// The AWS clients the parts were built from (none when embedded).
     #[cfg(feature = "aws")]
     pub aws: Option<crate::aws::AwsClients>,
@@ -231,9 +237,16 @@ impl Deployment {
     }
 
     fn embedded(config: Config, faults: Faults, dir: PathBuf) -> Result<Self, DeployError> {
-        if config.queue.url.is_some() {
+        // Embedded and `floe local`-style in-process runs have one queue in
+        // this process: sharding is for deployed committers.
+        let sqs_key = match (&config.queue.url, config.queue.urls.is_empty()) {
+            (Some(_), _) => Some("queue.url"),
+            (None, false) => Some("queue.urls"),
+            (None, true) => None,
+        };
+        if let Some(key) = sqs_key {
             return Err(DeployError::Unsupported {
-                key: "queue.url",
+                key,
                 message: "an SQS queue goes with catalog.type = \"glue\"; the sqlite catalog uses the in-process queue".into(),
             });
         }
@@ -258,6 +271,8 @@ impl Deployment {
             queue: Arc::new(MemoryQueue::new()),
             #[cfg(feature = "aws")]
             sqs: None,
+            #[cfg(feature = "aws")]
+            shards: Vec::new(),
             #[cfg(feature = "aws")]
             aws: None,
             file_io,
@@ -384,28 +399,50 @@ impl Deployment {
         catalog: CatalogRef,
         file_io: FileIO,
     ) -> Result<Self, DeployError> {
-        use crate::queue::SqsQueue;
+        use crate::queue::{ShardedQueue, SqsQueue};
 
-        let sqs = match config.queue.url.clone() {
-            Some(url) => Some(Arc::new(
-                SqsQueue::new(clients, &url, &config.claim_prefix().to_string())
-                    .map_err(DeployError::Queue)?,
-            )),
-            None if role.needs_queue() => {
-                return Err(DeployError::Missing {
-                    key: "queue.url",
-                    message:
-                        "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL)"
-                            .into(),
-                });
-            }
-            None => None,
+        let claims = config.claim_prefix().to_string();
+        let shards = config
+            .queue
+            .shard_urls()
+            .into_iter()
+            .map(|url| SqsQueue::new(clients, url, &claims).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(DeployError::Queue)?;
+        if shards.is_empty() && role.needs_queue() {
+            return Err(DeployError::Missing {
+                key: "queue.url",
+                message: "the SQS commit queue between writers and the committer (FLOE_QUEUE_URL, or its shards in FLOE_QUEUE_URLS)".into(),
+            });
+        }
+        // The queue this process reads: the only one, or the shard
+        // `queue.url` names (the config checked it is one of `queue.urls`).
+        let sqs = match (&config.queue.url, &shards[..]) {
+            (Some(url), _) => shards.iter().find(|q| q.url() == url).cloned(),
+            (None, [only]) => Some(only.clone()),
+            (None, _) => None,
         };
-        // Without a queue (maintenance) nothing is ever enqueued; an
-        // in-process queue keeps the parts uniform.
-        let queue: QueueRef = match &sqs {
-            Some(q) => q.clone(),
-            None => Arc::new(MemoryQueue::new()),
+        if role == Role::Committer && sqs.is_none() {
+            return Err(DeployError::Missing {
+                key: "queue.url",
+                message: format!(
+                    "a committer reads one shard of queue.urls ({} of them): set queue.url (FLOE_QUEUE_URL) to its shard's URL",
+                    shards.len()
+                ),
+            });
+        }
+        let queue: QueueRef = match (role, &sqs, &shards[..]) {
+            // A committer's queue is its own shard, to receive, ack and release.
+            (Role::Committer, Some(own), _) => own.clone(),
+            (_, _, [only]) => only.clone(),
+            // Without a queue (maintenance) nothing is ever enqueued; an
+            // in-process queue keeps the parts uniform.
+            (_, _, []) => Arc::new(MemoryQueue::new()),
+            // Senders reach every shard, each table's requests its own.
+            (_, _, many) => Arc::new(
+                ShardedQueue::new(many.iter().map(|q| q.clone() as QueueRef).collect())
+                    .map_err(DeployError::Queue)?,
+            ),
         };
         let dlq = config.dead_letter_location().to_string();
         Ok(Self {
@@ -414,6 +451,7 @@ impl Deployment {
             catalog,
             queue,
             sqs,
+            shards,
             aws: Some(clients.clone()),
             file_io,
             faults,
@@ -537,6 +575,64 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("catalog.token") && e.contains("only"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn the_embedded_deployment_refuses_sqs_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(&format!(
+            "[warehouse]\npath = \"{}\"\n[queue]\nurls = [\"https://sqs/1/a\", \"https://sqs/1/b\"]\n",
+            dir.path().display()
+        ));
+        let e = Deployment::from_config(c, Faults::none(), Role::Writer)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("config key queue.urls:") && e.contains("in-process queue"),
+            "{e}"
+        );
+    }
+
+    /// Writers send to every shard, each committer reads the one its
+    /// `queue.url` names, and a committer that names none is refused.
+    #[cfg(feature = "aws")]
+    #[tokio::test]
+    async fn writers_reach_every_shard_and_a_committer_reads_its_own() {
+        const A: &str = "https://sqs.eu-west-1.amazonaws.com/1/floe-commits-0";
+        const B: &str = "https://sqs.eu-west-1.amazonaws.com/1/floe-commits-1";
+        let sharded = |url: &str| {
+            config(&format!(
+                "[warehouse]\nuri = \"s3://b/wh\"\n[aws]\nregion = \"eu-west-1\"\n[catalog]\ntype = \"glue\"\n[queue]\nurls = [\"{A}\", \"{B}\"]\n{url}"
+            ))
+        };
+        let writer = Deployment::from_config(sharded(""), Faults::none(), Role::Writer)
+            .await
+            .unwrap();
+        let urls: Vec<&str> = writer.shards.iter().map(|q| q.url()).collect();
+        assert_eq!(urls, [A, B]);
+        assert!(writer.sqs.is_none());
+        assert!(format!("{:?}", writer.queue).starts_with("ShardedQueue"));
+
+        let committer = Deployment::from_config(
+            sharded(&format!("url = \"{B}\"\n")),
+            Faults::none(),
+            Role::Committer,
+        )
+        .await
+        .unwrap();
+        assert_eq!(committer.sqs.as_ref().map(|q| q.url()), Some(B));
+        assert!(format!("{:?}", committer.queue).contains(B));
+
+        let e = Deployment::from_config(sharded(""), Faults::none(), Role::Committer)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("config key queue.url:")
+                && e.contains("one shard of queue.urls (2 of them)"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

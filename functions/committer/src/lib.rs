@@ -21,7 +21,9 @@ use tracing::{info, warn};
 #[derive(Debug, thiserror::Error)]
 pub enum CommitterError {
     /// The deployment has no SQS commit queue.
-    #[error("config: the committer function reads an SQS queue; set queue.url (FLOE_QUEUE_URL)")]
+    #[error(
+        "config: the committer function reads an SQS queue (with shards, its own); set queue.url (FLOE_QUEUE_URL)"
+    )]
     NoQueue,
     /// The event is not an SQS event.
     #[error("not an SQS event: {0}")]

@@ -22,9 +22,11 @@ locals {
   # The dimensions of floe's own metrics, per function.
   emf_dimensions = merge(
     {
-      writer    = { function = "writer", function_name = aws_lambda_function.writer.function_name }
-      committer = { function = "committer", function_name = aws_lambda_function.committer.function_name }
+      writer = { function = "writer", function_name = aws_lambda_function.writer.function_name }
     },
+    # Every shard's committer emits function = "committer"; its function_name
+    # tells them apart. Keyed like function_names: committer, committer_<i>.
+    { for i, key in local.committer_keys : key => { function = "committer", function_name = aws_lambda_function.committer[i].function_name } },
     var.enable_http_ingest ? {
       "ingest-http" = { function = "ingest-http", function_name = aws_lambda_function.ingest[0].function_name }
     } : {},
@@ -40,13 +42,14 @@ locals {
 # --- the commit path ---------------------------------------------------------------------
 
 resource "aws_cloudwatch_metric_alarm" "commit_queue_age" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-commit-queue-age"
+  alarm_name          = "${var.name}-commit-queue-age${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: a commit request has waited over ${var.commit_age_alarm_seconds}s; written data is not reaching its table (committer failing, throttled or too slow)."
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateAgeOfOldestMessage"
-  dimensions          = { QueueName = aws_sqs_queue.commits.name }
+  dimensions          = { QueueName = aws_sqs_queue.commits[count.index].name }
   statistic           = "Maximum"
   period              = 60
   evaluation_periods  = 3
@@ -60,13 +63,14 @@ resource "aws_cloudwatch_metric_alarm" "commit_queue_age" {
 }
 
 resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-commit-dlq"
+  alarm_name          = "${var.name}-commit-dlq${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: commit requests reached the dead-letter queue; their data files are written but not committed. Fix the cause and redrive them within a day (snapshot expiry, 24 h by default, forgets committed batch ids; orphan cleanup keeps uncommitted files for orphan_window_seconds, 16 days by default)."
   namespace           = "AWS/SQS"
   metric_name         = "ApproximateNumberOfMessagesVisible"
-  dimensions          = { QueueName = aws_sqs_queue.commits_dlq.name }
+  dimensions          = { QueueName = aws_sqs_queue.commits_dlq[count.index].name }
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 1
@@ -79,13 +83,14 @@ resource "aws_cloudwatch_metric_alarm" "commit_dlq" {
 }
 
 resource "aws_cloudwatch_metric_alarm" "committer_errors" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-committer-errors"
+  alarm_name          = "${var.name}-committer-errors${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: the committer function failed (crash, timeout, bad configuration)."
   namespace           = "AWS/Lambda"
   metric_name         = "Errors"
-  dimensions          = { FunctionName = aws_lambda_function.committer.function_name }
+  dimensions          = { FunctionName = aws_lambda_function.committer[count.index].function_name }
   statistic           = "Sum"
   period              = 300
   evaluation_periods  = 1
@@ -98,13 +103,14 @@ resource "aws_cloudwatch_metric_alarm" "committer_errors" {
 }
 
 resource "aws_cloudwatch_metric_alarm" "commit_failures" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-commit-failures"
+  alarm_name          = "${var.name}-commit-failures${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: table commits failed (failed_commits); the requests went back to the queue. See the committer's log for the table and error."
   namespace           = local.emf_namespace
   metric_name         = "failed_commits"
-  dimensions          = local.emf_dimensions["committer"]
+  dimensions          = local.emf_dimensions[local.committer_keys[count.index]]
   statistic           = "Sum"
   period              = 300
   evaluation_periods  = 1
@@ -117,13 +123,14 @@ resource "aws_cloudwatch_metric_alarm" "commit_failures" {
 }
 
 resource "aws_cloudwatch_metric_alarm" "commit_latency" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-commit-latency"
+  alarm_name          = "${var.name}-commit-latency${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: a committer run took over ${var.commit_latency_alarm_ms} ms (commit_latency): a slow catalog or many conflicts."
   namespace           = local.emf_namespace
   metric_name         = "commit_latency"
-  dimensions          = local.emf_dimensions["committer"]
+  dimensions          = local.emf_dimensions[local.committer_keys[count.index]]
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 2
@@ -137,13 +144,14 @@ resource "aws_cloudwatch_metric_alarm" "commit_latency" {
 }
 
 resource "aws_cloudwatch_metric_alarm" "freshness" {
-  count = var.create_alarms ? 1 : 0
+  # One per shard of the commit queue (and its committer).
+  count = var.create_alarms ? var.commit_queue_shards : 0
 
-  alarm_name          = "${var.name}-freshness"
+  alarm_name          = "${var.name}-freshness${local.shard_suffixes[count.index]}"
   alarm_description   = "floe: data committed in two 5-minute periods in a row was over ${var.freshness_alarm_ms} ms old (freshness: commit time minus the oldest record's arrival at its source): sources, writer or committer lag; a backfill fires it too."
   namespace           = local.emf_namespace
   metric_name         = "freshness"
-  dimensions          = local.emf_dimensions["committer"]
+  dimensions          = local.emf_dimensions[local.committer_keys[count.index]]
   statistic           = "Maximum"
   period              = 300
   evaluation_periods  = 2

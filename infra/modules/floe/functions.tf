@@ -3,15 +3,20 @@
 # <artifacts_dir>/<bin>/bootstrap.zip, on the provided.al2023 runtime.
 
 locals {
-  enabled_functions = {
-    for fn, enabled in {
-      writer      = true
-      committer   = true
-      ingest      = var.enable_http_ingest
-      maintenance = var.enable_maintenance
-      pg_sync     = var.enable_pg_sync
-    } : fn => enabled if enabled
-  }
+  # Keys of the per-function maps (roles, policies, log groups); the
+  # committers of shards 1.. are "committer_<i>".
+  enabled_functions = merge(
+    {
+      for fn, enabled in {
+        writer      = true
+        committer   = true
+        ingest      = var.enable_http_ingest
+        maintenance = var.enable_maintenance
+        pg_sync     = var.enable_pg_sync
+      } : fn => enabled if enabled
+    },
+    { for key in local.extra_committer_keys : key => true },
+  )
 
   zips = {
     writer      = "${var.artifacts_dir}/floe-writer/bootstrap.zip"
@@ -132,9 +137,12 @@ resource "aws_lambda_function" "committer" {
   #checkov:skip=CKV_AWS_117:VPC placement is optional (var.vpc_subnet_ids); the committer only needs S3, SQS and the catalog.
   #checkov:skip=CKV_AWS_173:The environment holds no secrets (secrets are Secrets Manager ARNs resolved at start); Lambda encrypts it at rest with its own key.
   #checkov:skip=CKV_AWS_272:Code signing needs an AWS Signer profile the deployment owns; cargo-lambda zips are built and deployed by the same pipeline.
-  function_name = local.function_names.committer
-  description   = "floe committer: coalesces commit requests into Iceberg snapshots, exactly once"
-  role          = aws_iam_role.fn["committer"].arn
+  # One per shard of the commit queue, each reading only its own.
+  count = var.commit_queue_shards
+
+  function_name = local.function_names[local.committer_keys[count.index]]
+  description   = var.commit_queue_shards == 1 ? "floe committer: coalesces commit requests into Iceberg snapshots, exactly once" : "floe committer of commit queue shard ${count.index} of ${var.commit_queue_shards}: coalesces commit requests into Iceberg snapshots, exactly once"
+  role          = aws_iam_role.fn[local.committer_keys[count.index]].arn
 
   runtime          = "provided.al2023"
   handler          = "bootstrap"
@@ -144,12 +152,14 @@ resource "aws_lambda_function" "committer" {
 
   memory_size = var.committer_memory
   timeout     = var.committer_timeout
-  # One committer at a time: it coalesces everything pending per table and
-  # commits optimistically; a second one would only produce conflicts.
+  # One committer per shard at a time: it coalesces everything pending per
+  # table and commits optimistically; a second one on the same tables would
+  # only produce conflicts.
   reserved_concurrent_executions = 1
 
   environment {
-    variables = merge(local.committer_env, { RUST_LOG = var.log_level })
+    # Its own shard: the one it reads (FLOE_QUEUE_URLS lists them all).
+    variables = merge(local.committer_env, { FLOE_QUEUE_URL = aws_sqs_queue.commits[count.index].url, RUST_LOG = var.log_level })
   }
 
   tracing_config {
@@ -171,9 +181,14 @@ resource "aws_lambda_function" "committer" {
   lifecycle {
     precondition {
       condition     = local.env_bytes.committer <= 4096
-      error_message = "The committer's environment is over Lambda's 4 KB (floe_toml is most of it): shorten floe_toml."
+      error_message = "The committer's environment is over Lambda's 4 KB (floe_toml is most of it, then FLOE_QUEUE_URLS): shorten floe_toml."
     }
   }
+}
+
+moved {
+  from = aws_lambda_function.committer
+  to   = aws_lambda_function.committer[0]
 }
 
 # --- HTTP ingest ---------------------------------------------------------------------------

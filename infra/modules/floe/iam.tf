@@ -1,8 +1,10 @@
 # One execution role per function, each with only what that function does.
 #
 #   writer      sources (read) -> Parquet + dead letters + claim checks (put),
-#               tables it creates or evolves (Glue + metadata), commit queue (send)
-#   committer   commit queue (consume), claim checks (get, delete), table
+#               tables it creates or evolves (Glue + metadata), every shard
+#               of the commit queue (send)
+#   committer   its own shard of the commit queue (consume; one role per
+#               shard's committer), claim checks (get, delete), table
 #               metadata and manifests (get, put), Glue UpdateTable
 #   ingest      the writer's rights without the sources, plus its token secret
 #   maintenance table files (list, get, put, delete), Glue databases and tables
@@ -35,22 +37,28 @@ resource "aws_iam_role" "fn" {
 locals {
   role_policies = merge(
     {
-      writer    = data.aws_iam_policy_document.writer.json
-      committer = data.aws_iam_policy_document.committer.json
+      writer = data.aws_iam_policy_document.writer.json
     },
+    { for i, key in local.committer_keys : key => data.aws_iam_policy_document.committer[i].json },
     var.enable_http_ingest ? { ingest = data.aws_iam_policy_document.ingest[0].json } : {},
     var.enable_maintenance ? { maintenance = data.aws_iam_policy_document.maintenance[0].json } : {},
     var.enable_pg_sync ? { pg_sync = data.aws_iam_policy_document.pg_sync[0].json } : {},
   )
 
-  extra_policy_attachments = merge([
-    for fn, arns in {
+  extra_policy_arns = merge(
+    {
       writer      = var.extra_policy_arns.writer
       committer   = var.extra_policy_arns.committer
       ingest      = var.enable_http_ingest ? var.extra_policy_arns.ingest : []
       maintenance = var.enable_maintenance ? var.extra_policy_arns.maintenance : []
       pg_sync     = var.enable_pg_sync ? var.extra_policy_arns.pg_sync : []
-    } : { for i, arn in arns : "${fn}-${i}" => { function = fn, policy_arn = arn } }
+    },
+    # Every shard's committer gets the committer's extra policies.
+    { for key in local.extra_committer_keys : key => var.extra_policy_arns.committer },
+  )
+
+  extra_policy_attachments = merge([
+    for fn, arns in local.extra_policy_arns : { for i, arn in arns : "${fn}-${i}" => { function = fn, policy_arn = arn } }
   ]...)
 }
 
@@ -120,7 +128,7 @@ data "aws_iam_policy_document" "table_writer" {
   statement {
     sid       = "EnqueueCommitRequests"
     actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.commits.arn]
+    resources = aws_sqs_queue.commits[*].arn
   }
 
   # Routing creates missing tables (routing.create) in existing databases:
@@ -327,13 +335,16 @@ data "aws_iam_policy_document" "writer" {
 
 # --- committer ---------------------------------------------------------------------------
 
+# One per shard: each committer reads only its own shard's queue.
 data "aws_iam_policy_document" "committer" {
+  count = var.commit_queue_shards
+
   source_policy_documents = [data.aws_iam_policy_document.kms.json]
 
   statement {
     sid       = "Logs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.fn["committer"].arn}:*"]
+    resources = ["${aws_cloudwatch_log_group.fn[local.committer_keys[count.index]].arn}:*"]
   }
 
   statement {
@@ -344,7 +355,7 @@ data "aws_iam_policy_document" "committer" {
       "sqs:GetQueueAttributes",
       "sqs:ChangeMessageVisibility",
     ]
-    resources = [aws_sqs_queue.commits.arn]
+    resources = [aws_sqs_queue.commits[count.index].arn]
   }
 
   # Table metadata and manifests; the claim-check bodies of large requests.

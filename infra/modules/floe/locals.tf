@@ -60,17 +60,29 @@ locals {
   pg_security_group_ids = length(var.pg_subnet_ids) > 0 ? var.pg_security_group_ids : var.vpc_security_group_ids
   pg_in_vpc             = var.enable_pg_sync && length(local.pg_subnet_ids) > 0
 
-  commit_queue_name    = var.fifo_commit_queue ? "${var.name}-commits.fifo" : "${var.name}-commits"
-  commit_dlq_name      = var.fifo_commit_queue ? "${var.name}-commits-dlq.fifo" : "${var.name}-commits-dlq"
+  # --- commit queue shards ------------------------------------------------------------
+  # Shard i's queue, DLQ and committer are named like the unsharded module's
+  # for i = 0 and with "-<i>" after that; the committers' keys in the
+  # per-function maps (roles, log groups, outputs) are "committer" and
+  # "committer_<i>".
+  shard_suffixes       = [for i in range(var.commit_queue_shards) : i == 0 ? "" : "-${i}"]
+  fifo_suffix          = var.fifo_commit_queue ? ".fifo" : ""
+  commit_queue_names   = [for s in local.shard_suffixes : "${var.name}-commits${s}${local.fifo_suffix}"]
+  commit_dlq_names     = [for s in local.shard_suffixes : "${var.name}-commits${s}-dlq${local.fifo_suffix}"]
+  committer_keys       = [for i in range(var.commit_queue_shards) : i == 0 ? "committer" : "committer_${i}"]
+  extra_committer_keys = slice(local.committer_keys, 1, var.commit_queue_shards)
   committer_batch_size = coalesce(var.committer_batch_size, var.fifo_commit_queue ? 10 : 10000)
 
-  function_names = {
-    writer      = "${var.name}-writer"
-    committer   = "${var.name}-committer"
-    ingest      = "${var.name}-ingest-http"
-    maintenance = "${var.name}-maintenance"
-    pg_sync     = "${var.name}-pg-sync"
-  }
+  function_names = merge(
+    {
+      writer      = "${var.name}-writer"
+      committer   = "${var.name}-committer"
+      ingest      = "${var.name}-ingest-http"
+      maintenance = "${var.name}-maintenance"
+      pg_sync     = "${var.name}-pg-sync"
+    },
+    { for i in range(1, var.commit_queue_shards) : "committer_${i}" => "${var.name}-committer-${i}" },
+  )
 
   # --- the functions' environment ---------------------------------------------------
   #
@@ -109,9 +121,13 @@ locals {
   }
 
   # The retentions are set wherever the queue is: every function's config
-  # check holds the orphan window against them.
+  # check holds the orphan window against them. One shard: FLOE_QUEUE_URL,
+  # as before sharding. More: FLOE_QUEUE_URLS lists them in shard order (the
+  # writers pick one per table), and each committer's FLOE_QUEUE_URL, set at
+  # its function, names the shard it reads.
   queue_env = {
-    FLOE_QUEUE_URL                   = aws_sqs_queue.commits.url
+    FLOE_QUEUE_URL                   = var.commit_queue_shards == 1 ? aws_sqs_queue.commits[0].url : ""
+    FLOE_QUEUE_URLS                  = var.commit_queue_shards == 1 ? "" : join(",", aws_sqs_queue.commits[*].url)
     FLOE_QUEUE_CLAIM_PREFIX          = local.claims_uri
     FLOE_QUEUE_RETENTION_SECONDS     = tostring(var.commit_queue_retention_seconds)
     FLOE_QUEUE_DLQ_RETENTION_SECONDS = tostring(var.dlq_retention_seconds)

@@ -14,23 +14,48 @@ output "dead_letter_uri" {
 }
 
 output "commit_queue_url" {
-  description = "Commit queue URL (FLOE_QUEUE_URL)."
-  value       = aws_sqs_queue.commits.url
+  description = "Commit queue URL (FLOE_QUEUE_URL); with shards, shard 0's (commit_queue_urls has them all)."
+  value       = aws_sqs_queue.commits[0].url
 }
 
 output "commit_queue_arn" {
-  description = "Commit queue ARN."
-  value       = aws_sqs_queue.commits.arn
+  description = "Commit queue ARN; with shards, shard 0's."
+  value       = aws_sqs_queue.commits[0].arn
 }
 
 output "commit_dlq_url" {
-  description = "Dead-letter queue of commit requests."
-  value       = aws_sqs_queue.commits_dlq.url
+  description = "Dead-letter queue of commit requests; with shards, shard 0's."
+  value       = aws_sqs_queue.commits_dlq[0].url
 }
 
 output "commit_dlq_arn" {
-  description = "Dead-letter queue ARN of commit requests."
-  value       = aws_sqs_queue.commits_dlq.arn
+  description = "Dead-letter queue ARN of commit requests; with shards, shard 0's."
+  value       = aws_sqs_queue.commits_dlq[0].arn
+}
+
+output "commit_queue_urls" {
+  description = "Every shard's commit queue URL, in shard order (FLOE_QUEUE_URLS with more than one): the queue.urls of a floe.toml that talks to this deployment."
+  value       = aws_sqs_queue.commits[*].url
+}
+
+output "commit_queue_arns" {
+  description = "Every shard's commit queue ARN, in shard order."
+  value       = aws_sqs_queue.commits[*].arn
+}
+
+output "commit_dlq_urls" {
+  description = "Every shard's commit dead-letter queue URL, in shard order."
+  value       = aws_sqs_queue.commits_dlq[*].url
+}
+
+output "commit_dlq_arns" {
+  description = "Every shard's commit dead-letter queue ARN, in shard order."
+  value       = aws_sqs_queue.commits_dlq[*].arn
+}
+
+output "committer_function_names" {
+  description = "Every shard's committer function name, in shard order."
+  value       = aws_lambda_function.committer[*].function_name
 }
 
 output "stream_failure_queue_url" {
@@ -39,12 +64,12 @@ output "stream_failure_queue_url" {
 }
 
 output "function_names" {
-  description = "Function names by role: writer, committer, ingest, maintenance, pg_sync."
+  description = "Function names by role: writer, committer, ingest, maintenance, pg_sync; with shards, committer_<i> for shard i > 0."
   value = merge(
     {
-      writer    = aws_lambda_function.writer.function_name
-      committer = aws_lambda_function.committer.function_name
+      writer = aws_lambda_function.writer.function_name
     },
+    { for i, key in local.committer_keys : key => aws_lambda_function.committer[i].function_name },
     var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].function_name } : {},
     var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].function_name } : {},
     var.enable_pg_sync ? { pg_sync = aws_lambda_function.pg_sync[0].function_name } : {},
@@ -52,12 +77,12 @@ output "function_names" {
 }
 
 output "function_arns" {
-  description = "Function ARNs by role: writer, committer, ingest, maintenance, pg_sync."
+  description = "Function ARNs by role: writer, committer, ingest, maintenance, pg_sync; with shards, committer_<i> for shard i > 0."
   value = merge(
     {
-      writer    = aws_lambda_function.writer.arn
-      committer = aws_lambda_function.committer.arn
+      writer = aws_lambda_function.writer.arn
     },
+    { for i, key in local.committer_keys : key => aws_lambda_function.committer[i].arn },
     var.enable_http_ingest ? { ingest = aws_lambda_function.ingest[0].arn } : {},
     var.enable_maintenance ? { maintenance = aws_lambda_function.maintenance[0].arn } : {},
     var.enable_pg_sync ? { pg_sync = aws_lambda_function.pg_sync[0].arn } : {},

@@ -9,8 +9,15 @@ locals {
   commit_visibility_timeout = 6 * var.committer_timeout + 30
 }
 
+# One commit queue (and DLQ) per shard, var.commit_queue_shards of them:
+# writers send each table's requests to its shard (a stable hash of the
+# table's name), and each shard has its own committer. Shard 0 keeps the
+# unsharded names, so adding shards to a deployment adds queues and
+# committers and replaces none.
 resource "aws_sqs_queue" "commits_dlq" {
-  name                              = local.commit_dlq_name
+  count = var.commit_queue_shards
+
+  name                              = local.commit_dlq_names[count.index]
   fifo_queue                        = var.fifo_commit_queue ? true : null
   message_retention_seconds         = var.dlq_retention_seconds
   sqs_managed_sse_enabled           = var.kms_key_arn == null ? true : null
@@ -20,7 +27,9 @@ resource "aws_sqs_queue" "commits_dlq" {
 }
 
 resource "aws_sqs_queue" "commits" {
-  name       = local.commit_queue_name
+  count = var.commit_queue_shards
+
+  name       = local.commit_queue_names[count.index]
   fifo_queue = var.fifo_commit_queue ? true : null
   # floe sets MessageDeduplicationId (xxh3-128 of the body) and
   # MessageGroupId (the table) itself.
@@ -35,7 +44,7 @@ resource "aws_sqs_queue" "commits" {
   kms_data_key_reuse_period_seconds = var.kms_key_arn == null ? null : 3600
 
   redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.commits_dlq.arn
+    deadLetterTargetArn = aws_sqs_queue.commits_dlq[count.index].arn
     maxReceiveCount     = var.commit_queue_max_receive_count
   })
 
@@ -43,11 +52,29 @@ resource "aws_sqs_queue" "commits" {
 }
 
 resource "aws_sqs_queue_redrive_allow_policy" "commits_dlq" {
-  queue_url = aws_sqs_queue.commits_dlq.id
+  count = var.commit_queue_shards
+
+  queue_url = aws_sqs_queue.commits_dlq[count.index].id
   redrive_allow_policy = jsonencode({
     redrivePermission = "byQueue"
-    sourceQueueArns   = [aws_sqs_queue.commits.arn]
+    sourceQueueArns   = [aws_sqs_queue.commits[count.index].arn]
   })
+}
+
+# The resources of the unsharded module are shard 0's.
+moved {
+  from = aws_sqs_queue.commits
+  to   = aws_sqs_queue.commits[0]
+}
+
+moved {
+  from = aws_sqs_queue.commits_dlq
+  to   = aws_sqs_queue.commits_dlq[0]
+}
+
+moved {
+  from = aws_sqs_queue_redrive_allow_policy.commits_dlq
+  to   = aws_sqs_queue_redrive_allow_policy.commits_dlq[0]
 }
 
 # Kinesis and DynamoDB mappings send a batch's metadata (shard, sequence
@@ -78,11 +105,10 @@ resource "aws_sqs_queue" "maintenance_dlq" {
 }
 
 locals {
+  # Shard 0's keys are the unsharded module's: its queue policies stay put.
   module_queues = merge(
-    {
-      commits     = aws_sqs_queue.commits
-      commits_dlq = aws_sqs_queue.commits_dlq
-    },
+    { for i, q in aws_sqs_queue.commits : (i == 0 ? "commits" : "commits_${i}") => q },
+    { for i, q in aws_sqs_queue.commits_dlq : (i == 0 ? "commits_dlq" : "commits_dlq_${i}") => q },
     local.stream_sources ? { stream_failures = aws_sqs_queue.stream_failures[0] } : {},
     var.enable_maintenance ? { maintenance_dlq = aws_sqs_queue.maintenance_dlq[0] } : {},
   )

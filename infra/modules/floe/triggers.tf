@@ -7,9 +7,12 @@
 
 # --- committer -----------------------------------------------------------------------------
 
+# Each shard's queue feeds its own committer.
 resource "aws_lambda_event_source_mapping" "commits" {
-  event_source_arn = aws_sqs_queue.commits.arn
-  function_name    = aws_lambda_function.committer.arn
+  count = var.commit_queue_shards
+
+  event_source_arn = aws_sqs_queue.commits[count.index].arn
+  function_name    = aws_lambda_function.committer[count.index].arn
 
   batch_size = local.committer_batch_size
   # FIFO event sources take no batching window.
@@ -39,6 +42,11 @@ resource "aws_lambda_event_source_mapping" "commits" {
       error_message = "committer_batch_size: 1-10000."
     }
   }
+}
+
+moved {
+  from = aws_lambda_event_source_mapping.commits
+  to   = aws_lambda_event_source_mapping.commits[0]
 }
 
 # --- writer: SQS ---------------------------------------------------------------------------

@@ -105,6 +105,17 @@ variable "access_log_bucket" {
 
 # --- commit queue ----------------------------------------------------------------
 
+variable "commit_queue_shards" {
+  description = "Commit queues, each with its own DLQ, alarms and committer (reserved concurrency 1). Writers send each table's requests to one shard, by a stable hash of its name, so a table keeps one committer. 1 (the default) is one queue and one committer; raise it when one committer's runs over all tables take longer than the freshness you need (docs/deploy.md, \"Sharding the commit queue\"). Shard 0 keeps the unsharded names."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.commit_queue_shards >= 1 && var.commit_queue_shards <= 16 && floor(var.commit_queue_shards) == var.commit_queue_shards
+    error_message = "commit_queue_shards: a whole number, 1-16."
+  }
+}
+
 variable "fifo_commit_queue" {
   description = "Make the commit queue FIFO (name ends .fifo; floe sets MessageGroupId = table and MessageDeduplicationId). Standard is the default: the committer coalesces and deduplicates by batch id, and a FIFO event source takes at most 10 messages per batch."
   type        = bool

@@ -95,6 +95,7 @@ const RETENTION: Kind = Kind::Int {
 };
 const QUEUE: &[Key] = &[
     key("url", Kind::Text),
+    key("urls", Kind::List),
     key("claim_prefix", Kind::Text),
     key("retention_seconds", RETENTION),
     key("dlq_retention_seconds", RETENTION),

@@ -454,8 +454,12 @@ pub struct CatalogConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct QueueConfig {
     /// The SQS queue URL; unset means the in-process queue (embedded only).
+    /// With `urls`, the one shard this process reads (a committer's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The commit queue's shards, in shard order; see [`QueueConfig::shard_urls`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
     /// Where request bodies too large for SQS go; see [`Config::claim_prefix`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim_prefix: Option<String>,
@@ -485,6 +489,50 @@ pub const DEFAULT_ORPHAN_WINDOW_SECONDS: u64 =
 const DAY_SECONDS: u64 = 24 * 60 * 60;
 
 impl QueueConfig {
+    /// The SQS commit queue's shards in shard order: `queue.urls`, else
+    /// `queue.url` alone (one shard, the default), else none (in-process).
+    /// Writers send each table's requests to the shard
+    /// [`crate::queue::shard_of`] names; each committer reads one.
+    pub fn shard_urls(&self) -> Vec<&str> {
+        match (&self.urls[..], &self.url) {
+            ([], Some(url)) => vec![url.as_str()],
+            (urls, _) => urls.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// Checks `urls` against itself and `url`: 1 to [`crate::queue::MAX_SHARDS`]
+    /// URLs, none twice, and `url`, if set, one of them.
+    fn check_shards(&self) -> Result<(), ConfigError> {
+        use crate::queue::MAX_SHARDS;
+        if self.urls.len() > MAX_SHARDS {
+            return Err(ConfigError::key(
+                "queue.urls",
+                format!("at most {MAX_SHARDS} shards, got {}", self.urls.len()),
+            ));
+        }
+        for (i, url) in self.urls.iter().enumerate() {
+            check_uri(&format!("queue.urls[{i}]"), url)?;
+            if self.urls[..i].contains(url) {
+                return Err(ConfigError::key(
+                    format!("queue.urls[{i}]"),
+                    format!("{url:?} is listed twice: each shard is its own queue"),
+                ));
+            }
+        }
+        if let Some(url) = &self.url
+            && !self.urls.is_empty()
+            && !self.urls.contains(url)
+        {
+            return Err(ConfigError::key(
+                "queue.url",
+                format!(
+                    "{url:?} is not one of queue.urls: with shards, queue.url names the shard this committer reads"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// How many tables one committer run commits at once.
     pub fn table_concurrency(&self) -> usize {
         self.table_concurrency
@@ -1074,6 +1122,7 @@ impl Config {
         if let Some(prefix) = &self.queue.claim_prefix {
             check_uri("queue.claim_prefix", prefix)?;
         }
+        self.queue.check_shards()?;
         if self.catalog.kind != CatalogType::Sqlite && self.warehouse.uri.is_none() {
             return Err(ConfigError::key(
                 "warehouse.uri",

@@ -763,6 +763,71 @@ fn table_concurrency_defaults_to_eight_and_is_bounded() {
 }
 
 #[test]
+fn the_commit_queue_is_one_shard_unless_urls_name_more() {
+    const Q: &str = "https://sqs.eu-west-1.amazonaws.com/1/floe-commits";
+    assert!(load("").unwrap().queue.shard_urls().is_empty());
+    let one = load(&format!("[queue]\nurl = \"{Q}\"\n")).unwrap();
+    assert_eq!(one.queue.shard_urls(), [Q]);
+    // The functions' form: FLOE_QUEUE_URLS, comma-separated, in shard order;
+    // a committer's FLOE_QUEUE_URL names the one it reads.
+    let urls = format!("{Q}-0,{Q}-1, {Q}-2");
+    let c = load_env(
+        "",
+        &[
+            ("FLOE_QUEUE_URLS", urls.as_str()),
+            ("FLOE_QUEUE_URL", &format!("{Q}-1")),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        c.queue.shard_urls(),
+        [format!("{Q}-0"), format!("{Q}-1"), format!("{Q}-2")]
+    );
+    assert_eq!(c.queue.url.as_deref(), Some(format!("{Q}-1").as_str()));
+    // A blank FLOE_QUEUE_URL (the module's writers) leaves only the shards.
+    let c = load_env(
+        "",
+        &[("FLOE_QUEUE_URLS", urls.as_str()), ("FLOE_QUEUE_URL", "")],
+    )
+    .unwrap();
+    assert_eq!((c.queue.url, c.queue.urls.len()), (None, 3));
+
+    let e = err_env(
+        "",
+        &[
+            ("FLOE_QUEUE_URLS", urls.as_str()),
+            ("FLOE_QUEUE_URL", &format!("{Q}-9")),
+        ],
+    );
+    assert!(
+        e.contains("queue.url")
+            && e.contains("FLOE_QUEUE_URL")
+            && e.contains("not one of queue.urls"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "[queue]\nurls = [\"{Q}-0\", \"{Q}-1\", \"{Q}-0\"]\n"
+    ));
+    assert!(
+        e.starts_with("config key queue.urls[2]:") && e.contains("listed twice"),
+        "{e}"
+    );
+    let e = err("[queue]\nurls = [\"floe-commits\"]\n");
+    assert!(
+        e.starts_with("config key queue.urls[0]: expected a URI"),
+        "{e}"
+    );
+    let many: Vec<String> = (0..17).map(|i| format!("\"{Q}-{i}\"")).collect();
+    let e = err(&format!("[queue]\nurls = [{}]\n", many.join(", ")));
+    assert!(
+        e.starts_with("config key queue.urls:") && e.contains("at most 16 shards, got 17"),
+        "{e}"
+    );
+    let e = err("[queue]\nurls = \"https://sqs/1/q\"\n");
+    assert!(e.contains("queue.urls") && e.contains("array"), "{e}");
+}
+
+#[test]
 fn an_orphan_window_shorter_than_the_queues_retention_is_refused() {
     let c = load("").unwrap();
     assert_eq!(c.maintenance.orphan_window_ms(), 16 * 24 * 3600 * 1000);

@@ -587,7 +587,7 @@ impl Writer {
         };
         self.parts
             .queue
-            .send(Bytes::from(request.to_bytes()?))
+            .send_to(ident, Bytes::from(request.to_bytes()?))
             .await
             .map_err(|source| PipelineError::Queue {
                 table: table.clone(),

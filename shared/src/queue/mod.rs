@@ -1,8 +1,11 @@
 //! The commit queue between writers and the single committer: SQS in AWS, an
 //! in-process queue when embedded. Both give at-least-once delivery with
 //! visibility timeouts; the committer's ledger turns that into exactly once.
+//! A deployment may shard it by table ([`ShardedQueue`]): one committer per
+//! shard, each table's requests always on the same one.
 
 mod memory;
+pub mod shard;
 #[cfg(feature = "aws")]
 pub mod sqs;
 
@@ -12,7 +15,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use iceberg::TableIdent;
 pub use memory::MemoryQueue;
+pub use shard::{MAX_SHARDS, ShardedQueue, shard_of};
 #[cfg(feature = "aws")]
 pub use sqs::{QueueDepth, SqsQueue};
 
@@ -36,6 +41,15 @@ pub enum QueueError {
     /// The queue service failed.
     #[error("commit queue: {0}")]
     Service(String),
+    /// A sharded queue was asked to receive: each committer reads its own shard.
+    #[error("a sharded commit queue only sends; each committer receives from its own shard")]
+    SendOnly,
+    /// A sharded queue needs 1 to [`MAX_SHARDS`] shards.
+    #[error("a sharded commit queue needs 1 to {MAX_SHARDS} shards, got {found}")]
+    Shards {
+        /// How many it was given.
+        found: usize,
+    },
 }
 
 /// A durable-enough queue of commit requests.
@@ -43,6 +57,13 @@ pub enum QueueError {
 pub trait CommitQueue: Debug + Send + Sync {
     /// Enqueues a message; returns once the queue holds it.
     async fn send(&self, body: Bytes) -> Result<(), QueueError>;
+
+    /// Enqueues `table`'s request: a sharded queue sends it to the table's
+    /// shard without reading the body; a single queue just sends it.
+    async fn send_to(&self, table: &TableIdent, body: Bytes) -> Result<(), QueueError> {
+        let _ = table;
+        self.send(body).await
+    }
 
     /// Enqueues several messages; returns once the queue holds all of them.
     /// Queues with a batch call (SQS: 10 per call) override it.

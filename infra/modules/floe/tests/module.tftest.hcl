@@ -64,7 +64,7 @@ run "defaults" {
     error_message = "RUST_LOG"
   }
   assert {
-    condition     = aws_lambda_function.committer.environment[0].variables["FLOE_QUEUE_CLAIM_PREFIX"] == "s3://floe-warehouse-abc/warehouse/_floe/claims"
+    condition     = aws_lambda_function.committer[0].environment[0].variables["FLOE_QUEUE_CLAIM_PREFIX"] == "s3://floe-warehouse-abc/warehouse/_floe/claims"
     error_message = "claims"
   }
   assert {
@@ -80,28 +80,40 @@ run "defaults" {
     error_message = "catalog id"
   }
   assert {
-    condition     = aws_sqs_queue.commits.visibility_timeout_seconds == 1830
+    condition     = aws_sqs_queue.commits[0].visibility_timeout_seconds == 1830
     error_message = "visibility"
   }
   assert {
-    condition     = aws_lambda_event_source_mapping.commits.batch_size == 10000 && aws_lambda_event_source_mapping.commits.maximum_batching_window_in_seconds == 5
+    condition     = aws_lambda_event_source_mapping.commits[0].batch_size == 10000 && aws_lambda_event_source_mapping.commits[0].maximum_batching_window_in_seconds == 5
     error_message = "committer batching"
   }
   assert {
-    condition     = aws_lambda_function.committer.reserved_concurrent_executions == 1
+    condition     = aws_lambda_function.committer[0].reserved_concurrent_executions == 1
     error_message = "committer concurrency"
+  }
+  # One shard: the unsharded module's queue, names and environment.
+  assert {
+    condition = (
+      length(aws_sqs_queue.commits) == 1 && length(aws_lambda_function.committer) == 1 &&
+      aws_sqs_queue.commits[0].name == "floe-commits" && aws_sqs_queue.commits_dlq[0].name == "floe-commits-dlq" &&
+      aws_lambda_function.committer[0].function_name == "floe-committer" &&
+      aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URL"] == "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits" &&
+      aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URLS"] == "" &&
+      aws_lambda_function.committer[0].environment[0].variables["FLOE_QUEUE_URLS"] == ""
+    )
+    error_message = "one shard"
   }
   # The env-var contract of docs/deploy.md, name for name.
   assert {
-    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
     error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.committer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "RUST_LOG"])
-    error_message = "committer environment: ${join(",", keys(aws_lambda_function.committer.environment[0].variables))}"
+    condition     = toset(keys(aws_lambda_function.committer[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "RUST_LOG"])
+    error_message = "committer environment: ${join(",", keys(aws_lambda_function.committer[0].environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "RUST_LOG"])
     error_message = "ingest environment: ${join(",", keys(aws_lambda_function.ingest[0].environment[0].variables))}"
   }
   assert {
@@ -145,11 +157,11 @@ run "fifo_defaults_to_10" {
     fifo_commit_queue = true
   }
   assert {
-    condition     = aws_lambda_event_source_mapping.commits.batch_size == 10 && aws_lambda_event_source_mapping.commits.maximum_batching_window_in_seconds == null
+    condition     = aws_lambda_event_source_mapping.commits[0].batch_size == 10 && aws_lambda_event_source_mapping.commits[0].maximum_batching_window_in_seconds == null
     error_message = "fifo batching"
   }
   assert {
-    condition     = aws_sqs_queue.commits.name == "floe-commits.fifo"
+    condition     = aws_sqs_queue.commits[0].name == "floe-commits.fifo" && aws_sqs_queue.commits_dlq[0].name == "floe-commits-dlq.fifo"
     error_message = "fifo name"
   }
 }
@@ -414,4 +426,96 @@ run "pg_sync_namespace_within_glue_databases" {
     pg_tables      = ["public.t"]
   }
   expect_failures = [aws_lambda_function.pg_sync]
+}
+
+# Two shards: two queues with their DLQs and alarms, two committers of
+# reserved concurrency 1 each fed by its own queue; writers send to both
+# (FLOE_QUEUE_URLS), each committer reads only its own (FLOE_QUEUE_URL, IAM).
+run "two_shards" {
+  command = apply
+  variables {
+    commit_queue_shards = 2
+  }
+  override_resource {
+    target = aws_sqs_queue.commits[1]
+    values = {
+      url = "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits-1"
+      arn = "arn:aws:sqs:eu-west-1:123456789012:floe-commits-1"
+    }
+  }
+  override_resource {
+    target = aws_lambda_function.committer[1]
+    values = { arn = "arn:aws:lambda:eu-west-1:123456789012:function:floe-committer-1" }
+  }
+  assert {
+    condition = (
+      [for q in aws_sqs_queue.commits : q.name] == ["floe-commits", "floe-commits-1"] &&
+      [for q in aws_sqs_queue.commits_dlq : q.name] == ["floe-commits-dlq", "floe-commits-1-dlq"] &&
+      length(aws_sqs_queue_redrive_allow_policy.commits_dlq) == 2
+    )
+    error_message = "queues: ${jsonencode([for q in aws_sqs_queue.commits : q.name])}"
+  }
+  assert {
+    condition = (
+      [for f in aws_lambda_function.committer : f.function_name] == ["floe-committer", "floe-committer-1"] &&
+      alltrue([for f in aws_lambda_function.committer : f.reserved_concurrent_executions == 1]) &&
+      aws_lambda_event_source_mapping.commits[1].event_source_arn == "arn:aws:sqs:eu-west-1:123456789012:floe-commits-1" &&
+      aws_lambda_event_source_mapping.commits[1].function_name == "arn:aws:lambda:eu-west-1:123456789012:function:floe-committer-1" &&
+      aws_lambda_event_source_mapping.commits[0].event_source_arn == "arn:aws:sqs:eu-west-1:123456789012:floe-commits"
+    )
+    error_message = "committers"
+  }
+  assert {
+    condition = (
+      aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URLS"] == "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits,https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits-1" &&
+      aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URL"] == "" &&
+      aws_lambda_function.ingest[0].environment[0].variables["FLOE_QUEUE_URLS"] == aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URLS"] &&
+      aws_lambda_function.committer[0].environment[0].variables["FLOE_QUEUE_URL"] == "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits" &&
+      aws_lambda_function.committer[1].environment[0].variables["FLOE_QUEUE_URL"] == "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits-1" &&
+      aws_lambda_function.committer[1].environment[0].variables["FLOE_QUEUE_URLS"] == aws_lambda_function.writer.environment[0].variables["FLOE_QUEUE_URLS"]
+    )
+    error_message = "shard environment"
+  }
+  # Least privilege: each committer's role consumes its own queue only;
+  # writers may send to every shard.
+  assert {
+    condition = (
+      contains(keys(aws_iam_role.fn), "committer_1") && contains(keys(aws_iam_role_policy.fn), "committer_1") &&
+      aws_iam_role.fn["committer_1"].name == "floe-committer-1-eu-west-1" &&
+      aws_lambda_function.committer[1].role == aws_iam_role.fn["committer_1"].arn &&
+      aws_cloudwatch_log_group.fn["committer_1"].name == "/aws/lambda/floe-committer-1" &&
+      [for st in data.aws_iam_policy_document.committer[1].statement : st.resources if st.sid == "ConsumeCommitQueue"] == [toset(["arn:aws:sqs:eu-west-1:123456789012:floe-commits-1"])] &&
+      [for st in data.aws_iam_policy_document.committer[0].statement : st.resources if st.sid == "ConsumeCommitQueue"] == [toset(["arn:aws:sqs:eu-west-1:123456789012:floe-commits"])] &&
+      [for st in data.aws_iam_policy_document.table_writer.statement : st.resources if st.sid == "EnqueueCommitRequests"] == [toset(["arn:aws:sqs:eu-west-1:123456789012:floe-commits", "arn:aws:sqs:eu-west-1:123456789012:floe-commits-1"])]
+    )
+    error_message = "shard IAM"
+  }
+  assert {
+    condition = (
+      [for a in aws_cloudwatch_metric_alarm.commit_queue_age : a.alarm_name] == ["floe-commit-queue-age", "floe-commit-queue-age-1"] &&
+      aws_cloudwatch_metric_alarm.commit_queue_age[1].dimensions == tomap({ QueueName = "floe-commits-1" }) &&
+      aws_cloudwatch_metric_alarm.commit_dlq[1].dimensions == tomap({ QueueName = "floe-commits-1-dlq" }) &&
+      aws_cloudwatch_metric_alarm.committer_errors[1].dimensions == tomap({ FunctionName = "floe-committer-1" }) &&
+      aws_cloudwatch_metric_alarm.freshness[1].dimensions == tomap({ function = "committer", function_name = "floe-committer-1" }) &&
+      aws_cloudwatch_metric_alarm.commit_failures[1].alarm_name == "floe-commit-failures-1"
+    )
+    error_message = "shard alarms"
+  }
+  assert {
+    condition = (
+      output.commit_queue_urls == ["https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits", "https://sqs.eu-west-1.amazonaws.com/123456789012/floe-commits-1"] &&
+      output.committer_function_names == ["floe-committer", "floe-committer-1"] &&
+      output.function_names["committer_1"] == "floe-committer-1" &&
+      output.metric_dimensions["committer_1"]["function_name"] == "floe-committer-1"
+    )
+    error_message = "shard outputs"
+  }
+}
+
+run "shards_are_bounded" {
+  command = plan
+  variables {
+    commit_queue_shards = 17
+  }
+  expect_failures = [var.commit_queue_shards]
 }
