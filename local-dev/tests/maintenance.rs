@@ -239,7 +239,9 @@ fn a_tag_past_its_max_ref_age_is_removed_and_main_is_not() {
     let r = &maintain(&wh, &["t.a", "--max-snapshot-age-ms", "0"])[0];
     assert_eq!(r["expired_refs"], serde_json::json!(["short-lived"]), "{r}");
     let after = pyiceberg(&wh, "t.a", "read");
-    let refs: Vec<&String> = after["refs"].as_object().unwrap().keys().collect();
+    let mut refs: Vec<&String> = after["refs"].as_object().unwrap().keys().collect();
+    // serde_json keeps the reader's key order when a dependency asks it to.
+    refs.sort();
     assert_eq!(refs, ["kept", "main"], "{after}");
     assert_eq!(after["refs"]["kept"]["snapshot"], marked["tag"]);
     assert_eq!(after["main"]["ids"], serde_json::json!([0, 1, 2, 3, 4]));
