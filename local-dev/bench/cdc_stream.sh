@@ -122,13 +122,15 @@ minute=0
 while kill -0 "$client_pid" 2>/dev/null; do
   sleep 60
   minute=$((minute + 1))
+  # Sampled before a due maintenance run, so the table is at its most
+  # fragmented when scanned.
+  read -r snaps dfiles delfiles < <(files)
+  read -r duck pyi n < <(scan)
+  echo "| $minute | $snaps | $dfiles | $delfiles | $(lag) | $duck | $pyi | $n |"
   if [ $(( $(date +%s) - last_maint )) -ge "$every" ]; then
     "$floe" --warehouse "$wh" maintain raw.bench_orders --max-seconds 120 >/dev/null 2>&1 || true
     last_maint=$(date +%s)
   fi
-  read -r snaps dfiles delfiles < <(files)
-  read -r duck pyi n < <(scan)
-  echo "| $minute | $snaps | $dfiles | $delfiles | $(lag) | $duck | $pyi | $n |"
 done
 wait "$client_pid" || true
 grep -E "tps|latency" "$work/pgbench.log" | sed 's/^/    /'
