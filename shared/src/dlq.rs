@@ -89,6 +89,29 @@ impl StorageDeadLetters {
             prefix: prefix.into().trim_end_matches('/').to_string(),
         }
     }
+
+    /// Writes `body` at `location`, whose failure names `table` and `batch_id`.
+    async fn write(
+        &self,
+        table: String,
+        batch_id: String,
+        location: String,
+        body: Vec<u8>,
+    ) -> Result<String, DlqError> {
+        let err = |source| DlqError {
+            table: table.clone(),
+            batch_id: batch_id.clone(),
+            location: location.clone(),
+            source: Box::new(source),
+        };
+        self.file_io
+            .new_output(&location)
+            .map_err(err)?
+            .write(Bytes::from(body))
+            .await
+            .map_err(err)?;
+        Ok(location)
+    }
 }
 
 #[async_trait]
@@ -105,12 +128,6 @@ impl DeadLetters for StorageDeadLetters {
             table.namespace().join("."),
             table.name()
         );
-        let err = |source| DlqError {
-            table: display(table),
-            batch_id: batch_id.to_string(),
-            location: location.clone(),
-            source: Box::new(source),
-        };
         let mut body = Vec::new();
         for r in records {
             // Serialising plain strings cannot fail.
@@ -118,13 +135,8 @@ impl DeadLetters for StorageDeadLetters {
                 body.push(b'\n');
             }
         }
-        self.file_io
-            .new_output(&location)
-            .map_err(err)?
-            .write(Bytes::from(body))
+        self.write(display(table), batch_id.to_string(), location, body)
             .await
-            .map_err(err)?;
-        Ok(location)
     }
 
     async fn put_request(&self, refused: &RefusedRequest) -> Result<String, DlqError> {
@@ -135,19 +147,8 @@ impl DeadLetters for StorageDeadLetters {
             refused.table.as_str()
         };
         let location = format!("{}/_requests/{table}/{}.json", self.prefix, refused.id);
-        let err = |source| DlqError {
-            table: refused.table.clone(),
-            batch_id: refused.id.clone(),
-            location: location.clone(),
-            source: Box::new(source),
-        };
         let body = serde_json::to_vec(refused).unwrap_or_default();
-        self.file_io
-            .new_output(&location)
-            .map_err(err)?
-            .write(Bytes::from(body))
+        self.write(refused.table.clone(), refused.id.clone(), location, body)
             .await
-            .map_err(err)?;
-        Ok(location)
     }
 }

@@ -17,7 +17,8 @@ use iceberg::TableIdent;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, PartitionKey, PartitionSpecRef, Schema, SchemaRef, TableMetadata,
+    DataContentType, DataFile, DataFileBuilder, PartitionKey, PartitionSpecRef, Schema, SchemaRef,
+    TableMetadata,
 };
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
@@ -207,16 +208,32 @@ impl TableWriter {
             )));
         }
         let ids: Vec<i32> = key_schema.identifier_field_ids().collect();
-        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), key_schema);
         let path = format!("{}/{name}-eq-deletes.parquet", self.data_location);
-        let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
-        let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
-        writer.write(keys).await.map_err(|e| self.err(e))?;
-        let mut files = Vec::new();
-        for mut b in writer.close().await.map_err(|e| self.err(e))? {
+        self.write_delete_file(&path, key_schema, keys, |b| {
             b.content(DataContentType::EqualityDeletes)
                 .equality_ids(Some(ids.clone()))
                 .partition_spec_id(self.spec.spec_id());
+        })
+        .await
+    }
+
+    /// Writes `batch` of `schema` as one delete file at `path`; `describe`
+    /// sets its kind (content, equality ids, partition) on what the writer
+    /// closes.
+    async fn write_delete_file(
+        &self,
+        path: &str,
+        schema: SchemaRef,
+        batch: &RecordBatch,
+        describe: impl Fn(&mut DataFileBuilder),
+    ) -> Result<Vec<DataFile>, WriteError> {
+        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), schema);
+        let output = self.file_io.new_output(path).map_err(|e| self.err(e))?;
+        let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
+        writer.write(batch).await.map_err(|e| self.err(e))?;
+        let mut files = Vec::new();
+        for mut b in writer.close().await.map_err(|e| self.err(e))? {
+            describe(&mut b);
             files.push(b.build().map_err(|e| {
                 self.err(iceberg::Error::new(
                     iceberg::ErrorKind::Unexpected,

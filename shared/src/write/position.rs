@@ -11,7 +11,6 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use iceberg::spec::{
     DataContentType, DataFile, NestedField, PartitionKey, PrimitiveType, Schema, Struct, Type,
 };
-use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 
 use super::{TableWriter, WriteError};
 
@@ -84,22 +83,11 @@ impl TableWriter {
             format!("{}/{}", self.data_location, key.to_path())
         };
         let path = format!("{dir}/{name}-pos-deletes.parquet");
-        let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
-        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), schema);
-        let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
-        writer.write(&batch).await.map_err(|e| self.err(e))?;
-        let mut files = Vec::new();
-        for mut b in writer.close().await.map_err(|e| self.err(e))? {
+        self.write_delete_file(&path, schema, &batch, |b| {
             b.content(DataContentType::PositionDeletes)
                 .partition(partition.clone())
                 .partition_spec_id(spec_id);
-            files.push(b.build().map_err(|e| {
-                self.err(iceberg::Error::new(
-                    iceberg::ErrorKind::Unexpected,
-                    e.to_string(),
-                ))
-            })?);
-        }
-        Ok(files)
+        })
+        .await
     }
 }
