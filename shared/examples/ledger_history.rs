@@ -7,18 +7,16 @@
 //!
 //! Run with `cargo run --release -p floe-core --example ledger_history [HISTORIES…]`.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
-use floe_core::catalog::{Catalog, SqliteCatalog};
+use floe_core::catalog::Catalog;
 use floe_core::commit::{CommitEngine, RetryPolicy};
-use floe_core::faults::Faults;
-use floe_core::iceberg::io::FileIO;
-use floe_core::ident::parse_table;
 use floe_core::request::{CommitRequest, VERSION};
 use floe_core::source::{Position, Positions, SourceSpan, batch_id};
-use floe_core::tabledef;
 use floe_core::write::TableWriter;
 
 /// Requests per history-building commit.
@@ -85,24 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---:|---:|---:|---:|---:|");
     for history in histories {
-        let dir = tempfile::tempdir()?;
-        let catalog = Arc::new(SqliteCatalog::open(
-            "floe",
-            &dir.path().join("catalog.db"),
-            &format!("file://{}", dir.path().display()),
-            FileIO::new_with_fs(),
-            Faults::none(),
-        )?);
-        let ident = parse_table("bench.t")?;
-        let schema = tabledef::parse_schema(
-            r#"{"type":"struct","fields":[{"id":1,"name":"id","required":true,"type":"long"}]}"#,
-        )?;
-        catalog
-            .create_table(
-                &ident,
-                tabledef::creation("t", schema, Default::default(), Default::default()),
-            )
-            .await?;
+        let (_dir, catalog, ident) = common::one_table().await?;
         let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
         let start = floe_core::clock::now_ms() - 3_600_000;
         let first = request(&ident, 0, start);
