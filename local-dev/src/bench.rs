@@ -1,7 +1,8 @@
 //! `floe bench`: the inputs and runs behind docs/benchmarks.md's tables
 //! (local-dev/bench/sweep.sh and tables.sh drive them): benchmark data of
 //! either shape, the commit regime under a slow catalog, many tables over a
-//! sharded commit queue, and copy-on-write amplification.
+//! sharded commit queue, copy-on-write amplification, keyed commits and
+//! commits against long snapshot histories.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use floe_core::tabledef;
 
 use crate::demo;
 
+mod history;
 mod tables;
 
 #[derive(Debug, Subcommand)]
@@ -39,6 +41,8 @@ pub enum BenchCommand {
     Cow(CowArgs),
     /// Position deletes: commits of `--changes` changes on a keyed table of `--keys` keys.
     Keyed(KeyedArgs),
+    /// Commits on a table that already holds `--snapshots` snapshots.
+    History(history::HistoryArgs),
 }
 
 /// Record shape.
@@ -124,6 +128,7 @@ pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
         BenchCommand::Tables(a) => tables::run(floe, a).await,
         BenchCommand::Cow(a) => cow(floe, a).await,
         BenchCommand::Keyed(a) => keyed(floe, a).await,
+        BenchCommand::History(a) => history::run(floe, a).await,
     }
 }
 
