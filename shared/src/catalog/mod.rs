@@ -182,16 +182,49 @@ async fn write_metadata(
         })
 }
 
-/// Reads a table's metadata file.
-async fn read_metadata(
-    file_io: &FileIO,
-    ident: &TableIdent,
-    location: &str,
-) -> Result<TableMetadata, CatalogError> {
-    TableMetadata::read_from(file_io, location)
-        .await
-        .map_err(|source| CatalogError::Iceberg {
-            table: display(ident),
-            source: Box::new(source),
-        })
+/// The metadata file each table was last loaded from or committed to, parsed.
+/// A metadata file never changes once written, so a load that finds the
+/// table still at that location reuses it: on a table with a long history,
+/// reading and parsing the file is most of what a commit costs.
+#[derive(Debug, Default)]
+struct MetadataCache(std::sync::Mutex<std::collections::HashMap<TableIdent, LoadedTable>>);
+
+impl MetadataCache {
+    /// The table at `location`, from the cache or read from the file.
+    async fn load(
+        &self,
+        file_io: &FileIO,
+        ident: &TableIdent,
+        location: String,
+    ) -> Result<LoadedTable, CatalogError> {
+        if let Some(hit) = self
+            .lock()
+            .get(ident)
+            .filter(|t| t.metadata_location == location)
+        {
+            return Ok(hit.clone());
+        }
+        let metadata = TableMetadata::read_from(file_io, &location)
+            .await
+            .map_err(|source| CatalogError::Iceberg {
+                table: display(ident),
+                source: Box::new(source),
+            })?;
+        Ok(self.keep(LoadedTable {
+            ident: ident.clone(),
+            metadata: Arc::new(metadata),
+            metadata_location: location,
+        }))
+    }
+
+    /// Remembers `table` (just loaded, created or committed) and returns it.
+    fn keep(&self, table: LoadedTable) -> LoadedTable {
+        self.lock().insert(table.ident.clone(), table.clone());
+        table
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TableIdent, LoadedTable>> {
+        // The map holds no invariant a panicking holder could break.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }

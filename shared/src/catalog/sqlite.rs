@@ -45,6 +45,7 @@ pub struct SqliteCatalog {
     conn: Arc<Mutex<Connection>>,
     file_io: FileIO,
     faults: Faults,
+    metadata: Arc<super::MetadataCache>,
 }
 
 fn store_err(e: impl std::fmt::Display) -> CatalogError {
@@ -71,6 +72,7 @@ impl SqliteCatalog {
             conn: Arc::new(Mutex::new(conn)),
             file_io,
             faults,
+            metadata: Default::default(),
         })
     }
 
@@ -199,12 +201,7 @@ impl Catalog for SqliteCatalog {
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: display(ident),
             })?;
-        let metadata = super::read_metadata(&self.file_io, ident, &location).await?;
-        Ok(LoadedTable {
-            ident: ident.clone(),
-            metadata: Arc::new(metadata),
-            metadata_location: location,
-        })
+        self.metadata.load(&self.file_io, ident, location).await
     }
 
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
@@ -249,10 +246,10 @@ impl Catalog for SqliteCatalog {
                 reason: fault.to_string(),
             });
         }
-        Ok(LoadedTable {
+        Ok(self.metadata.keep(LoadedTable {
             ident,
             metadata: Arc::new(commit.metadata),
             metadata_location: next,
-        })
+        }))
     }
 }

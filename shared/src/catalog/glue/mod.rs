@@ -61,6 +61,7 @@ pub struct GlueCatalog {
     /// Per table, the metadata location and `VersionId` last loaded or
     /// committed, so a commit planned on that state is checked against it.
     versions: Arc<Mutex<HashMap<TableIdent, (String, String)>>>,
+    metadata: Arc<super::MetadataCache>,
 }
 
 fn store<E, R>(op: &str, table: &str, err: &SdkError<E, R>) -> CatalogError
@@ -88,6 +89,7 @@ impl GlueCatalog {
             file_io,
             faults,
             versions: Arc::default(),
+            metadata: Arc::default(),
         }
     }
 
@@ -301,11 +303,11 @@ impl GlueCatalog {
     /// The table after a commit that landed. Its new VersionId is not fetched:
     /// the next commit's pre-check reads it with the pointer, saving a round trip.
     fn loaded(&self, ident: TableIdent, metadata: TableMetadata, location: String) -> LoadedTable {
-        LoadedTable {
+        self.metadata.keep(LoadedTable {
             ident,
             metadata: Arc::new(metadata),
             metadata_location: location,
-        }
+        })
     }
 }
 
@@ -511,13 +513,9 @@ impl Catalog for GlueCatalog {
                     table: display(ident),
                 })?;
             self.remember(ident, &glue.metadata_location, glue.version_id.as_deref());
-            let metadata =
-                super::read_metadata(&self.file_io, ident, &glue.metadata_location).await?;
-            Ok(LoadedTable {
-                ident: ident.clone(),
-                metadata: Arc::new(metadata),
-                metadata_location: glue.metadata_location,
-            })
+            self.metadata
+                .load(&self.file_io, ident, glue.metadata_location)
+                .await
         }
         .instrument(span)
         .await
