@@ -287,3 +287,87 @@ async fn a_request_whose_files_are_gone_or_foreign_is_refused_and_commits_nothin
         "2"
     );
 }
+
+#[tokio::test]
+async fn the_metadata_log_keeps_previous_versions_max_and_deletes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _) = setup(dir.path()).await;
+    let ident = parse_table("bronze.short").unwrap();
+    let properties = [("write.metadata.previous-versions-max".to_string(), "3".to_string())];
+    catalog
+        .create_table(
+            &ident,
+            tabledef::creation(
+                "short",
+                tabledef::parse_schema(SCHEMA).unwrap(),
+                Default::default(),
+                properties.into_iter().collect(),
+            ),
+        )
+        .await
+        .unwrap();
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    for i in 0..8 {
+        let r = request(&catalog, &ident, i * 10, 2).await;
+        engine.append(&ident, vec![r]).await.unwrap();
+    }
+    let loaded = catalog.load_table(&ident).await.unwrap();
+    let logged: Vec<_> = loaded
+        .metadata
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.clone())
+        .collect();
+    assert_eq!(logged.len(), 3, "{logged:?}");
+    // On disk: the logged versions and the current one, nothing older.
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir.path().join("bronze/short/metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".metadata.json"))
+        .collect();
+    on_disk.sort();
+    let mut expected: Vec<String> = logged
+        .iter()
+        .chain([&loaded.metadata_location])
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(on_disk, expected);
+    assert_eq!(ids(&catalog, &ident).await.len(), 16);
+}
+
+#[tokio::test]
+async fn a_load_after_another_process_committed_reads_its_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident) = setup(dir.path()).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    engine
+        .append(&ident, vec![request(&catalog, &ident, 0, 3).await])
+        .await
+        .unwrap();
+    let seen = catalog.load_table(&ident).await.unwrap();
+    // A second process: its own catalog handle on the same database.
+    let other = Arc::new(
+        SqliteCatalog::open(
+            "floe",
+            &dir.path().join("catalog.db"),
+            &format!("file://{}", dir.path().display()),
+            FileIO::new_with_fs(),
+            Faults::none(),
+        )
+        .unwrap(),
+    );
+    CommitEngine::new(other.clone(), RetryPolicy::default())
+        .append(&ident, vec![request(&other, &ident, 3, 4).await])
+        .await
+        .unwrap();
+    // The first handle's remembered metadata is not the table's any more.
+    let now = catalog.load_table(&ident).await.unwrap();
+    assert_ne!(now.metadata_location, seen.metadata_location);
+    assert_eq!(ids(&catalog, &ident).await, (0..7).collect::<Vec<i64>>());
+    engine
+        .append(&ident, vec![request(&catalog, &ident, 7, 1).await])
+        .await
+        .unwrap();
+    assert_eq!(ids(&other, &ident).await, (0..8).collect::<Vec<i64>>());
+}
