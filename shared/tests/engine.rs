@@ -293,7 +293,10 @@ async fn the_metadata_log_keeps_previous_versions_max_and_deletes_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (catalog, _) = setup(dir.path()).await;
     let ident = parse_table("bronze.short").unwrap();
-    let properties = [("write.metadata.previous-versions-max".to_string(), "3".to_string())];
+    let properties = [(
+        "write.metadata.previous-versions-max".to_string(),
+        "3".to_string(),
+    )];
     catalog
         .create_table(
             &ident,

@@ -223,7 +223,9 @@ impl MetadataCache {
         table
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TableIdent, LoadedTable>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<TableIdent, LoadedTable>> {
         // The map holds no invariant a panicking holder could break.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -187,30 +187,15 @@ pub async fn maintain(
     // A table whose ledger is still in its snapshot summaries gets its ledger
     // files first: the snapshots that record it may be about to expire.
     engine.adopt_ledger(ident).await?;
-    // Compaction in steps of bounded input, each committed, until nothing is
-    // left or the deadline is near.
-    let mut step_loaded = loaded.clone();
-    loop {
-        let step_ctx = engine.context(&step_loaded);
-        let Some(r) = compact::rewrite(&step_ctx, &step_loaded).await? else {
-            break;
-        };
-        report.compacted_files += r.removed_data.len();
-        report.compacted_rows += r.rows;
-        report.compacted_deleted_rows += r.dropped;
-        report.compaction_left = r.remaining;
-        let remaining = r.remaining;
-        engine.rewrite(ident, &Compact { rewrite: Some(r) }).await?;
-        report.compaction_steps += 1;
-        step_loaded = catalog.load_table(ident).await?;
-        if remaining == 0
-            || opts
-                .deadline
-                .is_some_and(|d| std::time::Instant::now() >= d)
-        {
-            break;
-        }
-    }
+    compact_steps(
+        &engine,
+        catalog,
+        ident,
+        loaded.clone(),
+        opts.deadline,
+        &mut report,
+    )
+    .await?;
     if report.compaction_steps == 0 && (report.before.manifests > 1 || will_expire) {
         engine.rewrite(ident, &Compact { rewrite: None }).await?;
     }
@@ -243,6 +228,60 @@ pub async fn maintain(
         "maintenance done"
     );
     Ok(report)
+}
+
+/// Compacts one table's small files and deletes (step 1 of [`maintain`]
+/// alone, no expiry or orphan cleanup): what a source runs when it has just
+/// left many small files, such as a Postgres table's initial copy (one file
+/// per chunk).
+#[instrument(skip_all, fields(table = %display(ident)))]
+pub async fn compact_table(
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+    deadline: Option<std::time::Instant>,
+) -> Result<MaintainReport, MaintainError> {
+    let mut report = MaintainReport {
+        table: display(ident),
+        ..Default::default()
+    };
+    let loaded = catalog.load_table(ident).await?;
+    report.before = stats(catalog, &loaded).await?;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    engine.adopt_ledger(ident).await?;
+    compact_steps(&engine, catalog, ident, loaded, deadline, &mut report).await?;
+    let loaded = catalog.load_table(ident).await?;
+    report.after = stats(catalog, &loaded).await?;
+    Ok(report)
+}
+
+/// Compaction in steps of bounded input, each committed, until nothing is
+/// left or `deadline` is near.
+async fn compact_steps(
+    engine: &CommitEngine,
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+    mut step_loaded: crate::catalog::LoadedTable,
+    deadline: Option<std::time::Instant>,
+    report: &mut MaintainReport,
+) -> Result<(), MaintainError> {
+    loop {
+        let step_ctx = engine.context(&step_loaded);
+        let Some(r) = compact::rewrite(&step_ctx, &step_loaded).await? else {
+            break;
+        };
+        report.compacted_files += r.removed_data.len();
+        report.compacted_rows += r.rows;
+        report.compacted_deleted_rows += r.dropped;
+        report.compaction_left = r.remaining;
+        let remaining = r.remaining;
+        engine.rewrite(ident, &Compact { rewrite: Some(r) }).await?;
+        report.compaction_steps += 1;
+        step_loaded = catalog.load_table(ident).await?;
+        if remaining == 0 || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Expires snapshots and refs by `rule`, retrying on conflicts; returns

@@ -203,6 +203,25 @@ pub trait SyncTarget: Send + Sync {
         batches: Vec<SourceBatch>,
         opts: &IngestOptions,
     ) -> Result<IngestReport, SyncError>;
+
+    /// Compacts a table whose initial copy has just finished: the copy
+    /// commits a file per chunk (100 for a million rows), which every scan
+    /// pays for until maintenance runs. Best effort: a failure leaves the
+    /// files to maintenance.
+    async fn copied(&self, ident: &TableIdent, deadline: Option<Instant>) {
+        match crate::maintain::compact_table(&self.catalog(), ident, deadline).await {
+            Ok(r) => info!(
+                table = %display(ident),
+                files = r.compacted_files,
+                rows = r.compacted_rows,
+                left = r.compaction_left,
+                "initial copy compacted"
+            ),
+            Err(e) => {
+                warn!(table = %display(ident), error = %e, "could not compact the initial copy")
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -550,6 +569,7 @@ pub async fn sync(
         };
         let id = batch_id(std::slice::from_ref(&whole), None);
         let mut chunked = false;
+        let mut copied = Vec::new();
         for (pg, ident) in &tables {
             let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
             let mark = marks.mark;
@@ -583,6 +603,11 @@ pub async fn sync(
             }
             let mut state = BTreeMap::new();
             let progress = batch.snapshot.tables.get(pg);
+            if progress == Some(&TableProgress::Done)
+                && snapshot.tables.get(pg) != Some(&TableProgress::Done)
+            {
+                copied.push(ident.clone());
+            }
             if progress.is_some() && progress != snapshot.tables.get(pg) {
                 let text = serde_json::to_string(&progress).unwrap_or_default();
                 state.insert(SNAPSHOT_STATE.to_string(), text);
@@ -620,6 +645,9 @@ pub async fn sync(
         }
         let ingested = target.write(batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
+        for ident in &copied {
+            target.copied(ident, opts.deadline).await;
+        }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
         report.batches += 1;

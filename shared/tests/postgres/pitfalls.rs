@@ -434,6 +434,58 @@ async fn idle_in_transaction_timeout_on_the_server_does_not_break_a_long_snapsho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initial_copy_is_compacted_once_it_finishes_and_streaming_goes_on() {
+    let Some((conninfo, cfg)) = prepared(
+        "floe_pit_copy_compacted",
+        "CREATE TABLE t (id int PRIMARY KEY, v text);
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 6500) g;",
+        &["public.t"],
+    )
+    .await
+    else {
+        return;
+    };
+    let (_dir, floe) = warehouse();
+    let live = || async {
+        let ident = floe_core::ident::parse_table("raw.t").unwrap();
+        let loaded = floe.catalog().load_table(&ident).await.unwrap();
+        floe_core::commit::live::LiveFiles::load(floe.catalog().file_io(), &loaded.metadata)
+            .await
+            .unwrap()
+    };
+    let report = run(&floe, &cfg).await.unwrap();
+    assert!(report.snapshot_done, "{report:?}");
+    // Seven 1,000-row chunks, one file each, became one.
+    let after_copy = live().await;
+    assert_eq!(after_copy.data.len(), 1, "{:?}", after_copy.data.len());
+    assert_eq!(after_copy.data[0].file.record_count(), 6500);
+    let db = client(&conninfo).await;
+    db.batch_execute(
+        "UPDATE t SET v = 'changed' WHERE id IN (1, 3000, 6500);
+         DELETE FROM t WHERE id = 2;
+         INSERT INTO t VALUES (7000, 'new');",
+    )
+    .await
+    .unwrap();
+    // A later run streams; the copy is not compacted again.
+    run(&floe, &cfg).await.unwrap();
+    let streamed = live().await;
+    assert_eq!(
+        streamed.data.len(),
+        2,
+        "the stream's own file beside the copy's"
+    );
+    let rows = iceberg_rows(&floe, "raw.t").await;
+    assert_eq!(rows.len(), 6500);
+    assert!(!rows.contains_key("2"));
+    for id in ["1", "3000", "6500"] {
+        assert_eq!(get(&rows, id, "v"), "changed");
+    }
+    assert_eq!(get(&rows, "7000", "v"), "new");
+    assert_eq!(get(&rows, "4", "v"), "v4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_runs_stop_before_the_deadline_and_the_snapshot_spans_runs() {
     let Some((conninfo, mut cfg)) = prepared(
         "floe_pit_bounded",
