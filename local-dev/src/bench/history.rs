@@ -78,8 +78,12 @@ pub async fn run(floe: &Embedded, a: HistoryArgs) -> Result<()> {
     for id in 0..a.rows {
         let _ = writeln!(text, r#"{{"id":{id},"v":"value {id}","n":{id}}}"#);
     }
-    floe.ingest(Some(&ident), vec![input("load".into(), text)], &opts(a.rows))
-        .await?;
+    floe.ingest(
+        Some(&ident),
+        vec![input("load".into(), text)],
+        &opts(a.rows),
+    )
+    .await?;
 
     let catalog = floe.catalog();
     let base = catalog.load_table(&ident).await?;
@@ -113,7 +117,11 @@ pub async fn run(floe: &Embedded, a: HistoryArgs) -> Result<()> {
                 &opts(a.records),
             )
             .await?;
-        anyhow::ensure!(r.snapshots == 1, "commit {c} added {} snapshots", r.snapshots);
+        anyhow::ensure!(
+            r.snapshots == 1,
+            "commit {c} added {} snapshots",
+            r.snapshots
+        );
         times.push(r.elapsed);
     }
     let after = catalog.load_table(&ident).await?;
@@ -192,5 +200,7 @@ fn push_all(array: &mut Value, items: Vec<Value>) -> Result<()> {
 
 fn metadata_bytes(location: &str) -> Result<u64> {
     let path = location.trim_start_matches("file://");
-    Ok(std::fs::metadata(path).with_context(|| path.to_string())?.len())
+    Ok(std::fs::metadata(path)
+        .with_context(|| path.to_string())?
+        .len())
 }
