@@ -325,12 +325,7 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
 /// one JSON line per timed batch and the process's peak resident memory.
 async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
     let ident = ident::parse_table("bench.keyed")?;
-    let schema = tabledef::parse_schema(
-        r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
-          {"id":1,"name":"id","required":true,"type":"long"},
-          {"id":2,"name":"v","required":false,"type":"string"},
-          {"id":3,"name":"n","required":false,"type":"long"}]}"#,
-    )?;
+    let schema = id_v_n(true)?;
     if !a.changes_only {
         floe.create_table(
             &ident,
@@ -338,17 +333,8 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
         )
         .await?;
     }
-    let opts = |batch_records| IngestOptions {
-        writers: 2,
-        batch_records,
-        commit_window: Duration::ZERO,
-        ..IngestOptions::default()
-    };
-    let input = |name: String, text: Vec<u8>| Input {
-        source: format!("bench:{name}"),
-        kind: SourceKind::Kafka,
-        reader: Box::new(std::io::Cursor::new(text)),
-    };
+    let opts = |batch_records| immediate(2, batch_records);
+    let input = kafka_input;
     let started = std::time::Instant::now();
     let mut first = if a.changes_only { a.keys } else { 0 };
     while first < a.keys {
@@ -405,6 +391,42 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The keyed benchmarks' table: `id` long (the identifier when `keyed`),
+/// `v` string, `n` long.
+fn id_v_n(keyed: bool) -> Result<floe_core::iceberg::spec::Schema> {
+    let identifier = if keyed {
+        r#""identifier-field-ids":[1],"#
+    } else {
+        ""
+    };
+    Ok(tabledef::parse_schema(&format!(
+        r#"{{"type":"struct","schema-id":0,{identifier}"fields":[
+          {{"id":1,"name":"id","required":true,"type":"long"}},
+          {{"id":2,"name":"v","required":false,"type":"string"}},
+          {{"id":3,"name":"n","required":false,"type":"long"}}]}}"#
+    ))?)
+}
+
+/// Options that commit each batch as soon as it is written.
+fn immediate(writers: usize, batch_records: u64) -> IngestOptions {
+    IngestOptions {
+        writers,
+        batch_records,
+        commit_window: Duration::ZERO,
+        ..IngestOptions::default()
+    }
+}
+
+/// NDJSON `text` as the Kafka-like source `bench:{name}`: ordered positions,
+/// so keyed changes apply in the order written.
+fn kafka_input(name: String, text: Vec<u8>) -> Input {
+    Input {
+        source: format!("bench:{name}"),
+        kind: SourceKind::Kafka,
+        reader: Box::new(std::io::Cursor::new(text)),
+    }
 }
 
 /// The process's peak resident memory (Linux `VmHWM`), MiB.

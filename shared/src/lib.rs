@@ -41,6 +41,7 @@ pub mod source;
 pub mod status;
 pub mod storage;
 pub mod tabledef;
+pub mod transient;
 pub mod uri;
 pub mod write;
 

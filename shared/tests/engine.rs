@@ -26,15 +26,20 @@ use floe_core::{ledger, tabledef};
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"}]}"#;
 
-async fn setup(dir: &std::path::Path) -> (Arc<SqliteCatalog>, TableIdent) {
-    let catalog = SqliteCatalog::open(
+/// The warehouse's catalog, as each process opens it.
+fn open(dir: &std::path::Path) -> SqliteCatalog {
+    SqliteCatalog::open(
         "floe",
         &dir.join("catalog.db"),
         &format!("file://{}", dir.display()),
         FileIO::new_with_fs(),
         Faults::none(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+async fn setup(dir: &std::path::Path) -> (Arc<SqliteCatalog>, TableIdent) {
+    let catalog = open(dir);
     let ident = parse_table("bronze.t").unwrap();
     let schema = tabledef::parse_schema(SCHEMA).unwrap();
     catalog
@@ -350,16 +355,7 @@ async fn a_load_after_another_process_committed_reads_its_metadata() {
         .unwrap();
     let seen = catalog.load_table(&ident).await.unwrap();
     // A second process: its own catalog handle on the same database.
-    let other = Arc::new(
-        SqliteCatalog::open(
-            "floe",
-            &dir.path().join("catalog.db"),
-            &format!("file://{}", dir.path().display()),
-            FileIO::new_with_fs(),
-            Faults::none(),
-        )
-        .unwrap(),
-    );
+    let other = Arc::new(open(dir.path()));
     CommitEngine::new(other.clone(), RetryPolicy::default())
         .append(&ident, vec![request(&other, &ident, 3, 4).await])
         .await

@@ -40,7 +40,7 @@ impl CommitterFunction {
     /// The function over a deployment with an SQS commit queue.
     pub fn new(deployment: &Deployment) -> Result<Self, CommitterError> {
         Ok(Self {
-            committer: deployment.committer(),
+            committer: deployment.committer().dead_letter_uncommittable(),
             sqs: deployment.sqs.clone().ok_or(CommitterError::NoQueue)?,
         })
     }

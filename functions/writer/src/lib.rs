@@ -48,7 +48,8 @@ impl WriterFunction {
             return Err(WriterError::NoRouting);
         }
         Ok(Self {
-            writer: deployment.writer()?,
+            // Lambda redelivers a failed batch until the record expires.
+            writer: deployment.writer()?.dead_letter_unwritable(),
             decode,
         })
     }

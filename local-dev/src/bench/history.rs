@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use floe_core::catalog::TableCommit;
-use floe_core::embedded::{Embedded, IngestOptions, Input};
+use floe_core::embedded::Embedded;
 use floe_core::iceberg::spec::TableMetadata;
 use floe_core::ident;
-use floe_core::route::SourceKind;
 use floe_core::tabledef;
 use serde_json::Value;
 
@@ -47,33 +46,14 @@ pub struct HistoryArgs {
 pub async fn run(floe: &Embedded, a: HistoryArgs) -> Result<()> {
     let kind = if a.keyed { "keyed" } else { "append" };
     let ident = ident::parse_table(&format!("bench.history_{kind}_{}", a.snapshots))?;
-    let schema = tabledef::parse_schema(&format!(
-        r#"{{"type":"struct","schema-id":0,{}"fields":[
-          {{"id":1,"name":"id","required":true,"type":"long"}},
-          {{"id":2,"name":"v","required":false,"type":"string"}},
-          {{"id":3,"name":"n","required":false,"type":"long"}}]}}"#,
-        if a.keyed {
-            r#""identifier-field-ids":[1],"#
-        } else {
-            ""
-        }
-    ))?;
+    let schema = super::id_v_n(a.keyed)?;
     floe.create_table(
         &ident,
         tabledef::creation(ident.name(), schema, Default::default(), Default::default()),
     )
     .await?;
-    let opts = |batch_records| IngestOptions {
-        writers: 1,
-        batch_records,
-        commit_window: Duration::ZERO,
-        ..IngestOptions::default()
-    };
-    let input = |name: String, text: Vec<u8>| Input {
-        source: format!("bench:{name}"),
-        kind: SourceKind::Kafka,
-        reader: Box::new(std::io::Cursor::new(text)),
-    };
+    let opts = |batch_records| super::immediate(1, batch_records);
+    let input = super::kafka_input;
     let mut text = Vec::new();
     for id in 0..a.rows {
         let _ = writeln!(text, r#"{{"id":{id},"v":"value {id}","n":{id}}}"#);

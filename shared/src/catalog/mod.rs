@@ -126,6 +126,19 @@ impl CatalogError {
             CatalogError::Conflict { .. } | CatalogError::Ambiguous { .. }
         )
     }
+
+    /// True when the same call may succeed later: contention, an unknown
+    /// outcome, or the catalog's store failing. A missing or refused table
+    /// stays so until someone changes it.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CatalogError::NoSuchTable { .. } | CatalogError::TableExists { .. } => false,
+            CatalogError::Iceberg { source, .. } => crate::transient::iceberg(source),
+            CatalogError::Conflict { .. }
+            | CatalogError::Ambiguous { .. }
+            | CatalogError::Store(_) => true,
+        }
+    }
 }
 
 /// A catalog the commit engine can load from and commit to.

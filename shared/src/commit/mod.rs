@@ -167,6 +167,24 @@ pub enum CommitError {
     },
 }
 
+impl CommitError {
+    /// True when committing the same requests again may succeed (storage,
+    /// catalog or ledger failures, contention); false when the requests or
+    /// the table are at fault.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CommitError::Catalog(e) => e.is_transient(),
+            CommitError::Request(_) | CommitError::WrongTable { .. } => false,
+            CommitError::Write(e) => e.is_transient(),
+            CommitError::Ledger(e) => e.is_transient(),
+            CommitError::Storage { source, .. } | CommitError::Build { source, .. } => {
+                crate::transient::iceberg(source)
+            }
+            CommitError::Exhausted { .. } => true,
+        }
+    }
+}
+
 /// What a commit did.
 #[derive(Debug, Clone, Default)]
 pub struct CommitOutcome {

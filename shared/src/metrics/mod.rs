@@ -36,6 +36,9 @@ pub struct Counters {
     pub commit_retries: AtomicU64,
     /// Commit requests sent to the dead-letter location instead of committed.
     pub requests_dead_lettered: AtomicU64,
+    /// Batches (one table's part of one) dead-lettered whole: an error no
+    /// retry can cure, such as a table definition floe cannot create.
+    pub batches_dead_lettered: AtomicU64,
     /// Rows dropped from committed requests: their records were in the table
     /// already, or newer changes superseded them.
     pub rows_dropped: AtomicU64,

@@ -100,6 +100,8 @@ pub struct Committer {
     faults: Faults,
     counters: Arc<Counters>,
     table_concurrency: usize,
+    /// Whether requests no retry can commit are dead-lettered and acknowledged.
+    dead_letter_uncommittable: bool,
 }
 
 /// One table's requests of a run, with the bodies to dead-letter refusals by.
@@ -124,7 +126,19 @@ impl Committer {
             faults,
             counters,
             table_concurrency: crate::config::DEFAULT_TABLE_CONCURRENCY,
+            dead_letter_uncommittable: false,
         }
+    }
+
+    /// Dead-letters, with the reason, and acknowledges a table's requests
+    /// when their commit fails in a way no retry cures (the table is gone,
+    /// a request it cannot take), for a committer on a queue that would
+    /// otherwise hand them back every run until its redrive policy sends
+    /// them to its DLQ without the reason. In-process committers (the CLI,
+    /// Postgres sync) leave them failed, so their run stops and says why.
+    pub fn dead_letter_uncommittable(mut self) -> Self {
+        self.dead_letter_uncommittable = true;
+        self
     }
 
     /// Commits up to `n` tables of a run at once (at least one).
@@ -217,6 +231,7 @@ impl Committer {
             .iter()
             .map(|r| r.oldest_record_ms.unwrap_or(r.created_at_ms))
             .min();
+        let ids: Vec<String> = requests.iter().map(|r| r.batch_id.clone()).collect();
         let result = {
             let commit = self.commit_table(&table, &ident, requests, &bodies);
             match deadline {
@@ -238,6 +253,12 @@ impl Committer {
                 None => commit.await,
             }
         };
+        let result = match result {
+            Err(e) if self.dead_letter_uncommittable && !e.is_transient() => {
+                self.dead_letter_all(&table, &ids, &bodies, e).await
+            }
+            other => other,
+        };
         if let Err(e) = &result {
             warn!(%table, error = %e, "table commit failed; its requests go back to the queue");
         }
@@ -247,6 +268,36 @@ impl Committer {
             oldest_ms,
             result,
         }
+    }
+
+    /// Dead-letters every request of a table whose commit failed in a way no
+    /// retry cures (the table dropped, a request it cannot take): left in
+    /// the queue they would fail each run until its redrive policy, and
+    /// reach its DLQ without the reason. Acknowledged once all are stored.
+    async fn dead_letter_all(
+        &self,
+        table: &str,
+        ids: &[String],
+        bodies: &[bytes::Bytes],
+        error: PipelineError,
+    ) -> Result<CommitOutcome, PipelineError> {
+        let reason = error.to_string();
+        error!(%table, %reason, requests = ids.len(), "no retry can commit these requests; dead-lettering them");
+        for (id, body) in ids.iter().zip(bodies) {
+            self.dead_letters
+                .put_request(&RefusedRequest {
+                    table: table.to_string(),
+                    id: id.clone(),
+                    reason: reason.clone(),
+                    body: String::from_utf8_lossy(body).into_owned(),
+                })
+                .await?;
+        }
+        Counters::add(&self.counters.requests_dead_lettered, ids.len() as u64);
+        Ok(CommitOutcome {
+            refused: ids.iter().map(|id| (id.clone(), reason.clone())).collect(),
+            ..Default::default()
+        })
     }
 
     async fn commit_table(

@@ -98,3 +98,30 @@ pub enum PipelineError {
         source: InjectedFault,
     },
 }
+
+impl PipelineError {
+    /// True when the same batch may succeed if it comes again (storage,
+    /// catalog, queue, contention, a deadline, a crash); false when only a
+    /// change of config, table or input can fix it. Writers dead-letter a
+    /// batch's records, and committers its requests, on a false answer
+    /// instead of having them redelivered forever.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PipelineError::Catalog(e) => e.is_transient(),
+            PipelineError::Write { source, .. } => source.is_transient(),
+            PipelineError::Commit(e) => e.is_transient(),
+            // A queue set up wrongly (a sharded queue asked to receive,
+            // too many shards) stays wrong.
+            PipelineError::Queue { source, .. } => {
+                matches!(source, QueueError::Service(_) | QueueError::Closed)
+            }
+            PipelineError::DeadLetter(_)
+            | PipelineError::Deadline { .. }
+            | PipelineError::Fault { .. } => true,
+            PipelineError::Shred { .. }
+            | PipelineError::Request(_)
+            | PipelineError::Config(_)
+            | PipelineError::TableDef { .. } => false,
+        }
+    }
+}

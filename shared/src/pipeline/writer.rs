@@ -14,7 +14,7 @@ use bytes::Bytes;
 use iceberg::spec::Schema;
 use iceberg::{NamespaceIdent, TableIdent};
 use tokio::sync::Mutex;
-use tracing::{debug, info, instrument};
+use tracing::{debug, info, instrument, warn};
 use uuid::Uuid;
 
 use super::PipelineError;
@@ -179,6 +179,9 @@ pub struct Writer {
     engine: CommitEngine,
     router: Option<Router>,
     tables: Mutex<HashMap<TableIdent, Arc<TableContext>>>,
+    /// Whether a table's records that no retry can write are dead-lettered
+    /// (the batch then succeeds) rather than failing the batch.
+    dead_letter_unwritable: bool,
 }
 
 /// A group of records bound for one table.
@@ -296,7 +299,20 @@ impl Writer {
             parts,
             router,
             tables: Mutex::new(HashMap::new()),
+            dead_letter_unwritable: false,
         })
+    }
+
+    /// Dead-letters a table's records, with the reason, when writing them
+    /// fails in a way no retry cures ([`PipelineError::is_transient`] false:
+    /// a table definition floe cannot create, a schema it cannot write), so
+    /// the batch succeeds with its other tables written. For redelivering
+    /// sources (SQS, Kinesis, Kafka, DynamoDB Streams), where a failed batch
+    /// comes back forever and holds back its shard or partition. Without it
+    /// (the CLI, HTTP, Postgres) such a batch fails and the caller decides.
+    pub fn dead_letter_unwritable(mut self) -> Self {
+        self.dead_letter_unwritable = true;
+        self
     }
 
     /// Runs the step for one batch; success means every record is durable in a
@@ -385,8 +401,33 @@ impl Writer {
             } else {
                 sub_batch_id(&batch.batch_id, &name)
             };
-            self.write_table(&ident, &batch_id, &batch, group, &mut report)
-                .await?;
+            // What only a fix can cure would fail every redelivery: see
+            // `dead_letter_unwritable`.
+            let records = if self.dead_letter_unwritable {
+                group.records.clone()
+            } else {
+                Vec::new()
+            };
+            match self
+                .write_table(&ident, &batch_id, &batch, group, &mut report)
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.is_transient() || !self.dead_letter_unwritable => return Err(e),
+                Err(e) => {
+                    warn!(table = %name, %batch_id, error = %e, "no retry can write this batch to its table; dead-lettering its records");
+                    Counters::add(&self.parts.counters.batches_dead_lettered, 1);
+                    let reason = e.to_string();
+                    let rejected = records
+                        .iter()
+                        .map(|(pos, r)| {
+                            self.rejected(&name, &batch_id, &batch, *pos, "", &reason, r)
+                        })
+                        .collect();
+                    self.dead_letter(&ident, &batch_id, rejected, &mut report)
+                        .await?;
+                }
+            }
         }
         Ok(report)
     }

@@ -52,6 +52,17 @@ pub enum WriteError {
     },
 }
 
+impl WriteError {
+    /// True when writing again may succeed (storage); a property floe cannot
+    /// use, or data Parquet cannot hold, fails the same way every time.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            WriteError::Property { .. } => false,
+            WriteError::Iceberg { source, .. } => crate::transient::iceberg(source),
+        }
+    }
+}
+
 /// One partition's rows of a batch, with the batch rows they were (when
 /// tracked).
 type Part = (Option<PartitionKey>, RecordBatch, Option<Vec<u32>>);
