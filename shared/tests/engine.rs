@@ -370,3 +370,37 @@ async fn a_load_after_another_process_committed_reads_its_metadata() {
         .unwrap();
     assert_eq!(ids(&other, &ident).await, (0..8).collect::<Vec<i64>>());
 }
+
+#[tokio::test]
+async fn the_tables_commit_retry_properties_bound_the_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _) = setup(dir.path()).await;
+    let ident = parse_table("bronze.once").unwrap();
+    let properties = [(
+        floe_core::commit::retry::NUM_RETRIES.to_string(),
+        "0".to_string(),
+    )];
+    catalog
+        .create_table(
+            &ident,
+            tabledef::creation(
+                "once",
+                tabledef::parse_schema(SCHEMA).unwrap(),
+                Default::default(),
+                properties.into_iter().collect(),
+            ),
+        )
+        .await
+        .unwrap();
+    let rival = request(&catalog, &ident, 100, 4).await;
+    let racing = Racing::new(catalog.clone(), rival);
+    let engine = CommitEngine::new(racing.clone(), RetryPolicy::default());
+    let mine = request(&catalog, &ident, 0, 6).await;
+    let err = engine.append(&ident, vec![mine]).await.unwrap_err();
+    assert!(
+        matches!(err, CommitError::Exhausted { attempts: 1, .. }),
+        "no retry after the lost race: {err}"
+    );
+    assert!(err.is_transient(), "the requests stay queued");
+    assert_eq!(ids(&catalog, &ident).await, (100..104).collect::<Vec<_>>());
+}

@@ -19,13 +19,13 @@ pub mod locate;
 pub mod mask;
 pub mod position_delta;
 pub mod read;
+pub mod retry;
 pub mod row_delta;
 pub mod snapshot;
 pub mod trust;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
@@ -39,6 +39,8 @@ use crate::ident::display;
 use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
 use crate::request::{CommitRequest, RequestError};
 use late::Late;
+use retry::Attempts;
+pub use retry::RetryPolicy;
 use snapshot::SnapshotProducer;
 
 /// What an action plans against: the table as loaded for this attempt.
@@ -88,27 +90,6 @@ pub trait Action: std::fmt::Debug + Send + Sync {
     /// True for actions whose requests apply per key in source order.
     fn keyed(&self) -> bool {
         false
-    }
-}
-
-/// Bounds on retrying a commit.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Attempts before giving up (the batch then returns to its queue).
-    pub max_attempts: u32,
-    /// First backoff; doubles per attempt.
-    pub initial_backoff: Duration,
-    /// Longest single backoff.
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 10,
-            initial_backoff: Duration::from_millis(25),
-            max_backoff: Duration::from_secs(2),
-        }
     }
 }
 
@@ -303,16 +284,17 @@ impl CommitEngine {
         }
         let requests = dedup(requests);
         let mut outcome = CommitOutcome::default();
-        let mut backoff = Backoff::new(&self.retry);
+        let mut attempts = Attempts::new(&self.retry);
         let mut last_err = None;
         let mut maybe_landed: HashSet<String> = HashSet::new();
         // A refusal is final: a request that named files outside its table,
         // or files that are gone, is not looked at again.
         let mut refused: HashMap<String, String> = HashMap::new();
         let mut trusted: HashSet<String> = HashSet::new();
-        for attempt in 1..=self.retry.max_attempts {
+        while let Some(attempt) = attempts.next().await {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
+            attempts.adopt(&base.metadata);
             let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
             let ctx = self.context(&base);
             outcome.duplicates = Vec::new();
@@ -447,9 +429,8 @@ impl CommitEngine {
                     last_err = Some(e);
                 }
             }
-            backoff.wait().await;
         }
-        Err(self.exhausted(table, last_err))
+        Err(exhausted(table, &attempts, last_err))
     }
 
     /// Keyed requests applied per key: what newer committed changes (or
@@ -537,8 +518,10 @@ impl CommitEngine {
     /// summaries may expire. Tables with ledger files are left alone.
     pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
         let table = display(ident);
-        for _ in 0..self.retry.max_attempts {
+        let mut attempts = Attempts::new(&self.retry);
+        while attempts.next().await.is_some() {
             let base = self.catalog.load_table(ident).await?;
+            attempts.adopt(&base.metadata);
             if base.metadata.properties().contains_key(ledger::PROPERTY) {
                 return Ok(());
             }
@@ -568,11 +551,12 @@ impl CommitEngine {
         action: &dyn Action,
     ) -> Result<Vec<i64>, CommitError> {
         let table = display(ident);
-        let mut backoff = Backoff::new(&self.retry);
+        let mut attempts = Attempts::new(&self.retry);
         let mut last_err = None;
         let mut ours: Vec<i64> = Vec::new();
-        for attempt in 1..=self.retry.max_attempts {
+        while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
+            attempts.adopt(&base.metadata);
             if base
                 .metadata
                 .current_snapshot_id()
@@ -600,9 +584,8 @@ impl CommitEngine {
                     last_err = Some(e);
                 }
             }
-            backoff.wait().await;
         }
-        Err(self.exhausted(table, last_err))
+        Err(exhausted(table, &attempts, last_err))
     }
 
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
@@ -615,10 +598,11 @@ impl CommitEngine {
         evolve: impl Fn(&TableMetadata) -> Option<Schema>,
     ) -> Result<LoadedTable, CommitError> {
         let table = display(ident);
-        let mut backoff = Backoff::new(&self.retry);
+        let mut attempts = Attempts::new(&self.retry);
         let mut last_err = None;
-        for attempt in 1..=self.retry.max_attempts {
+        while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
+            attempts.adopt(&base.metadata);
             let Some(schema) = evolve(&base.metadata) else {
                 return Ok(base);
             };
@@ -663,17 +647,8 @@ impl CommitEngine {
                 }
                 Err(e) => return Err(e.into()),
             }
-            backoff.wait().await;
         }
-        Err(self.exhausted(table, last_err))
-    }
-
-    fn exhausted(&self, table: String, last: Option<CatalogError>) -> CommitError {
-        CommitError::Exhausted {
-            table,
-            attempts: self.retry.max_attempts,
-            last: last.unwrap_or(CatalogError::Store("no attempt made".into())),
-        }
+        Err(exhausted(table, &attempts, last_err))
     }
 
     async fn build(
@@ -811,26 +786,6 @@ impl KeyedMode {
 /// Table property: delete metadata files that fall out of the metadata log.
 pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
-/// Exponential backoff between the attempts of one commit.
-struct Backoff<'a> {
-    policy: &'a RetryPolicy,
-    next: Duration,
-}
-
-impl<'a> Backoff<'a> {
-    fn new(policy: &'a RetryPolicy) -> Self {
-        Self {
-            policy,
-            next: policy.initial_backoff,
-        }
-    }
-
-    async fn wait(&mut self) {
-        tokio::time::sleep(self.next).await;
-        self.next = (self.next * 2).min(self.policy.max_backoff);
-    }
-}
-
 impl Ready {
     fn of(request: &CommitRequest) -> Self {
         Self {
@@ -838,6 +793,15 @@ impl Ready {
             written: Vec::new(),
             obsolete: Vec::new(),
         }
+    }
+}
+
+/// Every attempt the policy allowed conflicted or had an unknown outcome.
+fn exhausted(table: String, attempts: &Attempts, last: Option<CatalogError>) -> CommitError {
+    CommitError::Exhausted {
+        table,
+        attempts: attempts.made(),
+        last: last.unwrap_or(CatalogError::Store("no attempt made".into())),
     }
 }
 

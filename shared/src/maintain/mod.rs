@@ -299,8 +299,10 @@ async fn expire(
         table: table.clone(),
         source: Box::new(source),
     };
-    for _ in 0..RetryPolicy::default().max_attempts {
+    let mut attempts = crate::commit::retry::Attempts::new(&RetryPolicy::default());
+    while attempts.next().await.is_some() {
         let base = catalog.load_table(ident).await?;
+        attempts.adopt(&base.metadata);
         let meta = &base.metadata;
         let refs = refs::of(meta).map_err(err)?;
         let plan = rule.plan(meta, &refs, now_ms);

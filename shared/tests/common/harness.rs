@@ -756,6 +756,7 @@ pub fn fast_retry() -> RetryPolicy {
         max_attempts: 4,
         initial_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(5),
+        total_timeout: None,
     }
 }
 
