@@ -34,6 +34,13 @@ psql() { "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postg
 work="$(mktemp -d)"
 wh="$work/warehouse"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# FLOE_BENCH_MERGE=copy-on-write (or equality-deletes) measures that merge
+# strategy instead of position deletes.
+cfg=()
+if [ -n "${FLOE_BENCH_MERGE:-}" ]; then
+  printf '[defaults]\nmerge_strategy = "%s"\n' "$FLOE_BENCH_MERGE" >"$work/floe.toml"
+  cfg=(--config "$work/floe.toml")
+fi
 
 psql -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'floe_bench'" >/dev/null
 psql -c "DROP TABLE IF EXISTS bench_orders; DROP PUBLICATION IF EXISTS floe_bench" >/dev/null
@@ -43,7 +50,7 @@ CREATE TABLE bench_orders (id bigint PRIMARY KEY, user_id bigint, amount numeric
 INSERT INTO bench_orders SELECT g, g % 10007, (g % 100000) / 100.0, 'new', now()
   FROM generate_series(1, $rows) g;
 SQL
-"$floe" --warehouse "$wh" pg setup --conninfo "$conninfo" --table public.bench_orders \
+"$floe" "${cfg[@]}" --warehouse "$wh" pg setup --conninfo "$conninfo" --table public.bench_orders \
   --slot floe_bench --publication floe_bench >/dev/null
 
 # The client: per transaction one of an update, an insert of a new key, a
@@ -62,12 +69,12 @@ END;
 SQL
 
 start=$(date +%s)
-"$floe" --warehouse "$wh" pg sync --conninfo "$conninfo" --table public.bench_orders \
+"$floe" "${cfg[@]}" --warehouse "$wh" pg sync --conninfo "$conninfo" --table public.bench_orders \
   --slot floe_bench --publication floe_bench --namespace raw --follow-ms 1000 \
   >"$work/sync.log" 2>&1 &
 sync_pid=$!
 # The initial copy first, then the client.
-until "$floe" --warehouse "$wh" table show raw.bench_orders --json 2>/dev/null \
+until "$floe" "${cfg[@]}" --warehouse "$wh" table show raw.bench_orders --json 2>/dev/null \
   | "$py" -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if int((s.get("snapshots") or [{}])[-1].get("summary",{}).get("total-records",0)) >= '"$rows"' else 1)' 2>/dev/null; do
   sleep 2
 done
@@ -103,7 +110,7 @@ print("%.2f %s %d" % (d, p, n))
 PY
 }
 files() { # prints: snapshots data_files delete_files
-  "$floe" --warehouse "$wh" table show raw.bench_orders --json | "$py" -c '
+  "$floe" "${cfg[@]}" --warehouse "$wh" table show raw.bench_orders --json | "$py" -c '
 import json, sys
 s = json.load(sys.stdin)
 snap = (s.get("snapshots") or [{}])[-1].get("summary", {})
@@ -128,7 +135,7 @@ while kill -0 "$client_pid" 2>/dev/null; do
   read -r duck pyi n < <(scan)
   echo "| $minute | $snaps | $dfiles | $delfiles | $(lag) | $duck | $pyi | $n |"
   if [ $(( $(date +%s) - last_maint )) -ge "$every" ]; then
-    "$floe" --warehouse "$wh" maintain raw.bench_orders --max-seconds 120 >/dev/null 2>&1 || true
+    "$floe" "${cfg[@]}" --warehouse "$wh" maintain raw.bench_orders --max-seconds 120 >/dev/null 2>&1 || true
     last_maint=$(date +%s)
   fi
 done
@@ -147,7 +154,7 @@ echo
 echo "| after the run | snapshots | data files | delete files | DuckDB scan (s) | pyiceberg scan (s) |"
 echo "|---|---:|---:|---:|---:|---:|"
 echo "| before compaction | $snaps | $dfiles | $delfiles | $duck | $pyi |"
-/usr/bin/time -v "$floe" --warehouse "$wh" maintain raw.bench_orders --max-snapshot-age-ms 0 \
+/usr/bin/time -v "$floe" "${cfg[@]}" --warehouse "$wh" maintain raw.bench_orders --max-snapshot-age-ms 0 \
   >/dev/null 2>"$work/maintain.time"
 secs=$(grep "Elapsed (wall" "$work/maintain.time" | awk '{print $NF}')
 rss=$(grep "Maximum resident" "$work/maintain.time" | awk '{print int($NF/1024)}')
