@@ -52,6 +52,25 @@ async fn setup(dir: &std::path::Path) -> (Arc<SqliteCatalog>, TableIdent) {
     (Arc::new(catalog), ident)
 }
 
+/// A new table `bronze.{name}` whose property `key` is `value`.
+async fn table_with(catalog: &SqliteCatalog, name: &str, key: &str, value: &str) -> TableIdent {
+    let ident = parse_table(&format!("bronze.{name}")).unwrap();
+    let properties = [(key.to_string(), value.to_string())];
+    catalog
+        .create_table(
+            &ident,
+            tabledef::creation(
+                name,
+                tabledef::parse_schema(SCHEMA).unwrap(),
+                Default::default(),
+                properties.into_iter().collect(),
+            ),
+        )
+        .await
+        .unwrap();
+    ident
+}
+
 /// Writes ids `range` as real Parquet and returns the commit request for them.
 async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64) -> CommitRequest {
     let loaded = catalog.load_table(ident).await.unwrap();
@@ -297,23 +316,13 @@ async fn a_request_whose_files_are_gone_or_foreign_is_refused_and_commits_nothin
 async fn the_metadata_log_keeps_previous_versions_max_and_deletes_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (catalog, _) = setup(dir.path()).await;
-    let ident = parse_table("bronze.short").unwrap();
-    let properties = [(
-        "write.metadata.previous-versions-max".to_string(),
-        "3".to_string(),
-    )];
-    catalog
-        .create_table(
-            &ident,
-            tabledef::creation(
-                "short",
-                tabledef::parse_schema(SCHEMA).unwrap(),
-                Default::default(),
-                properties.into_iter().collect(),
-            ),
-        )
-        .await
-        .unwrap();
+    let ident = table_with(
+        &catalog,
+        "short",
+        "write.metadata.previous-versions-max",
+        "3",
+    )
+    .await;
     let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     for i in 0..8 {
         let r = request(&catalog, &ident, i * 10, 2).await;
@@ -375,23 +384,7 @@ async fn a_load_after_another_process_committed_reads_its_metadata() {
 async fn the_tables_commit_retry_properties_bound_the_attempts() {
     let dir = tempfile::tempdir().unwrap();
     let (catalog, _) = setup(dir.path()).await;
-    let ident = parse_table("bronze.once").unwrap();
-    let properties = [(
-        floe_core::commit::retry::NUM_RETRIES.to_string(),
-        "0".to_string(),
-    )];
-    catalog
-        .create_table(
-            &ident,
-            tabledef::creation(
-                "once",
-                tabledef::parse_schema(SCHEMA).unwrap(),
-                Default::default(),
-                properties.into_iter().collect(),
-            ),
-        )
-        .await
-        .unwrap();
+    let ident = table_with(&catalog, "once", floe_core::commit::retry::NUM_RETRIES, "0").await;
     let rival = request(&catalog, &ident, 100, 4).await;
     let racing = Racing::new(catalog.clone(), rival);
     let engine = CommitEngine::new(racing.clone(), RetryPolicy::default());
