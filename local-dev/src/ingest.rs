@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use floe_core::catalog::CatalogError;
 use floe_core::config::Config;
 use floe_core::deploy::Deployment;
-use floe_core::embedded::{Embedded, IngestOptions, Input};
+use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, Input};
 use floe_core::ident;
 use floe_core::queue::QueueRef;
 use floe_core::route::SourceKind;
@@ -161,6 +162,12 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> 
     let name = table
         .as_ref()
         .map_or_else(|| "routed".to_string(), ident::display);
-    report::print(&name, &result?, args.json);
+    let report = result.map_err(|e| match &e {
+        EmbeddedError::Catalog(CatalogError::NoSuchTable { table }) => {
+            anyhow::anyhow!("{e}; create it with `floe table create {table} --schema FILE`")
+        }
+        _ => e.into(),
+    })?;
+    report::print(&name, &report, args.json);
     Ok(())
 }

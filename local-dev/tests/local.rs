@@ -1,9 +1,9 @@
 //! `floe local` end to end, as a user runs it: one command on moto, records
 //! POSTed over HTTP and sent to the source queue, both tables read back by
-//! pyiceberg, `floe status` on the stack's config, and a commit request the
-//! committer keeps failing redriven to the commit queue's dead-letter queue
-//! by SQS after `maxReceiveCount` receives (partial batch failures, the
-//! visibility timeout and redrive, while good requests beside it commit).
+//! pyiceberg, `floe status` on the stack's config, and a commit request for
+//! a table that does not exist dead-lettered by the committer with its
+//! reason and acknowledged (not failed run after run until SQS redrives it),
+//! while good requests beside it commit.
 //! The same scenario runs with S3 on s3s-fs (SQS and Glue on moto), so the
 //! S3 path is not moto's alone.
 
@@ -173,8 +173,9 @@ async fn scenario(s3: Option<&str>) {
         }
     };
 
-    // A request for a table that does not exist fails every commit: its
-    // message must end in the commit queue's dead-letter queue.
+    // A request for a table that does not exist can never commit: the
+    // committer dead-letters it with the reason instead of failing it until
+    // SQS redrives it without one.
     let poison = json!({
         "version": 2,
         "table": {"namespace": ["local"], "name": format!("missing_{id}")},
@@ -237,14 +238,43 @@ async fn scenario(s3: Option<&str>) {
     assert_eq!(stack.pyiceberg_ids(&http_table), vec![1, 2, 3]);
     assert_eq!(stack.pyiceberg_ids(&source_table), vec![10, 11, 12, 13]);
 
-    // SQS moves the poison request to the dead-letter queue after 5 receives.
-    eventually("the failing request redriven", || {
-        let s = stack.floe_json(&["status", "--table", &http_table]);
-        s["queue"]["dead_letter_queue"]["visible"] == 1
-    });
+    let config = floe_core::config::Config::load(Some(&stack.config())).unwrap();
+    let floe_core::config::Location::Uri(dlq) = config.dead_letter_location() else {
+        panic!("the stack's dead letters are on S3");
+    };
+    let (bucket, prefix) = dlq.trim_start_matches("s3://").split_once('/').unwrap();
+    let key = format!("{prefix}/_requests/local.missing_{id}/poison{id}.json");
+    let storage = AwsClients::new(AwsSettings::local(&stack.s3, "us-east-1")).await;
+    let mut letter = None;
+    for _ in 0..120 {
+        if let Ok(o) = storage
+            .s3
+            .get_object()
+            .bucket(bucket)
+            .key(&key)
+            .send()
+            .await
+        {
+            letter = Some(o.body.collect().await.unwrap().to_vec());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let letter: Value =
+        serde_json::from_slice(&letter.expect("the poison request dead-lettered")).unwrap();
+    assert!(
+        letter["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{letter}"
+    );
     let s = stack.floe_json(&["status", "--table", &http_table]);
     assert_eq!(s["queue"]["visible"], 0, "{s}");
-    assert_eq!(s["queue"]["max_receive_count"], 5, "{s}");
+    assert_eq!(
+        s["queue"]["dead_letter_queue"]["visible"], 0,
+        "not redriven: {s}"
+    );
     assert_eq!(s["tables"][0]["total_records"], 3, "{s}");
     stack.stop();
 }

@@ -78,9 +78,7 @@ pub struct TableCommit {
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     /// The table does not exist.
-    #[error(
-        "table {table} does not exist; create it with `floe table create {table} --schema FILE`"
-    )]
+    #[error("table {table} does not exist")]
     NoSuchTable {
         /// The table.
         table: String,

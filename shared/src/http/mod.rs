@@ -222,7 +222,7 @@ impl HttpIngest {
                 return Some(reply(
                     StatusCode::NOT_FOUND,
                     json!({"error": format!(
-                        "table {table} does not exist; create it (floe table create {table} --schema …) or set http.create_tables = true"
+                        "table {table} does not exist; create it, or set http.create_tables = true"
                     )}),
                 ));
             }
