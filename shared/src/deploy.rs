@@ -236,7 +236,12 @@ impl Deployment {
         }
     }
 
-    fn embedded(config: Config, faults: Faults, dir: PathBuf) -> Result<Self, DeployError> {
+    /// A local warehouse at `dir` with its SQLite catalog and the in-process queue.
+    pub(crate) fn embedded(
+        config: Config,
+        faults: Faults,
+        dir: PathBuf,
+    ) -> Result<Self, DeployError> {
         // Embedded and `floe local`-style in-process runs have one queue in
         // this process: sharding is for deployed committers.
         let sqs_key = match (&config.queue.url, config.queue.urls.is_empty()) {
@@ -253,7 +258,7 @@ impl Deployment {
         let warehouse = LocalWarehouse::open(&dir)?;
         let file_io = warehouse.file_io();
         let catalog = SqliteCatalog::open(
-            "floe",
+            crate::embedded::CATALOG_NAME,
             &warehouse.catalog_db(),
             &warehouse.uri(),
             file_io.clone(),

@@ -12,8 +12,8 @@ use iceberg::io::FileIO;
 use iceberg::{TableCreation, TableIdent};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::catalog::{CatalogError, CatalogRef, LoadedTable, SqliteCatalog};
-use crate::commit::{CommitEngine, RetryPolicy};
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
+use crate::commit::CommitEngine;
 use crate::config::{Config, Location};
 use crate::deploy::Deployment;
 use crate::dlq::{Rejected, StorageDeadLetters};
@@ -29,7 +29,7 @@ use crate::pipeline::{
 use crate::queue::{MemoryQueue, QueueError, QueueRef};
 use crate::route::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
-use crate::storage::{LocalWarehouse, StorageError};
+use crate::storage::StorageError;
 
 /// Catalog name in the SQLite database (pyiceberg: `SqlCatalog("floe", …)`).
 pub const CATALOG_NAME: &str = "floe";
@@ -49,6 +49,9 @@ pub enum EmbeddedError {
     /// The catalog.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// The warehouse's parts could not be assembled.
+    #[error(transparent)]
+    Deploy(#[from] crate::deploy::DeployError),
     /// A pipeline step.
     #[error(transparent)]
     Pipeline(Box<PipelineError>),
@@ -181,32 +184,22 @@ impl Embedded {
         Self::with_config(dir, Config::default(), faults)
     }
 
-    /// Opens the warehouse at `dir` with these settings (routing, table defaults).
-    pub fn with_config(dir: &Path, config: Config, faults: Faults) -> Result<Self, EmbeddedError> {
-        let warehouse = LocalWarehouse::open(dir)?;
-        let catalog = SqliteCatalog::open(
-            CATALOG_NAME,
-            &warehouse.catalog_db(),
-            &warehouse.uri(),
-            warehouse.file_io(),
-            faults.clone(),
-        )?;
-        let dead_letter_prefix = match &config.dead_letter.location {
-            None => format!("{}/_floe/dlq", warehouse.uri()),
-            Some(_) => location_uri(config.dead_letter_location()),
-        };
-        let catalog: CatalogRef = Arc::new(catalog);
-        Ok(Self {
-            engine: CommitEngine::new(catalog.clone(), RetryPolicy::default()),
-            location: warehouse.uri(),
-            file_io: warehouse.file_io(),
-            lister: Lister::Local,
-            dead_letter_prefix,
-            catalog,
-            config: Arc::new(config),
-            faults,
-            counters: Arc::new(Counters::default()),
-        })
+    /// Opens the warehouse at `dir` with these settings (routing, table
+    /// defaults): the deployment the config describes, with its warehouse
+    /// and catalog made this directory's (one assembly for both, see
+    /// [`Deployment::from_config`]).
+    pub fn with_config(
+        dir: &Path,
+        mut config: Config,
+        faults: Faults,
+    ) -> Result<Self, EmbeddedError> {
+        // As the catalog names it: created and canonical.
+        let dir = crate::storage::LocalWarehouse::open(dir)?.root().to_path_buf();
+        config.warehouse.path = Some(dir.clone());
+        config.warehouse.uri = None;
+        config.catalog.kind = crate::config::CatalogType::Sqlite;
+        let deployment = Deployment::embedded(config, faults, dir)?;
+        Ok(Self::from_deployment(&deployment))
     }
 
     /// The pipeline on a deployment's catalog, storage and dead-letter
