@@ -194,7 +194,9 @@ impl Embedded {
         faults: Faults,
     ) -> Result<Self, EmbeddedError> {
         // As the catalog names it: created and canonical.
-        let dir = crate::storage::LocalWarehouse::open(dir)?.root().to_path_buf();
+        let dir = crate::storage::LocalWarehouse::open(dir)?
+            .root()
+            .to_path_buf();
         config.warehouse.path = Some(dir.clone());
         config.warehouse.uri = None;
         config.catalog.kind = crate::config::CatalogType::Sqlite;

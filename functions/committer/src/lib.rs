@@ -13,7 +13,7 @@ use floe_core::clock::now_ms;
 use floe_core::deploy::Deployment;
 use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{CommitReport, Committer, PipelineError};
-use floe_core::queue::SqsQueue;
+use floe_core::queue::{Delivery, QueueError, SqsQueue};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -33,15 +33,54 @@ pub enum CommitterError {
 /// The committer function's state, kept across invocations of one instance.
 pub struct CommitterFunction {
     committer: Committer,
-    sqs: Arc<SqsQueue>,
+    messages: Messages,
+}
+
+/// Where the event's message bodies come from.
+enum Messages {
+    /// The deployment's SQS queue: a body may be a claim check on S3.
+    Sqs(Arc<SqsQueue>),
+    /// An embedded deployment (no AWS): bodies are the requests themselves,
+    /// so the handler runs on SQLite and a local warehouse, as in tests.
+    Inline,
+}
+
+impl Messages {
+    async fn delivery(
+        &self,
+        id: &str,
+        body: &str,
+        receive_count: u32,
+    ) -> Result<Option<Delivery>, QueueError> {
+        match self {
+            Messages::Sqs(sqs) => sqs.event_delivery(id, body, receive_count).await,
+            Messages::Inline => Ok(Some(Delivery {
+                receipt: id.to_string(),
+                body: body.to_string().into(),
+                receive_count,
+            })),
+        }
+    }
+
+    async fn forget_claims(&self, receipts: &[String]) {
+        if let Messages::Sqs(sqs) = self {
+            sqs.forget_claims(receipts).await;
+        }
+    }
 }
 
 impl CommitterFunction {
-    /// The function over a deployment with an SQS commit queue.
+    /// The function over a deployment with an SQS commit queue, or an
+    /// embedded one (a local warehouse and SQLite, for tests).
     pub fn new(deployment: &Deployment) -> Result<Self, CommitterError> {
+        let messages = match (&deployment.sqs, &deployment.aws) {
+            (Some(sqs), _) => Messages::Sqs(sqs.clone()),
+            (None, None) => Messages::Inline,
+            (None, Some(_)) => return Err(CommitterError::NoQueue),
+        };
         Ok(Self {
             committer: deployment.committer().dead_letter_uncommittable(),
-            sqs: deployment.sqs.clone().ok_or(CommitterError::NoQueue)?,
+            messages,
         })
     }
 
@@ -67,7 +106,7 @@ impl CommitterFunction {
                 .get("ApproximateReceiveCount")
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1);
-            match self.sqs.event_delivery(&id, &body, receive_count).await {
+            match self.messages.delivery(&id, &body, receive_count).await {
                 Ok(Some(d)) => deliveries.push(d),
                 // Its claim object went with an earlier commit of the same request.
                 Ok(None) => info!(message_id = %id, "duplicate of a committed claim-check request"),
@@ -80,7 +119,7 @@ impl CommitterFunction {
         let started = Instant::now();
         let report = self.committer.commit_by(deliveries, deadline).await;
         let latency = started.elapsed();
-        self.sqs.forget_claims(&report.done()).await;
+        self.messages.forget_claims(&report.done()).await;
         failures.extend(
             report
                 .failed()

@@ -2,9 +2,9 @@
 //! can cure (a table definition floe cannot create, a table that is gone)
 //! is dead-lettered once with its reason and acknowledged, so it never
 //! blocks the shard or queue behind it; a storage outage is handed back and
-//! lands once when storage returns. Through the writer function's handler
-//! and the committer step set up as the committer function sets it, on an
-//! embedded deployment (SQLite catalog, local warehouse, in-process queue).
+//! lands once when storage returns. Through the writer and committer
+//! functions' handlers on an embedded deployment (SQLite catalog, local
+//! warehouse, in-process queue), as Lambda would call them.
 
 #[path = "../../../shared/tests/common/mod.rs"]
 mod common;
@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use arrow_array::{Array, Int64Array};
+use floe_committer::CommitterFunction;
 use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
@@ -74,24 +75,48 @@ fn failures(answer: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The committer step as the committer function sets it up (the function
-/// itself reads SQS, which an embedded deployment has not).
-fn committer(d: &Deployment) -> floe_core::pipeline::Committer {
-    d.committer().dead_letter_uncommittable()
+/// An SQS event of these deliveries, as Lambda hands the committer them.
+fn commit_event(deliveries: &[floe_core::queue::Delivery]) -> Value {
+    let records: Vec<Value> = deliveries
+        .iter()
+        .map(|d| {
+            json!({
+                "messageId": d.receipt,
+                "receiptHandle": d.receipt,
+                "body": String::from_utf8_lossy(&d.body),
+                "attributes": {"ApproximateReceiveCount": d.receive_count.to_string()},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-commits",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
 }
 
-/// Commits what the queue holds; returns (acknowledged, handed back).
+/// The committer function's handler on what the queue holds, as Lambda's
+/// SQS event source runs it: the messages it names come back, the others
+/// are deleted. Returns (deleted, named).
 async fn commit(d: &Deployment) -> (usize, usize) {
     let deliveries = d
         .queue
         .receive(100, Duration::from_millis(10))
         .await
         .unwrap();
-    let report = committer(d).commit(deliveries).await;
-    let (done, failed) = (report.done(), report.failed());
+    let answer = CommitterFunction::new(d)
+        .unwrap()
+        .handle(commit_event(&deliveries), None)
+        .await
+        .unwrap();
+    let named = failures(&answer);
+    let (back, done): (Vec<String>, Vec<String>) = deliveries
+        .into_iter()
+        .map(|d| d.receipt)
+        .partition(|r| named.contains(r));
     d.queue.ack(&done).await.unwrap();
-    d.queue.release(&failed).await.unwrap();
-    (done.len(), failed.len())
+    d.queue.release(&back).await.unwrap();
+    (done.len(), back.len())
 }
 
 async fn ids(d: &Deployment, table: &str) -> Vec<i64> {
@@ -258,12 +283,16 @@ async fn a_request_for_a_table_that_is_gone_is_dead_lettered_with_its_reason() {
     let mut request = CommitRequest::from_bytes(&deliveries[0].body).unwrap();
     request.table = parse_table("raw.gone").unwrap();
     deliveries[0].body = request.to_bytes().unwrap().into();
-    let report = committer(&d).commit(deliveries).await;
-    assert_eq!(report.failed(), Vec::<String>::new(), "not handed back");
-    assert_eq!(report.done().len(), 1, "acknowledged");
-    let refused = &report.tables[0].result.as_ref().unwrap().refused;
-    assert_eq!(refused.len(), 1);
-    assert!(refused[0].1.contains("raw.gone"), "{refused:?}");
+    let answer = CommitterFunction::new(&d)
+        .unwrap()
+        .handle(commit_event(&deliveries), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        failures(&answer),
+        Vec::<String>::new(),
+        "not handed back: {answer}"
+    );
     let letters = dead_letters(dir.path());
     assert_eq!(letters.len(), 1, "{letters:?}");
     assert_eq!(letters[0]["id"], request.batch_id.as_str());
@@ -271,6 +300,7 @@ async fn a_request_for_a_table_that_is_gone_is_dead_lettered_with_its_reason() {
         letters[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("does not exist")
+            .contains("table raw.gone does not exist"),
+        "{letters:?}"
     );
 }
