@@ -484,7 +484,7 @@ fn unknown_keys_are_named_with_their_path() {
     let e = err(&format!("{FIXED}[kafka]\n"));
     assert!(
         e.contains(
-            "expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres or tables"
+            "expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres, tables or sources"
         ),
         "{e}"
     );

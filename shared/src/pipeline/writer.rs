@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_select::concat::concat_batches;
 use bytes::Bytes;
-use iceberg::spec::Schema;
+use iceberg::spec::{Schema, StructType};
 use iceberg::{NamespaceIdent, TableIdent};
 use tokio::sync::Mutex;
 use tracing::{debug, info, instrument};
@@ -184,6 +184,22 @@ pub struct Writer {
 /// A group of records bound for one table.
 struct Group<'a> {
     records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+    /// How DynamoDB stream records among them become their items on an
+    /// append-only table; `None` when the source sends none.
+    items: Option<change::ItemRow>,
+    /// The types a schema registry declares for the records (Avro), which
+    /// a new column takes instead of one inferred from a value.
+    declared: Option<Arc<StructType>>,
+}
+
+impl<'a> Group<'a> {
+    fn new(records: Vec<(Pos<'a>, Cow<'a, [u8]>)>, declared: Option<Arc<StructType>>) -> Self {
+        Self {
+            records,
+            items: None,
+            declared,
+        }
+    }
 }
 
 /// Rows shredded against the table as it is after any evolution.
@@ -201,6 +217,8 @@ struct KeyedBatch<'a, 'b> {
     changes: &'b [(Pos<'a>, Change)],
     records: &'b [Cow<'a, [u8]>],
     key_names: &'b [String],
+    /// The types a schema registry declares for the records.
+    declared: Option<&'b Arc<StructType>>,
 }
 
 /// A keyed batch ready to write.
@@ -301,8 +319,19 @@ impl Writer {
 
     /// Runs the step for one batch; success means every record is durable in a
     /// data file or the dead-letter location, and the commit requests are enqueued.
-    #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
     pub async fn write(&self, batch: SourceBatch) -> Result<WriteReport, PipelineError> {
+        self.write_declared(batch, None).await
+    }
+
+    /// [`Self::write`] for records whose types a schema registry declares
+    /// (Avro decoded to JSON): a table created or evolved for them takes
+    /// `declared`'s types for its new columns.
+    #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
+    pub async fn write_declared(
+        &self,
+        batch: SourceBatch,
+        declared: Option<Arc<StructType>>,
+    ) -> Result<WriteReport, PipelineError> {
         let mut report = WriteReport::default();
         let source = SourceInfo::new(batch.source.kind, &batch.source.name);
         let mut groups: BTreeMap<String, (TableIdent, Group<'_>)> = BTreeMap::new();
@@ -312,8 +341,31 @@ impl Writer {
             .clone()
             .or_else(|| self.router.as_ref().and_then(|r| r.fixed().cloned()));
         let mut seen = 0u64;
+        // DynamoDB stream records, straight from the stream or through
+        // Kinesis Data Streams, are items to append-only tables.
+        let items = matches!(
+            batch.source.kind,
+            SourceKind::DynamoDb | SourceKind::Kinesis
+        )
+        .then(|| self.item_row(&batch.source.name));
         for (pos, record) in batch.records.iter() {
             seen += 1;
+            // A record its envelope or registry could not open is dead-lettered
+            // with the reason, under the table it would have gone to.
+            if let Some(bad) = crate::envelope::Undecodable::of(record) {
+                let table = fixed.as_ref().map(display).unwrap_or_default();
+                let raw = bad.record_text();
+                unrouted.push(self.rejected(
+                    &table,
+                    &batch.batch_id,
+                    &batch,
+                    pos,
+                    &bad.field,
+                    &bad.reason,
+                    raw.as_bytes(),
+                ));
+                continue;
+            }
             let table = match (&fixed, &self.router) {
                 (Some(t), _) => Ok(t.clone()),
                 (None, Some(router)) => router.route(record, &source),
@@ -332,6 +384,8 @@ impl Writer {
                                 t,
                                 Group {
                                     records: Vec::new(),
+                                    items,
+                                    declared: declared.clone(),
                                 },
                             )
                         })
@@ -369,12 +423,16 @@ impl Writer {
                     t.clone(),
                     Group {
                         records: Vec::new(),
+                        items,
+                        declared: declared.clone(),
                     },
                 )
             });
         }
         if !unrouted.is_empty() {
-            let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
+            let ident = fixed.clone().unwrap_or_else(|| {
+                TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into())
+            });
             self.dead_letter(&ident, &batch.batch_id, unrouted, &mut report)
                 .await?;
         }
@@ -401,6 +459,7 @@ impl Writer {
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
+        let declared = group.declared.clone();
         let Some(first) = self.context(ident, &group, report).await? else {
             // The table is missing and routing may not create it.
             let reason = format!("table {table} does not exist and routing.create is false");
@@ -425,15 +484,32 @@ impl Writer {
         let mut changes = Vec::new();
         let mut change_records = Vec::new();
         // Tombstones (deletes of a Kafka key) reach keyed tables and
-        // changelogs as deletes; an append table has nothing to delete.
-        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>| -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
-            records
-                .into_iter()
-                .filter(|(_, r)| change::tombstone_key(r).is_none())
-                .collect()
+        // changelogs as deletes; an append table has nothing to delete. It
+        // takes a DynamoDB stream record's item, not the record.
+        let items = group.items;
+        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+                     rejected: &mut Vec<Rejected>|
+         -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
+            let mut rows = Vec::with_capacity(records.len());
+            for (pos, r) in records {
+                if change::tombstone_key(&r).is_some() {
+                    continue;
+                }
+                let Some(opts) = items.filter(|_| change::is_dynamodb_record(&r)) else {
+                    rows.push((pos, r));
+                    continue;
+                };
+                match change::dynamodb_item(&r, opts) {
+                    Ok(Some(item)) => rows.push((pos, Cow::Owned(item))),
+                    Ok(None) => {}
+                    Err(e) => rejected
+                        .push(self.rejected(&table, batch_id, batch, pos, &e.field, &e.reason, &r)),
+                }
+            }
+            rows
         };
         let rows = if !keyed && changelog == Changelog::Off {
-            plain(group.records)
+            plain(group.records, &mut rejected)
         } else {
             for (pos, record) in &group.records {
                 let decoded = match change::tombstone_key(record) {
@@ -458,7 +534,7 @@ impl Writer {
             } else if !keyed {
                 // A changelog beside an append-only table: the table takes
                 // the records as they came.
-                plain(group.records)
+                plain(group.records, &mut rejected)
             } else {
                 Vec::new()
             }
@@ -473,6 +549,7 @@ impl Writer {
                 changes: &changes,
                 records: &change_records,
                 key_names: &key_names,
+                declared: declared.as_ref(),
             };
             let written = self
                 .shred_keyed(ident, batch_id, batch, keyed, &mut rejected, report)
@@ -484,7 +561,9 @@ impl Writer {
                 .collect();
             (written.ctx, written.data, ids, Some(written.keys))
         } else {
-            let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+            let shredded = self
+                .shred_evolving(ident, batch_id, &rows, declared.as_ref(), report)
+                .await?;
             for (i, field, reason) in &shredded.failed {
                 let (pos, record) = &rows[*i];
                 rejected.push(self.rejected(&table, batch_id, batch, *pos, field, reason, record));
@@ -607,12 +686,11 @@ impl Writer {
         ident: &TableIdent,
         batch_id: &str,
         rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+        declared: Option<&Arc<StructType>>,
         report: &mut WriteReport,
     ) -> Result<Shredded, PipelineError> {
         let table = display(ident);
-        let group = Group {
-            records: rows.to_vec(),
-        };
+        let group = Group::new(rows.to_vec(), declared.cloned());
         let mut evolutions = 0;
         loop {
             let Some(ctx) = self.context(ident, &group, report).await? else {
@@ -665,7 +743,10 @@ impl Writer {
                 .filter_map(|i| rows.get(*i))
                 .filter_map(|(_, r)| serde_json::from_slice(r).ok())
                 .collect();
-            let opts = infer_options(settings);
+            let opts = InferOptions {
+                declared: declared.cloned(),
+                ..infer_options(settings)
+            };
             let meta = &ctx.loaded.metadata;
             let Some(evolution) =
                 evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
@@ -710,6 +791,7 @@ impl Writer {
             changes,
             records,
             key_names,
+            declared,
         } = keyed;
         let reject = |i: usize, field: &str, reason: &str| {
             self.rejected(
@@ -734,13 +816,7 @@ impl Writer {
             }
         }
         let first = self
-            .context(
-                ident,
-                &Group {
-                    records: Vec::new(),
-                },
-                report,
-            )
+            .context(ident, &Group::new(Vec::new(), None), report)
             .await?
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: table.clone(),
@@ -776,7 +852,9 @@ impl Writer {
             (rows, owners)
         };
         let (rows, owners) = upserts(&chosen, None);
-        let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+        let shredded = self
+            .shred_evolving(ident, batch_id, &rows, declared, report)
+            .await?;
         let mut parts = vec![shredded.data];
         let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
         let mut failed: Vec<(usize, String, String)> = shredded
@@ -995,7 +1073,7 @@ impl Writer {
             }
         }
         let log_batch = sub_batch_id(batch_id, &name);
-        Box::pin(self.write_table(&log, &log_batch, batch, Group { records: rows }, report)).await
+        Box::pin(self.write_table(&log, &log_batch, batch, Group::new(rows, None), report)).await
     }
 
     async fn context(
@@ -1064,7 +1142,13 @@ impl Writer {
                     .iter()
                     .filter_map(|(pos, r)| {
                         if !changes {
-                            return serde_json::from_slice(r).ok();
+                            return match group.items.filter(|_| change::is_dynamodb_record(r)) {
+                                Some(opts) => {
+                                    serde_json::from_slice(&change::dynamodb_item(r, opts).ok()??)
+                                        .ok()
+                                }
+                                None => serde_json::from_slice(r).ok(),
+                            };
                         }
                         let c = change::decode(r, ChangeFormat::Auto).ok()?;
                         let row = match settings.changelog {
@@ -1075,7 +1159,11 @@ impl Writer {
                     })
                     .take(INFER_SAMPLE)
                     .collect();
-                evolve::infer_schema(&sample, &infer_options(settings)).ok_or_else(|| {
+                let opts = InferOptions {
+                    declared: group.declared.clone(),
+                    ..infer_options(settings)
+                };
+                evolve::infer_schema(&sample, &opts).ok_or_else(|| {
                     def_err(
                         "cannot infer a schema: no record in the batch has a non-null field".into(),
                     )
@@ -1094,6 +1182,15 @@ impl Writer {
                 Ok(self.parts.catalog.load_table(ident).await?)
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// How source `name`'s DynamoDB stream records become append-only rows.
+    fn item_row(&self, name: &str) -> change::ItemRow {
+        let source = self.parts.config.source(name);
+        change::ItemRow {
+            keep_removes: source.removes == crate::config::Removes::Keep,
+            metadata: source.metadata,
         }
     }
 
@@ -1167,6 +1264,7 @@ fn infer_options(t: &ResolvedTable) -> InferOptions {
         timestamps: t.infer_timestamps,
         case_insensitive: t.case_insensitive,
         widen: t.widen_types,
+        declared: None,
     }
 }
 
