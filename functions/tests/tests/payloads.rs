@@ -10,6 +10,7 @@
 #[path = "../../../shared/tests/common/mod.rs"]
 #[allow(dead_code)]
 mod common;
+mod moto;
 #[path = "../../../shared/tests/common/services.rs"]
 #[allow(dead_code)]
 mod services;
@@ -30,9 +31,7 @@ use floe_core::ident::parse_table;
 use floe_writer::WriterFunction;
 use serde_json::{Value, json};
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
+use moto::{kinesis_event, unique};
 
 /// One deployment on moto: a bucket, a commit queue, a table (created by
 /// the writer on first write) in a Glue database, and `[sources]` settings.
@@ -47,24 +46,7 @@ struct Env {
 impl Env {
     async fn new(sources: &str) -> Env {
         let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
-        let bucket = unique("floe").replace('_', "-");
-        clients
-            .s3
-            .create_bucket()
-            .bucket(&bucket)
-            .send()
-            .await
-            .unwrap();
-        let queue_url = clients
-            .sqs
-            .create_queue()
-            .queue_name(unique("floe-commits"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url()
-            .unwrap()
-            .to_string();
+        let (bucket, queue_url) = moto::bucket_and_queue(&clients).await;
         Env {
             clients,
             bucket,
@@ -118,50 +100,11 @@ table = "{table}"
 
     async fn drain(&self) {
         let committer = CommitterFunction::new(&self.deployment().await).unwrap();
-        for _ in 0..20 {
-            let out = self
-                .clients
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .send()
-                .await
-                .unwrap();
-            if out.messages().is_empty() {
-                return;
-            }
-            let records: Vec<Value> = out
-                .messages()
-                .iter()
-                .map(|m| {
-                    json!({
-                        "messageId": m.message_id(), "receiptHandle": m.receipt_handle(),
-                        "body": m.body(), "attributes": {"ApproximateReceiveCount": "1"},
-                        "messageAttributes": {}, "md5OfBody": m.md5_of_body(),
-                        "eventSource": "aws:sqs", "awsRegion": "us-east-1",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-commits",
-                    })
-                })
-                .collect();
-            let answer = committer
-                .handle(json!({ "Records": records }), None)
-                .await
-                .unwrap();
-            assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
-            for m in out.messages() {
-                self.clients
-                    .sqs
-                    .delete_message()
-                    .queue_url(&self.queue_url)
-                    .receipt_handle(m.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
-        }
-        panic!("the committer did not empty the queue");
+        let answers = moto::drain(&self.clients, &self.queue_url, &committer, 10).await;
+        assert!(
+            answers.iter().all(|a| moto::failures(a).is_empty()),
+            "{answers:?}"
+        );
     }
 
     /// The table's rows as pyiceberg and DuckDB read them (which must agree),
@@ -198,6 +141,29 @@ table = "{table}"
             })
             .unwrap_or_default();
         (files, meta.snapshots().count())
+    }
+
+    /// The table's columns as `name:type`.
+    async fn column_types(&self) -> Vec<String> {
+        let d = self.deployment().await;
+        let loaded = d.catalog.load_table(&self.ident).await.unwrap();
+        let schema = loaded.metadata.current_schema().clone();
+        schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| format!("{}:{}", f.name, f.field_type))
+            .collect()
+    }
+
+    /// Exactly one record was dead-lettered, at `position`, for a reason
+    /// that says `why`.
+    async fn assert_one_dead_letter(&self, position: &str, why: &str) {
+        let letters = self.dead_letters().await;
+        assert_eq!(letters.len(), 1, "{letters:?}");
+        assert_eq!(letters[0]["position"], position);
+        let reason = letters[0]["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{reason}");
     }
 
     /// Every dead letter the deployment wrote, each record one JSON object.
@@ -255,36 +221,9 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-/// An SQS event of `(message id, body)` messages from queue `orders`.
+/// An SQS event of `(message id, body)` messages from queue `orders`, sent at `sent_ms`.
 fn sqs_event(messages: &[(&str, String)], sent_ms: i64) -> Value {
-    let records: Vec<Value> = messages
-        .iter()
-        .map(|(id, body)| {
-            json!({
-                "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": sent_ms.to_string()},
-                "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders", "awsRegion": "us-east-1",
-            })
-        })
-        .collect();
-    json!({ "Records": records })
-}
-
-/// A Kinesis event of one shard of stream `stream`: `(sequence number, data)`.
-fn kinesis_event(stream: &str, records: &[(&str, Vec<u8>)]) -> Value {
-    let records: Vec<Value> = records
-        .iter()
-        .map(|(seq, data)| {
-            json!({
-                "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": "pk", "sequenceNumber": seq,
-                    "data": BASE64.encode(data), "approximateArrivalTimestamp": 1_700_000_000.5},
-                "eventSource": "aws:kinesis", "eventID": format!("shardId-000000000001:{seq}"),
-                "eventSourceARN": format!("arn:aws:kinesis:us-east-1:123456789012:stream/{stream}"),
-            })
-        })
-        .collect();
-    json!({ "Records": records })
+    moto::sqs_event(messages, sent_ms, 1)
 }
 
 /// An MSK event of one partition of topic `topic`: `(offset, value)`.
@@ -613,6 +552,18 @@ fn order_datum(schema: &str, id: i64, cents: i64, coupon: Option<&str>) -> Vec<u
     apache_avro::to_avro_datum(&schema, r).unwrap()
 }
 
+/// The table the order schema's two versions make: the declared types.
+const ORDER_COLUMNS: [&str; 8] = [
+    "order_id:long",
+    "total:decimal(10, 2)",
+    "day:date",
+    "placed:timestamptz",
+    "placed_us:timestamptz",
+    "ref:uuid",
+    "note:string",
+    "coupon:string",
+];
+
 /// What both Avro tests read back: exact decimals, dates, timestamps, uuids.
 fn assert_orders(rows: &[Value]) {
     assert_eq!(
@@ -707,37 +658,9 @@ async fn avro_framed_for_the_glue_schema_registry_lands_and_evolves_the_table() 
         env.deliver(&second).await;
     }
     assert_orders(&env.rows("order_id").await);
-    let d = env.deployment().await;
-    let loaded = d.catalog.load_table(&env.ident).await.unwrap();
-    let types: Vec<String> = loaded
-        .metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| format!("{}:{}", f.name, f.field_type))
-        .collect();
-    assert_eq!(
-        types,
-        [
-            "order_id:long",
-            "total:decimal(10, 2)",
-            "day:date",
-            "placed:timestamptz",
-            "placed_us:timestamptz",
-            "ref:uuid",
-            "note:string",
-            "coupon:string"
-        ]
-    );
-    let letters = env.dead_letters().await;
-    assert_eq!(letters.len(), 1, "{letters:?}");
-    assert_eq!(letters[0]["position"], "12");
-    let reason = letters[0]["reason"].as_str().unwrap();
-    assert!(
-        reason.contains(&unknown.to_string()) && reason.contains("not in the Glue Schema Registry"),
-        "{reason}"
-    );
+    assert_eq!(env.column_types().await, ORDER_COLUMNS);
+    let why = format!("{unknown} is not in the Glue Schema Registry");
+    env.assert_one_dead_letter("12", &why).await;
 }
 
 /// The test registry (functions/tests/registry.py), killed when dropped.
@@ -830,12 +753,7 @@ async fn confluent_framed_avro_against_a_registry_lands_and_evolves_the_table() 
         env.deliver(&second).await;
     }
     assert_orders(&env.rows("order_id").await);
-    let letters = env.dead_letters().await;
-    assert_eq!(letters.len(), 1, "{letters:?}");
-    assert_eq!(letters[0]["position"], "502");
-    let reason = letters[0]["reason"].as_str().unwrap();
-    assert!(
-        reason.contains("schema id 4242 is not in the registry"),
-        "{reason}"
-    );
+    assert_eq!(env.column_types().await, ORDER_COLUMNS);
+    env.assert_one_dead_letter("502", "schema id 4242 is not in the registry")
+        .await;
 }
