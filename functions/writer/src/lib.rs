@@ -98,6 +98,8 @@ impl WriterFunction {
         Ok(report)
     }
 
+    /// Writes the records of one object a notification names, batch by
+    /// batch as it streams in; nothing when that object version is gone.
     async fn write_object(
         &self,
         object: ObjectRef,
@@ -113,14 +115,7 @@ impl WriterFunction {
             return Ok(());
         };
         while let Some(batch) = batches.next_batch().await? {
-            let r = self.writer.write(batch).await?;
-            report.records += r.records;
-            report.files += r.files;
-            report.bytes += r.bytes;
-            report.rejected.extend(r.rejected);
-            report.dead_letter_locations.extend(r.dead_letter_locations);
-            report.created.extend(r.created);
-            report.evolved.extend(r.evolved);
+            report.add(self.writer.write(batch).await?);
         }
         Ok(())
     }

@@ -45,6 +45,23 @@ fn bad(field: &str, reason: impl Into<String>) -> AvroError {
     AvroError::Record(OpenError::new(field, reason))
 }
 
+/// Why a writer's schema cannot be used (it does not parse, is not a
+/// record, or has a shape no Iceberg type holds).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{label}: {reason}")]
+pub struct SchemaError {
+    /// The schema: `schema id 7`, `Glue schema version <uuid>`.
+    pub label: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl From<SchemaError> for AvroError {
+    fn from(e: SchemaError) -> Self {
+        bad("", e.to_string())
+    }
+}
+
 /// How a record names its writer's schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Framing {
@@ -98,18 +115,22 @@ pub struct Decoder {
 
 impl Decoder {
     /// Parses a writer's schema (JSON text); `Err` says why it cannot be used.
-    pub fn new(label: String, schema: &str) -> Result<Self, String> {
-        let avro =
-            AvroSchema::parse_str(schema).map_err(|e| format!("{label} does not parse: {e}"))?;
+    pub fn new(label: String, schema: &str) -> Result<Self, SchemaError> {
+        let fail = |reason: String| SchemaError {
+            label: label.clone(),
+            reason,
+        };
+        let avro = AvroSchema::parse_str(schema)
+            .map_err(|e| fail(format!("the Avro schema does not parse: {e}")))?;
         let mut names = HashMap::new();
         collect_names(&avro, &mut names);
         let AvroSchema::Record(record) = &avro else {
-            return Err(format!(
-                "{label} is not an Avro record schema; a table row needs named fields"
+            return Err(fail(
+                "not an Avro record schema; a table row needs named fields".into(),
             ));
         };
         let mut next_id = 1;
-        let declared = Arc::new(record_type(record, &names, &mut next_id, 0)?);
+        let declared = Arc::new(record_type(record, &names, &mut next_id, 0).map_err(fail)?);
         Ok(Self {
             label,
             avro,
@@ -561,7 +582,7 @@ impl Schemas {
 
     /// A schema given directly (tests, benchmarks): `record`s framed for
     /// Confluent schema id `id` decode with it without a registry.
-    pub fn preload(&self, registry: &str, id: u32, schema: &str) -> Result<(), String> {
+    pub fn preload(&self, registry: &str, id: u32, schema: &str) -> Result<(), SchemaError> {
         let decoder = Decoder::new(format!("schema id {id}"), schema)?;
         self.lock().insert(
             SchemaKey::Confluent {
@@ -689,7 +710,7 @@ impl Schemas {
                 ));
             }
         }
-        Decoder::new(format!("schema id {id}"), &answer.schema).map_err(|e| bad("", e))
+        Ok(Decoder::new(format!("schema id {id}"), &answer.schema)?)
     }
 
     #[cfg(not(feature = "rest"))]
@@ -751,7 +772,7 @@ impl Schemas {
         let definition = out.schema_definition().ok_or_else(|| {
             AvroError::Transient(format!("{label}: Glue returned no schema definition"))
         })?;
-        Decoder::new(label, definition).map_err(|e| bad("", e))
+        Ok(Decoder::new(label, definition)?)
     }
 
     #[cfg(not(feature = "aws"))]

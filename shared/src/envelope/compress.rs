@@ -49,10 +49,29 @@ impl Codec {
     }
 }
 
+/// Why a payload that claims a codec (by its magic bytes) does not decompress.
+#[derive(Debug, thiserror::Error)]
+pub enum CompressError {
+    /// The bytes after the magic are not that codec's.
+    #[error("the payload starts like {codec} but does not decompress: {source}")]
+    Corrupt {
+        /// The codec's name.
+        codec: &'static str,
+        /// What the decoder said.
+        source: std::io::Error,
+    },
+    /// It decompresses past [`MAX_RECORD_BYTES`].
+    #[error("the {codec} payload decompresses to more than {MAX_RECORD_BYTES} bytes")]
+    TooLarge {
+        /// The codec's name.
+        codec: &'static str,
+    },
+}
+
 /// `payload` decompressed when it is gzip or zstd, or base64 text of either
 /// (an SQS body can only be text); else `payload` itself. `Err` says what is
 /// wrong with a payload that claims a codec but does not decode.
-pub fn decompress(payload: &[u8]) -> Result<Cow<'_, [u8]>, String> {
+pub fn decompress(payload: &[u8]) -> Result<Cow<'_, [u8]>, CompressError> {
     let decoded;
     let bytes = if payload.starts_with(GZIP_B64) || payload.starts_with(ZSTD_B64) {
         match BASE64.decode(payload.trim_ascii()) {
@@ -72,7 +91,7 @@ pub fn decompress(payload: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     decode(codec, bytes).map(Cow::Owned)
 }
 
-fn decode(codec: Codec, bytes: &[u8]) -> Result<Vec<u8>, String> {
+fn decode(codec: Codec, bytes: &[u8]) -> Result<Vec<u8>, CompressError> {
     let mut out = Vec::with_capacity(bytes.len() * 4);
     let read = match codec {
         Codec::Gzip => flate2::read::MultiGzDecoder::new(bytes)
@@ -81,17 +100,14 @@ fn decode(codec: Codec, bytes: &[u8]) -> Result<Vec<u8>, String> {
         Codec::Zstd => zstd::stream::read::Decoder::new(bytes)
             .and_then(|d| d.take(MAX_RECORD_BYTES + 1).read_to_end(&mut out)),
     };
-    read.map_err(|e| {
-        format!(
-            "the payload starts like {} but does not decompress: {e}",
-            codec.name()
-        )
+    read.map_err(|source| CompressError::Corrupt {
+        codec: codec.name(),
+        source,
     })?;
     if out.len() as u64 > MAX_RECORD_BYTES {
-        return Err(format!(
-            "the {} payload decompresses to more than {MAX_RECORD_BYTES} bytes",
-            codec.name()
-        ));
+        return Err(CompressError::TooLarge {
+            codec: codec.name(),
+        });
     }
     Ok(out)
 }
@@ -183,7 +199,7 @@ mod tests {
             b"H4sI is my name"
         );
         let cut = &gzip(record)[..12];
-        assert!(decompress(cut).unwrap_err().contains("gzip"));
+        assert!(decompress(cut).unwrap_err().to_string().contains("gzip"));
     }
 
     #[test]

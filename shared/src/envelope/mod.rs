@@ -66,7 +66,7 @@ impl OpenError {
 /// Opens one payload as `kind` says: decompressed by magic bytes, then
 /// unwrapped (an SNS notification first, whatever is inside it).
 pub fn open(payload: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError> {
-    let bytes = compress::decompress(payload).map_err(|r| OpenError::new("", r))?;
+    let bytes = compress::decompress(payload).map_err(|e| OpenError::new("", e.to_string()))?;
     if kind == EnvelopeKind::None {
         return Ok(Opened::Records(vec![Bytes::copy_from_slice(&bytes)]));
     }
@@ -291,5 +291,99 @@ pub(crate) fn cow_bytes(text: Cow<'_, str>) -> Bytes {
     match text {
         Cow::Borrowed(s) => Bytes::copy_from_slice(s.as_bytes()),
         Cow::Owned(s) => Bytes::from(s.into_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::SourceKind;
+    use crate::source::SourceSpan;
+    use std::io::Write as _;
+
+    fn batch(kind: SourceKind, positions: Positions, items: Vec<(&str, Vec<u8>)>) -> SourceBatch {
+        let spans = vec![SourceSpan {
+            source: "q".into(),
+            positions,
+            stream: false,
+        }];
+        SourceBatch {
+            source: crate::pipeline::Source {
+                kind,
+                name: "q".into(),
+            },
+            table: None,
+            batch_id: batch_id(&spans, None),
+            spans,
+            records: Records::Items(
+                items
+                    .into_iter()
+                    .map(|(p, r)| (p.to_string(), Bytes::from(r)))
+                    .collect(),
+            ),
+            state: Default::default(),
+            oldest_ms: None,
+        }
+    }
+
+    fn logs(events: usize) -> Vec<u8> {
+        let events: Vec<serde_json::Value> = (0..events)
+            .map(|i| serde_json::json!({"id": i.to_string(), "timestamp": 1, "message": "m"}))
+            .collect();
+        let data = serde_json::json!({"messageType": "DATA_MESSAGE", "logGroup": "g",
+            "logStream": "s", "owner": "1", "logEvents": events});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data.to_string().as_bytes()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn positions(b: &SourceBatch) -> Vec<String> {
+        b.records.iter().map(|(p, _)| p.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn several_records_of_one_payload_keep_exact_positions() {
+        let opener = Opener::new(Arc::new(Config::default()), avro::Schemas::default());
+        // SQS: each record of a payload gets an id of its own, and the
+        // batch's span (and so its id) names them, the same on every delivery.
+        let ids = |v: &[&str]| Positions::Ids {
+            ids: v.iter().map(|s| s.to_string()).collect(),
+        };
+        let sqs = || {
+            batch(
+                SourceKind::Sqs,
+                ids(&["m-1", "m-2", "m-3"]),
+                vec![
+                    ("m-1", logs(2)),
+                    ("m-2", br#"{"a":1}"#.to_vec()),
+                    ("m-3", vec![0x1f, 0x8b, 0, 1]),
+                ],
+            )
+        };
+        let opened = opener.open(sqs()).await.unwrap();
+        let b = &opened.batch;
+        assert_eq!(positions(b), ["m-1#1", "m-1#2", "m-2", "m-3"]);
+        assert_eq!(b.spans[0].positions, ids(&["m-1#1", "m-1#2", "m-2", "m-3"]));
+        assert_eq!(b.batch_id, opener.open(sqs()).await.unwrap().batch.batch_id);
+        // The broken gzip stays at its position, marked with why.
+        let Records::Items(items) = &b.records else {
+            panic!()
+        };
+        let bad = Undecodable::of(&items[3].1).unwrap();
+        assert!(bad.reason.contains("gzip"), "{bad:?}");
+        assert!(Undecodable::of(&items[2].1).is_none());
+        // Kinesis: the payload's records share its sequence number.
+        let range = Positions::Range {
+            first: 7u64.into(),
+            last: 8u64.into(),
+        };
+        let kinesis = batch(
+            SourceKind::Kinesis,
+            range.clone(),
+            vec![("7", logs(3)), ("8", br#"{"a":2}"#.to_vec())],
+        );
+        let opened = opener.open(kinesis).await.unwrap();
+        assert_eq!(positions(&opened.batch), ["7", "7", "7", "8"]);
+        assert_eq!(opened.batch.spans[0].positions, range);
     }
 }

@@ -60,6 +60,35 @@ pub fn url_decode(key: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Where an object's JSON array breaks; the records before it stand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// The object ends inside the array.
+    #[error("the JSON array ends before its closing `]` (after element {after})")]
+    Unclosed {
+        /// The last whole element.
+        after: u64,
+    },
+    /// Something other than whitespace follows the array.
+    #[error("text after the JSON array's closing `]` (after element {after})")]
+    TrailingText {
+        /// The last element.
+        after: u64,
+    },
+    /// Two commas with nothing between them.
+    #[error("an empty element in the JSON array (element {at})")]
+    EmptyElement {
+        /// The element's index.
+        at: u64,
+    },
+    /// A `}` that closes nothing.
+    #[error("unbalanced `}}` in the JSON array (element {at})")]
+    Unbalanced {
+        /// The element's index.
+        at: u64,
+    },
+}
+
 /// How an object's records are laid out, from its first byte that is not
 /// whitespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +152,7 @@ impl Splitter {
     /// Feeds decompressed bytes; returns the complete records so far as a
     /// chunk (`None` when none completed). `Err` when a JSON array's syntax
     /// is broken, with where.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Option<Chunk>, String> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Option<Chunk>, SplitError> {
         if self.layout == Layout::Unknown {
             match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
                 Some(b'[') => self.layout = Layout::Array,
@@ -149,12 +178,11 @@ impl Splitter {
     }
 
     /// The object ended: the last records (a final line without a newline).
-    pub fn finish(&mut self) -> Result<Option<Chunk>, String> {
+    pub fn finish(&mut self) -> Result<Option<Chunk>, SplitError> {
         match self.layout {
-            Layout::Array if !self.closed => Err(format!(
-                "the JSON array ends before its closing `]` (after element {})",
-                self.next - 1
-            )),
+            Layout::Array if !self.closed => Err(SplitError::Unclosed {
+                after: self.next - 1,
+            }),
             Layout::Array => Ok(None),
             _ if self.pending.iter().all(u8::is_ascii_whitespace) => Ok(None),
             _ => {
@@ -188,16 +216,15 @@ impl Splitter {
         Some(chunk)
     }
 
-    fn push_array(&mut self, bytes: &[u8]) -> Result<Option<Chunk>, String> {
+    fn push_array(&mut self, bytes: &[u8]) -> Result<Option<Chunk>, SplitError> {
         let mut out = Vec::new();
         let mut count = 0u64;
         for &b in bytes {
             if self.closed {
                 if !b.is_ascii_whitespace() {
-                    return Err(format!(
-                        "text after the JSON array's closing `]` (after element {})",
-                        self.next + count - 1
-                    ));
+                    return Err(SplitError::TrailingText {
+                        after: self.next + count - 1,
+                    });
                 }
                 continue;
             }
@@ -231,17 +258,20 @@ impl Splitter {
                 }
                 b',' if self.depth == 1 => {
                     if self.pending.iter().all(u8::is_ascii_whitespace) {
-                        return Err(format!(
-                            "an empty element in the JSON array (element {})",
-                            self.next + count
-                        ));
+                        return Err(SplitError::EmptyElement {
+                            at: self.next + count,
+                        });
                     }
                     count += self.take_element(&mut out);
                 }
                 // Whitespace between tokens: a newline inside an element
                 // would split its line, so it becomes a space.
                 b'\n' | b'\r' => self.pending.push(b' '),
-                b'}' => return Err("unbalanced `}` in the JSON array".into()),
+                b'}' => {
+                    return Err(SplitError::Unbalanced {
+                        at: self.next + count,
+                    });
+                }
                 b => self.pending.push(b),
             }
         }
@@ -324,7 +354,7 @@ mod tests {
         }
         let mut s = Splitter::new();
         s.push(b"[{\"a\":1},").unwrap();
-        assert!(s.finish().unwrap_err().contains("closing"));
+        assert_eq!(s.finish().unwrap_err(), SplitError::Unclosed { after: 1 });
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl ObjectBatches {
                     inflater
                         .push(piece, &mut out)
                         .map_err(|e| format!("it does not decompress: {e}"))
-                        .and_then(|()| self.splitter.push(&out))
+                        .and_then(|()| self.splitter.push(&out).map_err(|e| e.to_string()))
                 }
                 None => {
                     self.done = true;
@@ -144,8 +144,8 @@ impl ObjectBatches {
                         None => Ok(()),
                     };
                     flushed.and_then(|()| {
-                        let mut last = self.splitter.push(&out)?;
-                        if let Some(tail) = self.splitter.finish()? {
+                        let mut last = self.splitter.push(&out).map_err(|e| e.to_string())?;
+                        if let Some(tail) = self.splitter.finish().map_err(|e| e.to_string())? {
                             last = Some(match last {
                                 Some(mut c) => {
                                     let mut t = c.text.to_vec();

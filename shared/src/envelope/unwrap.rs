@@ -19,10 +19,11 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError
         None => (Cow::Borrowed(bytes), false),
     };
     // A message published compressed (base64 text of gzip) opens too.
-    let bytes = match compress::decompress(&bytes).map_err(|r| OpenError::new("Message", r))? {
-        Cow::Owned(b) => Cow::Owned(b),
-        Cow::Borrowed(_) => bytes,
-    };
+    let bytes =
+        match compress::decompress(&bytes).map_err(|e| OpenError::new("Message", e.to_string()))? {
+            Cow::Owned(b) => Cow::Owned(b),
+            Cow::Borrowed(_) => bytes,
+        };
     match kind {
         EnvelopeKind::Sns | EnvelopeKind::None => Ok(record(&bytes)),
         EnvelopeKind::Eventbridge => match eventbridge(&bytes)? {

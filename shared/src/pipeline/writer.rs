@@ -135,6 +135,20 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
+    /// Adds `other`'s records, files and dead letters to this report (one
+    /// source batch written as several, like the objects an S3
+    /// notification names).
+    pub fn add(&mut self, other: WriteReport) {
+        self.records += other.records;
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.rejected.extend(other.rejected);
+        self.dead_letter_locations
+            .extend(other.dead_letter_locations);
+        self.created.extend(other.created);
+        self.evolved.extend(other.evolved);
+    }
+
     /// The report's metrics (records, bytes, files, dead-lettered records)
     /// for `function`'s EMF line; callers add what names the batch.
     pub fn emf(&self, function: &str) -> Emf {
