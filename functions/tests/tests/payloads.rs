@@ -7,12 +7,8 @@
 //! may), the commit requests go through the committer handler, and the table
 //! is read back by pyiceberg and DuckDB: rows and values, each once.
 
-#[path = "../../../shared/tests/common/mod.rs"]
-#[allow(dead_code)]
-mod common;
 mod moto;
 #[path = "../../../shared/tests/common/services.rs"]
-#[allow(dead_code)]
 mod services;
 
 use std::collections::HashSet;
