@@ -398,7 +398,7 @@ async fn sns_eventbridge_and_compressed_sqs_bodies_open_to_their_records() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cloudwatch_logs_gzip_kinesis_records_land_one_row_per_log_event() {
+async fn cloudwatch_logs_gzip_and_zstd_kinesis_records_land_one_row_per_record() {
     let env = Env::new("").await;
     let data = |events: Value| {
         gzip(
@@ -432,6 +432,15 @@ async fn cloudwatch_logs_gzip_kinesis_records_land_one_row_per_log_event() {
                     json!([{"id": "e3", "timestamp": 1_700_000_000_003i64, "message": "END RequestId: r1"}]),
                 ),
             ),
+            // A Firehose-style zstd record on the same stream.
+            (
+                "103",
+                zstd::bulk::compress(
+                    br#"{"id":"e4","message":"zstd","log_group":"/aws/lambda/shop"}"#,
+                    3,
+                )
+                .unwrap(),
+            ),
         ],
     );
     for _ in 0..2 {
@@ -444,6 +453,7 @@ async fn cloudwatch_logs_gzip_kinesis_records_land_one_row_per_log_event() {
             json!({"id": "e1", "message": "START RequestId: r1", "log_group": "/aws/lambda/shop"}),
             json!({"id": "e2", "message": "{\"level\":\"info\"}", "log_group": "/aws/lambda/shop"}),
             json!({"id": "e3", "message": "END RequestId: r1", "log_group": "/aws/lambda/shop"}),
+            json!({"id": "e4", "message": "zstd", "log_group": "/aws/lambda/shop"}),
         ]
     );
     assert_eq!(rows[1]["log_stream"], "2026/01/01/[$LATEST]abc");
