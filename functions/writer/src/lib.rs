@@ -1,7 +1,9 @@
 //! floe's writer function: a Lambda event from SQS, Kinesis, Kafka (MSK or
 //! self-managed) or DynamoDB Streams in; each shard's or partition's records
-//! written by floe's writer step (Parquet on S3, dead letters, the commit
-//! request enqueued); a partial batch response out naming what must come again.
+//! opened (envelopes, compression, registry Avro, the objects S3
+//! notifications name: docs/sources.md) and written by floe's writer step
+//! (Parquet on S3, dead letters, the commit request enqueued); a partial
+//! batch response out naming what must come again.
 
 pub mod events;
 
