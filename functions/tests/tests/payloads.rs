@@ -369,6 +369,11 @@ async fn sns_eventbridge_and_compressed_sqs_bodies_open_to_their_records() {
         ("m-5", sns(&eventbridge(5, "pad"))),
         // An SNS notification whose Message is not a record.
         ("m-6", sns("not json at all")),
+        // Base64 of a gzip header and then no deflate stream.
+        (
+            "m-7",
+            BASE64.encode([0x1f, 0x8b, 0x08, 0x00, 0x01, 0x02, 0x03]),
+        ),
     ];
     for _ in 0..2 {
         env.deliver(&sqs_event(&messages, 1_700_000_000_000)).await;
@@ -385,16 +390,23 @@ async fn sns_eventbridge_and_compressed_sqs_bodies_open_to_their_records() {
         ]
     );
     assert!(rows[0].get("TopicArn").is_none() && rows[0].get("detail").is_none());
-    // The bad one: dead-lettered once, with its message id and why.
-    let letters = env.dead_letters().await;
-    assert_eq!(letters.len(), 1, "{letters:?}");
+    // The bad ones: dead-lettered once each, with their message id, the
+    // table and why; the one the shredder refused and the one that did not
+    // decompress share the batch's dead-letter file.
+    let mut letters = env.dead_letters().await;
+    letters.sort_by_key(|l| l["position"].to_string());
+    assert_eq!(letters.len(), 2, "{letters:?}");
     assert_eq!(letters[0]["position"], "m-6");
     assert_eq!(letters[0]["record"], "not json at all");
+    assert_eq!(letters[1]["position"], "m-7");
+    let reason = letters[1]["reason"].as_str().unwrap();
     assert!(
-        letters[0]["table"].as_str().unwrap().ends_with(".items"),
-        "{}",
-        letters[0]
+        reason.contains("starts like gzip but does not decompress"),
+        "{reason}"
     );
+    for l in &letters {
+        assert!(l["table"].as_str().unwrap().ends_with(".items"), "{l}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

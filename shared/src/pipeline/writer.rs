@@ -204,6 +204,10 @@ struct Group<'a> {
     /// The types a schema registry declares for the records (Avro), which
     /// a new column takes instead of one inferred from a value.
     declared: Option<Arc<StructType>>,
+    /// Records of the batch that could not be opened (an envelope, a
+    /// codec or a registry refused them), dead-lettered with the table's
+    /// own rejections, in one file per batch id.
+    rejected: Vec<Rejected>,
 }
 
 impl<'a> Group<'a> {
@@ -212,6 +216,7 @@ impl<'a> Group<'a> {
             records,
             items: None,
             declared,
+            rejected: Vec::new(),
         }
     }
 }
@@ -365,11 +370,12 @@ impl Writer {
         for (pos, record) in batch.records.iter() {
             seen += 1;
             // A record its envelope or registry could not open is dead-lettered
-            // with the reason, under the table it would have gone to.
+            // with the reason, with the table it would have gone to (it
+            // cannot be routed by a field it does not show).
             if let Some(bad) = crate::envelope::Undecodable::of(record) {
                 let table = fixed.as_ref().map(display).unwrap_or_default();
                 let raw = bad.record_text();
-                unrouted.push(self.rejected(
+                let rejected = self.rejected(
                     &table,
                     &batch.batch_id,
                     &batch,
@@ -377,7 +383,26 @@ impl Writer {
                     &bad.field,
                     &bad.reason,
                     raw.as_bytes(),
-                ));
+                );
+                match &fixed {
+                    Some(t) => groups
+                        .entry(table)
+                        .or_insert_with(|| {
+                            (
+                                t.clone(),
+                                Group {
+                                    records: Vec::new(),
+                                    items,
+                                    declared: declared.clone(),
+                                    rejected: Vec::new(),
+                                },
+                            )
+                        })
+                        .1
+                        .rejected
+                        .push(rejected),
+                    None => unrouted.push(rejected),
+                }
                 continue;
             }
             let table = match (&fixed, &self.router) {
@@ -400,6 +425,7 @@ impl Writer {
                                     records: Vec::new(),
                                     items,
                                     declared: declared.clone(),
+                                    rejected: Vec::new(),
                                 },
                             )
                         })
@@ -439,14 +465,13 @@ impl Writer {
                         records: Vec::new(),
                         items,
                         declared: declared.clone(),
+                        rejected: Vec::new(),
                     },
                 )
             });
         }
         if !unrouted.is_empty() {
-            let ident = fixed.clone().unwrap_or_else(|| {
-                TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into())
-            });
+            let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
             self.dead_letter(&ident, &batch.batch_id, unrouted, &mut report)
                 .await?;
         }
@@ -469,19 +494,29 @@ impl Writer {
         ident: &TableIdent,
         batch_id: &str,
         batch: &SourceBatch,
-        group: Group<'a>,
+        mut group: Group<'a>,
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
         let declared = group.declared.clone();
+        let mut rejected = std::mem::take(&mut group.rejected);
+        if group.records.is_empty() && batch.state.is_empty() {
+            // Only records that could not be opened: nothing to write, and
+            // no table to create from them.
+            return match rejected.is_empty() {
+                true => Ok(()),
+                false => self.dead_letter(ident, batch_id, rejected, report).await,
+            };
+        }
         let Some(first) = self.context(ident, &group, report).await? else {
             // The table is missing and routing may not create it.
             let reason = format!("table {table} does not exist and routing.create is false");
-            let rejected = group
-                .records
-                .iter()
-                .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r))
-                .collect();
+            rejected.extend(
+                group
+                    .records
+                    .iter()
+                    .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r)),
+            );
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
         // A keyed table takes changes: fold them per key. A changelog takes
@@ -493,7 +528,6 @@ impl Writer {
             .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
             .collect();
         let keyed = !key_names.is_empty() && changelog != Changelog::Only;
-        let mut rejected = Vec::new();
         let mut log_rows = Vec::new();
         let mut changes = Vec::new();
         let mut change_records = Vec::new();
