@@ -367,22 +367,28 @@ fn looks_like_dms(obj: &RawObject<'_>) -> bool {
 
 /// A field path built on the stack while descending; only rendered when an error needs it.
 #[derive(Clone, Copy)]
-enum Path<'a> {
+pub(crate) enum Path<'a> {
+    /// The record itself.
     Root,
+    /// A field of the value at the path.
     Key(&'a Path<'a>, &'a str),
+    /// An element of the list at the path.
     Index(&'a Path<'a>, usize),
 }
 
 impl<'a> Path<'a> {
-    fn key(&'a self, key: &'a str) -> Path<'a> {
+    /// The field `key` of this value.
+    pub(crate) fn key(&'a self, key: &'a str) -> Path<'a> {
         Path::Key(self, key)
     }
 
-    fn index(&'a self, index: usize) -> Path<'a> {
+    /// Element `index` of this list.
+    pub(crate) fn index(&'a self, index: usize) -> Path<'a> {
         Path::Index(self, index)
     }
 
-    fn render(&self) -> String {
+    /// The path as text, empty for the record itself.
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         self.render_into(&mut out);
         out

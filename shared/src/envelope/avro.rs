@@ -25,6 +25,7 @@ use bytes::Bytes;
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
 use super::OpenError;
+use crate::change::Path;
 use crate::config::SourceConfig;
 use crate::shred::{format_date, format_utc_micros};
 
@@ -108,6 +109,8 @@ pub struct Decoder {
     avro: AvroSchema,
     /// Named types the schema defines, for `Ref`s to them.
     names: HashMap<Name, AvroSchema>,
+    /// The schema refers to a named type by name somewhere.
+    refers: bool,
     /// The record's fields as Iceberg types (field ids from 1; the table
     /// renumbers them when they enter it).
     pub declared: Arc<StructType>,
@@ -131,10 +134,12 @@ impl Decoder {
         };
         let mut next_id = 1;
         let declared = Arc::new(record_type(record, &names, &mut next_id, 0).map_err(fail)?);
+        let refers = refers(&avro);
         Ok(Self {
             label,
             avro,
             names,
+            refers,
             declared,
         })
     }
@@ -142,7 +147,16 @@ impl Decoder {
     /// The datum as one JSON record (text).
     pub fn decode(&self, datum: &[u8]) -> Result<Bytes, OpenError> {
         let mut reader = datum;
-        let value = apache_avro::from_avro_datum(&self.avro, &mut reader, None).map_err(|e| {
+        // `from_avro_datum` resolves the schema's names anew for every
+        // datum, most of the time it takes; a schema without references to
+        // named types needs none, so it decodes against an empty list.
+        let value = match self.refers {
+            true => apache_avro::from_avro_datum(&self.avro, &mut reader, None),
+            false => {
+                apache_avro::from_avro_datum_schemata(&self.avro, Vec::new(), &mut reader, None)
+            }
+        }
+        .map_err(|e| {
             OpenError::new(
                 "",
                 format!("the Avro datum does not decode with {}: {e}", self.label),
@@ -159,7 +173,7 @@ impl Decoder {
             ));
         }
         let mut out = Vec::with_capacity(datum.len() * 2);
-        write_json(&value, &self.avro, &self.names, "", &mut out)?;
+        write_json(&value, &self.avro, &self.names, Path::Root, &mut out)?;
         Ok(Bytes::from(out))
     }
 }
@@ -183,6 +197,19 @@ fn collect_names(schema: &AvroSchema, names: &mut HashMap<Name, AvroSchema>) {
         AvroSchema::Union(u) => u.variants().iter().for_each(|v| collect_names(v, names)),
         AvroSchema::Decimal(d) => collect_names(&d.inner, names),
         _ => {}
+    }
+}
+
+/// True when `schema` names a type it defined elsewhere (`Ref`).
+fn refers(schema: &AvroSchema) -> bool {
+    match schema {
+        AvroSchema::Ref { .. } => true,
+        AvroSchema::Record(r) => r.fields.iter().any(|f| refers(&f.schema)),
+        AvroSchema::Array(a) => refers(&a.items),
+        AvroSchema::Map(m) => refers(&m.types),
+        AvroSchema::Union(u) => u.variants().iter().any(refers),
+        AvroSchema::Decimal(d) => refers(&d.inner),
+        _ => false,
     }
 }
 
@@ -333,25 +360,35 @@ fn write_json(
     value: &AvroValue,
     schema: &AvroSchema,
     names: &HashMap<Name, AvroSchema>,
-    path: &str,
+    path: Path<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), OpenError> {
-    let schema = resolve(schema, names).map_err(|e| OpenError::new(path, e))?;
+    use std::io::Write as _;
+    let schema = resolve(schema, names).map_err(|e| OpenError::new(&path.render(), e))?;
     let mismatch = || {
         OpenError::new(
-            path,
+            &path.render(),
             format!("the Avro value {value:?} does not match its schema"),
         )
     };
+    // Writing into a Vec cannot fail: the results of `write!` are dropped.
     match value {
         AvroValue::Null => out.extend_from_slice(b"null"),
         AvroValue::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        AvroValue::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        AvroValue::Long(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        AvroValue::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        AvroValue::Long(i) => {
+            let _ = write!(out, "{i}");
+        }
         // `{:?}` is the shortest text that reads back as the same float,
         // with an exponent where one is shorter.
-        AvroValue::Float(f) if f.is_finite() => out.extend_from_slice(format!("{f:?}").as_bytes()),
-        AvroValue::Double(f) if f.is_finite() => out.extend_from_slice(format!("{f:?}").as_bytes()),
+        AvroValue::Float(f) if f.is_finite() => {
+            let _ = write!(out, "{f:?}");
+        }
+        AvroValue::Double(f) if f.is_finite() => {
+            let _ = write!(out, "{f:?}");
+        }
         AvroValue::Float(f) => string(&special(f64::from(*f)), out),
         AvroValue::Double(f) => string(&special(*f), out),
         AvroValue::String(s) | AvroValue::Enum(_, s) => string(s, out),
@@ -371,7 +408,7 @@ fn write_json(
             string(text.trim_end_matches('Z'), out)
         }
         AvroValue::TimestampNanos(ns) | AvroValue::LocalTimestampNanos(ns) => {
-            out.extend_from_slice(ns.to_string().as_bytes())
+            let _ = write!(out, "{ns}");
         }
         AvroValue::Duration(d) => {
             let (m, dd, ms) = (
@@ -387,12 +424,12 @@ fn write_json(
             let AvroSchema::Decimal(ds) = schema else {
                 return Err(mismatch());
             };
-            let bytes: Vec<u8> = d
-                .try_into()
-                .map_err(|e| OpenError::new(path, format!("a decimal that does not read: {e}")))?;
+            let bytes: Vec<u8> = d.try_into().map_err(|e| {
+                OpenError::new(&path.render(), format!("a decimal that does not read: {e}"))
+            })?;
             let digits = decimal_text(&bytes, ds.scale).ok_or_else(|| {
                 OpenError::new(
-                    path,
+                    &path.render(),
                     format!("a decimal of {} bytes, wider than 38 digits", bytes.len()),
                 )
             })?;
@@ -428,7 +465,7 @@ fn write_json(
                 if i > 0 {
                     out.push(b',');
                 }
-                write_json(item, &a.items, names, &format!("{path}[]"), out)?;
+                write_json(item, &a.items, names, path.index(i), out)?;
             }
             out.push(b']');
         }
@@ -445,7 +482,7 @@ fn write_json(
                 }
                 string(k, out);
                 out.push(b':');
-                write_json(v, &m.types, names, &format!("{path}{{}}"), out)?;
+                write_json(v, &m.types, names, path.key(k), out)?;
             }
             out.push(b'}');
         }
@@ -460,12 +497,7 @@ fn write_json(
                 }
                 string(name, out);
                 out.push(b':');
-                let at = if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                };
-                write_json(v, &f.schema, names, &at, out)?;
+                write_json(v, &f.schema, names, path.key(name), out)?;
             }
             out.push(b'}');
         }
@@ -489,10 +521,10 @@ fn special(f: f64) -> String {
     }
 }
 
-fn timestamp(path: &str, v: i64, to_micros: i64) -> Result<String, OpenError> {
+fn timestamp(path: Path<'_>, v: i64, to_micros: i64) -> Result<String, OpenError> {
     let us = v.checked_mul(to_micros).ok_or_else(|| {
         OpenError::new(
-            path,
+            &path.render(),
             format!("timestamp {v} is outside the range of microsecond timestamps"),
         )
     })?;
