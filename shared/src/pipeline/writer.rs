@@ -367,6 +367,10 @@ impl Writer {
             SourceKind::DynamoDb | SourceKind::Kinesis
         )
         .then(|| self.item_row(&batch.source.name));
+        let new_group = || Group {
+            items,
+            ..Group::new(Vec::new(), declared.clone())
+        };
         for (pos, record) in batch.records.iter() {
             seen += 1;
             // A record its envelope or registry could not open is dead-lettered
@@ -385,20 +389,7 @@ impl Writer {
                     raw.as_bytes(),
                 );
                 match &fixed {
-                    Some(t) => groups
-                        .entry(table)
-                        .or_insert_with(|| {
-                            (
-                                t.clone(),
-                                Group {
-                                    records: Vec::new(),
-                                    items,
-                                    declared: declared.clone(),
-                                    rejected: Vec::new(),
-                                },
-                            )
-                        })
-                        .1
+                    Some(t) => group_of(&mut groups, t.clone(), new_group)
                         .rejected
                         .push(rejected),
                     None => unrouted.push(rejected),
@@ -415,24 +406,9 @@ impl Writer {
                 }
             };
             match table {
-                Ok(t) => {
-                    groups
-                        .entry(display(&t))
-                        .or_insert_with(|| {
-                            (
-                                t,
-                                Group {
-                                    records: Vec::new(),
-                                    items,
-                                    declared: declared.clone(),
-                                    rejected: Vec::new(),
-                                },
-                            )
-                        })
-                        .1
-                        .records
-                        .push((pos, Cow::Borrowed(record)));
-                }
+                Ok(t) => group_of(&mut groups, t, new_group)
+                    .records
+                    .push((pos, Cow::Borrowed(record))),
                 // A tombstone names only a key: it cannot be routed by a
                 // record field, and goes nowhere rather than to dead letters.
                 Err(_) if change::tombstone_key(record).is_some() => {}
@@ -458,17 +434,7 @@ impl Writer {
         if let Some(t) = &fixed
             && !batch.state.is_empty()
         {
-            groups.entry(display(t)).or_insert_with(|| {
-                (
-                    t.clone(),
-                    Group {
-                        records: Vec::new(),
-                        items,
-                        declared: declared.clone(),
-                        rejected: Vec::new(),
-                    },
-                )
-            });
+            group_of(&mut groups, t.clone(), new_group);
         }
         if !unrouted.is_empty() {
             let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
@@ -1292,6 +1258,15 @@ impl Writer {
                 source,
             })
     }
+}
+
+/// The group of table `t` in `groups`, made by `new` on its first record.
+fn group_of<'g, 'a>(
+    groups: &'g mut BTreeMap<String, (TableIdent, Group<'a>)>,
+    t: TableIdent,
+    new: impl FnOnce() -> Group<'a>,
+) -> &'g mut Group<'a> {
+    &mut groups.entry(display(&t)).or_insert_with(|| (t, new())).1
 }
 
 fn shred_options(t: &ResolvedTable) -> ShredOptions {
