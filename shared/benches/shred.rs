@@ -1,6 +1,8 @@
 //! Shredder microbenchmarks: JSON records into Arrow columns, for the 6-field
 //! benchmark event and a 50-column record, with heap bytes and allocations
-//! per record counted by a wrapping global allocator.
+//! per record counted by a wrapping global allocator; and the 6-field event
+//! as Confluent-framed Avro, decoded to the shredder's JSON and shredded, as
+//! the writer does for registry Avro (the schema already cached).
 //!
 //! `cargo bench -p floe-core --bench shred` (criterion's report: time per
 //! batch of 10,000 records; divide by 10,000 for ns/record). The allocation
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use floe_core::envelope::avro::{Decoder, framing};
 use floe_core::iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use floe_core::shred::{ShredOptions, Shredder};
 
@@ -79,6 +82,54 @@ fn event_records(n: usize) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The 6-field event's Avro schema: `ts` a timestamp-micros instant.
+const EVENT_AVRO: &str = r#"{"type":"record","name":"Event","fields":[
+    {"name":"id","type":"long"},
+    {"name":"user_id","type":["null","long"]},
+    {"name":"event_type","type":["null","string"]},
+    {"name":"value","type":["null","long"]},
+    {"name":"info","type":["null","string"]},
+    {"name":"ts","type":["null",{"type":"long","logicalType":"timestamp-micros"}]}
+]}"#;
+
+/// The same events as [`event_records`], Confluent-framed Avro (schema id 1).
+fn event_avro(n: usize) -> Vec<Vec<u8>> {
+    use apache_avro::types::{Record, Value};
+    let schema = apache_avro::Schema::parse_str(EVENT_AVRO).expect("event Avro schema");
+    let types = ["click", "view", "purchase", "scroll", "hover"];
+    let some = |v: Value| Value::Union(1, Box::new(v));
+    (0..n)
+        .map(|i| {
+            let mut r = Record::new(&schema).expect("record schema");
+            r.put("id", i as i64);
+            r.put("user_id", some(Value::Long((i % 10_000 + 1) as i64)));
+            r.put("event_type", some(Value::String(types[i % 5].into())));
+            r.put(
+                "value",
+                some(Value::Long((i % 1000 + (i * 7919) % 100) as i64)),
+            );
+            r.put(
+                "info",
+                some(Value::String(format!("event info for record {i}"))),
+            );
+            r.put("ts", some(Value::TimestampMicros(1_796_032_800_000_000)));
+            let mut framed = vec![0, 0, 0, 0, 1];
+            framed.extend(apache_avro::to_avro_datum(&schema, r).expect("datum"));
+            framed
+        })
+        .collect()
+}
+
+/// Decodes and shreds one batch of framed Avro records.
+fn shred_avro(decoder: &Decoder, shredder: &mut Shredder, records: &[Vec<u8>]) {
+    for r in records {
+        let (_, datum) = framing(r).expect("framed");
+        let json = decoder.decode(datum).expect("valid datum");
+        shredder.push(&json).expect("valid record");
+    }
+    black_box(shredder.finish().expect("batch"));
 }
 
 fn wide_types(i: usize) -> PrimitiveType {
@@ -165,6 +216,17 @@ fn bench(c: &mut Criterion) {
         let mut shredder = Shredder::new(schema, ShredOptions::default()).expect("shredder");
         group.bench_function(*name, |b| b.iter(|| shred(&mut shredder, records)));
     }
+    let avro = event_avro(BATCH);
+    let decoder = Decoder::new("schema id 1".into(), EVENT_AVRO).expect("decoder");
+    let bytes_in: usize = avro.iter().map(Vec::len).sum();
+    println!(
+        "event_6_fields_avro: {:.0} B of framed Avro/record",
+        bytes_in as f64 / BATCH as f64
+    );
+    let mut shredder = Shredder::new(&event_schema(), ShredOptions::default()).expect("shredder");
+    group.bench_function("event_6_fields_avro", |b| {
+        b.iter(|| shred_avro(&decoder, &mut shredder, &avro))
+    });
     group.finish();
 }
 

@@ -22,6 +22,10 @@ pub struct InferOptions {
     /// Widen existing column types (int→long, float→double, decimal precision);
     /// off, only columns are added and relaxed.
     pub widen: bool,
+    /// The records' declared types (a schema registry's Avro schema, mapped):
+    /// a new field found here takes its declared type, even while its values
+    /// are null, instead of one inferred from its JSON value.
+    pub declared: Option<Arc<StructType>>,
 }
 
 impl Default for InferOptions {
@@ -31,6 +35,7 @@ impl Default for InferOptions {
             timestamps: false,
             case_insensitive: false,
             widen: true,
+            declared: None,
         }
     }
 }
@@ -109,9 +114,10 @@ pub fn evolve<'a>(
     // Identifier fields stay required whatever a record lacks: Iceberg needs them so.
     let keys: Vec<i32> = schema.identifier_field_ids().collect();
     let ctx = Ctx { opts, keys: &keys };
+    let declared = opts.declared.as_deref();
     for record in records {
         if let Value::Object(map) = record {
-            root = evolve_struct(&root, map, "", &ctx, &mut next_id, &mut changes);
+            root = evolve_struct(&root, map, declared, "", &ctx, &mut next_id, &mut changes);
         }
     }
     if changes.is_empty() {
@@ -134,6 +140,7 @@ struct Ctx<'a> {
 fn evolve_struct(
     st: &StructType,
     map: &serde_json::Map<String, Value>,
+    declared: Option<&StructType>,
     path: &str,
     ctx: &Ctx<'_>,
     next_id: &mut i32,
@@ -153,10 +160,16 @@ fn evolve_struct(
     }
     for (key, value) in map {
         let existing = fields.iter().position(|f| names_match(&f.name, key, opts));
+        let declared_field =
+            declared.and_then(|d| d.fields().iter().find(|f| names_match(&f.name, key, opts)));
         match existing {
             None => {
                 let id = take_id(next_id);
-                if let Some(t) = infer_type(value, opts, next_id) {
+                let t = match declared_field {
+                    Some(f) => Some(renumber(&f.field_type, next_id)),
+                    None => infer_type(value, opts, next_id),
+                };
+                if let Some(t) = t {
                     changes.push(format!("added optional {}: {t}", join(path, key)));
                     fields.push(Arc::new(NestedField::optional(id, key, t)));
                 }
@@ -164,7 +177,11 @@ fn evolve_struct(
             Some(i) => {
                 let f = &fields[i];
                 let p = join(path, &f.name);
-                let t = evolve_type(&f.field_type, value, &p, ctx, next_id, changes);
+                let inner = declared_field.and_then(|d| match d.field_type.as_ref() {
+                    Type::Struct(st) => Some(st),
+                    _ => None,
+                });
+                let t = evolve_type(&f.field_type, value, inner, &p, ctx, next_id, changes);
                 if t != *f.field_type {
                     fields[i] = Arc::new(with_type(f, t, f.required));
                 }
@@ -177,6 +194,7 @@ fn evolve_struct(
 fn evolve_type(
     t: &Type,
     value: &Value,
+    declared: Option<&StructType>,
     path: &str,
     ctx: &Ctx<'_>,
     next_id: &mut i32,
@@ -184,9 +202,9 @@ fn evolve_type(
 ) -> Type {
     let opts = ctx.opts;
     match (t, value) {
-        (Type::Struct(st), Value::Object(map)) => {
-            Type::Struct(evolve_struct(st, map, path, ctx, next_id, changes))
-        }
+        (Type::Struct(st), Value::Object(map)) => Type::Struct(evolve_struct(
+            st, map, declared, path, ctx, next_id, changes,
+        )),
         (Type::List(list), Value::Array(items)) => {
             let mut element = list.element_field.clone();
             for item in items {
@@ -198,6 +216,7 @@ fn evolve_type(
                 let et = evolve_type(
                     &element.field_type,
                     item,
+                    None,
                     &format!("{path}[]"),
                     ctx,
                     next_id,
@@ -224,6 +243,7 @@ fn evolve_type(
                 let vt = evolve_type(
                     &value_field.field_type,
                     v,
+                    None,
                     &format!("{path}{{}}"),
                     ctx,
                     next_id,
@@ -370,6 +390,48 @@ fn join(path: &str, name: &str) -> String {
         name.to_string()
     } else {
         format!("{path}.{name}")
+    }
+}
+
+/// `t` with fresh field ids from `next_id`, for a declared type entering a table.
+fn renumber(t: &Type, next_id: &mut i32) -> Type {
+    match t {
+        Type::Primitive(_) => t.clone(),
+        Type::Struct(st) => Type::Struct(StructType::new(
+            st.fields()
+                .iter()
+                .map(|f| {
+                    let id = take_id(next_id);
+                    let inner = renumber(&f.field_type, next_id);
+                    let mut field = NestedField::new(id, &f.name, inner, false);
+                    field.doc = f.doc.clone();
+                    Arc::new(field)
+                })
+                .collect(),
+        )),
+        Type::List(list) => {
+            let id = take_id(next_id);
+            let element = renumber(&list.element_field.field_type, next_id);
+            Type::List(ListType::new(Arc::new(NestedField::list_element(
+                id,
+                element,
+                list.element_field.required,
+            ))))
+        }
+        Type::Map(map) => {
+            let key_id = take_id(next_id);
+            let value_id = take_id(next_id);
+            let key = renumber(&map.key_field.field_type, next_id);
+            let value = renumber(&map.value_field.field_type, next_id);
+            Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(key_id, key)),
+                Arc::new(NestedField::map_value_element(
+                    value_id,
+                    value,
+                    map.value_field.required,
+                )),
+            ))
+        }
     }
 }
 
@@ -542,6 +604,51 @@ mod tests {
         let e = evolve(&s, 1, recs.iter(), &InferOptions::default()).unwrap();
         assert!(e.schema.field_by_name("id").unwrap().required);
         assert_eq!(e.changes, ["added optional other: long"]);
+    }
+
+    #[test]
+    fn declared_types_win_over_inferred_ones_even_for_nulls() {
+        let declared = StructType::new(vec![
+            Arc::new(NestedField::required(
+                1,
+                "day",
+                Type::Primitive(PrimitiveType::Date),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "note",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::optional(
+                3,
+                "amount",
+                Type::Primitive(PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                }),
+            )),
+        ]);
+        let opts = InferOptions {
+            declared: Some(Arc::new(declared)),
+            ..InferOptions::default()
+        };
+        let recs = [json!({"day":"2026-11-30","note":null,"amount":12.5,"extra":1})];
+        let s = infer_schema(recs.iter(), &opts).unwrap();
+        let types: Vec<String> = s
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| format!("{}:{}", f.name, f.field_type))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "day:date",
+                "note:string",
+                "amount:decimal(10, 2)",
+                "extra:long"
+            ]
+        );
     }
 
     #[test]

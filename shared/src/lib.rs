@@ -18,6 +18,7 @@ pub mod config;
 pub mod deploy;
 pub mod dlq;
 pub mod embedded;
+pub mod envelope;
 pub mod evolve;
 pub mod faults;
 pub mod http;

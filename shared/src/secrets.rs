@@ -31,11 +31,17 @@ pub struct SecretError {
 
 /// Replaces each secret key's ARN by the secret's string value.
 pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), SecretError> {
-    let slots: [(&'static str, &mut Option<Secret>); 3] = [
+    let mut slots: Vec<(&'static str, &mut Option<Secret>)> = vec![
         ("catalog.token", &mut config.catalog.token),
         ("catalog.client_secret", &mut config.catalog.client_secret),
         ("http.token", &mut config.http.token),
     ];
+    slots.extend(
+        config
+            .sources
+            .values_mut()
+            .map(|s| ("sources.*.registry_password", &mut s.registry_password)),
+    );
     for (key, slot) in slots {
         let Some(arn) = slot
             .as_ref()

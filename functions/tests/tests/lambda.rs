@@ -7,6 +7,7 @@
 
 #[path = "../../../shared/tests/common/mod.rs"]
 mod common;
+mod moto;
 #[path = "../../../shared/tests/common/services.rs"]
 mod services;
 
@@ -29,9 +30,7 @@ use floe_maintenance::MaintenanceFunction;
 use floe_writer::WriterFunction;
 use serde_json::{Value, json};
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
+use moto::{failures, unique};
 
 /// The catalog a test deployment commits through.
 enum Catalog {
@@ -101,24 +100,7 @@ impl Env {
 
     async fn new() -> Env {
         let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
-        let bucket = unique("floe").replace('_', "-");
-        clients
-            .s3
-            .create_bucket()
-            .bucket(&bucket)
-            .send()
-            .await
-            .unwrap();
-        let queue_url = clients
-            .sqs
-            .create_queue()
-            .queue_name(unique("floe-commits"))
-            .send()
-            .await
-            .unwrap()
-            .queue_url()
-            .unwrap()
-            .to_string();
+        let (bucket, queue_url) = moto::bucket_and_queue(&clients).await;
         let ident = parse_table(&format!("{}.events", unique("fn"))).unwrap();
         Env {
             clients,
@@ -229,85 +211,7 @@ wait_seconds = 20
     /// source mapping with a batching window gathers them (SQS hands out 10
     /// per receive; Lambda polls until the batch or the window is full).
     async fn drain_window(&self, committer: &CommitterFunction, batch: usize) -> Vec<Value> {
-        let mut answers = Vec::new();
-        for _ in 0..20 {
-            let mut messages = Vec::new();
-            while messages.len() < batch {
-                let out = self
-                    .clients
-                    .sqs
-                    .receive_message()
-                    .queue_url(&self.queue_url)
-                    .max_number_of_messages((batch - messages.len()).min(10) as i32)
-                    .wait_time_seconds(1)
-                    .message_system_attribute_names(
-                        aws_sdk_sqs::types::MessageSystemAttributeName::All,
-                    )
-                    .send()
-                    .await
-                    .unwrap();
-                if out.messages().is_empty() {
-                    break;
-                }
-                messages.extend(out.messages().iter().cloned());
-            }
-            if messages.is_empty() {
-                return answers;
-            }
-            let records: Vec<Value> = messages
-                .iter()
-                .map(|m| {
-                    let count = m
-                        .attributes()
-                        .and_then(|a| {
-                            a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
-                        })
-                        .cloned()
-                        .unwrap_or_else(|| "1".into());
-                    json!({
-                        "messageId": m.message_id(),
-                        "receiptHandle": m.receipt_handle(),
-                        "body": m.body(),
-                        "attributes": {"ApproximateReceiveCount": count},
-                        "messageAttributes": {},
-                        "md5OfBody": m.md5_of_body(),
-                        "eventSource": "aws:sqs",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-commits",
-                        "awsRegion": "us-east-1",
-                    })
-                })
-                .collect();
-            let answer = committer
-                .handle(json!({ "Records": records }), None)
-                .await
-                .unwrap();
-            let failed: HashSet<String> = failures(&answer).into_iter().collect();
-            for m in &messages {
-                let handle = m.receipt_handle().unwrap();
-                if failed.contains(m.message_id().unwrap()) {
-                    self.clients
-                        .sqs
-                        .change_message_visibility()
-                        .queue_url(&self.queue_url)
-                        .receipt_handle(handle)
-                        .visibility_timeout(0)
-                        .send()
-                        .await
-                        .unwrap();
-                } else {
-                    self.clients
-                        .sqs
-                        .delete_message()
-                        .queue_url(&self.queue_url)
-                        .receipt_handle(handle)
-                        .send()
-                        .await
-                        .unwrap();
-                }
-            }
-            answers.push(answer);
-        }
-        panic!("the committer did not empty the queue in 20 rounds: {answers:?}");
+        moto::drain(&self.clients, &self.queue_url, committer, batch).await
     }
 
     /// Every row of the table, by iceberg-rust's scan (which applies deletes).
@@ -426,15 +330,6 @@ fn pairs(rows: &Value) -> Vec<(i64, Option<String>)> {
 fn fixture(name: &str) -> String {
     let path = format!("{}/../fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn failures(answer: &Value) -> Vec<String> {
-    answer["batchItemFailures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["itemIdentifier"].as_str().unwrap().to_string())
-        .collect()
 }
 
 fn want(rows: &[(i64, Option<&str>)]) -> Vec<(i64, Option<String>)> {
@@ -986,46 +881,20 @@ async fn http_takes_iam_callers_a_token_from_secrets_manager_and_only_allowed_ta
 
 /// A Kinesis event of one shard: `(sequence number, record)` each.
 fn kinesis_event(records: &[(&str, Value)]) -> Value {
-    use base64::Engine as _;
-    let records: Vec<Value> = records
+    let data: Vec<(&str, Vec<u8>)> = records
         .iter()
-        .map(|(seq, record)| {
-            json!({
-                "kinesis": {
-                    "kinesisSchemaVersion": "1.0",
-                    "partitionKey": "pk",
-                    "sequenceNumber": seq,
-                    "data": base64::engine::general_purpose::STANDARD.encode(record.to_string()),
-                    "approximateArrivalTimestamp": 1_700_000_000.5
-                },
-                "eventSource": "aws:kinesis",
-                "eventID": format!("shardId-000000000001:{seq}"),
-                "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
-            })
-        })
+        .map(|(seq, r)| (*seq, r.to_string().into_bytes()))
         .collect();
-    json!({ "Records": records })
+    moto::kinesis_event("orders", &data)
 }
 
 /// An SQS event of `(message id, record)` messages, received `receives` times.
 fn sqs_messages(messages: &[(&str, Value)], receives: u32) -> Value {
-    let records: Vec<Value> = messages
+    let bodies: Vec<(&str, String)> = messages
         .iter()
-        .map(|(id, body)| {
-            json!({
-                "messageId": id,
-                "receiptHandle": format!("rh-{id}-{receives}"),
-                "body": body.to_string(),
-                "attributes": {"ApproximateReceiveCount": receives.to_string(), "SentTimestamp": "1700000000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
-                "awsRegion": "us-east-1",
-            })
-        })
+        .map(|(id, body)| (*id, body.to_string()))
         .collect();
-    json!({ "Records": records })
+    moto::sqs_event(&bodies, 1_700_000_000_000, receives)
 }
 
 /// The commit requests waiting in the queue, received (and so in flight).

@@ -1,12 +1,16 @@
 //! floe's writer function: a Lambda event from SQS, Kinesis, Kafka (MSK or
 //! self-managed) or DynamoDB Streams in; each shard's or partition's records
-//! written by floe's writer step (Parquet on S3, dead letters, the commit
-//! request enqueued); a partial batch response out naming what must come again.
+//! opened (envelopes, compression, registry Avro, the objects S3
+//! notifications name: docs/sources.md) and written by floe's writer step
+//! (Parquet on S3, dead letters, the commit request enqueued); a partial
+//! batch response out naming what must come again.
 
 pub mod events;
 
 use floe_core::deploy::Deployment;
-use floe_core::pipeline::{PipelineError, WriteReport, Writer};
+use floe_core::envelope::s3::ObjectBatches;
+use floe_core::envelope::{ObjectRef, Opener, avro};
+use floe_core::pipeline::{PipelineError, SourceBatch, WriteReport, Writer};
 use serde_json::{Value, json};
 use tracing::{error, info};
 
@@ -30,6 +34,25 @@ pub enum WriterError {
 pub struct WriterFunction {
     writer: Writer,
     decode: events::DecodeOptions,
+    /// Opens envelopes, compressed records and registry Avro; caches schemas.
+    opener: Opener,
+    /// Reads the objects S3 notifications name.
+    s3: Option<aws_sdk_s3::Client>,
+}
+
+/// Why one part of an event failed; Lambda delivers it again.
+#[derive(Debug, thiserror::Error)]
+enum PartError {
+    #[error(transparent)]
+    Write(#[from] PipelineError),
+    #[error(transparent)]
+    Open(#[from] floe_core::envelope::TransientError),
+    #[error(transparent)]
+    Object(#[from] floe_core::envelope::s3::ObjectError),
+    #[error(
+        "object {0}: an S3 notification names it, but this deployment has no S3 client (aws.endpoint/region)"
+    )]
+    NoS3(String),
 }
 
 impl WriterFunction {
@@ -47,11 +70,57 @@ impl WriterFunction {
         if routing.table.is_none() && routing.template.is_none() {
             return Err(WriterError::NoRouting);
         }
+        let aws = deployment.aws.as_ref();
         Ok(Self {
             // Lambda redelivers a failed batch until the record expires.
             writer: deployment.writer()?.dead_letter_unwritable(),
             decode,
+            opener: Opener::new(
+                deployment.config.clone(),
+                avro::Schemas::with_glue(aws.map(|c| c.glue.clone())),
+            ),
+            s3: aws.map(|c| c.s3.clone()),
         })
+    }
+
+    /// Opens one part and writes it: its records, then each object its
+    /// notifications name, batch by batch.
+    async fn write_part(&self, batch: SourceBatch) -> Result<WriteReport, PartError> {
+        let source = batch.source.clone();
+        let oldest = batch.oldest_ms;
+        let opened = self.opener.open(batch).await?;
+        let mut report = self
+            .writer
+            .write_declared(opened.batch, opened.declared)
+            .await?;
+        for (at, object) in opened.objects {
+            info!(source = %source.name, record = %at, object = %object.source(), "reading the object a notification names");
+            self.write_object(object, source.clone(), oldest, &mut report)
+                .await?;
+        }
+        Ok(report)
+    }
+
+    /// Writes the records of one object a notification names, batch by
+    /// batch as it streams in; nothing when that object version is gone.
+    async fn write_object(
+        &self,
+        object: ObjectRef,
+        source: floe_core::pipeline::Source,
+        oldest: Option<i64>,
+        report: &mut WriteReport,
+    ) -> Result<(), PartError> {
+        let s3 = self
+            .s3
+            .as_ref()
+            .ok_or_else(|| PartError::NoS3(object.source()))?;
+        let Some(mut batches) = ObjectBatches::open(s3, object, source, oldest).await? else {
+            return Ok(());
+        };
+        while let Some(batch) = batches.next_batch().await? {
+            report.add(self.writer.write(batch).await?);
+        }
+        Ok(())
     }
 
     /// Handles one event: every batch is written (or dead-lettered) and its
@@ -62,8 +131,7 @@ impl WriterFunction {
     pub async fn handle(&self, event: Value) -> Result<Value, WriterError> {
         let parts = events::decode_with(&event, self.decode)?;
         let results =
-            futures::future::join_all(parts.iter().map(|p| self.writer.write(p.batch.clone())))
-                .await;
+            futures::future::join_all(parts.iter().map(|p| self.write_part(p.batch.clone()))).await;
         let mut failures = Vec::new();
         for (part, result) in parts.iter().zip(results) {
             let b = &part.batch;

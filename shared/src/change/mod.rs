@@ -165,6 +165,74 @@ pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, Chang
     })
 }
 
+/// How a DynamoDB stream record becomes a row of an append-only table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ItemRow {
+    /// `REMOVE` records become rows of their old image (or key), else nothing.
+    pub keep_removes: bool,
+    /// Prefix the item with `_event_name`, `_sequence_number` and
+    /// `_approximate_creation_time`.
+    pub metadata: bool,
+}
+
+/// The names of the columns [`ItemRow`] adds, in order.
+pub const ITEM_METADATA: [&str; 3] = [
+    "_event_name",
+    "_sequence_number",
+    "_approximate_creation_time",
+];
+
+/// The row an append-only table takes from one DynamoDB Streams record:
+/// the item (`NewImage` for INSERT and MODIFY, `OldImage` or the key for a
+/// kept REMOVE) with its attribute values unmarshalled; `None` for a
+/// REMOVE that `opts` skips. A kept REMOVE, or `opts.metadata`, adds the
+/// event name so a reader can tell removes from puts.
+pub fn dynamodb_item(record: &[u8], opts: ItemRow) -> Result<Option<Vec<u8>>, ChangeError> {
+    let change = decode(record, ChangeFormat::DynamoDb)?;
+    if change.op == ChangeOp::Delete && !opts.keep_removes {
+        return Ok(None);
+    }
+    if !opts.metadata && !opts.keep_removes {
+        return Ok(Some(change.row));
+    }
+    let name = match change.op {
+        ChangeOp::Insert => "INSERT",
+        ChangeOp::Delete => "REMOVE",
+        _ => "MODIFY",
+    };
+    let mut row = Vec::with_capacity(change.row.len() + 128);
+    row.extend_from_slice(b"{\"_event_name\":\"");
+    row.extend_from_slice(name.as_bytes());
+    row.push(b'"');
+    if opts.metadata {
+        // Sequence numbers run past 64 bits: kept as text.
+        if let Some(seq) = &change.position {
+            row.extend_from_slice(b",\"_sequence_number\":\"");
+            row.extend_from_slice(seq.as_bytes());
+            row.push(b'"');
+        }
+        if let Some(ms) = change.ts_ms {
+            row.extend_from_slice(b",\"_approximate_creation_time\":\"");
+            row.extend_from_slice(crate::shred::format_utc_millis(ms).as_bytes());
+            row.push(b'"');
+        }
+    }
+    // The item's own attributes follow; `{}` adds none.
+    let rest = change.row.get(1..).unwrap_or_default();
+    if rest.first().is_some_and(|b| *b != b'}') {
+        row.push(b',');
+    }
+    row.extend_from_slice(rest);
+    Ok(Some(row))
+}
+
+/// True when `record` is one element of a DynamoDB Streams event (its
+/// `eventSource` says `aws:dynamodb`), a cheap test before [`dynamodb_item`].
+pub fn is_dynamodb_record(record: &[u8]) -> bool {
+    memchr::memmem::find(record, b"\"aws:dynamodb\"").is_some()
+        && memchr::memmem::find(record, b"\"dynamodb\"").is_some()
+}
+
 /// Decodes one source record into a normalized change.
 pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, ChangeError> {
     let text = std::str::from_utf8(record)
@@ -299,22 +367,28 @@ fn looks_like_dms(obj: &RawObject<'_>) -> bool {
 
 /// A field path built on the stack while descending; only rendered when an error needs it.
 #[derive(Clone, Copy)]
-enum Path<'a> {
+pub(crate) enum Path<'a> {
+    /// The record itself.
     Root,
+    /// A field of the value at the path.
     Key(&'a Path<'a>, &'a str),
+    /// An element of the list at the path.
     Index(&'a Path<'a>, usize),
 }
 
 impl<'a> Path<'a> {
-    fn key(&'a self, key: &'a str) -> Path<'a> {
+    /// The field `key` of this value.
+    pub(crate) fn key(&'a self, key: &'a str) -> Path<'a> {
         Path::Key(self, key)
     }
 
-    fn index(&'a self, index: usize) -> Path<'a> {
+    /// Element `index` of this list.
+    pub(crate) fn index(&'a self, index: usize) -> Path<'a> {
         Path::Index(self, index)
     }
 
-    fn render(&self) -> String {
+    /// The path as text, empty for the record itself.
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         self.render_into(&mut out);
         out

@@ -44,6 +44,15 @@ pub(super) const MERGE_STRATEGIES: &[&str] =
     &["merge-on-read", "equality-deletes", "copy-on-write"];
 pub(super) const CHANGELOGS: &[&str] = &["off", "beside", "only"];
 pub(super) const CATALOG_TYPES: &[&str] = &["sqlite", "glue", "rest"];
+pub(super) const ENVELOPES: &[&str] = &[
+    "auto",
+    "none",
+    "sns",
+    "eventbridge",
+    "s3-notification",
+    "cloudwatch-logs",
+];
+pub(super) const REMOVES: &[&str] = &["skip", "keep"];
 
 const WAREHOUSE: &[Key] = &[key("path", Kind::Text), key("uri", Kind::Text)];
 const DEAD_LETTER: &[Key] = &[key("location", Kind::Text)];
@@ -171,6 +180,15 @@ const POSTGRES: &[Key] = &[
         },
     ),
 ];
+/// `[sources."name"]`: how one source's records are opened.
+const SOURCE: &[Key] = &[
+    key("envelope", Kind::Choice(ENVELOPES)),
+    key("registry", Kind::Text),
+    key("registry_username", Kind::Text),
+    key("registry_password", Kind::Text),
+    key("removes", Kind::Choice(REMOVES)),
+    key("metadata", Kind::Bool),
+];
 const TABLE_ONLY: &[Key] = &[
     key("schema", Kind::Text),
     key("partition", Kind::List),
@@ -194,6 +212,8 @@ pub(super) const SECTIONS: &[(&str, &[Key])] = &[
 
 /// The section of per-table overrides.
 pub(super) const TABLES: &str = "tables";
+/// The section of per-source settings.
+pub(super) const SOURCES: &str = "sources";
 
 fn table_keys() -> impl Iterator<Item = &'static Key> + Clone {
     DEFAULTS.iter().chain(TABLE_ONLY)
@@ -240,15 +260,21 @@ pub(super) fn check(root: &mut Table) -> Result<(), ConfigError> {
             for (table_name, section) in as_section(name, value)?.iter_mut() {
                 check_table_section(table_name, section)?;
             }
+        } else if name == SOURCES {
+            for (source, section) in as_section(name, value)?.iter_mut() {
+                let path = join(SOURCES, source);
+                let table = as_section(&path, section)?;
+                check_keys(&path, table, SOURCE.iter())?;
+            }
         } else {
-            let known = SECTIONS.iter().map(|(s, _)| *s).chain([TABLES]);
+            let known = SECTIONS.iter().map(|(s, _)| *s).chain([TABLES, SOURCES]);
             return Err(invalid(
                 join("", name),
                 unknown_message(
                     "section",
                     name,
                     known,
-                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres or tables",
+                    "warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres, tables or sources",
                 ),
             ));
         }

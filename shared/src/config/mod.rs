@@ -365,6 +365,8 @@ pub struct Config {
     pub maintenance: MaintenanceConfig,
     /// `[postgres]`.
     pub postgres: PostgresConfig,
+    /// `[sources."name"]`, by source name (`"*"`: every other source).
+    pub sources: BTreeMap<String, SourceConfig>,
     /// Directory that relative paths are relative to.
     #[serde(skip)]
     base_dir: PathBuf,
@@ -634,6 +636,61 @@ pub struct PostgresConfig {
     /// A run's time budget in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_seconds: Option<u64>,
+}
+
+/// `envelope`: what wraps a source's records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvelopeKind {
+    /// Recognise SNS notifications, EventBridge events, S3 event
+    /// notifications and CloudWatch Logs subscription data by their shape;
+    /// anything else is the record itself.
+    #[default]
+    Auto,
+    /// The payload is the record, whatever it looks like.
+    None,
+    /// An SNS notification (SNS → SQS without raw delivery): the record is `Message`.
+    Sns,
+    /// An EventBridge event (a rule → SQS/Kinesis): the record is `detail`.
+    Eventbridge,
+    /// An S3 event notification (or EventBridge's `Object Created`): the
+    /// records are the lines (or array elements) of each object it names.
+    S3Notification,
+    /// CloudWatch Logs subscription data (gzip): one record per log event.
+    CloudwatchLogs,
+}
+
+/// `removes`: what a DynamoDB `REMOVE` does to an append-only table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Removes {
+    /// Nothing: the table holds items as they were put.
+    #[default]
+    Skip,
+    /// A row with the old image (or the key) and `_event_name = "REMOVE"`.
+    Keep,
+}
+
+/// `[sources."name"]`: how one source's records are opened before routing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceConfig {
+    /// What wraps each record.
+    pub envelope: EnvelopeKind,
+    /// Confluent-compatible schema registry for Confluent-framed Avro records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// Basic-auth user of `registry` (a Confluent Cloud API key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_username: Option<String>,
+    /// Basic-auth password of `registry`, or a Secrets Manager ARN holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_password: Option<Secret>,
+    /// DynamoDB streams into append-only tables: what a `REMOVE` does.
+    pub removes: Removes,
+    /// DynamoDB streams into append-only tables: add `_event_name`,
+    /// `_sequence_number` and `_approximate_creation_time` columns.
+    pub metadata: bool,
 }
 
 /// A secret from the config: kept out of `Debug` output and never serialised back.
@@ -1196,6 +1253,24 @@ impl Config {
         if self.routing.mode != RoutingMode::Fixed || self.routing.table.is_some() {
             Router::new(&self.routing)?;
         }
+        for (name, source) in &self.sources {
+            let at = keys::join(keys::SOURCES, name);
+            if let Some(uri) = &source.registry {
+                check_uri(&keys::join(&at, "registry"), uri)?;
+            }
+            if source.registry_username.is_some() != source.registry_password.is_some() {
+                return Err(ConfigError::key(
+                    keys::join(&at, "registry_password"),
+                    "basic auth needs both registry_username and registry_password",
+                ));
+            }
+            if source.registry.is_none() && source.registry_username.is_some() {
+                return Err(ConfigError::key(
+                    keys::join(&at, "registry_username"),
+                    "only a source with a registry uses it",
+                ));
+            }
+        }
         for (name, table) in &self.tables {
             let at = keys::join(keys::TABLES, name);
             if let Some(schema) = &table.schema {
@@ -1261,6 +1336,16 @@ impl Config {
             Some(uri) => Location::Uri(uri.trim_end_matches('/').to_string()),
             None => self.warehouse_location().join(DEFAULT_CLAIMS),
         }
+    }
+
+    /// The settings of source `name` (a queue, stream, topic or DynamoDB
+    /// table): its `[sources."name"]` section, else `[sources."*"]`, else the defaults.
+    pub fn source(&self, name: &str) -> SourceConfig {
+        self.sources
+            .get(name)
+            .or_else(|| self.sources.get("*"))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The effective settings of table `name`: its section merged over `[defaults]`.

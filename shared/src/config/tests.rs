@@ -484,7 +484,7 @@ fn unknown_keys_are_named_with_their_path() {
     let e = err(&format!("{FIXED}[kafka]\n"));
     assert!(
         e.contains(
-            "expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres or tables"
+            "expected warehouse, dead_letter, routing, defaults, aws, catalog, queue, http, maintenance, postgres, tables or sources"
         ),
         "{e}"
     );
@@ -936,4 +936,34 @@ fn deployment_sections_are_checked_and_overridable() {
             .to_string()
             .contains("FLOE_QUEUE_URL")
     );
+}
+
+#[test]
+fn sources_sections_set_how_each_source_opens() {
+    let c = load(&format!(
+        "{FIXED}[sources.orders]\nenvelope = \"sns\"\nregistry = \"http://registry:8081\"\nregistry_username = \"u\"\nregistry_password = \"p\"\nremoves = \"keep\"\nmetadata = true\n[sources.\"*\"]\nenvelope = \"none\"\n"
+    ))
+    .unwrap();
+    let orders = c.source("orders");
+    assert_eq!(orders.envelope, EnvelopeKind::Sns);
+    assert_eq!(orders.registry.as_deref(), Some("http://registry:8081"));
+    assert_eq!(orders.removes, Removes::Keep);
+    assert!(orders.metadata);
+    // Every other source takes `*`; without it, the defaults.
+    assert_eq!(c.source("clicks").envelope, EnvelopeKind::None);
+    assert_eq!(
+        load(FIXED).unwrap().source("clicks"),
+        SourceConfig::default()
+    );
+    // Bad values name their key.
+    let e = err(&format!("{FIXED}[sources.orders]\nenvelope = \"sqs\"\n"));
+    assert!(e.contains("sources.orders.envelope"), "{e}");
+    let e = err(&format!(
+        "{FIXED}[sources.orders]\nregistery = \"http://r\"\n"
+    ));
+    assert!(e.contains("sources.orders.registery"), "{e}");
+    let e = err(&format!(
+        "{FIXED}[sources.orders]\nregistry = \"http://r\"\nregistry_username = \"u\"\n"
+    ));
+    assert!(e.contains("sources.orders.registry_password"), "{e}");
 }

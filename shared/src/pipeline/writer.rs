@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_select::concat::concat_batches;
 use bytes::Bytes;
-use iceberg::spec::Schema;
+use iceberg::spec::{Schema, StructType};
 use iceberg::{NamespaceIdent, TableIdent};
 use tokio::sync::Mutex;
 use tracing::{debug, info, instrument, warn};
@@ -135,6 +135,20 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
+    /// Adds `other`'s records, files and dead letters to this report (one
+    /// source batch written as several, like the objects an S3
+    /// notification names).
+    pub fn add(&mut self, other: WriteReport) {
+        self.records += other.records;
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.rejected.extend(other.rejected);
+        self.dead_letter_locations
+            .extend(other.dead_letter_locations);
+        self.created.extend(other.created);
+        self.evolved.extend(other.evolved);
+    }
+
     /// The report's metrics (records, bytes, files, dead-lettered records)
     /// for `function`'s EMF line; callers add what names the batch.
     pub fn emf(&self, function: &str) -> Emf {
@@ -187,6 +201,27 @@ pub struct Writer {
 /// A group of records bound for one table.
 struct Group<'a> {
     records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+    /// How DynamoDB stream records among them become their items on an
+    /// append-only table; `None` when the source sends none.
+    items: Option<change::ItemRow>,
+    /// The types a schema registry declares for the records (Avro), which
+    /// a new column takes instead of one inferred from a value.
+    declared: Option<Arc<StructType>>,
+    /// Records of the batch that could not be opened (an envelope, a
+    /// codec or a registry refused them), dead-lettered with the table's
+    /// own rejections, in one file per batch id.
+    rejected: Vec<Rejected>,
+}
+
+impl<'a> Group<'a> {
+    fn new(records: Vec<(Pos<'a>, Cow<'a, [u8]>)>, declared: Option<Arc<StructType>>) -> Self {
+        Self {
+            records,
+            items: None,
+            declared,
+            rejected: Vec::new(),
+        }
+    }
 }
 
 /// Rows shredded against the table as it is after any evolution.
@@ -204,6 +239,8 @@ struct KeyedBatch<'a, 'b> {
     changes: &'b [(Pos<'a>, Change)],
     records: &'b [Cow<'a, [u8]>],
     key_names: &'b [String],
+    /// The types a schema registry declares for the records.
+    declared: Option<&'b Arc<StructType>>,
 }
 
 /// A keyed batch ready to write.
@@ -317,8 +354,19 @@ impl Writer {
 
     /// Runs the step for one batch; success means every record is durable in a
     /// data file or the dead-letter location, and the commit requests are enqueued.
-    #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
     pub async fn write(&self, batch: SourceBatch) -> Result<WriteReport, PipelineError> {
+        self.write_declared(batch, None).await
+    }
+
+    /// [`Self::write`] for records whose types a schema registry declares
+    /// (Avro decoded to JSON): a table created or evolved for them takes
+    /// `declared`'s types for its new columns.
+    #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
+    pub async fn write_declared(
+        &self,
+        batch: SourceBatch,
+        declared: Option<Arc<StructType>>,
+    ) -> Result<WriteReport, PipelineError> {
         let mut report = WriteReport::default();
         let source = SourceInfo::new(batch.source.kind, &batch.source.name);
         let mut groups: BTreeMap<String, (TableIdent, Group<'_>)> = BTreeMap::new();
@@ -328,8 +376,42 @@ impl Writer {
             .clone()
             .or_else(|| self.router.as_ref().and_then(|r| r.fixed().cloned()));
         let mut seen = 0u64;
+        // DynamoDB stream records, straight from the stream or through
+        // Kinesis Data Streams, are items to append-only tables.
+        let items = matches!(
+            batch.source.kind,
+            SourceKind::DynamoDb | SourceKind::Kinesis
+        )
+        .then(|| self.item_row(&batch.source.name));
+        let new_group = || Group {
+            items,
+            ..Group::new(Vec::new(), declared.clone())
+        };
         for (pos, record) in batch.records.iter() {
             seen += 1;
+            // A record its envelope or registry could not open is dead-lettered
+            // with the reason, with the table it would have gone to (it
+            // cannot be routed by a field it does not show).
+            if let Some(bad) = crate::envelope::Undecodable::of(record) {
+                let table = fixed.as_ref().map(display).unwrap_or_default();
+                let raw = bad.record_text();
+                let rejected = self.rejected(
+                    &table,
+                    &batch.batch_id,
+                    &batch,
+                    pos,
+                    &bad.field,
+                    &bad.reason,
+                    raw.as_bytes(),
+                );
+                match &fixed {
+                    Some(t) => group_of(&mut groups, t.clone(), new_group)
+                        .rejected
+                        .push(rejected),
+                    None => unrouted.push(rejected),
+                }
+                continue;
+            }
             let table = match (&fixed, &self.router) {
                 (Some(t), _) => Ok(t.clone()),
                 (None, Some(router)) => router.route(record, &source),
@@ -340,21 +422,9 @@ impl Writer {
                 }
             };
             match table {
-                Ok(t) => {
-                    groups
-                        .entry(display(&t))
-                        .or_insert_with(|| {
-                            (
-                                t,
-                                Group {
-                                    records: Vec::new(),
-                                },
-                            )
-                        })
-                        .1
-                        .records
-                        .push((pos, Cow::Borrowed(record)));
-                }
+                Ok(t) => group_of(&mut groups, t, new_group)
+                    .records
+                    .push((pos, Cow::Borrowed(record))),
                 // A tombstone names only a key: it cannot be routed by a
                 // record field, and goes nowhere rather than to dead letters.
                 Err(_) if change::tombstone_key(record).is_some() => {}
@@ -380,14 +450,7 @@ impl Writer {
         if let Some(t) = &fixed
             && !batch.state.is_empty()
         {
-            groups.entry(display(t)).or_insert_with(|| {
-                (
-                    t.clone(),
-                    Group {
-                        records: Vec::new(),
-                    },
-                )
-            });
+            group_of(&mut groups, t.clone(), new_group);
         }
         if !unrouted.is_empty() {
             let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
@@ -438,18 +501,29 @@ impl Writer {
         ident: &TableIdent,
         batch_id: &str,
         batch: &SourceBatch,
-        group: Group<'a>,
+        mut group: Group<'a>,
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
+        let declared = group.declared.clone();
+        let mut rejected = std::mem::take(&mut group.rejected);
+        if group.records.is_empty() && batch.state.is_empty() {
+            // Only records that could not be opened: nothing to write, and
+            // no table to create from them.
+            return match rejected.is_empty() {
+                true => Ok(()),
+                false => self.dead_letter(ident, batch_id, rejected, report).await,
+            };
+        }
         let Some(first) = self.context(ident, &group, report).await? else {
             // The table is missing and routing may not create it.
             let reason = format!("table {table} does not exist and routing.create is false");
-            let rejected = group
-                .records
-                .iter()
-                .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r))
-                .collect();
+            rejected.extend(
+                group
+                    .records
+                    .iter()
+                    .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r)),
+            );
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
         // A keyed table takes changes: fold them per key. A changelog takes
@@ -461,20 +535,36 @@ impl Writer {
             .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
             .collect();
         let keyed = !key_names.is_empty() && changelog != Changelog::Only;
-        let mut rejected = Vec::new();
         let mut log_rows = Vec::new();
         let mut changes = Vec::new();
         let mut change_records = Vec::new();
         // Tombstones (deletes of a Kafka key) reach keyed tables and
-        // changelogs as deletes; an append table has nothing to delete.
-        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>| -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
-            records
-                .into_iter()
-                .filter(|(_, r)| change::tombstone_key(r).is_none())
-                .collect()
+        // changelogs as deletes; an append table has nothing to delete. It
+        // takes a DynamoDB stream record's item, not the record.
+        let items = group.items;
+        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+                     rejected: &mut Vec<Rejected>|
+         -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
+            let mut rows = Vec::with_capacity(records.len());
+            for (pos, r) in records {
+                if change::tombstone_key(&r).is_some() {
+                    continue;
+                }
+                let Some(opts) = items.filter(|_| change::is_dynamodb_record(&r)) else {
+                    rows.push((pos, r));
+                    continue;
+                };
+                match change::dynamodb_item(&r, opts) {
+                    Ok(Some(item)) => rows.push((pos, Cow::Owned(item))),
+                    Ok(None) => {}
+                    Err(e) => rejected
+                        .push(self.rejected(&table, batch_id, batch, pos, &e.field, &e.reason, &r)),
+                }
+            }
+            rows
         };
         let rows = if !keyed && changelog == Changelog::Off {
-            plain(group.records)
+            plain(group.records, &mut rejected)
         } else {
             for (pos, record) in &group.records {
                 let decoded = match change::tombstone_key(record) {
@@ -499,7 +589,7 @@ impl Writer {
             } else if !keyed {
                 // A changelog beside an append-only table: the table takes
                 // the records as they came.
-                plain(group.records)
+                plain(group.records, &mut rejected)
             } else {
                 Vec::new()
             }
@@ -514,6 +604,7 @@ impl Writer {
                 changes: &changes,
                 records: &change_records,
                 key_names: &key_names,
+                declared: declared.as_ref(),
             };
             let written = self
                 .shred_keyed(ident, batch_id, batch, keyed, &mut rejected, report)
@@ -525,7 +616,9 @@ impl Writer {
                 .collect();
             (written.ctx, written.data, ids, Some(written.keys))
         } else {
-            let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+            let shredded = self
+                .shred_evolving(ident, batch_id, &rows, declared.as_ref(), report)
+                .await?;
             for (i, field, reason) in &shredded.failed {
                 let (pos, record) = &rows[*i];
                 rejected.push(self.rejected(&table, batch_id, batch, *pos, field, reason, record));
@@ -648,12 +741,11 @@ impl Writer {
         ident: &TableIdent,
         batch_id: &str,
         rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+        declared: Option<&Arc<StructType>>,
         report: &mut WriteReport,
     ) -> Result<Shredded, PipelineError> {
         let table = display(ident);
-        let group = Group {
-            records: rows.to_vec(),
-        };
+        let group = Group::new(rows.to_vec(), declared.cloned());
         let mut evolutions = 0;
         loop {
             let Some(ctx) = self.context(ident, &group, report).await? else {
@@ -706,7 +798,10 @@ impl Writer {
                 .filter_map(|i| rows.get(*i))
                 .filter_map(|(_, r)| serde_json::from_slice(r).ok())
                 .collect();
-            let opts = infer_options(settings);
+            let opts = InferOptions {
+                declared: declared.cloned(),
+                ..infer_options(settings)
+            };
             let meta = &ctx.loaded.metadata;
             let Some(evolution) =
                 evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
@@ -751,6 +846,7 @@ impl Writer {
             changes,
             records,
             key_names,
+            declared,
         } = keyed;
         let reject = |i: usize, field: &str, reason: &str| {
             self.rejected(
@@ -775,13 +871,7 @@ impl Writer {
             }
         }
         let first = self
-            .context(
-                ident,
-                &Group {
-                    records: Vec::new(),
-                },
-                report,
-            )
+            .context(ident, &Group::new(Vec::new(), None), report)
             .await?
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: table.clone(),
@@ -817,7 +907,9 @@ impl Writer {
             (rows, owners)
         };
         let (rows, owners) = upserts(&chosen, None);
-        let shredded = self.shred_evolving(ident, batch_id, &rows, report).await?;
+        let shredded = self
+            .shred_evolving(ident, batch_id, &rows, declared, report)
+            .await?;
         let mut parts = vec![shredded.data];
         let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
         let mut failed: Vec<(usize, String, String)> = shredded
@@ -1036,7 +1128,7 @@ impl Writer {
             }
         }
         let log_batch = sub_batch_id(batch_id, &name);
-        Box::pin(self.write_table(&log, &log_batch, batch, Group { records: rows }, report)).await
+        Box::pin(self.write_table(&log, &log_batch, batch, Group::new(rows, None), report)).await
     }
 
     async fn context(
@@ -1105,7 +1197,13 @@ impl Writer {
                     .iter()
                     .filter_map(|(pos, r)| {
                         if !changes {
-                            return serde_json::from_slice(r).ok();
+                            return match group.items.filter(|_| change::is_dynamodb_record(r)) {
+                                Some(opts) => {
+                                    serde_json::from_slice(&change::dynamodb_item(r, opts).ok()??)
+                                        .ok()
+                                }
+                                None => serde_json::from_slice(r).ok(),
+                            };
                         }
                         let c = change::decode(r, ChangeFormat::Auto).ok()?;
                         let row = match settings.changelog {
@@ -1116,7 +1214,11 @@ impl Writer {
                     })
                     .take(INFER_SAMPLE)
                     .collect();
-                evolve::infer_schema(&sample, &infer_options(settings)).ok_or_else(|| {
+                let opts = InferOptions {
+                    declared: group.declared.clone(),
+                    ..infer_options(settings)
+                };
+                evolve::infer_schema(&sample, &opts).ok_or_else(|| {
                     def_err(
                         "cannot infer a schema: no record in the batch has a non-null field".into(),
                     )
@@ -1135,6 +1237,15 @@ impl Writer {
                 Ok(self.parts.catalog.load_table(ident).await?)
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// How source `name`'s DynamoDB stream records become append-only rows.
+    fn item_row(&self, name: &str) -> change::ItemRow {
+        let source = self.parts.config.source(name);
+        change::ItemRow {
+            keep_removes: source.removes == crate::config::Removes::Keep,
+            metadata: source.metadata,
         }
     }
 
@@ -1190,6 +1301,15 @@ impl Writer {
     }
 }
 
+/// The group of table `t` in `groups`, made by `new` on its first record.
+fn group_of<'g, 'a>(
+    groups: &'g mut BTreeMap<String, (TableIdent, Group<'a>)>,
+    t: TableIdent,
+    new: impl FnOnce() -> Group<'a>,
+) -> &'g mut Group<'a> {
+    &mut groups.entry(display(&t)).or_insert_with(|| (t, new())).1
+}
+
 fn shred_options(t: &ResolvedTable) -> ShredOptions {
     ShredOptions {
         case_insensitive: t.case_insensitive,
@@ -1208,6 +1328,7 @@ fn infer_options(t: &ResolvedTable) -> InferOptions {
         timestamps: t.infer_timestamps,
         case_insensitive: t.case_insensitive,
         widen: t.widen_types,
+        declared: None,
     }
 }
 

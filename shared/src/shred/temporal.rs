@@ -47,6 +47,28 @@ pub fn format_utc_millis(ms: i64) -> String {
     )
 }
 
+/// Microseconds since the epoch as RFC 3339 UTC text (`2026-11-30T13:59:02.123456Z`).
+pub fn format_utc_micros(us: i64) -> String {
+    let secs = us.div_euclid(1_000_000);
+    format!(
+        "{}.{:06}Z",
+        format_date(secs.div_euclid(SECS_PER_DAY))
+            + &format_time_of_day(secs.rem_euclid(SECS_PER_DAY)),
+        us.rem_euclid(1_000_000)
+    )
+}
+
+/// Days since 1970-01-01 as an ISO date (`2026-11-30`).
+pub fn format_date(days: i64) -> String {
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// `THH:MM:SS` of a second of the day.
+fn format_time_of_day(sod: i64) -> String {
+    format!("T{:02}:{:02}:{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
+}
+
 fn is_leap(year: i64) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }

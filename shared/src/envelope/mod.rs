@@ -1,0 +1,389 @@
+//! Payloads opened to the records inside, before routing: compressed
+//! records (gzip, zstd), AWS envelopes (SNS notifications, EventBridge
+//! events, S3 event notifications, CloudWatch Logs subscription data) and
+//! schema-registry Avro, each configured per source (`[sources."name"]`) or
+//! recognised by its shape.
+//!
+//! Positions stay exact: a payload that holds several records becomes
+//! records named `<id>#<n>` on an unordered source (SQS message ids, so a
+//! redelivered message names the same records), or sharing the payload's
+//! position on an ordered one (a Kinesis sequence number, a Kafka offset:
+//! its records commit together or not at all). An object an S3 notification
+//! names is a source of its own, `s3://bucket/key@version-or-etag`, whose
+//! records are its lines.
+
+pub mod avro;
+pub mod compress;
+pub mod object;
+#[cfg(feature = "aws")]
+pub mod s3;
+mod unwrap;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use iceberg::spec::StructType;
+use serde::{Deserialize, Serialize};
+
+pub use crate::config::EnvelopeKind;
+use crate::config::{Config, SourceConfig};
+use crate::pipeline::{Records, SourceBatch};
+use crate::source::{Positions, batch_id};
+pub use object::ObjectRef;
+
+/// What one payload holds once opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Opened {
+    /// Records, in order (none for an S3 test event or a CloudWatch Logs
+    /// control message).
+    Records(Vec<Bytes>),
+    /// Objects whose contents are the records.
+    Objects(Vec<ObjectRef>),
+}
+
+/// Why a payload cannot be opened: the field at fault and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{reason}", if field.is_empty() { String::new() } else { format!("`{field}`: ") })]
+pub struct OpenError {
+    /// The envelope field at fault; empty for the whole payload.
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl OpenError {
+    pub(crate) fn new(field: &str, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Opens one payload as `kind` says: decompressed by magic bytes, then
+/// unwrapped (an SNS notification first, whatever is inside it).
+pub fn open(payload: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError> {
+    let bytes = compress::decompress(payload).map_err(|e| OpenError::new("", e.to_string()))?;
+    if kind == EnvelopeKind::None {
+        return Ok(Opened::Records(vec![Bytes::copy_from_slice(&bytes)]));
+    }
+    unwrap::open(&bytes, kind)
+}
+
+/// A record that could not be opened, carried to the writer step as a
+/// marker record so it is dead-lettered there with its position and reason
+/// (and claimed by the ledger like any other record of the batch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Undecodable {
+    /// The field at fault.
+    pub field: String,
+    /// Why, and what to do.
+    pub reason: String,
+    /// The payload as it came, base64.
+    pub record: String,
+}
+
+/// The marker record's only field.
+const UNDECODABLE: &str = "__floe_undecodable";
+
+impl Undecodable {
+    /// The marker record for `payload`, rejected for `error`.
+    pub fn record(payload: &[u8], error: &OpenError) -> Bytes {
+        let marker = serde_json::json!({ UNDECODABLE: Undecodable {
+            field: error.field.clone(),
+            reason: error.reason.clone(),
+            record: BASE64.encode(payload),
+        }});
+        Bytes::from(marker.to_string())
+    }
+
+    /// The rejection a marker record carries; `None` for any other record.
+    pub fn of(record: &[u8]) -> Option<Undecodable> {
+        if !record.starts_with(b"{\"__floe_undecodable\":") {
+            return None;
+        }
+        let mut v: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(record).ok()?;
+        serde_json::from_value(v.remove(UNDECODABLE)?).ok()
+    }
+
+    /// The payload as dead-letter text: itself when it is UTF-8, else
+    /// `base64:` and its base64.
+    pub fn record_text(&self) -> String {
+        match BASE64.decode(&self.record) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => format!("base64:{}", self.record),
+            },
+            Err(_) => self.record.clone(),
+        }
+    }
+}
+
+/// A source batch opened: its records unwrapped, and the objects its
+/// notifications name (each read as a source batch of its own).
+#[derive(Debug)]
+pub struct OpenedBatch {
+    /// The batch with its records opened and renamed.
+    pub batch: SourceBatch,
+    /// Objects to read, each with the position of the record naming it.
+    pub objects: Vec<(String, ObjectRef)>,
+    /// The Iceberg types the batch's Avro schemas declare (every version
+    /// seen, merged), for a table created or evolved from these records.
+    pub declared: Option<Arc<StructType>>,
+}
+
+/// A failure that says nothing about the records: a registry that did not
+/// answer. The batch fails and the source delivers it again.
+#[derive(Debug, thiserror::Error)]
+#[error("source {source_name}: {message}")]
+pub struct TransientError {
+    /// The source.
+    pub source_name: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// Opens source batches by their sources' settings.
+pub struct Opener {
+    config: Arc<Config>,
+    schemas: avro::Schemas,
+}
+
+impl Opener {
+    /// An opener for `config`'s `[sources]`, decoding Avro with `schemas`.
+    pub fn new(config: Arc<Config>, schemas: avro::Schemas) -> Self {
+        Self { config, schemas }
+    }
+
+    /// The settings of source `name`.
+    pub fn settings(&self, name: &str) -> SourceConfig {
+        self.config.source(name)
+    }
+
+    /// Opens every record of `batch` (which must hold separate records, as
+    /// Lambda events give them; NDJSON passes unopened). Records that
+    /// cannot be opened become [`Undecodable`] markers at their position.
+    pub async fn open(&self, batch: SourceBatch) -> Result<OpenedBatch, TransientError> {
+        let SourceBatch {
+            source,
+            table,
+            batch_id: _,
+            mut spans,
+            records,
+            state,
+            oldest_ms,
+        } = batch;
+        let items = match records {
+            Records::Items(items) => items,
+            ndjson @ Records::Ndjson(_) => {
+                let batch_id = batch_id(&spans, None);
+                return Ok(OpenedBatch {
+                    batch: SourceBatch {
+                        source,
+                        table,
+                        batch_id,
+                        spans,
+                        records: ndjson,
+                        state,
+                        oldest_ms,
+                    },
+                    objects: Vec::new(),
+                    declared: None,
+                });
+            }
+        };
+        let settings = self.settings(&source.name);
+        // Unordered spans name each record: several records of one payload
+        // need ids of their own.
+        let unordered = matches!(
+            spans.first().map(|s| &s.positions),
+            Some(Positions::Ids { .. })
+        );
+        let mut out: Vec<(String, Bytes)> = Vec::with_capacity(items.len());
+        let mut objects = Vec::new();
+        let mut declared: Option<Arc<StructType>> = None;
+        for (pos, payload) in items {
+            let opened = match open(&payload, settings.envelope) {
+                Ok(o) => o,
+                Err(e) => {
+                    out.push((pos, Undecodable::record(&payload, &e)));
+                    continue;
+                }
+            };
+            let records = match opened {
+                Opened::Objects(found) => {
+                    objects.extend(found.into_iter().map(|o| (pos.clone(), o)));
+                    continue;
+                }
+                Opened::Records(records) => records,
+            };
+            let several = records.len() > 1;
+            for (n, record) in records.into_iter().enumerate() {
+                let record = match self.schemas.decode(&record, &settings).await {
+                    Ok(Some(decoded)) => {
+                        declared = Some(match declared.take() {
+                            Some(seen) => merge_declared(&seen, &decoded.declared),
+                            None => decoded.declared,
+                        });
+                        decoded.json
+                    }
+                    Ok(None) => record,
+                    Err(avro::AvroError::Record(e)) => Undecodable::record(&record, &e),
+                    Err(avro::AvroError::Transient(message)) => {
+                        return Err(TransientError {
+                            source_name: source.name.clone(),
+                            message,
+                        });
+                    }
+                };
+                let at = if several && unordered {
+                    format!("{pos}#{}", n + 1)
+                } else {
+                    pos.clone()
+                };
+                out.push((at, record));
+            }
+        }
+        if unordered && let Some(span) = spans.first_mut() {
+            span.positions = Positions::Ids {
+                ids: out.iter().map(|(id, _)| id.clone()).collect(),
+            };
+        }
+        let batch_id = batch_id(&spans, None);
+        Ok(OpenedBatch {
+            batch: SourceBatch {
+                source,
+                table,
+                batch_id,
+                spans,
+                records: Records::Items(out),
+                state,
+                oldest_ms,
+            },
+            objects,
+            declared,
+        })
+    }
+}
+
+/// The fields of both structs: `a`'s in its order, then those only `b` has
+/// (a batch may hold records of two versions of one schema; a field a later
+/// version added takes its declared type, one it dropped keeps its own).
+fn merge_declared(a: &Arc<StructType>, b: &Arc<StructType>) -> Arc<StructType> {
+    if Arc::ptr_eq(a, b) {
+        return a.clone();
+    }
+    let mut fields = a.fields().to_vec();
+    for f in b.fields() {
+        if a.field_by_name(&f.name).is_none() {
+            fields.push(f.clone());
+        }
+    }
+    Arc::new(StructType::new(fields))
+}
+
+/// `text` borrowed when it needs no unescaping.
+pub(crate) fn cow_bytes(text: Cow<'_, str>) -> Bytes {
+    match text {
+        Cow::Borrowed(s) => Bytes::copy_from_slice(s.as_bytes()),
+        Cow::Owned(s) => Bytes::from(s.into_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::SourceKind;
+    use crate::source::SourceSpan;
+    use std::io::Write as _;
+
+    fn batch(kind: SourceKind, positions: Positions, items: Vec<(&str, Vec<u8>)>) -> SourceBatch {
+        let spans = vec![SourceSpan {
+            source: "q".into(),
+            positions,
+            stream: false,
+        }];
+        SourceBatch {
+            source: crate::pipeline::Source {
+                kind,
+                name: "q".into(),
+            },
+            table: None,
+            batch_id: batch_id(&spans, None),
+            spans,
+            records: Records::Items(
+                items
+                    .into_iter()
+                    .map(|(p, r)| (p.to_string(), Bytes::from(r)))
+                    .collect(),
+            ),
+            state: Default::default(),
+            oldest_ms: None,
+        }
+    }
+
+    fn logs(events: usize) -> Vec<u8> {
+        let events: Vec<serde_json::Value> = (0..events)
+            .map(|i| serde_json::json!({"id": i.to_string(), "timestamp": 1, "message": "m"}))
+            .collect();
+        let data = serde_json::json!({"messageType": "DATA_MESSAGE", "logGroup": "g",
+            "logStream": "s", "owner": "1", "logEvents": events});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data.to_string().as_bytes()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn positions(b: &SourceBatch) -> Vec<String> {
+        b.records.iter().map(|(p, _)| p.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn several_records_of_one_payload_keep_exact_positions() {
+        let opener = Opener::new(Arc::new(Config::default()), avro::Schemas::default());
+        // SQS: each record of a payload gets an id of its own, and the
+        // batch's span (and so its id) names them, the same on every delivery.
+        let ids = |v: &[&str]| Positions::Ids {
+            ids: v.iter().map(|s| s.to_string()).collect(),
+        };
+        let sqs = || {
+            batch(
+                SourceKind::Sqs,
+                ids(&["m-1", "m-2", "m-3"]),
+                vec![
+                    ("m-1", logs(2)),
+                    ("m-2", br#"{"a":1}"#.to_vec()),
+                    ("m-3", vec![0x1f, 0x8b, 0, 1]),
+                ],
+            )
+        };
+        let opened = opener.open(sqs()).await.unwrap();
+        let b = &opened.batch;
+        assert_eq!(positions(b), ["m-1#1", "m-1#2", "m-2", "m-3"]);
+        assert_eq!(b.spans[0].positions, ids(&["m-1#1", "m-1#2", "m-2", "m-3"]));
+        assert_eq!(b.batch_id, opener.open(sqs()).await.unwrap().batch.batch_id);
+        // The broken gzip stays at its position, marked with why.
+        let Records::Items(items) = &b.records else {
+            panic!()
+        };
+        let bad = Undecodable::of(&items[3].1).unwrap();
+        assert!(bad.reason.contains("gzip"), "{bad:?}");
+        assert!(Undecodable::of(&items[2].1).is_none());
+        // Kinesis: the payload's records share its sequence number.
+        let range = Positions::Range {
+            first: 7u64.into(),
+            last: 8u64.into(),
+        };
+        let kinesis = batch(
+            SourceKind::Kinesis,
+            range.clone(),
+            vec![("7", logs(3)), ("8", br#"{"a":2}"#.to_vec())],
+        );
+        let opened = opener.open(kinesis).await.unwrap();
+        assert_eq!(positions(&opened.batch), ["7", "7", "7", "8"]);
+        assert_eq!(opened.batch.spans[0].positions, range);
+    }
+}

@@ -1,0 +1,232 @@
+//! Reading the objects S3 notifications name, piece by piece: the body is
+//! streamed, decompressed as it comes (gzip or zstd by magic bytes) and cut
+//! into source batches of whole records, so an object of any size is never
+//! held whole and each batch is a run of its lines.
+
+use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::primitives::ByteStream;
+
+use super::compress::Inflater;
+use super::object::{ObjectRef, Splitter};
+use super::{OpenError, Undecodable};
+use crate::ndjson::Chunk;
+use crate::pipeline::{Records, Source, SourceBatch};
+use crate::source::{Position, Positions, SourceSpan, batch_id};
+
+/// Decompressed bytes per source batch of an object, about: a writer holds
+/// one batch, and Lambda's memory is the limit.
+pub const BATCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// An object that cannot be read now; the batch fails and comes again.
+#[derive(Debug, thiserror::Error)]
+#[error("object {object}: {message}")]
+pub struct ObjectError {
+    /// The object's source name.
+    pub object: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// The records of one object, batch by batch.
+pub struct ObjectBatches {
+    object: ObjectRef,
+    source: Source,
+    oldest_ms: Option<i64>,
+    body: ByteStream,
+    inflater: Option<Inflater>,
+    splitter: Splitter,
+    batch_bytes: usize,
+    done: bool,
+}
+
+impl ObjectBatches {
+    /// Starts reading `object`, the exact version the notification names
+    /// (its version id, else its ETag); `None` when that version is gone
+    /// (deleted, or overwritten: the new content has a notification of its own).
+    pub async fn open(
+        s3: &aws_sdk_s3::Client,
+        object: ObjectRef,
+        source: Source,
+        oldest_ms: Option<i64>,
+    ) -> Result<Option<Self>, ObjectError> {
+        let name = object.source();
+        let mut get = s3.get_object().bucket(&object.bucket).key(&object.key);
+        get = match (&object.version, &object.etag) {
+            (Some(v), _) => get.version_id(v),
+            (None, Some(etag)) => get.if_match(format!("\"{etag}\"")),
+            (None, None) => get,
+        };
+        let out = match get.send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                if matches!(status, Some(404 | 412)) {
+                    tracing::warn!(object = %name, status, "the notified object version is gone; nothing to read");
+                    return Ok(None);
+                }
+                return Err(ObjectError {
+                    object: name,
+                    message: format!("GetObject: {}", DisplayErrorContext(&e)),
+                });
+            }
+        };
+        // The object's records cannot have been committed before it was
+        // written: its LastModified bounds how far back the ledger looks, not
+        // the notification's arrival (S3 may send a duplicate notification
+        // long after the first, and the first's commit must still be found).
+        let modified = out.last_modified().and_then(|t| t.to_millis().ok());
+        let oldest_ms = match (modified, oldest_ms) {
+            (Some(m), Some(o)) => Some(m.min(o)),
+            (m, o) => m.or(o),
+        };
+        Ok(Some(Self {
+            object,
+            source,
+            oldest_ms,
+            body: out.body,
+            inflater: None,
+            splitter: Splitter::new(),
+            batch_bytes: BATCH_BYTES,
+            done: false,
+        }))
+    }
+
+    /// Batches of about `bytes` decompressed bytes instead of [`BATCH_BYTES`].
+    pub fn with_batch_bytes(mut self, bytes: usize) -> Self {
+        self.batch_bytes = bytes.max(1);
+        self
+    }
+
+    /// The next batch of the object's records; `None` after the last.
+    /// A body that does not decompress or parse ends the object with one
+    /// dead-lettered record naming where it broke.
+    pub async fn next_batch(&mut self) -> Result<Option<SourceBatch>, ObjectError> {
+        let mut text = Vec::new();
+        let mut first = None;
+        let mut lines = 0u64;
+        let mut take = |chunk: Chunk, text: &mut Vec<u8>| {
+            first.get_or_insert(chunk.first_line);
+            lines += chunk.lines;
+            text.extend_from_slice(&chunk.text);
+        };
+        let mut out = Vec::new();
+        while !self.done && text.len() < self.batch_bytes {
+            let piece = match self.body.next().await {
+                Some(Ok(piece)) => Some(piece),
+                Some(Err(e)) => {
+                    return Err(ObjectError {
+                        object: self.object.source(),
+                        message: format!("reading the body: {e}"),
+                    });
+                }
+                None => None,
+            };
+            out.clear();
+            let step = match &piece {
+                Some(piece) => {
+                    let inflater = match &mut self.inflater {
+                        Some(i) => i,
+                        None => self.inflater.insert(
+                            Inflater::for_head(piece).map_err(|e| self.fail(e.to_string()))?,
+                        ),
+                    };
+                    inflater
+                        .push(piece, &mut out)
+                        .map_err(|e| format!("it does not decompress: {e}"))
+                        .and_then(|()| self.splitter.push(&out).map_err(|e| e.to_string()))
+                }
+                None => {
+                    self.done = true;
+                    let flushed = match &mut self.inflater {
+                        Some(i) => i
+                            .finish(&mut out)
+                            .map_err(|e| format!("it does not decompress to its end: {e}")),
+                        None => Ok(()),
+                    };
+                    flushed.and_then(|()| {
+                        let mut last = self.splitter.push(&out).map_err(|e| e.to_string())?;
+                        if let Some(tail) = self.splitter.finish().map_err(|e| e.to_string())? {
+                            last = Some(match last {
+                                Some(mut c) => {
+                                    let mut t = c.text.to_vec();
+                                    t.extend_from_slice(&tail.text);
+                                    c.text = t.into();
+                                    c.lines += tail.lines;
+                                    c
+                                }
+                                None => tail,
+                            });
+                        }
+                        Ok(last)
+                    })
+                }
+            };
+            match step {
+                Ok(Some(chunk)) => take(chunk, &mut text),
+                Ok(None) => {}
+                Err(reason) => {
+                    // The records before stay; the break itself is dead-lettered
+                    // as the record after them, and nothing after it is read.
+                    self.done = true;
+                    let at = self.splitter.next_position();
+                    let marker = Undecodable::record(
+                        self.object.source().as_bytes(),
+                        &OpenError::new(
+                            "",
+                            format!(
+                                "object {} breaks after record {}: {reason}; fix and upload it again",
+                                self.object.source(),
+                                at - 1
+                            ),
+                        ),
+                    );
+                    take(
+                        Chunk {
+                            text: {
+                                let mut t = marker.to_vec();
+                                t.push(b'\n');
+                                t.into()
+                            },
+                            first_line: at,
+                            lines: 1,
+                        },
+                        &mut text,
+                    );
+                }
+            }
+        }
+        let Some(first_line) = first else {
+            return Ok(None);
+        };
+        let chunk = Chunk {
+            text: text.into(),
+            first_line,
+            lines,
+        };
+        let spans = vec![SourceSpan {
+            source: self.object.source(),
+            positions: Positions::Range {
+                first: Position::from(first_line),
+                last: Position::from(chunk.last_line()),
+            },
+            // Line numbers of one object version: not a stream's positions.
+            stream: false,
+        }];
+        Ok(Some(SourceBatch {
+            source: self.source.clone(),
+            table: None,
+            batch_id: batch_id(&spans, None),
+            spans,
+            records: Records::Ndjson(chunk),
+            state: Default::default(),
+            oldest_ms: self.oldest_ms,
+        }))
+    }
+
+    fn fail(&self, message: String) -> ObjectError {
+        ObjectError {
+            object: self.object.source(),
+            message,
+        }
+    }
+}
