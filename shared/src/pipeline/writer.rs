@@ -466,10 +466,10 @@ impl Writer {
             };
             // What only a fix can cure would fail every redelivery: see
             // `dead_letter_unwritable`.
-            let records = if self.dead_letter_unwritable {
-                group.records.clone()
+            let (records, unopened) = if self.dead_letter_unwritable {
+                (group.records.clone(), group.rejected.clone())
             } else {
-                Vec::new()
+                Default::default()
             };
             match self
                 .write_table(&ident, &batch_id, &batch, group, &mut report)
@@ -481,11 +481,13 @@ impl Writer {
                     warn!(table = %name, %batch_id, error = %e, "no retry can write this batch to its table; dead-lettering its records");
                     Counters::add(&self.parts.counters.batches_dead_lettered, 1);
                     let reason = e.to_string();
-                    let rejected = records
-                        .iter()
-                        .map(|(pos, r)| {
+                    // In the batch's one dead-letter file, beside the records
+                    // that could not be opened, which keep their own reasons.
+                    let rejected = unopened
+                        .into_iter()
+                        .chain(records.iter().map(|(pos, r)| {
                             self.rejected(&name, &batch_id, &batch, *pos, "", &reason, r)
-                        })
+                        }))
                         .collect();
                     self.dead_letter(&ident, &batch_id, rejected, &mut report)
                         .await?;
