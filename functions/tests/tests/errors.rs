@@ -8,6 +8,7 @@
 
 #[path = "../../../shared/tests/common/mod.rs"]
 mod common;
+mod moto;
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
 use floe_core::request::CommitRequest;
 use floe_writer::WriterFunction;
+use moto::failures;
 use serde_json::{Value, json};
 
 async fn deployment(dir: &Path) -> Deployment {
@@ -64,15 +66,6 @@ fn sqs_event(tag: &str, records: &[Value]) -> Value {
         })
         .collect();
     json!({ "Records": messages })
-}
-
-fn failures(answer: &Value) -> Vec<String> {
-    answer["batchItemFailures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["itemIdentifier"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// An SQS event of these deliveries, as Lambda hands the committer them.

@@ -8,6 +8,7 @@
 
 #[path = "../../../shared/tests/common/mod.rs"]
 mod common;
+mod moto;
 #[path = "../../../shared/tests/common/services.rs"]
 mod services;
 
@@ -24,23 +25,11 @@ use floe_core::ident::{display, parse_table};
 use floe_core::queue::shard_of;
 use floe_core::request::CommitRequest;
 use floe_writer::WriterFunction;
+use moto::{failures, unique};
 use serde_json::{Value, json};
 
 const TABLES: u64 = 8;
 const RECORDS: u64 = 40;
-
-fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
-
-fn failures(answer: &Value) -> Vec<String> {
-    answer["batchItemFailures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["itemIdentifier"].as_str().unwrap().to_string())
-        .collect()
-}
 
 /// The deployment's config; `own` is the shard a committer reads.
 fn config(bucket: &str, ns: &str, urls: &[String], own: Option<&str>) -> Config {
