@@ -160,6 +160,12 @@ fn emit(report: &CommitReport, latency_ms: f64) {
                     .metric("records", Unit::Count, o.records as f64)
                     .metric("files", Unit::Count, o.data_files as f64)
                     .metric("duplicates", Unit::Count, o.duplicates.len() as f64)
+                    // Refused by the trust checks, or no retry could commit them.
+                    .metric(
+                        "dead_lettered_requests",
+                        Unit::Count,
+                        o.refused.len() as f64,
+                    )
                     .metric(
                         "catalog_retries",
                         Unit::Count,
