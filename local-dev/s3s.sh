@@ -40,10 +40,11 @@ if ! answers; then
   mkdir -p "$state.data"
   echo "starting s3s-fs on $endpoint over $state.data (log: $state.log)" >&2
   # setsid: the server outlives this script and the test that ran it; it
-  # must not inherit the lock.
-  setsid "$bin" --host 127.0.0.1 --port "$port" \
+  # must not inherit the lock, nor the caller's directory (a checkout that
+  # may be removed while the server runs, which then fails every request).
+  (cd "$state.data" && exec setsid "$bin" --host 127.0.0.1 --port "$port" \
     --access-key testing --secret-key testing "$state.data" \
-    >"$state.log" 2>&1 </dev/null 9>&- &
+    >"$state.log" 2>&1 </dev/null 9>&-) &
   pid=$!
   echo "$pid" > "$state.pid"
   for _ in $(seq 1 100); do
