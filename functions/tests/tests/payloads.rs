@@ -602,19 +602,27 @@ fn assert_orders(rows: &[Value]) {
 async fn avro_framed_for_the_glue_schema_registry_lands_and_evolves_the_table() {
     let env = Env::new("").await;
     let glue = &env.clients.glue;
-    let registry = unique("floe-registry");
-    glue.create_registry()
-        .registry_name(&registry)
-        .send()
-        .await
-        .unwrap();
+    // One registry for every run: moto allows ten per account, and its
+    // server outlives a test run on a developer's machine.
+    let registry = "floe-tests";
+    let schema = unique("orders");
+    let id = aws_sdk_glue::types::RegistryId::builder()
+        .registry_name(registry)
+        .build();
+    if glue.get_registry().registry_id(id).send().await.is_err() {
+        glue.create_registry()
+            .registry_name(registry)
+            .send()
+            .await
+            .unwrap();
+    }
     let registry_id = aws_sdk_glue::types::RegistryId::builder()
-        .registry_name(&registry)
+        .registry_name(registry)
         .build();
     let created = glue
         .create_schema()
         .registry_id(registry_id.clone())
-        .schema_name("orders")
+        .schema_name(&schema)
         .data_format(aws_sdk_glue::types::DataFormat::Avro)
         .compatibility(aws_sdk_glue::types::Compatibility::Backward)
         .schema_definition(ORDER_V1)
@@ -652,8 +660,8 @@ async fn avro_framed_for_the_glue_schema_registry_lands_and_evolves_the_table() 
         .register_schema_version()
         .schema_id(
             aws_sdk_glue::types::SchemaId::builder()
-                .registry_name(&registry)
-                .schema_name("orders")
+                .registry_name(registry)
+                .schema_name(&schema)
                 .build(),
         )
         .schema_definition(order_v2())
