@@ -233,7 +233,8 @@ pub async fn maintain(
 /// Compacts one table's small files and deletes (step 1 of [`maintain`]
 /// alone, no expiry or orphan cleanup): what a source runs when it has just
 /// left many small files, such as a Postgres table's initial copy (one file
-/// per chunk).
+/// per chunk). The report has the compaction's counts; `before` and `after`
+/// are not read (each would read every manifest, in the source's loop).
 #[instrument(skip_all, fields(table = %display(ident)))]
 pub async fn compact_table(
     catalog: &CatalogRef,
@@ -245,12 +246,9 @@ pub async fn compact_table(
         ..Default::default()
     };
     let loaded = catalog.load_table(ident).await?;
-    report.before = stats(catalog, &loaded).await?;
     let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
     engine.adopt_ledger(ident).await?;
     compact_steps(&engine, catalog, ident, loaded, deadline, &mut report).await?;
-    let loaded = catalog.load_table(ident).await?;
-    report.after = stats(catalog, &loaded).await?;
     Ok(report)
 }
 

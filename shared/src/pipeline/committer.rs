@@ -282,22 +282,45 @@ impl Committer {
         error: PipelineError,
     ) -> Result<CommitOutcome, PipelineError> {
         let reason = error.to_string();
-        error!(%table, %reason, requests = ids.len(), "no retry can commit these requests; dead-lettering them");
-        for (id, body) in ids.iter().zip(bodies) {
+        error!(%table, %reason, requests = ids.len(), "no retry can commit these requests");
+        let refused: Vec<(String, String)> =
+            ids.iter().map(|id| (id.clone(), reason.clone())).collect();
+        self.dead_letter_refused(table, &refused, ids, bodies)
+            .await?;
+        Ok(CommitOutcome {
+            refused,
+            ..Default::default()
+        })
+    }
+
+    /// Stores each refused request (batch id, reason) with its message body
+    /// (found by its position in `ids`) in the dead-letter location.
+    async fn dead_letter_refused(
+        &self,
+        table: &str,
+        refused: &[(String, String)],
+        ids: &[String],
+        bodies: &[bytes::Bytes],
+    ) -> Result<(), PipelineError> {
+        for (batch_id, reason) in refused {
+            error!(%table, %batch_id, %reason, "refused commit request; dead-lettering it");
+            let body = ids
+                .iter()
+                .position(|id| id == batch_id)
+                .and_then(|i| bodies.get(i))
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
             self.dead_letters
                 .put_request(&RefusedRequest {
                     table: table.to_string(),
-                    id: id.clone(),
+                    id: batch_id.clone(),
                     reason: reason.clone(),
-                    body: String::from_utf8_lossy(body).into_owned(),
+                    body,
                 })
                 .await?;
         }
-        Counters::add(&self.counters.requests_dead_lettered, ids.len() as u64);
-        Ok(CommitOutcome {
-            refused: ids.iter().map(|id| (id.clone(), reason.clone())).collect(),
-            ..Default::default()
-        })
+        Counters::add(&self.counters.requests_dead_lettered, refused.len() as u64);
+        Ok(())
     }
 
     async fn commit_table(
@@ -316,25 +339,9 @@ impl Committer {
         };
         // Refused requests are acknowledged with the rest of the table's
         // messages, so they must be in the dead-letter location first.
-        for (batch_id, reason) in &outcome.refused {
-            error!(%table, %batch_id, %reason, "refused commit request; dead-lettering it");
-            let body = ids
-                .iter()
-                .position(|id| id == batch_id)
-                .and_then(|i| bodies.get(i))
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default();
-            self.dead_letters
-                .put_request(&RefusedRequest {
-                    table: table.to_string(),
-                    id: batch_id.clone(),
-                    reason: reason.clone(),
-                    body,
-                })
-                .await?;
-        }
+        self.dead_letter_refused(table, &outcome.refused, &ids, bodies)
+            .await?;
         let c = &self.counters;
-        Counters::add(&c.requests_dead_lettered, outcome.refused.len() as u64);
         Counters::add(&c.rows_dropped, outcome.rows_dropped);
         if !outcome.snapshot_ids.is_empty() {
             Counters::add(&c.commits, 1);
