@@ -29,7 +29,9 @@ GROUP = re.compile(r"\b(crate|super)::((?:\w+::)*)\{([^}]*)\}")
 def body(text: str) -> str:
     # Unit tests may use anything of the crate.
     cut = re.search(r"#\[cfg\(test\)\]\s*mod tests\s*\{", text)
-    return text[: cut.start()] if cut else text
+    text = text[: cut.start()] if cut else text
+    # Doc links and comments name modules without importing them.
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def targets(module: tuple, text: str):

@@ -13,7 +13,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use floe_core::commit::copy_on_write;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::ident;
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::tabledef;
 
 use crate::demo;

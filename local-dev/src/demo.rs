@@ -53,7 +53,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         .unwrap_or(0);
     let inputs = vec![Input {
         source: format!("demo:{run}"),
-        kind: floe_core::route::SourceKind::File,
+        kind: floe_core::source::SourceKind::File,
         reader: Box::new(std::io::Cursor::new(data)),
     }];
     // The micro-batch regime of the benchmark: 10k-record batches by default.

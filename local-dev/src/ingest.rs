@@ -11,8 +11,8 @@ use floe_core::deploy::Deployment;
 use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, Input};
 use floe_core::ident;
 use floe_core::queue::QueueRef;
-use floe_core::route::SourceKind;
 use floe_core::shred::EpochUnit;
+use floe_core::source::SourceKind;
 
 use crate::progress::Progress;
 use crate::report;

@@ -23,12 +23,11 @@ use crate::ledger::LedgerStore;
 use crate::maintain::orphans::{ListError, Lister};
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
-use crate::pipeline::{
-    Committer, PipelineError, Records, Source, SourceBatch, WriteReport, Writer, WriterParts,
-};
+use crate::pipeline::{Committer, PipelineError, WriteReport, Writer, WriterParts};
 use crate::queue::{MemoryQueue, QueueError, QueueRef};
-use crate::route::SourceKind;
-use crate::source::{Positions, SourceSpan, batch_id};
+use crate::source::SourceKind;
+use crate::source::{Positions, SourceSpan};
+use crate::source::{Records, Source, SourceBatch};
 use crate::storage::StorageError;
 
 /// Catalog name in the SQLite database (pyiceberg: `SqlCatalog("floe", …)`).
@@ -573,23 +572,18 @@ impl Embedded {
                 positions: Positions::Ids { ids: keys.clone() },
                 stream: false,
             }];
-            let batch = SourceBatch {
-                source: Source {
-                    kind: SourceKind::File,
-                    name: "dlq".into(),
-                },
-                table: target,
-                batch_id: batch_id(&spans, Some(&file.content)),
+            let records = keys
+                .into_iter()
+                .zip(&file.entries)
+                .map(|(key, e)| (key, bytes::Bytes::from(e.record.clone())))
+                .collect();
+            let batch = SourceBatch::new(
+                Source::new(SourceKind::File, "dlq"),
                 spans,
-                records: Records::Items(
-                    keys.into_iter()
-                        .zip(&file.entries)
-                        .map(|(key, e)| (key, bytes::Bytes::from(e.record.clone())))
-                        .collect(),
-                ),
-                state: Default::default(),
-                oldest_ms: None,
-            };
+                Records::Items(records),
+            )
+            .pinned_to(&file.content)
+            .to_table(target);
             paths.push(file.path);
             readers.push(one_batch(batch));
         }
@@ -706,19 +700,14 @@ fn read_input(
             stream,
         }];
         // Lines of a file can be edited in place, so the content is part of the id.
-        let id = batch_id(&spans, Some(&chunk.text));
-        let batch = SourceBatch {
-            source: Source {
-                kind: input.kind,
-                name: name.clone(),
-            },
-            table: table.clone(),
-            batch_id: id,
+        let text = chunk.text.clone();
+        let batch = SourceBatch::new(
+            Source::new(input.kind, name.clone()),
             spans,
-            records: Records::Ndjson(chunk),
-            state: Default::default(),
-            oldest_ms: None,
-        };
+            Records::Ndjson(chunk),
+        )
+        .pinned_to(&text)
+        .to_table(table.clone());
         if tx.blocking_send(batch).is_err() {
             // Writers stopped on an error, which the caller reports.
             return Ok(());

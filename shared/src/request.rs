@@ -128,6 +128,72 @@ pub enum RequestError {
 }
 
 impl CommitRequest {
+    /// The request of batch `batch_id` for `table`, covering `sources`,
+    /// created now, with no files yet: the writer adds them with
+    /// [`Self::with_files`] and the rest through the other `with_` methods.
+    pub fn new(table: TableIdent, batch_id: String, sources: Vec<SourceSpan>) -> Self {
+        Self {
+            version: VERSION,
+            table,
+            batch_id,
+            sources,
+            schema_id: 0,
+            spec_id: 0,
+            data_files: Vec::new(),
+            delete_files: Vec::new(),
+            keyed: false,
+            truncate: false,
+            state: Default::default(),
+            record_count: 0,
+            rejected_count: 0,
+            created_at_ms: crate::clock::now_ms(),
+            oldest_record_ms: None,
+            key_file: None,
+        }
+    }
+
+    /// The data and delete files written with schema `schema_id` and spec
+    /// `spec_id` of `metadata`, and the records the data files hold.
+    pub fn with_files(
+        mut self,
+        metadata: &TableMetadata,
+        (schema_id, spec_id): (i32, i32),
+        data: Vec<DataFile>,
+        deletes: Vec<DataFile>,
+        records: u64,
+    ) -> Result<Self, RequestError> {
+        let ctx = (&self.table, self.batch_id.as_str());
+        self.data_files = Self::encode_files(metadata, spec_id, data, ctx)?;
+        self.delete_files = Self::encode_files(metadata, spec_id, deletes, ctx)?;
+        self.schema_id = schema_id;
+        self.spec_id = spec_id;
+        self.record_count = records;
+        Ok(self)
+    }
+
+    /// A keyed batch (committed as its own snapshot), which may truncate
+    /// the table first and names the keys it changes in `key_file`.
+    pub fn keyed(mut self, truncate: bool, key_file: Option<String>) -> Self {
+        self.keyed = true;
+        self.truncate = truncate;
+        self.key_file = key_file;
+        self
+    }
+
+    /// The source state committed with the files, the records the batch
+    /// dead-lettered and when its oldest record reached the source.
+    pub fn with_source(
+        mut self,
+        state: std::collections::BTreeMap<String, String>,
+        rejected: u64,
+        oldest_ms: Option<i64>,
+    ) -> Self {
+        self.state = state;
+        self.rejected_count = rejected;
+        self.oldest_record_ms = oldest_ms;
+        self
+    }
+
     /// Encodes files of a table with the given spec into request entries.
     pub fn encode_files(
         metadata: &TableMetadata,

@@ -1,11 +1,177 @@
-//! Source positions: where a batch of records came from, and the deterministic
-//! batch id derived from them, so a redelivered batch is recognised as the same.
+//! Source batches: the records of one invocation, where in their source they
+//! came from, and the deterministic batch id derived from that, so a
+//! redelivered batch is recognised as the same. Every entry point builds its
+//! batches here ([`SourceBatch::new`]).
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 
+use bytes::Bytes;
+use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
+
+use crate::ndjson::Chunk;
+
+/// The kind of source a record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SourceKind {
+    /// An SQS queue.
+    Sqs,
+    /// A Kinesis data stream.
+    Kinesis,
+    /// A Kafka topic.
+    Kafka,
+    /// A DynamoDB stream (named by its table).
+    DynamoDb,
+    /// An HTTP endpoint.
+    Http,
+    /// A local file.
+    File,
+    /// A Postgres table.
+    Postgres,
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Sqs => "SQS queue",
+            Self::Kinesis => "Kinesis stream",
+            Self::Kafka => "Kafka topic",
+            Self::DynamoDb => "DynamoDB stream",
+            Self::Http => "HTTP endpoint",
+            Self::File => "file",
+            Self::Postgres => "Postgres table",
+        })
+    }
+}
+
+/// The records of a source batch.
+#[derive(Debug, Clone)]
+pub enum Records {
+    /// NDJSON lines; a record's position is its line number.
+    Ndjson(Chunk),
+    /// Separate records, each with its source position (offset, sequence number, message id).
+    Items(Vec<(String, Bytes)>),
+}
+
+/// Where a record sits in its source, for dead letters.
+#[derive(Debug, Clone, Copy)]
+pub enum Pos<'a> {
+    /// A line number.
+    Line(u64),
+    /// A source-specific position.
+    Item(&'a str),
+}
+
+impl fmt::Display for Pos<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pos::Line(n) => write!(f, "line {n}"),
+            Pos::Item(p) => f.write_str(p),
+        }
+    }
+}
+
+impl Records {
+    /// The records with their positions, in source order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (Pos<'_>, &[u8])> + '_> {
+        match self {
+            Records::Ndjson(chunk) => Box::new(chunk.records().map(|(n, r)| (Pos::Line(n), r))),
+            Records::Items(items) => Box::new(items.iter().map(|(p, r)| (Pos::Item(p), &r[..]))),
+        }
+    }
+}
+
+/// The source a batch came from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Its kind.
+    pub kind: SourceKind,
+    /// Queue, stream, topic or file name.
+    pub name: String,
+}
+
+/// One invocation's worth of records.
+#[derive(Debug, Clone)]
+pub struct SourceBatch {
+    /// The source.
+    pub source: Source,
+    /// The target table; `None` routes each record by the configured rules.
+    pub table: Option<TableIdent>,
+    /// Deterministic id derived from `spans` (see [`crate::source::batch_id`]).
+    pub batch_id: String,
+    /// The source positions the batch covers.
+    pub spans: Vec<SourceSpan>,
+    /// The records.
+    pub records: Records,
+    /// Source state to record with the commit of `table` (see
+    /// [`crate::request::CommitRequest::state`]); a batch with state but no records still
+    /// commits, so the state is kept.
+    pub state: BTreeMap<String, String>,
+    /// When the oldest record reached its source (ms since epoch: SQS
+    /// `SentTimestamp`, Kinesis arrival, Kafka timestamp), for freshness.
+    pub oldest_ms: Option<i64>,
+}
+
+impl Source {
+    /// The source of `kind` named `name`.
+    pub fn new(kind: SourceKind, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            name: name.into(),
+        }
+    }
+}
+
+impl SourceBatch {
+    /// The batch of `records` covering `spans` of `source`, routed record by
+    /// record, with the id the spans derive ([`batch_id`]).
+    pub fn new(source: Source, spans: Vec<SourceSpan>, records: Records) -> Self {
+        Self {
+            batch_id: batch_id(&spans, None),
+            source,
+            table: None,
+            spans,
+            records,
+            state: BTreeMap::new(),
+            oldest_ms: None,
+        }
+    }
+
+    /// The id also takes `content`'s digest: for sources whose positions do
+    /// not pin what they hold (lines of a file can be edited in place).
+    pub fn pinned_to(mut self, content: &[u8]) -> Self {
+        self.batch_id = batch_id(&self.spans, Some(content));
+        self
+    }
+
+    /// The id is `id`: the part of a larger batch (one transaction's
+    /// changes to one of its tables) takes its id from the whole.
+    pub fn with_id(mut self, id: String) -> Self {
+        self.batch_id = id;
+        self
+    }
+
+    /// Every record goes to `table` (`None`: routed by the configured rules).
+    pub fn to_table(mut self, table: Option<TableIdent>) -> Self {
+        self.table = table;
+        self
+    }
+
+    /// Source state committed with the batch (see [`SourceBatch::state`]).
+    pub fn with_state(mut self, state: BTreeMap<String, String>) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// When the oldest record reached its source, for freshness.
+    pub fn oldest(mut self, ms: Option<i64>) -> Self {
+        self.oldest_ms = ms;
+        self
+    }
+}
 
 /// A position in an ordered source: a non-negative decimal integer of any size
 /// (Kafka offsets, Kinesis sequence numbers, Postgres LSNs as integers, line numbers).

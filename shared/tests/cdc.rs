@@ -16,7 +16,7 @@ use arrow_array::types::Int64Type;
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::ident::parse_table;
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::tabledef;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[

@@ -19,10 +19,11 @@ use bytes::Bytes;
 use floe_core::config::Config;
 use floe_core::faults::Faults;
 use floe_core::metrics::Counters;
-use floe_core::pipeline::{Records, Source, SourceBatch, Writer, WriterParts};
+use floe_core::pipeline::{Writer, WriterParts};
 use floe_core::queue::QueueRef;
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::source::{Position, Positions, SourceSpan, batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
 use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
 
 /// The writer step, fed batches shaped like each source's.

@@ -24,7 +24,7 @@ use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
 use floe_core::maintain::{MaintainOptions, maintain};
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::tabledef;
 use serde_json::Value;
 

@@ -22,11 +22,12 @@ use floe_core::iceberg::TableIdent;
 use floe_core::iceberg::io::FileIO;
 use floe_core::ident::{display, parse_table};
 use floe_core::metrics::Counters;
-use floe_core::pipeline::{Committer, Records, Source, SourceBatch, Writer, WriterParts};
+use floe_core::pipeline::{Committer, Writer, WriterParts};
 use floe_core::queue::{MemoryQueue, QueueRef, ShardedQueue, shard_of};
 use floe_core::request::CommitRequest;
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
 
 const TABLES: u64 = 12;
 const BATCHES: u64 = 20;

@@ -10,9 +10,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
-use floe_core::pipeline::{Records, Source, SourceBatch};
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::source::{Position, Positions, SourceSpan, batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
 use serde_json::Value;
 
 /// An event this function cannot read; Lambda retries it as a whole.

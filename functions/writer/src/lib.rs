@@ -10,7 +10,8 @@ pub mod events;
 use floe_core::deploy::Deployment;
 use floe_core::envelope::s3::ObjectBatches;
 use floe_core::envelope::{ObjectRef, Opener, avro};
-use floe_core::pipeline::{PipelineError, SourceBatch, WriteReport, Writer};
+use floe_core::pipeline::{PipelineError, WriteReport, Writer};
+use floe_core::source::SourceBatch;
 use serde_json::{Value, json};
 use tracing::{error, info};
 
@@ -106,7 +107,7 @@ impl WriterFunction {
     async fn write_object(
         &self,
         object: ObjectRef,
-        source: floe_core::pipeline::Source,
+        source: floe_core::source::Source,
         oldest: Option<i64>,
         report: &mut WriteReport,
     ) -> Result<(), PartError> {

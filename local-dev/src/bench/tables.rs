@@ -33,13 +33,12 @@ use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::{self, display};
-use floe_core::pipeline::{
-    Committer, PipelineError, Records, Source, SourceBatch, Writer, WriterParts,
-};
+use floe_core::pipeline::{Committer, PipelineError, Writer, WriterParts};
 use floe_core::queue::{CommitQueue, Delivery, MAX_SHARDS, MemoryQueue, QueueRef, ShardedQueue};
 use floe_core::request::CommitRequest;
-use floe_core::route::SourceKind;
+use floe_core::source::SourceKind;
 use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
 use floe_core::tabledef;
 
 use super::Rng;

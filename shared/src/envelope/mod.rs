@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::EnvelopeKind;
 use crate::config::{Config, SourceConfig};
-use crate::pipeline::{Records, SourceBatch};
-use crate::source::{Positions, batch_id};
+use crate::source::Positions;
+use crate::source::{Records, SourceBatch};
 pub use object::ObjectRef;
 
 /// What one payload holds once opened.
@@ -180,17 +180,11 @@ impl Opener {
         let items = match records {
             Records::Items(items) => items,
             ndjson @ Records::Ndjson(_) => {
-                let batch_id = batch_id(&spans, None);
                 return Ok(OpenedBatch {
-                    batch: SourceBatch {
-                        source,
-                        table,
-                        batch_id,
-                        spans,
-                        records: ndjson,
-                        state,
-                        oldest_ms,
-                    },
+                    batch: SourceBatch::new(source, spans, ndjson)
+                        .to_table(table)
+                        .with_state(state)
+                        .oldest(oldest_ms),
                     objects: Vec::new(),
                     declared: None,
                 });
@@ -253,17 +247,11 @@ impl Opener {
                 ids: out.iter().map(|(id, _)| id.clone()).collect(),
             };
         }
-        let batch_id = batch_id(&spans, None);
         Ok(OpenedBatch {
-            batch: SourceBatch {
-                source,
-                table,
-                batch_id,
-                spans,
-                records: Records::Items(out),
-                state,
-                oldest_ms,
-            },
+            batch: SourceBatch::new(source, spans, Records::Items(out))
+                .to_table(table)
+                .with_state(state)
+                .oldest(oldest_ms),
             objects,
             declared,
         })
@@ -297,7 +285,7 @@ pub(crate) fn cow_bytes(text: Cow<'_, str>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::SourceKind;
+    use crate::source::SourceKind;
     use crate::source::SourceSpan;
     use std::io::Write as _;
 
@@ -307,23 +295,15 @@ mod tests {
             positions,
             stream: false,
         }];
-        SourceBatch {
-            source: crate::pipeline::Source {
-                kind,
-                name: "q".into(),
-            },
-            table: None,
-            batch_id: batch_id(&spans, None),
+        let items = items
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), Bytes::from(r)))
+            .collect();
+        SourceBatch::new(
+            crate::source::Source::new(kind, "q"),
             spans,
-            records: Records::Items(
-                items
-                    .into_iter()
-                    .map(|(p, r)| (p.to_string(), Bytes::from(r)))
-                    .collect(),
-            ),
-            state: Default::default(),
-            oldest_ms: None,
-        }
+            Records::Items(items),
+        )
     }
 
     fn logs(events: usize) -> Vec<u8> {

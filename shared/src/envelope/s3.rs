@@ -10,8 +10,8 @@ use super::compress::Inflater;
 use super::object::{ObjectRef, Splitter};
 use super::{OpenError, Undecodable};
 use crate::ndjson::Chunk;
-use crate::pipeline::{Records, Source, SourceBatch};
-use crate::source::{Position, Positions, SourceSpan, batch_id};
+use crate::source::{Position, Positions, SourceSpan};
+use crate::source::{Records, Source, SourceBatch};
 
 /// Decompressed bytes per source batch of an object, about: a writer holds
 /// one batch, and Lambda's memory is the limit.
@@ -212,15 +212,10 @@ impl ObjectBatches {
             // Line numbers of one object version: not a stream's positions.
             stream: false,
         }];
-        Ok(Some(SourceBatch {
-            source: self.source.clone(),
-            table: None,
-            batch_id: batch_id(&spans, None),
-            spans,
-            records: Records::Ndjson(chunk),
-            state: Default::default(),
-            oldest_ms: self.oldest_ms,
-        }))
+        Ok(Some(
+            SourceBatch::new(self.source.clone(), spans, Records::Ndjson(chunk))
+                .oldest(self.oldest_ms),
+        ))
     }
 
     fn fail(&self, message: String) -> ObjectError {

@@ -43,9 +43,11 @@ use crate::config::{Config, Secret};
 use crate::deploy::Deployment;
 use crate::idempotency::{HttpKeys, Use};
 use crate::ident::{display, parse_table};
-use crate::pipeline::{PipelineError, Records, Source, SourceBatch, Writer, WriterParts};
-use crate::route::{Allow, SourceKind};
+use crate::pipeline::{PipelineError, Writer, WriterParts};
+use crate::route::Allow;
+use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
+use crate::source::{Records, Source, SourceBatch};
 use crate::status;
 
 /// Why the HTTP API cannot start.
@@ -102,7 +104,7 @@ impl HttpIngest {
         })?;
         Ok(Self {
             token: config.http.token.clone(),
-            allow: Allow::of(&config.routing)?,
+            allow: Allow::of(&config.routing).map_err(crate::config::ConfigError::from)?,
             wait: config.http.wait(),
             writer,
             keys: deployment.http_keys(),
@@ -341,18 +343,13 @@ impl HttpIngest {
         } else {
             HashMap::new()
         };
-        let batch = SourceBatch {
-            source: Source {
-                kind: SourceKind::Http,
-                name: "http".into(),
-            },
-            table: Some(ident.clone()),
-            batch_id: id.clone(),
+        let batch = SourceBatch::new(
+            Source::new(SourceKind::Http, "http"),
             spans,
-            records: Records::Items(items),
-            state: Default::default(),
-            oldest_ms: Some(received),
-        };
+            Records::Items(items),
+        )
+        .to_table(Some(ident.clone()))
+        .oldest(Some(received));
         let report = match self.writer.write(batch).await {
             Ok(r) => r,
             Err(e) => {

@@ -6,10 +6,10 @@
 use iceberg::TableIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
-use super::writer::Pos;
 use crate::change::{Change, ChangeOp};
 use crate::config::CHANGELOG_SUFFIX;
 use crate::shred::format_utc_millis;
+use crate::source::Pos;
 
 /// The operation column.
 pub const OP: &str = "_op";

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::value::RawValue;
 
-use super::writer::Pos;
 use crate::change::{Change, ChangeOp};
+use crate::source::Pos;
 
 /// Why one change cannot be folded.
 #[derive(Debug, Clone, PartialEq, Eq)]

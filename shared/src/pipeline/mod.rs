@@ -5,6 +5,7 @@
 pub mod changelog;
 pub mod committer;
 pub mod keyed;
+mod scope;
 pub mod writer;
 
 use crate::catalog::CatalogError;
@@ -17,7 +18,7 @@ use crate::shred::ShredError;
 use crate::write::WriteError;
 
 pub use committer::{CommitReport, Committer, TableCommitReport};
-pub use writer::{Pos, Records, Source, SourceBatch, WriteReport, Writer, WriterParts};
+pub use writer::{WriteReport, Writer, WriterParts};
 
 /// Why a pipeline step failed; the batch must not be acknowledged.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -13,15 +12,14 @@ use arrow_select::concat::concat_batches;
 use bytes::Bytes;
 use iceberg::spec::{Schema, StructType};
 use iceberg::{NamespaceIdent, TableIdent};
-use tokio::sync::Mutex;
 use tracing::{debug, info, instrument, warn};
 use uuid::Uuid;
 
 use super::PipelineError;
+use super::scope::Scope;
 use super::{changelog, keyed};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::change::{self, Change, ChangeFormat};
-use crate::clock::now_ms;
 use crate::commit::CommitEngine;
 use crate::config::{Changelog, Config, ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::{DeadLetters, Rejected};
@@ -31,13 +29,12 @@ use crate::ident::display;
 use crate::ledger::{self, KeyFile};
 use crate::metrics::Counters;
 use crate::metrics::emf::{Emf, Unit};
-use crate::ndjson::Chunk;
 use crate::queue::QueueRef;
-use crate::request::{CommitRequest, VERSION};
-use crate::route::{Router, SourceInfo, SourceKind};
+use crate::request::CommitRequest;
+use crate::route::{Router, SourceInfo};
 use crate::rowkey;
 use crate::shred::{RecordErrorKind, ShredError, ShredOptions, Shredder, UnknownFields};
-use crate::source::{Position, Positions, SourceSpan, sub_batch_id};
+use crate::source::{Pos, Position, Positions, SourceBatch, SourceKind, SourceSpan, sub_batch_id};
 use crate::tabledef;
 use crate::write::TableWriter;
 use crate::write::rows::{At, RowId};
@@ -46,74 +43,6 @@ use crate::write::rows::{At, RowId};
 const INFER_SAMPLE: usize = 1_000;
 /// Schema changes one batch may make before the rest of its misfits are dead-lettered.
 const MAX_EVOLUTIONS: usize = 3;
-
-/// The records of a source batch.
-#[derive(Debug, Clone)]
-pub enum Records {
-    /// NDJSON lines; a record's position is its line number.
-    Ndjson(Chunk),
-    /// Separate records, each with its source position (offset, sequence number, message id).
-    Items(Vec<(String, Bytes)>),
-}
-
-/// Where a record sits in its source, for dead letters.
-#[derive(Debug, Clone, Copy)]
-pub enum Pos<'a> {
-    /// A line number.
-    Line(u64),
-    /// A source-specific position.
-    Item(&'a str),
-}
-
-impl fmt::Display for Pos<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Pos::Line(n) => write!(f, "line {n}"),
-            Pos::Item(p) => f.write_str(p),
-        }
-    }
-}
-
-impl Records {
-    /// The records with their positions, in source order.
-    pub fn iter(&self) -> Box<dyn Iterator<Item = (Pos<'_>, &[u8])> + '_> {
-        match self {
-            Records::Ndjson(chunk) => Box::new(chunk.records().map(|(n, r)| (Pos::Line(n), r))),
-            Records::Items(items) => Box::new(items.iter().map(|(p, r)| (Pos::Item(p), &r[..]))),
-        }
-    }
-}
-
-/// The source a batch came from.
-#[derive(Debug, Clone)]
-pub struct Source {
-    /// Its kind.
-    pub kind: SourceKind,
-    /// Queue, stream, topic or file name.
-    pub name: String,
-}
-
-/// One invocation's worth of records.
-#[derive(Debug, Clone)]
-pub struct SourceBatch {
-    /// The source.
-    pub source: Source,
-    /// The target table; `None` routes each record by the configured rules.
-    pub table: Option<TableIdent>,
-    /// Deterministic id derived from `spans` (see [`crate::source::batch_id`]).
-    pub batch_id: String,
-    /// The source positions the batch covers.
-    pub spans: Vec<SourceSpan>,
-    /// The records.
-    pub records: Records,
-    /// Source state to record with the commit of `table` (see
-    /// [`CommitRequest::state`]); a batch with state but no records still
-    /// commits, so the state is kept.
-    pub state: BTreeMap<String, String>,
-    /// When the oldest record reached its source (ms since epoch: SQS
-    /// `SentTimestamp`, Kinesis arrival, Kafka timestamp), for freshness.
-    pub oldest_ms: Option<i64>,
-}
 
 /// What the writer step did with a batch.
 #[derive(Debug, Clone, Default)]
@@ -192,7 +121,9 @@ pub struct Writer {
     parts: WriterParts,
     engine: CommitEngine,
     router: Option<Router>,
-    tables: Mutex<HashMap<TableIdent, Arc<TableContext>>>,
+    /// Tables loaded so far; locked only to look one up or keep it, never
+    /// across a catalog call, so concurrent parts of a batch load in parallel.
+    tables: std::sync::Mutex<HashMap<TableIdent, Arc<TableContext>>>,
     /// Whether a table's records that no retry can write are dead-lettered
     /// (the batch then succeeds) rather than failing the batch.
     dead_letter_unwritable: bool,
@@ -335,7 +266,7 @@ impl Writer {
             engine: CommitEngine::new(parts.catalog.clone(), Default::default()),
             parts,
             router,
-            tables: Mutex::new(HashMap::new()),
+            tables: std::sync::Mutex::new(HashMap::new()),
             dead_letter_unwritable: false,
         })
     }
@@ -395,10 +326,7 @@ impl Writer {
             if let Some(bad) = crate::envelope::Undecodable::of(record) {
                 let table = fixed.as_ref().map(display).unwrap_or_default();
                 let raw = bad.record_text();
-                let rejected = self.rejected(
-                    &table,
-                    &batch.batch_id,
-                    &batch,
+                let rejected = Scope::new(&table, &batch.batch_id, &batch).reject(
                     pos,
                     &bad.field,
                     &bad.reason,
@@ -429,10 +357,7 @@ impl Writer {
                 // record field, and goes nowhere rather than to dead letters.
                 Err(_) if change::tombstone_key(record).is_some() => {}
                 Err(e) => unrouted.push(
-                    self.rejected(
-                        "",
-                        &batch.batch_id,
-                        &batch,
+                    Scope::new("", &batch.batch_id, &batch).reject(
                         pos,
                         self.parts
                             .config
@@ -486,7 +411,7 @@ impl Writer {
                     let rejected = unopened
                         .into_iter()
                         .chain(records.iter().map(|(pos, r)| {
-                            self.rejected(&name, &batch_id, &batch, *pos, "", &reason, r)
+                            Scope::new(&name, &batch_id, &batch).reject(*pos, "", &reason, r)
                         }))
                         .collect();
                     self.dead_letter(&ident, &batch_id, rejected, &mut report)
@@ -521,10 +446,9 @@ impl Writer {
             // The table is missing and routing may not create it.
             let reason = format!("table {table} does not exist and routing.create is false");
             rejected.extend(
-                group
-                    .records
-                    .iter()
-                    .map(|(pos, r)| self.rejected(&table, batch_id, batch, *pos, "", &reason, r)),
+                group.records.iter().map(|(pos, r)| {
+                    Scope::new(&table, batch_id, batch).reject(*pos, "", &reason, r)
+                }),
             );
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
@@ -559,8 +483,9 @@ impl Writer {
                 match change::dynamodb_item(&r, opts) {
                     Ok(Some(item)) => rows.push((pos, Cow::Owned(item))),
                     Ok(None) => {}
-                    Err(e) => rejected
-                        .push(self.rejected(&table, batch_id, batch, pos, &e.field, &e.reason, &r)),
+                    Err(e) => rejected.push(
+                        Scope::new(&table, batch_id, batch).reject(pos, &e.field, &e.reason, &r),
+                    ),
                 }
             }
             rows
@@ -582,7 +507,8 @@ impl Writer {
                         change_records.push(record.clone());
                     }
                     Err(e) => rejected.push(
-                        self.rejected(&table, batch_id, batch, *pos, &e.field, &e.reason, record),
+                        Scope::new(&table, batch_id, batch)
+                            .reject(*pos, &e.field, &e.reason, record),
                     ),
                 }
             }
@@ -623,7 +549,8 @@ impl Writer {
                 .await?;
             for (i, field, reason) in &shredded.failed {
                 let (pos, record) = &rows[*i];
-                rejected.push(self.rejected(&table, batch_id, batch, *pos, field, reason, record));
+                rejected
+                    .push(Scope::new(&table, batch_id, batch).reject(*pos, field, reason, record));
             }
             let ids: Vec<Option<RowId>> = shredded
                 .accepted
@@ -692,35 +619,19 @@ impl Writer {
         Counters::add(&c.records_written, records);
         self.fault(FaultPoint::AfterUpload, &table, batch_id)?;
 
-        let spec_id = ctx.writer.spec_id();
-        let request = CommitRequest {
-            version: VERSION,
-            table: ident.clone(),
-            batch_id: batch_id.to_string(),
-            sources: batch.spans.clone(),
-            schema_id: ctx.writer.schema_id(),
-            spec_id,
-            data_files: CommitRequest::encode_files(
-                &ctx.loaded.metadata,
-                spec_id,
-                files,
-                (ident, batch_id),
-            )?,
-            delete_files: CommitRequest::encode_files(
-                &ctx.loaded.metadata,
-                spec_id,
-                deletes,
-                (ident, batch_id),
-            )?,
-            keyed: keys.is_some(),
-            truncate,
-            state: batch.state.clone(),
-            record_count: records,
-            rejected_count,
-            created_at_ms: now_ms(),
-            oldest_record_ms: batch.oldest_ms,
-            key_file,
-        };
+        let mut request =
+            CommitRequest::new(ident.clone(), batch_id.to_string(), batch.spans.clone())
+                .with_files(
+                    &ctx.loaded.metadata,
+                    (ctx.writer.schema_id(), ctx.writer.spec_id()),
+                    files,
+                    deletes,
+                    records,
+                )?
+                .with_source(batch.state.clone(), rejected_count, batch.oldest_ms);
+        if let Some(k) = &keys {
+            request = request.keyed(k.truncate, key_file);
+        }
         self.parts
             .queue
             .send_to(ident, Bytes::from(request.to_bytes()?))
@@ -825,7 +736,7 @@ impl Writer {
             report
                 .evolved
                 .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
-            self.tables.lock().await.remove(ident);
+            self.cached_tables().remove(ident);
             evolutions += 1;
         }
     }
@@ -851,15 +762,7 @@ impl Writer {
             declared,
         } = keyed;
         let reject = |i: usize, field: &str, reason: &str| {
-            self.rejected(
-                &table,
-                batch_id,
-                batch,
-                changes[i].0,
-                field,
-                reason,
-                &records[i],
-            )
+            Scope::new(&table, batch_id, batch).reject(changes[i].0, field, reason, &records[i])
         };
         // Each change's key, shredded by the key columns' types, to a digest.
         let mut parsed = Vec::with_capacity(changes.len());
@@ -1139,8 +1042,7 @@ impl Writer {
         group: &Group<'_>,
         report: &mut WriteReport,
     ) -> Result<Option<Arc<TableContext>>, PipelineError> {
-        let mut tables = self.tables.lock().await;
-        if let Some(ctx) = tables.get(ident) {
+        if let Some(ctx) = self.cached_tables().get(ident) {
             return Ok(Some(ctx.clone()));
         }
         let table = display(ident);
@@ -1169,8 +1071,16 @@ impl Writer {
             writer,
             settings,
         });
-        tables.insert(ident.clone(), ctx.clone());
+        // Another part of the batch may have loaded it meanwhile: either copy serves.
+        self.cached_tables().insert(ident.clone(), ctx.clone());
         Ok(Some(ctx))
+    }
+
+    fn cached_tables(&self) -> std::sync::MutexGuard<'_, HashMap<TableIdent, Arc<TableContext>>> {
+        // The map holds whole values only: a panic elsewhere leaves it usable.
+        self.tables
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn create(
@@ -1251,28 +1161,6 @@ impl Writer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rejected(
-        &self,
-        table: &str,
-        batch_id: &str,
-        batch: &SourceBatch,
-        pos: Pos<'_>,
-        field: &str,
-        reason: &str,
-        record: &[u8],
-    ) -> Rejected {
-        Rejected {
-            table: table.to_string(),
-            batch_id: batch_id.to_string(),
-            source: source_name(batch),
-            position: pos.to_string(),
-            field: field.to_string(),
-            reason: reason.to_string(),
-            record: String::from_utf8_lossy(record).into_owned(),
-        }
-    }
-
     async fn dead_letter(
         &self,
         ident: &TableIdent,
@@ -1332,12 +1220,4 @@ fn infer_options(t: &ResolvedTable) -> InferOptions {
         widen: t.widen_types,
         declared: None,
     }
-}
-
-fn source_name(batch: &SourceBatch) -> String {
-    batch
-        .spans
-        .first()
-        .map(|s| s.source.clone())
-        .unwrap_or_else(|| batch.source.name.clone())
 }

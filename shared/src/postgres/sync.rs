@@ -31,11 +31,11 @@ use crate::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
 use crate::ident::display;
 use crate::ledger::{Ledger, LedgerStore};
 use crate::metrics::Counters;
-use crate::pipeline::writer::{Records, Source, SourceBatch};
 use crate::pipeline::{PipelineError, Writer, WriterParts};
 use crate::queue::{MemoryQueue, QueueError};
-use crate::route::SourceKind;
+use crate::source::SourceKind;
 use crate::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
+use crate::source::{Records, Source, SourceBatch};
 use crate::tabledef;
 
 /// The state key of a table's initial-snapshot progress.
@@ -630,18 +630,17 @@ pub async fn sync(
                 },
                 ..whole.clone()
             }];
-            batches.push(SourceBatch {
-                source: Source {
-                    kind: SourceKind::Postgres,
-                    name: config.slot.clone(),
-                },
-                table: Some(ident.clone()),
-                batch_id: sub_batch_id(&id, &display(ident)),
-                spans,
-                records: Records::Items(items),
-                state,
-                oldest_ms: batch.first_commit_ms,
-            });
+            batches.push(
+                SourceBatch::new(
+                    Source::new(SourceKind::Postgres, &config.slot),
+                    spans,
+                    Records::Items(items),
+                )
+                .with_id(sub_batch_id(&id, &display(ident)))
+                .to_table(Some(ident.clone()))
+                .with_state(state)
+                .oldest(batch.first_commit_ms),
+            );
         }
         let ingested = target.write(batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
@@ -728,18 +727,16 @@ pub async fn resync(
             },
             stream: true,
         }];
-        batches.push(SourceBatch {
-            source: Source {
-                kind: SourceKind::Postgres,
-                name: config.slot.clone(),
-            },
-            table: Some(ident.clone()),
-            batch_id: batch_id(&spans, Some(b"resync")),
-            spans,
-            records: Records::Items(Vec::new()),
-            state: BTreeMap::from([(SNAPSHOT_STATE.to_string(), text.clone())]),
-            oldest_ms: None,
-        });
+        batches.push(
+            SourceBatch::new(
+                Source::new(SourceKind::Postgres, &config.slot),
+                spans,
+                Records::Items(Vec::new()),
+            )
+            .pinned_to(b"resync")
+            .to_table(Some(ident.clone()))
+            .with_state(BTreeMap::from([(SNAPSHOT_STATE.to_string(), text.clone())])),
+        );
     }
     target.write(batches, &opts.ingest).await?;
     super::preflight::recreate_slot(config).await?;

@@ -3,7 +3,7 @@
 use iceberg::TableIdent;
 
 use super::RouteError;
-use crate::config::{ConfigError, RoutingConfig, RoutingMode};
+use super::settings::{RoutingConfig, RoutingMode, RuleError};
 use crate::ident::display;
 
 /// The allow-list; empty allows every valid name.
@@ -15,7 +15,7 @@ pub struct Allow {
 impl Allow {
     /// `routing.allow` of `config`, for tables a caller names itself (the
     /// HTTP function's URL path), which no routing rule produced.
-    pub fn of(config: &RoutingConfig) -> Result<Allow, ConfigError> {
+    pub fn of(config: &RoutingConfig) -> Result<Allow, RuleError> {
         Self::new(&config.allow, config.mode)
     }
 
@@ -33,10 +33,10 @@ impl Allow {
     }
 
     /// Checks each pattern's shape: `NAMESPACE.TABLE` parts of name characters and `*`.
-    pub(super) fn new(patterns: &[String], mode: RoutingMode) -> Result<Allow, ConfigError> {
+    pub(super) fn new(patterns: &[String], mode: RoutingMode) -> Result<Allow, RuleError> {
         for (i, pattern) in patterns.iter().enumerate() {
             let bad = |why: &str| {
-                ConfigError::key(
+                RuleError::new(
                     format!("routing.allow[{i}]"),
                     format!("pattern `{pattern}` {why}"),
                 )

@@ -8,6 +8,7 @@
 
 mod allow;
 mod field;
+mod settings;
 mod template;
 
 #[cfg(test)]
@@ -15,49 +16,16 @@ mod tests;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{PoisonError, RwLock};
 
 use iceberg::TableIdent;
 
-use crate::config::{ConfigError, RoutingConfig, RoutingMode};
 use crate::ident::{InvalidName, MAX_NAME_LEN, parse_table};
+use crate::source::SourceKind;
 pub use allow::Allow;
 use field::Found;
+pub use settings::{RoutingConfig, RoutingMode, RuleError};
 use template::{Placeholder, Template};
-
-/// The kind of source a record came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SourceKind {
-    /// An SQS queue.
-    Sqs,
-    /// A Kinesis data stream.
-    Kinesis,
-    /// A Kafka topic.
-    Kafka,
-    /// A DynamoDB stream (named by its table).
-    DynamoDb,
-    /// An HTTP endpoint.
-    Http,
-    /// A local file.
-    File,
-    /// A Postgres table.
-    Postgres,
-}
-
-impl fmt::Display for SourceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Sqs => "SQS queue",
-            Self::Kinesis => "Kinesis stream",
-            Self::Kafka => "Kafka topic",
-            Self::DynamoDb => "DynamoDB stream",
-            Self::Http => "HTTP endpoint",
-            Self::File => "file",
-            Self::Postgres => "Postgres table",
-        })
-    }
-}
 
 /// Where a record came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,10 +136,10 @@ pub struct Router {
 
 impl Router {
     /// Builds a router, checking the routing config (errors name `routing.*` keys).
-    pub fn new(config: &RoutingConfig) -> Result<Router, ConfigError> {
+    pub fn new(config: &RoutingConfig) -> Result<Router, RuleError> {
         let mode = config.mode;
         let unused = |key: &str, value: &Option<String>| match value {
-            Some(_) => Err(ConfigError::key(
+            Some(_) => Err(RuleError::new(
                 format!("routing.{key}"),
                 format!(
                     "not used when routing.mode = \"{mode}\"; remove it (an empty FLOE_ROUTING_{} clears it)",
@@ -185,7 +153,7 @@ impl Router {
                 .clone()
                 .filter(|v| !v.trim().is_empty())
                 .ok_or_else(|| {
-                    ConfigError::key(
+                    RuleError::new(
                         format!("routing.{key}"),
                         format!(
                             "required when routing.mode = \"{mode}\" (set it in [routing] or FLOE_ROUTING_{})",
@@ -195,7 +163,7 @@ impl Router {
                 })
         };
         let template = |text: String| {
-            Template::parse(&text, mode).map_err(|m| ConfigError::key("routing.template", m))
+            Template::parse(&text, mode).map_err(|m| RuleError::new("routing.template", m))
         };
         let allow = Allow::new(&config.allow, mode)?;
         let rule = match mode {
@@ -204,9 +172,9 @@ impl Router {
                 unused("template", &config.template)?;
                 let table = required("table", &config.table)?;
                 let ident = parse_table(&table)
-                    .map_err(|e| ConfigError::key("routing.table", e.to_string()))?;
+                    .map_err(|e| RuleError::new("routing.table", e.to_string()))?;
                 if !allow.allows(&table) {
-                    return Err(ConfigError::key(
+                    return Err(RuleError::new(
                         "routing.table",
                         format!(
                             "`{table}` is not allowed by routing.allow ({})",

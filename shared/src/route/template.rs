@@ -1,7 +1,7 @@
 //! Table-name templates (`raw.{value}`) and the normalisation of the values put
 //! into them.
 
-use crate::config::RoutingMode;
+use super::settings::RoutingMode;
 use crate::ident::parse_table;
 
 /// A placeholder of a template.

@@ -1,0 +1,50 @@
+//! The part of a source batch bound for one table, as its dead letters and
+//! errors name it: the table, the (sub-)batch id and the source.
+
+use crate::dlq::Rejected;
+use crate::source::{Pos, SourceBatch};
+
+/// What names a record rejected from one table's part of a batch.
+pub(super) struct Scope<'b> {
+    table: &'b str,
+    batch_id: &'b str,
+    batch: &'b SourceBatch,
+}
+
+impl<'b> Scope<'b> {
+    /// The part of `batch` with id `batch_id` bound for `table` (empty when
+    /// no table could be chosen).
+    pub(super) fn new(table: &'b str, batch_id: &'b str, batch: &'b SourceBatch) -> Self {
+        Self {
+            table,
+            batch_id,
+            batch,
+        }
+    }
+
+    /// The dead letter of the record at `pos`, refused for `reason` (at
+    /// `field`, empty when the whole record is at fault).
+    pub(super) fn reject(
+        &self,
+        pos: Pos<'_>,
+        field: &str,
+        reason: &str,
+        record: &[u8],
+    ) -> Rejected {
+        Rejected {
+            table: self.table.to_string(),
+            batch_id: self.batch_id.to_string(),
+            // A span names the source as the ledger does (`sqs:queue`).
+            source: self
+                .batch
+                .spans
+                .first()
+                .map(|s| s.source.clone())
+                .unwrap_or_else(|| self.batch.source.name.clone()),
+            position: pos.to_string(),
+            field: field.to_string(),
+            reason: reason.to_string(),
+            record: String::from_utf8_lossy(record).into_owned(),
+        }
+    }
+}
