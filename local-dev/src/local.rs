@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use clap::Args;
 use floe_committer::CommitterFunction;
@@ -33,8 +34,8 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::http::HttpIngest;
 use floe_maintenance::MaintenanceFunction;
-use floe_writer::WriterFunction;
-use serde_json::{Value, json};
+use floe_writer::{WriterEvent, WriterFunction};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tracing::{Instrument, info, warn};
 
@@ -98,26 +99,34 @@ struct Mapping {
 }
 
 /// A function an event source mapping invokes with SQS events, answering
-/// before `deadline` (its timeout less an answer margin).
+/// before `deadline` (its timeout less an answer margin) with the message
+/// ids of its partial batch response.
 trait SqsHandler: Send + Sync {
     fn invoke(
         &self,
-        event: Value,
+        event: SqsEvent,
         deadline: Instant,
-    ) -> impl std::future::Future<Output = Result<Value, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<Vec<String>, String>> + Send;
 }
 
 impl SqsHandler for CommitterFunction {
-    async fn invoke(&self, event: Value, deadline: Instant) -> Result<Value, String> {
-        self.handle(event, Some(deadline))
-            .await
-            .map_err(|e| e.to_string())
+    async fn invoke(&self, event: SqsEvent, deadline: Instant) -> Result<Vec<String>, String> {
+        let answer = self.handle(event, Some(deadline)).await;
+        Ok(answer
+            .batch_item_failures
+            .into_iter()
+            .map(|f| f.item_identifier)
+            .collect())
     }
 }
 
 impl SqsHandler for WriterFunction {
-    async fn invoke(&self, event: Value, _deadline: Instant) -> Result<Value, String> {
-        self.handle(event).await.map_err(|e| e.to_string())
+    async fn invoke(&self, event: SqsEvent, _deadline: Instant) -> Result<Vec<String>, String> {
+        let answer = self
+            .handle(WriterEvent::Sqs(event))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(answer.failures().into_iter().map(str::to_string).collect())
     }
 }
 
@@ -170,30 +179,29 @@ impl Mapping {
     }
 
     /// The SQS event Lambda would hand the function for these messages.
-    fn event(&self, messages: &[aws_sdk_sqs::types::Message]) -> Value {
-        let records: Vec<Value> = messages
+    fn event(&self, messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+        let mut event = SqsEvent::default();
+        event.records = messages
             .iter()
             .map(|m| {
-                let attrs: serde_json::Map<String, Value> = m
+                let mut record = SqsMessage::default();
+                record.message_id = m.message_id().map(str::to_string);
+                record.receipt_handle = m.receipt_handle().map(str::to_string);
+                record.body = m.body().map(str::to_string);
+                record.md5_of_body = m.md5_of_body().map(str::to_string);
+                record.attributes = m
                     .attributes()
                     .into_iter()
                     .flatten()
-                    .map(|(k, v)| (k.as_str().to_string(), json!(v)))
+                    .map(|(k, v)| (k.as_str().to_string(), v.clone()))
                     .collect();
-                json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": m.body(),
-                    "attributes": attrs,
-                    "messageAttributes": {},
-                    "md5OfBody": m.md5_of_body(),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.arn,
-                    "awsRegion": "us-east-1",
-                })
+                record.event_source = Some("aws:sqs".into());
+                record.event_source_arn = Some(self.arn.clone());
+                record.aws_region = Some("us-east-1".into());
+                record
             })
             .collect();
-        json!({ "Records": records })
+        event
     }
 
     /// One invocation: the function's partial batch response decides which
@@ -212,13 +220,8 @@ impl Mapping {
             .invoke(self.event(messages), deadline)
             .instrument(span)
             .await;
-        let failed: HashSet<String> = match &answer {
-            Ok(a) => a["batchItemFailures"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_string))
-                .collect(),
+        let failed: HashSet<String> = match answer {
+            Ok(named) => named.into_iter().collect(),
             Err(e) => {
                 warn!(queue = %self.url, error = %e, "invocation failed; the batch comes back after the visibility timeout");
                 return Ok(());

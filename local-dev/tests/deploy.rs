@@ -18,7 +18,7 @@ use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
-use floe_writer::WriterFunction;
+use floe_writer::{WriterEvent, WriterFunction};
 use serde_json::{Value, json};
 
 fn unique(prefix: &str) -> String {
@@ -211,7 +211,7 @@ properties = {{ "floe.test" = "from-config" }}
 }
 
 /// An SQS event of the writer function: `(message id, body)` each.
-fn sqs_event(messages: &[(&str, Value)]) -> Value {
+fn sqs_event(messages: &[(&str, Value)]) -> WriterEvent {
     let records: Vec<Value> = messages
         .iter()
         .map(|(id, body)| {
@@ -228,7 +228,7 @@ fn sqs_event(messages: &[(&str, Value)]) -> Value {
             })
         })
         .collect();
-    json!({ "Records": records })
+    WriterEvent::try_from(json!({ "Records": records })).unwrap()
 }
 
 async fn scenario(catalog: Catalog) {
@@ -290,7 +290,11 @@ async fn scenario(catalog: Catalog) {
         ]))
         .await
         .unwrap();
-    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    assert_eq!(
+        serde_json::to_value(&answer).unwrap()["batchItemFailures"],
+        json!([]),
+        "{answer:?}"
+    );
     assert_eq!(s.dead_letter_keys().await.len(), 1);
     s.commit_queue().await;
 

@@ -606,8 +606,8 @@ async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
     use floe_core::metrics::Counters;
     use floe_core::pipeline::committer::Committer;
     use floe_core::pipeline::writer::{Writer, WriterParts};
-    use floe_core::source::{Records, Source, SourceBatch};
     use floe_core::source::SourceKind;
+    use floe_core::source::{Records, Source, SourceBatch};
 
     let g = glue_table().await;
     let url = queue(&g.clients, false).await;

@@ -8,16 +8,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use floe_core::clock::now_ms;
 use floe_core::deploy::Deployment;
 use floe_core::metrics::emf::{Emf, Unit};
 use floe_core::pipeline::{CommitReport, Committer, PipelineError};
 use floe_core::queue::{Delivery, QueueError, SqsQueue};
-use serde_json::{Value, json};
 use tracing::{info, warn};
 
-/// Why the function cannot start or cannot read an event at all.
+/// Why the function cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitterError {
     /// The deployment has no SQS commit queue.
@@ -25,9 +24,6 @@ pub enum CommitterError {
         "config: the committer function reads an SQS queue (with shards, its own); set queue.url (FLOE_QUEUE_URL)"
     )]
     NoQueue,
-    /// The event is not an SQS event.
-    #[error("not an SQS event: {0}")]
-    Event(serde_json::Error),
 }
 
 /// The committer function's state, kept across invocations of one instance.
@@ -87,15 +83,11 @@ impl CommitterFunction {
     /// Commits every request in the event, each table's before `deadline`
     /// ([`deadline_of`] the invocation). Lambda deletes the messages not
     /// named in the answer, so a message is named unless its request is in its
-    /// table (committed now or found there by the ledger).
-    pub async fn handle(
-        &self,
-        event: Value,
-        deadline: Option<Instant>,
-    ) -> Result<Value, CommitterError> {
-        let event: SqsEvent = serde_json::from_value(event).map_err(CommitterError::Event)?;
+    /// table (committed now or found there by the ledger) or dead-lettered.
+    /// Nothing fails the invocation as a whole: each message's fate is its own.
+    pub async fn handle(&self, event: SqsEvent, deadline: Option<Instant>) -> SqsBatchResponse {
         let mut deliveries = Vec::with_capacity(event.records.len());
-        let mut failures = Vec::new();
+        let mut response = SqsBatchResponse::default();
         for m in event.records {
             let (Some(id), Some(body)) = (m.message_id, m.body) else {
                 warn!("SQS record without messageId or body; skipped");
@@ -112,7 +104,7 @@ impl CommitterFunction {
                 Ok(None) => info!(message_id = %id, "duplicate of a committed claim-check request"),
                 Err(e) => {
                     warn!(message_id = %id, error = %e, "claim-check body unreadable; will retry");
-                    failures.push(id);
+                    response.add_failure(id);
                 }
             }
         }
@@ -120,18 +112,11 @@ impl CommitterFunction {
         let report = self.committer.commit_by(deliveries, deadline).await;
         let latency = started.elapsed();
         self.messages.forget_claims(&report.done()).await;
-        failures.extend(
-            report
-                .failed()
-                .iter()
-                .map(|r| SqsQueue::message_of(r).to_string()),
-        );
+        for receipt in report.failed() {
+            response.add_failure(SqsQueue::message_of(&receipt));
+        }
         emit(&report, latency.as_millis() as f64);
-        let items: Vec<Value> = failures
-            .iter()
-            .map(|id| json!({ "itemIdentifier": id }))
-            .collect();
-        Ok(json!({ "batchItemFailures": items }))
+        response
     }
 }
 

@@ -4,23 +4,21 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use aws_lambda_events::event::sqs::SqsEvent;
 use floe_committer::CommitterFunction;
 use floe_core::deploy::{Deployment, Role};
 use lambda_runtime::{LambdaEvent, service_fn};
-use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
     let deployment = Deployment::from_env(Role::Committer).await?;
     let function = Arc::new(CommitterFunction::new(&deployment).context("cannot start")?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let function = function.clone();
         async move {
-            function
-                .handle(event.payload, floe_committer::deadline_of(&event.context))
-                .await
-                .map_err(lambda_runtime::Error::from)
+            let deadline = floe_committer::deadline_of(&event.context);
+            Ok::<_, lambda_runtime::Error>(function.handle(event.payload, deadline).await)
         }
     }))
     .await

@@ -23,8 +23,8 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::queue::QueueRef;
 use floe_ingest_http::HttpFunction;
-use floe_writer::WriterFunction;
 use floe_writer::events::DecodeOptions;
+use floe_writer::{WriterEvent, WriterFunction};
 use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
 use serde_json::{Value, json};
 
@@ -83,8 +83,9 @@ impl Driver for Handlers {
             kinesis_per_record: setup.kind == Kind::KinesisParallel,
         };
         let writer = WriterFunction::with_options(&d, decode).unwrap();
-        let answer = writer.handle(event(setup, inv)).await.unwrap();
-        answer["batchItemFailures"]
+        let event = WriterEvent::try_from(event(setup, inv)).unwrap();
+        let answer = writer.handle(event).await.unwrap();
+        serde_json::to_value(&answer).unwrap()["batchItemFailures"]
             .as_array()
             .is_some_and(|f| f.is_empty())
     }

@@ -16,7 +16,7 @@ use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
-use floe_writer::WriterFunction;
+use floe_writer::{WriterEvent, WriterFunction};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,9 +75,14 @@ table = "{table}"
     let committer = CommitterFunction::new(&d).unwrap();
 
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sqs.json");
-    let event: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    // Read as lambda_runtime reads the invocation's payload.
+    let event: WriterEvent =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
     let answer = writer.handle(event).await.unwrap();
-    assert_eq!(answer["batchItemFailures"], json!([]));
+    assert_eq!(
+        serde_json::to_value(&answer).unwrap()["batchItemFailures"],
+        json!([])
+    );
 
     let got = setup
         .sqs
@@ -98,11 +103,12 @@ table = "{table}"
         })
         .collect();
     assert_eq!(records.len(), 1);
-    let answer = committer
-        .handle(json!({ "Records": records }), None)
-        .await
-        .unwrap();
-    assert_eq!(answer["batchItemFailures"], json!([]));
+    let event = serde_json::from_value(json!({ "Records": records })).unwrap();
+    let answer = committer.handle(event, None).await;
+    assert_eq!(
+        serde_json::to_value(&answer).unwrap()["batchItemFailures"],
+        json!([])
+    );
 
     let loaded = d
         .catalog

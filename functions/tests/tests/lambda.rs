@@ -16,6 +16,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use arrow_array::{Array, Int64Array, StringArray};
+use aws_lambda_events::event::sqs::SqsBatchResponse;
 use floe_committer::CommitterFunction;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::config::Config;
@@ -27,10 +28,10 @@ use floe_core::maintain::MaintainOptions;
 use floe_core::tabledef;
 use floe_ingest_http::HttpFunction;
 use floe_maintenance::MaintenanceFunction;
-use floe_writer::WriterFunction;
+use floe_writer::{WriterEvent, WriterFunction, WriterResponse};
 use serde_json::{Value, json};
 
-use moto::{failures, unique};
+use moto::{commit_event, failures, unique, writer_event};
 
 /// The catalog a test deployment commits through.
 enum Catalog {
@@ -203,14 +204,18 @@ wait_seconds = 20
     /// Runs the committer handler on what is in the queue, as Lambda's SQS
     /// event source would: messages it names as failed come back, the others
     /// are deleted. Returns the handler's answers.
-    async fn drain(&self, committer: &CommitterFunction) -> Vec<Value> {
+    async fn drain(&self, committer: &CommitterFunction) -> Vec<SqsBatchResponse> {
         self.drain_window(committer, 10).await
     }
 
     /// [`Env::drain`] with up to `batch` messages per invocation, as an event
     /// source mapping with a batching window gathers them (SQS hands out 10
     /// per receive; Lambda polls until the batch or the window is full).
-    async fn drain_window(&self, committer: &CommitterFunction, batch: usize) -> Vec<Value> {
+    async fn drain_window(
+        &self,
+        committer: &CommitterFunction,
+        batch: usize,
+    ) -> Vec<SqsBatchResponse> {
         moto::drain(&self.clients, &self.queue_url, committer, batch).await
     }
 
@@ -343,7 +348,11 @@ fn want(rows: &[(i64, Option<&str>)]) -> Vec<(i64, Option<String>)> {
 /// through the committer (whose point fails its first commit), delivers the
 /// event once more (a late duplicate) and drains again; returns the first
 /// writer answer and the env, whose table must then hold every row once.
-async fn deliver(fixture_name: &str, keyed: bool, fault: Option<FaultPoint>) -> (Env, Value) {
+async fn deliver(
+    fixture_name: &str,
+    keyed: bool,
+    fault: Option<FaultPoint>,
+) -> (Env, WriterResponse) {
     deliver_to(Env::new().await, fixture_name, keyed, fault).await
 }
 
@@ -352,7 +361,7 @@ async fn deliver_to(
     fixture_name: &str,
     keyed: bool,
     fault: Option<FaultPoint>,
-) -> (Env, Value) {
+) -> (Env, WriterResponse) {
     env.create_table(keyed).await;
     let armed = |points: &[FaultPoint]| match fault {
         Some(p) if points.contains(&p) => Faults::at(p, FaultMode::Error, 1),
@@ -362,7 +371,7 @@ async fn deliver_to(
     let writer = WriterFunction::new(&env.deployment(writer_faults.clone()).await).unwrap();
     let committer =
         CommitterFunction::new(&env.deployment(armed(&[FaultPoint::AfterCommit])).await).unwrap();
-    let event: Value = serde_json::from_str(&fixture(fixture_name)).unwrap();
+    let event: WriterEvent = serde_json::from_str(&fixture(fixture_name)).unwrap();
 
     let first = writer.handle(event.clone()).await.unwrap();
     if matches!(
@@ -371,12 +380,12 @@ async fn deliver_to(
     ) {
         assert!(
             !failures(&first).is_empty(),
-            "{fault:?}: the failed batch is named for redelivery: {first}"
+            "{fault:?}: the failed batch is named for redelivery: {first:?}"
         );
         let again = writer.handle(event.clone()).await.unwrap();
-        assert!(failures(&again).is_empty(), "{again}");
+        assert!(failures(&again).is_empty(), "{again:?}");
     } else {
-        assert!(failures(&first).is_empty(), "{first}");
+        assert!(failures(&first).is_empty(), "{first:?}");
     }
     let answers = env.drain(&committer).await;
     if fault == Some(FaultPoint::AfterCommit) {
@@ -387,7 +396,7 @@ async fn deliver_to(
     }
     // A late duplicate of the whole event is found in the table's ledger.
     let dup = writer.handle(event).await.unwrap();
-    assert!(failures(&dup).is_empty(), "{dup}");
+    assert!(failures(&dup).is_empty(), "{dup:?}");
     let answers = env.drain(&committer).await;
     assert!(
         answers.iter().all(|a| failures(a).is_empty()),
@@ -411,7 +420,7 @@ async fn sqs_records_land_once_and_a_bad_one_is_dead_lettered() {
         assert_eq!(env.rows().await, expected, "{fault:?}");
         if fault == Some(FaultPoint::AfterUpload) {
             // SQS names every message of the failed batch.
-            assert_eq!(failures(&first).len(), 4, "{first}");
+            assert_eq!(failures(&first).len(), 4, "{first:?}");
         }
         // One dead-letter file per batch id, however often it was delivered.
         let dead = env.keys("warehouse/_floe/dlq/").await;
@@ -635,7 +644,7 @@ async fn http_ingest_is_idempotent_names_bad_records_and_checks_the_token() {
 
 /// An SQS event of `n` messages, `{"id": first + i, "name": "n<i>"}` each,
 /// with message ids unique to `tag`.
-fn sqs_event(tag: &str, first: i64, n: usize) -> Value {
+fn sqs_event(tag: &str, first: i64, n: usize) -> WriterEvent {
     let records: Vec<Value> = (0..n)
         .map(|i| {
             let id = first + i as i64;
@@ -652,7 +661,7 @@ fn sqs_event(tag: &str, first: i64, n: usize) -> Value {
             })
         })
         .collect();
-    json!({ "Records": records })
+    writer_event(json!({ "Records": records }))
 }
 
 /// The table's snapshots: (count, each one's `added-records` and `floe.requests`).
@@ -880,7 +889,7 @@ async fn http_takes_iam_callers_a_token_from_secrets_manager_and_only_allowed_ta
 }
 
 /// A Kinesis event of one shard: `(sequence number, record)` each.
-fn kinesis_event(records: &[(&str, Value)]) -> Value {
+fn kinesis_event(records: &[(&str, Value)]) -> WriterEvent {
     let data: Vec<(&str, Vec<u8>)> = records
         .iter()
         .map(|(seq, r)| (*seq, r.to_string().into_bytes()))
@@ -889,7 +898,7 @@ fn kinesis_event(records: &[(&str, Value)]) -> Value {
 }
 
 /// An SQS event of `(message id, record)` messages, received `receives` times.
-fn sqs_messages(messages: &[(&str, Value)], receives: u32) -> Value {
+fn sqs_messages(messages: &[(&str, Value)], receives: u32) -> WriterEvent {
     let bodies: Vec<(&str, String)> = messages
         .iter()
         .map(|(id, body)| (*id, body.to_string()))
@@ -925,7 +934,7 @@ async fn commit_messages(
     env: &Env,
     committer: &CommitterFunction,
     messages: &[&aws_sdk_sqs::types::Message],
-) -> Value {
+) -> SqsBatchResponse {
     commit_messages_by(env, committer, messages, None).await
 }
 
@@ -935,7 +944,7 @@ async fn commit_messages_by(
     committer: &CommitterFunction,
     messages: &[&aws_sdk_sqs::types::Message],
     deadline: Option<std::time::Instant>,
-) -> Value {
+) -> SqsBatchResponse {
     let records: Vec<Value> = messages
         .iter()
         .map(|m| {
@@ -953,9 +962,8 @@ async fn commit_messages_by(
         })
         .collect();
     let answer = committer
-        .handle(json!({ "Records": records }), deadline)
-        .await
-        .unwrap();
+        .handle(commit_event(json!({ "Records": records })), deadline)
+        .await;
     let failed: HashSet<String> = failures(&answer).into_iter().collect();
     for m in messages {
         if !failed.contains(m.message_id().unwrap()) {
@@ -997,13 +1005,13 @@ async fn sqs_redelivered_in_other_groupings_commits_every_message_once() {
         ))
         .await
         .unwrap();
-    assert_eq!(failures(&first).len(), 4, "{first}");
+    assert_eq!(failures(&first).len(), 4, "{first:?}");
     for (event, receives) in [
         (vec![("m2", row(2)), ("m3", row(3)), ("m4", row(4))], 2),
         (vec![("m0", row(0)), ("m1", row(1))], 2),
     ] {
         let answer = writer.handle(sqs_messages(&event, receives)).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
     env.drain(&committer).await;
@@ -1034,7 +1042,7 @@ async fn a_kinesis_retry_that_ends_elsewhere_commits_every_record_once() {
     // Lambda retries from the same record; the batch now ends later.
     let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
     let again = writer.handle(kinesis_event(&records)).await.unwrap();
-    assert!(failures(&again).is_empty(), "{again}");
+    assert!(failures(&again).is_empty(), "{again:?}");
     let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
     env.drain(&committer).await;
     let expected: Vec<(i64, Option<String>)> = (0..6).map(|i| (i, Some(format!("k{i}")))).collect();
@@ -1058,7 +1066,7 @@ async fn a_late_keyed_request_lands_only_the_keys_no_later_change_touched() {
     ]);
     for event in [older, newer] {
         let answer = writer.handle(event).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     // The newer request commits first (the older one's commit failed and its
     // message came back after the visibility timeout).
@@ -1069,7 +1077,7 @@ async fn a_late_keyed_request_lands_only_the_keys_no_later_change_touched() {
         .partition(|m| m.body().unwrap().contains("\"first\":\"102\""));
     for m in [first, second] {
         let answer = commit_messages(&env, &committer, &m).await;
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     let expected = want(&[(1, Some("c")), (2, Some("b")), (3, Some("d"))]);
     assert_eq!(env.rows().await, expected);
@@ -1092,11 +1100,13 @@ async fn a_late_dynamodb_change_does_not_undo_a_newer_one() {
         })
     };
     // Two shards' batches: the first sets 1 and 2, the second (newer) 1 again.
-    let older = json!({"Records": [change("e1", "INSERT", 1, "a", 10), change("e2", "INSERT", 2, "b", 11)]});
-    let newer = json!({"Records": [change("e3", "MODIFY", 1, "c", 12)]});
+    let older = writer_event(
+        json!({"Records": [change("e1", "INSERT", 1, "a", 10), change("e2", "INSERT", 2, "b", 11)]}),
+    );
+    let newer = writer_event(json!({"Records": [change("e3", "MODIFY", 1, "c", 12)]}));
     for event in [older, newer] {
         let answer = writer.handle(event).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     let messages = receive_all(&env).await;
     assert_eq!(messages.len(), 2);
@@ -1105,7 +1115,7 @@ async fn a_late_dynamodb_change_does_not_undo_a_newer_one() {
         .partition(|m| m.body().unwrap().contains("\"e3\""));
     for m in [first, second] {
         let answer = commit_messages(&env, &committer, &m).await;
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     let expected = want(&[(1, Some("c")), (2, Some("b"))]);
     assert_eq!(env.rows().await, expected);
@@ -1129,7 +1139,7 @@ async fn an_update_with_a_bad_value_is_dead_lettered_and_keeps_the_row() {
         )]),
     ] {
         let answer = writer.handle(event).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
         env.drain(&committer).await;
     }
     let expected = want(&[(1, Some("a1")), (2, Some("b1"))]);
@@ -1186,7 +1196,7 @@ async fn the_committer_dead_letters_foreign_and_malformed_messages_and_deletes_n
         .handle(sqs_messages(&[("g1", json!({"id": 1, "name": "good"}))], 1))
         .await
         .unwrap();
-    assert!(failures(&answer).is_empty(), "{answer}");
+    assert!(failures(&answer).is_empty(), "{answer:?}");
     // A request forged from the real one but naming a file of another bucket
     // path, and a message that is no request at all.
     let messages = receive_all(&env).await;
@@ -1226,7 +1236,7 @@ async fn the_committer_dead_letters_foreign_and_malformed_messages_and_deletes_n
     let answer = commit_messages(&env, &committer, &refs).await;
     assert!(
         failures(&answer).is_empty(),
-        "dead-lettered, then acknowledged: {answer}"
+        "dead-lettered, then acknowledged: {answer:?}"
     );
     assert!(receive_all(&env).await.is_empty());
     assert_eq!(env.rows().await, want(&[(1, Some("good"))]));
@@ -1265,7 +1275,7 @@ async fn a_partitioned_keyed_table_moves_a_key_between_partitions() {
         kinesis_event(&[("302", json!({"_op": "u", "id": 1, "name": "b"}))]),
     ] {
         let answer = writer.handle(event).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
         env.drain(&committer).await;
     }
     let expected = want(&[(1, Some("b")), (2, Some("b"))]);
@@ -1288,9 +1298,9 @@ async fn kafka_tombstones_delete_their_keys() {
                "key": b64(key), "value": value.map(b64), "headers": []})
     };
     let event = |records: Vec<Value>| {
-        json!({"eventSource": "aws:kafka",
+        writer_event(json!({"eventSource": "aws:kafka",
                "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/1",
-               "records": {"users-0": records}})
+               "records": {"users-0": records}}))
     };
     for e in [
         event(vec![
@@ -1302,7 +1312,7 @@ async fn kafka_tombstones_delete_their_keys() {
         event(vec![record(4, "{\"id\":1}", None), record(5, "3", None)]),
     ] {
         let answer = writer.handle(e).await.unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
         env.drain(&committer).await;
     }
     let expected = want(&[(2, Some("y"))]);
@@ -1445,7 +1455,7 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
             .handle(sqs_event(&format!("d{b}"), b * 10, 3))
             .await
             .unwrap();
-        assert!(failures(&answer).is_empty(), "{answer}");
+        assert!(failures(&answer).is_empty(), "{answer:?}");
     }
     // A catalog that takes a minute per commit, in an invocation with two
     // seconds left: the handler answers in time, naming every message.
@@ -1466,7 +1476,7 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
         Some(std::time::Instant::now() + Duration::from_secs(2)),
     )
     .await;
-    assert!(started.elapsed() < Duration::from_secs(30), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{answer:?}");
     let mut named = failures(&answer);
     named.sort();
     let mut ids: Vec<String> = messages
@@ -1474,12 +1484,12 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
         .map(|m| m.message_id().unwrap().to_string())
         .collect();
     ids.sort();
-    assert_eq!(named, ids, "{answer}");
+    assert_eq!(named, ids, "{answer:?}");
     assert!(env.rows().await.is_empty());
     // Handed to an invocation with time, they commit.
     let committer = CommitterFunction::new(&d).unwrap();
     let answer = commit_messages(&env, &committer, &refs).await;
-    assert!(failures(&answer).is_empty(), "{answer}");
+    assert!(failures(&answer).is_empty(), "{answer:?}");
     let got: Vec<i64> = env.rows().await.into_iter().map(|(id, _)| id).collect();
     assert_eq!(got, [0, 1, 2, 10, 11, 12]);
 }

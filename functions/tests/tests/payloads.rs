@@ -24,10 +24,10 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
-use floe_writer::WriterFunction;
+use floe_writer::{WriterEvent, WriterFunction, WriterResponse};
 use serde_json::{Value, json};
 
-use moto::{kinesis_event, unique};
+use moto::{kinesis_event, unique, writer_event};
 
 /// One deployment on moto: a bucket, a commit queue, a table (created by
 /// the writer on first write) in a Glue database, and `[sources]` settings.
@@ -82,11 +82,11 @@ table = "{table}"
 
     /// Hands `event` to a writer handler, then the commit queue to a
     /// committer handler, until it is empty; the writer's answer.
-    async fn deliver(&self, event: &Value) -> Value {
+    async fn deliver(&self, event: &WriterEvent) -> WriterResponse {
         let writer = WriterFunction::new(&self.deployment().await).unwrap();
         let answer = writer.handle(event.clone()).await.unwrap();
         assert_eq!(
-            answer["batchItemFailures"],
+            serde_json::to_value(&answer).unwrap()["batchItemFailures"],
             json!([]),
             "the writer failed a batch"
         );
@@ -218,12 +218,12 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 }
 
 /// An SQS event of `(message id, body)` messages from queue `orders`, sent at `sent_ms`.
-fn sqs_event(messages: &[(&str, String)], sent_ms: i64) -> Value {
+fn sqs_event(messages: &[(&str, String)], sent_ms: i64) -> WriterEvent {
     moto::sqs_event(messages, sent_ms, 1)
 }
 
 /// An MSK event of one partition of topic `topic`: `(offset, value)`.
-fn msk_event(topic: &str, records: &[(i64, Vec<u8>)]) -> Value {
+fn msk_event(topic: &str, records: &[(i64, Vec<u8>)]) -> WriterEvent {
     let records: Vec<Value> = records
         .iter()
         .map(|(offset, value)| {
@@ -232,11 +232,11 @@ fn msk_event(topic: &str, records: &[(i64, Vec<u8>)]) -> Value {
                    "value": BASE64.encode(value), "headers": []})
         })
         .collect();
-    json!({
+    writer_event(json!({
         "eventSource": "aws:kafka",
         "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/abc",
         "records": { format!("{topic}-0"): records },
-    })
+    }))
 }
 
 fn ddb_record(n: u32, name: &str, keys: Value, new: Option<Value>, old: Option<Value>) -> Value {
@@ -260,7 +260,7 @@ fn ddb_record(n: u32, name: &str, keys: Value, new: Option<Value>, old: Option<V
     })
 }
 
-fn ddb_event() -> Value {
+fn ddb_event() -> WriterEvent {
     let item = |id: &str, status: &str, qty: &str| {
         json!({
             "order_id": {"N": id},
@@ -276,12 +276,12 @@ fn ddb_event() -> Value {
         })
     };
     let key = |id: &str| json!({"order_id": {"N": id}});
-    json!({"Records": [
+    writer_event(json!({"Records": [
         ddb_record(1, "INSERT", key("1"), Some(item("1", "new", "10.5")), None),
         ddb_record(2, "INSERT", key("2"), Some(item("2", "new", "20")), None),
         ddb_record(3, "MODIFY", key("1"), Some(item("1", "paid", "10.5")), Some(item("1", "new", "10.5"))),
         ddb_record(4, "REMOVE", key("2"), None, Some(item("2", "new", "20"))),
-    ]})
+    ]}))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,13 +6,17 @@ use std::collections::BTreeMap;
 
 use aws_lambda_events::event::kafka::KafkaEvent;
 use aws_lambda_events::event::kinesis::KinesisEvent;
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::streams::{
+    DynamoDbBatchItemFailure, DynamoDbEventResponse, KinesisEventResponse,
+};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use floe_core::source::SourceKind;
-use floe_core::source::{Position, Positions, SourceSpan, batch_id};
+use floe_core::source::{Position, Positions, SourceSpan};
 use floe_core::source::{Records, Source, SourceBatch};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// An event this function cannot read; Lambda retries it as a whole.
@@ -77,34 +81,171 @@ impl DecodeOptions {
     }
 }
 
+/// An event the writer function takes. Lambda's event types default every
+/// field, so any of them would read any event: the source is told apart as
+/// Lambda marks it, by Kafka's top-level `eventSource`, else by the first
+/// record's.
+#[derive(Debug, Clone)]
+pub enum WriterEvent {
+    /// SQS messages, of one queue or several.
+    Sqs(SqsEvent),
+    /// Kinesis records, with each one's arrival at the stream (ms since
+    /// epoch) read from the event's JSON: aws_lambda_events reads the
+    /// fraction of `1700000001.25` as 25 ms.
+    Kinesis {
+        /// The event.
+        event: KinesisEvent,
+        /// Per record, in the event's order.
+        arrived_ms: Vec<Option<i64>>,
+    },
+    /// Kafka records (MSK or self-managed), by topic-partition.
+    Kafka(KafkaEvent),
+    /// DynamoDB Streams records.
+    DynamoDb(DynamoDbEvent),
+}
+
+/// A DynamoDB Streams event whose records stay JSON: each goes whole to
+/// floe's change decoder (aws_lambda_events' typed records need
+/// serde_dynamo, which floe does not build).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DynamoDbEvent {
+    /// The stream records, as Lambda sent them.
+    #[serde(rename = "Records", default)]
+    pub records: Vec<Value>,
+}
+
+impl TryFrom<Value> for WriterEvent {
+    type Error = EventError;
+
+    fn try_from(event: Value) -> Result<Self, EventError> {
+        if let Some(source) = event.get("eventSource").and_then(Value::as_str)
+            && (source == "aws:kafka" || source == "SelfManagedKafka")
+        {
+            return typed("Kafka", event).map(Self::Kafka);
+        }
+        let Some(records) = event.get("Records").and_then(Value::as_array) else {
+            return Err(EventError::Unknown("no Records array".into()));
+        };
+        let Some(first) = records.first() else {
+            // No records name a source, and none make a batch whatever it is.
+            return Ok(Self::Sqs(SqsEvent::default()));
+        };
+        let source = first
+            .get("eventSource")
+            .or_else(|| first.get("EventSource"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match source {
+            "aws:sqs" => typed("SQS", event).map(Self::Sqs),
+            "aws:kinesis" => {
+                let arrived_ms = records
+                    .iter()
+                    .map(|r| {
+                        r.pointer("/kinesis/approximateArrivalTimestamp")
+                            .and_then(seconds_to_ms)
+                    })
+                    .collect();
+                let event = typed("Kinesis", event)?;
+                Ok(Self::Kinesis { event, arrived_ms })
+            }
+            "aws:dynamodb" => typed("DynamoDB Streams", event).map(Self::DynamoDb),
+            other => Err(EventError::Unknown(format!("eventSource {other:?}"))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WriterEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Self::try_from(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    event: Value,
+) -> Result<T, EventError> {
+    serde_json::from_value(event).map_err(|e| malformed(kind, e.to_string()))
+}
+
+/// Lambda's partial batch response, in the type of the event's source; all
+/// serialise as `{"batchItemFailures": [{"itemIdentifier": …}]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum WriterResponse {
+    /// Message ids of an SQS event.
+    Sqs(SqsBatchResponse),
+    /// The first sequence number (Kinesis) or offset (Kafka) of each failed
+    /// shard or partition, which Lambda resumes from.
+    Stream(KinesisEventResponse),
+    /// The first sequence number of each failed DynamoDB stream batch.
+    DynamoDb(DynamoDbEventResponse),
+}
+
+impl WriterResponse {
+    /// Nothing to redeliver yet, in the response type of `event`'s source.
+    pub(crate) fn for_event(event: &WriterEvent) -> Self {
+        match event {
+            WriterEvent::Sqs(_) => Self::Sqs(SqsBatchResponse::default()),
+            WriterEvent::Kinesis { .. } | WriterEvent::Kafka(_) => {
+                Self::Stream(KinesisEventResponse::default())
+            }
+            WriterEvent::DynamoDb(_) => Self::DynamoDb(DynamoDbEventResponse::default()),
+        }
+    }
+
+    /// Names every identifier of `part` for redelivery.
+    pub(crate) fn fail(&mut self, part: &Part) {
+        for id in &part.on_failure {
+            self.add_failure(id.clone());
+        }
+    }
+
+    fn add_failure(&mut self, id: String) {
+        match self {
+            Self::Sqs(r) => r.add_failure(id),
+            Self::Stream(r) => r.add_failure(id),
+            Self::DynamoDb(r) => {
+                let mut failure = DynamoDbBatchItemFailure::default();
+                failure.item_identifier = Some(id);
+                r.batch_item_failures.push(failure);
+            }
+        }
+    }
+
+    /// The identifiers Lambda is told to redeliver, in the response's order.
+    pub fn failures(&self) -> Vec<&str> {
+        match self {
+            Self::Sqs(r) => r
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.as_str())
+                .collect(),
+            Self::Stream(r) => r
+                .batch_item_failures
+                .iter()
+                .filter_map(|f| f.item_identifier.as_deref())
+                .collect(),
+            Self::DynamoDb(r) => r
+                .batch_item_failures
+                .iter()
+                .filter_map(|f| f.item_identifier.as_deref())
+                .collect(),
+        }
+    }
+}
+
 /// Splits an event into source batches, in the order the event holds them.
-pub fn decode(event: &Value) -> Result<Vec<Part>, EventError> {
+pub fn decode(event: WriterEvent) -> Result<Vec<Part>, EventError> {
     decode_with(event, DecodeOptions::default())
 }
 
 /// [`decode`] with options.
-pub fn decode_with(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
-    if let Some(source) = event.get("eventSource").and_then(Value::as_str)
-        && (source == "aws:kafka" || source == "SelfManagedKafka")
-    {
-        return kafka(event);
-    }
-    let Some(records) = event.get("Records").and_then(Value::as_array) else {
-        return Err(EventError::Unknown("no Records array".into()));
-    };
-    let Some(first) = records.first() else {
-        return Ok(Vec::new());
-    };
-    let source = first
-        .get("eventSource")
-        .or_else(|| first.get("EventSource"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    match source {
-        "aws:sqs" => sqs(event),
-        "aws:kinesis" => kinesis(event, opts),
-        "aws:dynamodb" => dynamodb(records),
-        other => Err(EventError::Unknown(format!("eventSource {other:?}"))),
+pub fn decode_with(event: WriterEvent, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
+    match event {
+        WriterEvent::Sqs(event) => sqs(event),
+        WriterEvent::Kinesis { event, arrived_ms } => kinesis(event, &arrived_ms, opts),
+        WriterEvent::Kafka(event) => kafka(event),
+        WriterEvent::DynamoDb(event) => dynamodb(&event.records),
     }
 }
 
@@ -114,14 +255,6 @@ fn arn_resource<'a>(arn: &'a str, marker: &str) -> &'a str {
         Some((_, rest)) => rest,
         None => arn.rsplit(':').next().unwrap_or(arn),
     }
-}
-
-/// The `Records` array of a raw event.
-fn event_records(event: &Value) -> &[Value] {
-    event
-        .get("Records")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
 }
 
 /// Epoch seconds, possibly fractional, as ms; `None` unless positive.
@@ -146,23 +279,10 @@ fn batch(
     items: Vec<(String, Bytes)>,
     oldest_ms: Option<i64>,
 ) -> SourceBatch {
-    SourceBatch {
-        source: Source {
-            kind,
-            name: name.to_string(),
-        },
-        table: None,
-        batch_id: batch_id(&spans, None),
-        spans,
-        records: Records::Items(items),
-        state: Default::default(),
-        oldest_ms,
-    }
+    SourceBatch::new(Source::new(kind, name), spans, Records::Items(items)).oldest(oldest_ms)
 }
 
-fn sqs(event: &Value) -> Result<Vec<Part>, EventError> {
-    let event: SqsEvent =
-        serde_json::from_value(event.clone()).map_err(|e| malformed("SQS", e.to_string()))?;
+fn sqs(event: SqsEvent) -> Result<Vec<Part>, EventError> {
     // Per queue: its messages and the oldest one's SentTimestamp.
     type Queue = (Vec<(String, Bytes)>, Option<i64>);
     let mut queues: BTreeMap<String, Queue> = BTreeMap::new();
@@ -264,12 +384,11 @@ fn position(kind: &'static str, text: &str) -> Result<Position, EventError> {
         .ok_or_else(|| malformed(kind, format!("position {text:?} is not a decimal number")))
 }
 
-fn kinesis(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
-    // Arrival times come from the event's own JSON: aws_lambda_events reads
-    // the fraction of `1700000001.25` as 25 ms.
-    let raw = event_records(event);
-    let event: KinesisEvent =
-        serde_json::from_value(event.clone()).map_err(|e| malformed("Kinesis", e.to_string()))?;
+fn kinesis(
+    event: KinesisEvent,
+    arrived_ms: &[Option<i64>],
+    opts: DecodeOptions,
+) -> Result<Vec<Part>, EventError> {
     let mut shards: BTreeMap<String, Shard> = BTreeMap::new();
     for (i, r) in event.records.into_iter().enumerate() {
         let stream = r
@@ -286,10 +405,7 @@ fn kinesis(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> 
             .map(|(s, _)| s.to_string())
             .ok_or_else(|| malformed("Kinesis", "a record's eventID names no shard"))?;
         let pos = position("Kinesis", &r.kinesis.sequence_number)?;
-        let arrived = raw
-            .get(i)
-            .and_then(|v| v.pointer("/kinesis/approximateArrivalTimestamp"))
-            .and_then(seconds_to_ms);
+        let arrived = arrived_ms.get(i).copied().flatten();
         let source = format!("kinesis:{stream}/{shard}");
         let shard = shards.entry(source.clone()).or_insert_with(|| Shard {
             kind: SourceKind::Kinesis,
@@ -314,9 +430,7 @@ fn kinesis(event: &Value, opts: DecodeOptions) -> Result<Vec<Part>, EventError> 
         .collect())
 }
 
-fn kafka(event: &Value) -> Result<Vec<Part>, EventError> {
-    let event: KafkaEvent =
-        serde_json::from_value(event.clone()).map_err(|e| malformed("Kafka", e.to_string()))?;
+fn kafka(event: KafkaEvent) -> Result<Vec<Part>, EventError> {
     let mut parts: BTreeMap<String, Shard> = BTreeMap::new();
     let mut tombstones = 0usize;
     for (key, records) in event.records {
@@ -460,6 +574,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn decode_json(event: &Value) -> Result<Vec<Part>, EventError> {
+        decode(WriterEvent::try_from(event.clone())?)
+    }
+
     #[test]
     fn kinesis_batches_per_shard_with_the_first_sequence_to_retry() {
         let rec = |shard: &str, seq: &str, data: &str, arrived: f64| {
@@ -477,7 +595,7 @@ mod tests {
             rec("shardId-2", "7", "{\"a\":2}", 1_700_000_009.0),
             rec("shardId-1", "101", "{\"a\":3}", 1_700_000_001.25),
         ]});
-        let parts = decode(&event).unwrap();
+        let parts = decode_json(&event).unwrap();
         assert_eq!(parts.len(), 2);
         // Freshness counts from the oldest arrival of each shard's batch.
         assert_eq!(parts[0].batch.oldest_ms, Some(1_700_000_001_250));
@@ -485,15 +603,47 @@ mod tests {
         assert_eq!(parts[0].batch.spans[0].source, "kinesis:clicks/shardId-1");
         assert_eq!(parts[0].on_failure, vec!["100".to_string()]);
         assert!(parts[0].batch.spans[0].stream);
-        let again = decode(&event).unwrap();
+        let again = decode_json(&event).unwrap();
         assert_eq!(parts[0].batch.batch_id, again[0].batch.batch_id);
     }
 
     #[test]
     fn unknown_events_are_refused() {
-        assert!(decode(&json!({"foo": 1})).is_err());
-        assert!(decode(&json!({"Records": [{"eventSource": "aws:s3"}]})).is_err());
-        assert!(decode(&json!({"Records": []})).unwrap().is_empty());
+        assert!(decode_json(&json!({"foo": 1})).is_err());
+        assert!(decode_json(&json!({"Records": [{"eventSource": "aws:s3"}]})).is_err());
+        assert!(decode_json(&json!({"Records": []})).unwrap().is_empty());
+    }
+
+    #[test]
+    fn events_read_as_lambda_sends_them_are_answered_in_its_shape() {
+        let sqs = r#"{"Records": [{"messageId": "m1", "body": "{}", "eventSource": "aws:sqs",
+            "attributes": {}, "messageAttributes": {}}]}"#;
+        let event: WriterEvent = serde_json::from_str(sqs).unwrap();
+        assert!(matches!(&event, WriterEvent::Sqs(e) if e.records.len() == 1));
+        let mut response = WriterResponse::for_event(&event);
+        let parts = decode(event).unwrap();
+        response.fail(&parts[0]);
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({"batchItemFailures": [{"itemIdentifier": "m1"}]})
+        );
+
+        let kafka: WriterEvent =
+            serde_json::from_str(r#"{"eventSource": "SelfManagedKafka", "records": {}}"#).unwrap();
+        let mut response = WriterResponse::for_event(&kafka);
+        response.add_failure("10".into());
+        assert_eq!(response.failures(), vec!["10"]);
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({"batchItemFailures": [{"itemIdentifier": "10"}]})
+        );
+
+        let s3 = r#"{"Records": [{"eventSource": "aws:s3"}]}"#;
+        let refused = serde_json::from_str::<WriterEvent>(s3).unwrap_err();
+        assert!(
+            refused.to_string().contains("unrecognised event"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -513,7 +663,7 @@ mod tests {
                 rec(13, None, Value::Null),
             ]}
         });
-        let parts = decode(&event).unwrap();
+        let parts = decode_json(&event).unwrap();
         assert_eq!(parts.len(), 1);
         let items: Vec<_> = parts[0]
             .batch

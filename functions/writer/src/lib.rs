@@ -7,12 +7,13 @@
 
 pub mod events;
 
+pub use events::{WriterEvent, WriterResponse};
+
 use floe_core::deploy::Deployment;
 use floe_core::envelope::s3::ObjectBatches;
 use floe_core::envelope::{ObjectRef, Opener, avro};
 use floe_core::pipeline::{PipelineError, WriteReport, Writer};
 use floe_core::source::SourceBatch;
-use serde_json::{Value, json};
 use tracing::{error, info};
 
 /// Why the function cannot start or cannot take an event as a whole.
@@ -129,11 +130,11 @@ impl WriterFunction {
     /// partial batch response; a batch that failed for a transient reason
     /// (storage, catalog, queue) is named in it so Lambda redelivers it, and
     /// the redelivery gets the same batch id, so nothing is committed twice.
-    pub async fn handle(&self, event: Value) -> Result<Value, WriterError> {
-        let parts = events::decode_with(&event, self.decode)?;
+    pub async fn handle(&self, event: WriterEvent) -> Result<WriterResponse, WriterError> {
+        let mut response = WriterResponse::for_event(&event);
+        let parts = events::decode_with(event, self.decode)?;
         let results =
             futures::future::join_all(parts.iter().map(|p| self.write_part(p.batch.clone()))).await;
-        let mut failures = Vec::new();
         for (part, result) in parts.iter().zip(results) {
             let b = &part.batch;
             match result {
@@ -149,21 +150,12 @@ impl WriterFunction {
                 }
                 Err(e) => {
                     error!(source = %b.source.name, batch_id = %b.batch_id, error = %e, "batch failed; Lambda will redeliver it");
-                    failures.extend(part.on_failure.iter().cloned());
+                    response.fail(part);
                 }
             }
         }
-        Ok(batch_response(&failures))
+        Ok(response)
     }
-}
-
-/// Lambda's partial batch response, the same shape for every event source.
-pub fn batch_response(failures: &[String]) -> Value {
-    let items: Vec<Value> = failures
-        .iter()
-        .map(|id| json!({ "itemIdentifier": id }))
-        .collect();
-    json!({ "batchItemFailures": items })
 }
 
 fn emit(source: &str, batch_id: &str, report: &WriteReport) {

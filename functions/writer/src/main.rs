@@ -5,16 +5,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use floe_core::deploy::{Deployment, Role};
-use floe_writer::WriterFunction;
+use floe_writer::{WriterEvent, WriterFunction};
 use lambda_runtime::{LambdaEvent, service_fn};
-use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
     let deployment = Deployment::from_env(Role::Writer).await?;
     let function = Arc::new(WriterFunction::new(&deployment).context("cannot start")?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<WriterEvent>| {
         let function = function.clone();
         async move {
             function

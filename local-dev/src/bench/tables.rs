@@ -37,7 +37,7 @@ use floe_core::pipeline::{Committer, PipelineError, Writer, WriterParts};
 use floe_core::queue::{CommitQueue, Delivery, MAX_SHARDS, MemoryQueue, QueueRef, ShardedQueue};
 use floe_core::request::CommitRequest;
 use floe_core::source::SourceKind;
-use floe_core::source::{Positions, SourceSpan, batch_id};
+use floe_core::source::{Positions, SourceSpan};
 use floe_core::source::{Records, Source, SourceBatch};
 use floe_core::tabledef;
 
@@ -283,18 +283,15 @@ async fn templates(
             stream: false,
         }];
         writer
-            .write(SourceBatch {
-                source: Source {
-                    kind: SourceKind::Sqs,
-                    name: "bench".into(),
-                },
-                table: Some(ident.clone()),
-                batch_id: batch_id(&spans, Some(display(ident).as_bytes())),
-                spans,
-                records: Records::Items(items),
-                state: Default::default(),
-                oldest_ms: None,
-            })
+            .write(
+                SourceBatch::new(
+                    Source::new(SourceKind::Sqs, "bench"),
+                    spans,
+                    Records::Items(items),
+                )
+                .pinned_to(display(ident).as_bytes())
+                .to_table(Some(ident.clone())),
+            )
             .await?;
     }
     let mut by_table: HashMap<String, CommitRequest> = HashMap::new();

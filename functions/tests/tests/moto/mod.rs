@@ -6,10 +6,12 @@
 
 use std::collections::HashSet;
 
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use floe_committer::CommitterFunction;
 use floe_core::aws::AwsClients;
+use floe_writer::{WriterEvent, WriterResponse};
 use serde_json::{Value, json};
 
 /// `prefix_<uuid>`.
@@ -40,19 +42,45 @@ pub async fn bucket_and_queue(clients: &AwsClients) -> (String, String) {
     (bucket, queue_url)
 }
 
+/// A partial batch response: the writer's or the committer's.
+pub trait Answer {
+    /// The identifiers it names for redelivery.
+    fn named(&self) -> Vec<String>;
+}
+
+impl Answer for WriterResponse {
+    fn named(&self) -> Vec<String> {
+        self.failures().into_iter().map(str::to_string).collect()
+    }
+}
+
+impl Answer for SqsBatchResponse {
+    fn named(&self) -> Vec<String> {
+        self.batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect()
+    }
+}
+
 /// The identifiers a handler's partial batch response names.
-pub fn failures(answer: &Value) -> Vec<String> {
-    answer["batchItemFailures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["itemIdentifier"].as_str().unwrap().to_string())
-        .collect()
+pub fn failures(answer: &impl Answer) -> Vec<String> {
+    answer.named()
+}
+
+/// A Lambda event's JSON as the writer function takes it.
+pub fn writer_event(event: Value) -> WriterEvent {
+    WriterEvent::try_from(event).unwrap()
+}
+
+/// A Lambda SQS event's JSON as the committer function takes it.
+pub fn commit_event(event: Value) -> SqsEvent {
+    serde_json::from_value(event).unwrap()
 }
 
 /// An SQS event of `(message id, body)` messages from queue `orders`,
 /// sent at `sent_ms` and received `receives` times.
-pub fn sqs_event(messages: &[(&str, String)], sent_ms: i64, receives: u32) -> Value {
+pub fn sqs_event(messages: &[(&str, String)], sent_ms: i64, receives: u32) -> WriterEvent {
     let records: Vec<Value> = messages
         .iter()
         .map(|(id, body)| {
@@ -69,11 +97,11 @@ pub fn sqs_event(messages: &[(&str, String)], sent_ms: i64, receives: u32) -> Va
             })
         })
         .collect();
-    json!({ "Records": records })
+    writer_event(json!({ "Records": records }))
 }
 
 /// A Kinesis event of shard 1 of `stream`: `(sequence number, data)` records.
-pub fn kinesis_event(stream: &str, records: &[(&str, Vec<u8>)]) -> Value {
+pub fn kinesis_event(stream: &str, records: &[(&str, Vec<u8>)]) -> WriterEvent {
     let records: Vec<Value> = records
         .iter()
         .map(|(seq, data)| {
@@ -91,7 +119,7 @@ pub fn kinesis_event(stream: &str, records: &[(&str, Vec<u8>)]) -> Value {
             })
         })
         .collect();
-    json!({ "Records": records })
+    writer_event(json!({ "Records": records }))
 }
 
 /// Runs the committer handler on what is in the queue at `queue_url`, as
@@ -104,7 +132,7 @@ pub async fn drain(
     queue_url: &str,
     committer: &CommitterFunction,
     batch: usize,
-) -> Vec<Value> {
+) -> Vec<SqsBatchResponse> {
     let mut answers = Vec::new();
     for _ in 0..20 {
         let mut messages = Vec::new();
@@ -151,9 +179,8 @@ pub async fn drain(
             })
             .collect();
         let answer = committer
-            .handle(json!({ "Records": records }), None)
-            .await
-            .unwrap();
+            .handle(commit_event(json!({ "Records": records })), None)
+            .await;
         let failed: HashSet<String> = failures(&answer).into_iter().collect();
         for m in &messages {
             let handle = m.receipt_handle().unwrap();
