@@ -132,9 +132,12 @@ pub fn fold(
             folded.keys.len() - 1
         });
         let key = &mut folded.keys[at];
+        // Only a change that leaves columns out reads the key's earlier
+        // state: a row is not parsed again for every change of its key.
         let previous: Option<Row> = key
             .states
             .last()
+            .filter(|_| !change.unchanged.is_empty())
             .and_then(|s| s.row.as_ref())
             .and_then(|r| serde_json::from_slice(r).ok());
         let row = match change.op {
