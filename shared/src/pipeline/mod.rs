@@ -3,6 +3,7 @@
 //! and the committer step (commit requests → coalesced snapshots).
 
 pub mod changelog;
+mod classify;
 pub mod committer;
 pub mod keyed;
 mod scope;

@@ -16,6 +16,7 @@ use tracing::{debug, info, instrument, warn};
 use uuid::Uuid;
 
 use super::PipelineError;
+use super::classify::{Classified, Shape, classify};
 use super::scope::Scope;
 use super::{changelog, keyed};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
@@ -181,6 +182,17 @@ struct KeyedWrite {
     /// For each row of `data`, the change whose state it is.
     changes: Vec<usize>,
     keys: KeyedFiles,
+}
+
+/// A table's part of a batch, shredded and ready for its files.
+struct Output {
+    ctx: Arc<TableContext>,
+    data: RecordBatch,
+    /// The record each row of `data` came from, when the batch names them.
+    row_ids: Vec<Option<RowId>>,
+    keys: Option<KeyedFiles>,
+    /// Records of the part dead-lettered.
+    rejected: u64,
 }
 
 /// What a keyed batch deletes and records in its key file.
@@ -461,67 +473,19 @@ impl Writer {
             .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
             .collect();
         let keyed = !key_names.is_empty() && changelog != Changelog::Only;
-        let mut log_rows = Vec::new();
-        let mut changes = Vec::new();
-        let mut change_records = Vec::new();
-        // Tombstones (deletes of a Kafka key) reach keyed tables and
-        // changelogs as deletes; an append table has nothing to delete. It
-        // takes a DynamoDB stream record's item, not the record.
-        let items = group.items;
-        let plain = |records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
-                     rejected: &mut Vec<Rejected>|
-         -> Vec<(Pos<'a>, Cow<'a, [u8]>)> {
-            let mut rows = Vec::with_capacity(records.len());
-            for (pos, r) in records {
-                if change::tombstone_key(&r).is_some() {
-                    continue;
-                }
-                let Some(opts) = items.filter(|_| change::is_dynamodb_record(&r)) else {
-                    rows.push((pos, r));
-                    continue;
-                };
-                match change::dynamodb_item(&r, opts) {
-                    Ok(Some(item)) => rows.push((pos, Cow::Owned(item))),
-                    Ok(None) => {}
-                    Err(e) => rejected.push(
-                        Scope::new(&table, batch_id, batch).reject(pos, &e.field, &e.reason, &r),
-                    ),
-                }
-            }
-            rows
+        let shape = Shape {
+            keyed,
+            changelog,
+            key_names: &key_names,
+            items: group.items,
         };
-        let rows = if !keyed && changelog == Changelog::Off {
-            plain(group.records, &mut rejected)
-        } else {
-            for (pos, record) in &group.records {
-                let decoded = match change::tombstone_key(record) {
-                    Some(key) => change::tombstone_change(key, &key_names),
-                    None => change::decode(record, ChangeFormat::Auto),
-                };
-                match decoded {
-                    Ok(c) => {
-                        if changelog != Changelog::Off {
-                            log_rows.push((*pos, Cow::Owned(changelog::row(&c, *pos))));
-                        }
-                        changes.push((*pos, c));
-                        change_records.push(record.clone());
-                    }
-                    Err(e) => rejected.push(
-                        Scope::new(&table, batch_id, batch)
-                            .reject(*pos, &e.field, &e.reason, record),
-                    ),
-                }
-            }
-            if changelog == Changelog::Only {
-                std::mem::take(&mut log_rows)
-            } else if !keyed {
-                // A changelog beside an append-only table: the table takes
-                // the records as they came.
-                plain(group.records, &mut rejected)
-            } else {
-                Vec::new()
-            }
-        };
+        let scope = Scope::new(&table, batch_id, batch);
+        let Classified {
+            rows,
+            changes,
+            change_records,
+            log_rows,
+        } = classify(group.records, &shape, &scope, &mut rejected);
         if !log_rows.is_empty() {
             self.write_changelog(ident, &schema, batch_id, batch, log_rows, report)
                 .await?;
@@ -559,11 +523,40 @@ impl Writer {
                 .collect();
             (shredded.ctx, shredded.data, ids, None)
         };
-        let truncate = keys.as_ref().is_some_and(|k| k.truncate);
         let rejected_count = rejected.len() as u64;
         if !rejected.is_empty() {
             self.dead_letter(ident, batch_id, rejected, report).await?;
         }
+        let output = Output {
+            ctx,
+            data,
+            row_ids,
+            keys,
+            rejected: rejected_count,
+        };
+        self.write_files(ident, batch_id, batch, output, report)
+            .await
+    }
+
+    /// Writes a table's part of a batch: data files, its deletes and key
+    /// file, then the commit request enqueued.
+    async fn write_files(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        batch: &SourceBatch,
+        output: Output,
+        report: &mut WriteReport,
+    ) -> Result<(), PipelineError> {
+        let table = display(ident);
+        let Output {
+            ctx,
+            data,
+            row_ids,
+            keys,
+            rejected: rejected_count,
+        } = output;
+        let truncate = keys.as_ref().is_some_and(|k| k.truncate);
         let name = format!(
             "{}-{}",
             batch_id.get(..16).unwrap_or(batch_id),
