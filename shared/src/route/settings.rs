@@ -71,7 +71,7 @@ impl fmt::Display for RoutingMode {
 /// A `[routing]` setting that cannot be used, naming its key (see
 /// [`crate::config::ConfigError`], which it becomes).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {message}")]
+#[error("config key {key}: {message}")]
 pub struct RuleError {
     /// The key at fault, e.g. `routing.template`.
     pub key: String,
