@@ -30,6 +30,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features "$features" -- -D warnings
+echo "== import cycles"
+python3 local-dev/cycles.py
 # The Terraform module and examples: fmt, validate and `terraform test` where
 # the AWS provider is installable offline, and checkov.
 local-dev/infra-check.sh

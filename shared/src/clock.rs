@@ -7,3 +7,6 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// How far clocks of writers, committer and sources may disagree.
+pub const SKEW_MS: i64 = 2 * 60 * 1000;

@@ -18,6 +18,9 @@ use crate::pipeline::{Committer, PipelineError, Writer, WriterParts};
 use crate::queue::{MemoryQueue, QueueRef};
 use crate::storage::{LocalWarehouse, StorageError};
 
+/// Catalog name in the SQLite database (pyiceberg: `SqlCatalog("floe", …)`).
+pub const CATALOG_NAME: &str = "floe";
+
 /// Why a deployment cannot be assembled; each names the config key to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -258,7 +261,7 @@ impl Deployment {
         let warehouse = LocalWarehouse::open(&dir)?;
         let file_io = warehouse.file_io();
         let catalog = SqliteCatalog::open(
-            crate::embedded::CATALOG_NAME,
+            CATALOG_NAME,
             &warehouse.catalog_db(),
             &warehouse.uri(),
             file_io.clone(),

@@ -30,8 +30,7 @@ use crate::source::{Positions, SourceSpan};
 use crate::source::{Records, Source, SourceBatch};
 use crate::storage::StorageError;
 
-/// Catalog name in the SQLite database (pyiceberg: `SqlCatalog("floe", …)`).
-pub const CATALOG_NAME: &str = "floe";
+pub use crate::deploy::CATALOG_NAME;
 
 /// Bytes of an input that name it, with its path.
 const IDENTITY_PREFIX: usize = 64 * 1024;

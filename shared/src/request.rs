@@ -259,7 +259,7 @@ impl CommitRequest {
     pub fn lookback_ms(&self) -> i64 {
         let made = self.created_at_ms;
         match self.oldest_record_ms {
-            Some(oldest) => oldest.min(made).saturating_sub(crate::ledger::SKEW_MS),
+            Some(oldest) => oldest.min(made).saturating_sub(crate::clock::SKEW_MS),
             None => i64::MIN,
         }
     }

@@ -67,8 +67,7 @@ pub const DEFAULT_REQUEST_WINDOW_MS: i64 = 16 * DAY_MS;
 /// Default key window: a day, the retention of DynamoDB Streams and more than
 /// an SQS source's visibility timeout times its maxReceiveCount in the module.
 pub const DEFAULT_KEY_WINDOW_MS: i64 = DAY_MS;
-/// How far clocks of writers, committer and sources may disagree.
-pub const SKEW_MS: i64 = 2 * 60 * 1000;
+pub use crate::clock::SKEW_MS;
 /// The directory of ledger files under a table's location.
 pub const DIR: &str = "metadata/floe-ledger";
 

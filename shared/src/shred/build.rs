@@ -4,10 +4,11 @@ use arrow_schema::{DataType, FieldRef, Fields};
 use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Type};
 
 use super::bitmap::Bitmap;
-use super::column::{Column, Kind, ListCol, MapCol, StructCol, TsUnit, VarBytes};
+use super::column::{Column, Kind, ListCol, MapCol, StructCol, VarBytes};
 use super::error::ShredError;
 use super::lookup::FieldLookup;
 use super::temporal::DateCache;
+use super::temporal::TsUnit;
 
 fn unsupported(path: &str, reason: impl Into<String>) -> ShredError {
     ShredError::Unsupported {

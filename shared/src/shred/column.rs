@@ -6,14 +6,7 @@ use arrow_schema::{FieldRef, Fields};
 use super::bitmap::{Bitmap, Validity};
 use super::error::{Fail, PResult, RecordErrorKind};
 use super::lookup::FieldLookup;
-use super::temporal::DateCache;
-
-/// Resolution of a timestamp column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TsUnit {
-    Micros,
-    Nanos,
-}
+use super::temporal::{DateCache, TsUnit};
 
 /// One column (or nested child) being filled, shaped like its Arrow field.
 #[derive(Debug)]

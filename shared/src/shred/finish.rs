@@ -14,8 +14,9 @@ use arrow_array::{
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType};
 
-use super::column::{Column, Kind, StructCol, TsUnit, VarBytes};
+use super::column::{Column, Kind, StructCol, VarBytes};
 use super::error::ShredError;
+use super::temporal::TsUnit;
 
 /// Takes `v`, leaving an empty vector with the same room for the next batch.
 fn take<T>(v: &mut Vec<T>, next: usize) -> Vec<T> {

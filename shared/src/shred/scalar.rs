@@ -2,10 +2,11 @@
 
 use super::EpochUnit;
 use super::binary::{decode_base64, decode_fixed, parse_uuid};
-use super::column::{Kind, TsUnit};
+use super::column::Kind;
 use super::decimal::to_decimal;
 use super::error::{Fail, PResult, RecordErrorKind, show};
 use super::json::{Cursor, IntTok, NumTok};
+use super::temporal::TsUnit;
 use super::temporal::{
     epoch_number, parse_date, parse_time, parse_timestamp, time_number, unit_name,
 };

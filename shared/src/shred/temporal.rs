@@ -1,9 +1,15 @@
 //! Hand-written ISO-8601 date/time parsing and epoch arithmetic (no chrono on the hot path).
 
 use super::EpochUnit;
-use super::column::TsUnit;
 use super::decimal::{ExactError, ScaleError, long_integer_digits, parse_exact};
 use super::error::{Fail, PResult, RecordErrorKind, show};
+
+/// Resolution of a timestamp column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TsUnit {
+    Micros,
+    Nanos,
+}
 
 const SECS_PER_DAY: i64 = 86_400;
 
