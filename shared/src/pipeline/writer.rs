@@ -124,7 +124,7 @@ pub struct Writer {
     router: Option<Router>,
     /// Tables loaded so far; locked only to look one up or keep it, never
     /// across a catalog call, so concurrent parts of a batch load in parallel.
-    tables: std::sync::Mutex<HashMap<TableIdent, Arc<TableContext>>>,
+    tables: std::sync::Mutex<Tables>,
     /// Whether a table's records that no retry can write are dead-lettered
     /// (the batch then succeeds) rather than failing the batch.
     dead_letter_unwritable: bool,
@@ -182,6 +182,22 @@ struct KeyedWrite {
     /// For each row of `data`, the change whose state it is.
     changes: Vec<usize>,
     keys: KeyedFiles,
+}
+
+/// The writer's loaded tables, with a count of schema changes it made, so a
+/// load that began before one is not kept after it.
+#[derive(Default)]
+struct Tables {
+    map: HashMap<TableIdent, Arc<TableContext>>,
+    generation: u64,
+}
+
+impl Tables {
+    /// Drops `ident`'s table after a schema change, and any load in flight with it.
+    fn forget(&mut self, ident: &TableIdent) {
+        self.map.remove(ident);
+        self.generation += 1;
+    }
 }
 
 /// A table's part of a batch, shredded and ready for its files.
@@ -278,7 +294,7 @@ impl Writer {
             engine: CommitEngine::new(parts.catalog.clone(), Default::default()),
             parts,
             router,
-            tables: std::sync::Mutex::new(HashMap::new()),
+            tables: std::sync::Mutex::new(Tables::default()),
             dead_letter_unwritable: false,
         })
     }
@@ -444,6 +460,7 @@ impl Writer {
         report: &mut WriteReport,
     ) -> Result<(), PipelineError> {
         let table = display(ident);
+        let scope = Scope::new(&table, batch_id, batch);
         let declared = group.declared.clone();
         let mut rejected = std::mem::take(&mut group.rejected);
         if group.records.is_empty() && batch.state.is_empty() {
@@ -458,9 +475,10 @@ impl Writer {
             // The table is missing and routing may not create it.
             let reason = format!("table {table} does not exist and routing.create is false");
             rejected.extend(
-                group.records.iter().map(|(pos, r)| {
-                    Scope::new(&table, batch_id, batch).reject(*pos, "", &reason, r)
-                }),
+                group
+                    .records
+                    .iter()
+                    .map(|(pos, r)| scope.reject(*pos, "", &reason, r)),
             );
             return self.dead_letter(ident, batch_id, rejected, report).await;
         };
@@ -479,7 +497,6 @@ impl Writer {
             key_names: &key_names,
             items: group.items,
         };
-        let scope = Scope::new(&table, batch_id, batch);
         let Classified {
             rows,
             changes,
@@ -513,8 +530,7 @@ impl Writer {
                 .await?;
             for (i, field, reason) in &shredded.failed {
                 let (pos, record) = &rows[*i];
-                rejected
-                    .push(Scope::new(&table, batch_id, batch).reject(*pos, field, reason, record));
+                rejected.push(scope.reject(*pos, field, reason, record));
             }
             let ids: Vec<Option<RowId>> = shredded
                 .accepted
@@ -729,7 +745,7 @@ impl Writer {
             report
                 .evolved
                 .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
-            self.cached_tables().remove(ident);
+            self.cached_tables().forget(ident);
             evolutions += 1;
         }
     }
@@ -754,8 +770,9 @@ impl Writer {
             key_names,
             declared,
         } = keyed;
+        let scope = Scope::new(&table, batch_id, batch);
         let reject = |i: usize, field: &str, reason: &str| {
-            Scope::new(&table, batch_id, batch).reject(changes[i].0, field, reason, &records[i])
+            scope.reject(changes[i].0, field, reason, &records[i])
         };
         // Each change's key, shredded by the key columns' types, to a digest.
         let mut parsed = Vec::with_capacity(changes.len());
@@ -1035,8 +1052,12 @@ impl Writer {
         group: &Group<'_>,
         report: &mut WriteReport,
     ) -> Result<Option<Arc<TableContext>>, PipelineError> {
-        if let Some(ctx) = self.cached_tables().get(ident) {
-            return Ok(Some(ctx.clone()));
+        let (cached, generation) = {
+            let tables = self.cached_tables();
+            (tables.map.get(ident).cloned(), tables.generation)
+        };
+        if let Some(ctx) = cached {
+            return Ok(Some(ctx));
         }
         let table = display(ident);
         let settings = self.parts.config.table(&table);
@@ -1064,12 +1085,16 @@ impl Writer {
             writer,
             settings,
         });
-        // Another part of the batch may have loaded it meanwhile: either copy serves.
-        self.cached_tables().insert(ident.clone(), ctx.clone());
+        // Another part of the batch may have loaded it meanwhile (either copy
+        // serves), but a schema change since this load began makes this one stale.
+        let mut tables = self.cached_tables();
+        if tables.generation == generation {
+            tables.map.insert(ident.clone(), ctx.clone());
+        }
         Ok(Some(ctx))
     }
 
-    fn cached_tables(&self) -> std::sync::MutexGuard<'_, HashMap<TableIdent, Arc<TableContext>>> {
+    fn cached_tables(&self) -> std::sync::MutexGuard<'_, Tables> {
         // The map holds whole values only: a panic elsewhere leaves it usable.
         self.tables
             .lock()
