@@ -34,6 +34,7 @@ pub mod postgres;
 pub mod queue;
 pub mod request;
 pub mod route;
+pub mod row;
 pub mod rowkey;
 #[cfg(feature = "aws")]
 pub mod secrets;

@@ -8,8 +8,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::row::{Row, RowWriter};
+
 use super::{
-    Change, ChangeError, ChangeOp, Kind, Path, RawObject, RowWriter, Text, canonical_unsigned,
+    Change, ChangeError, ChangeOp, Kind, Path, RawObject, Text, canonical_unsigned,
     is_unavailable_placeholder, kind, object, object_or_tombstone, scaled_integer, string,
 };
 
@@ -43,7 +45,7 @@ pub(super) fn decode_payload(
 
     // A truncate has no row: it removes every row of the table.
     let (row, unchanged) = if op == ChangeOp::Truncate {
-        (b"{}".to_vec(), Vec::new())
+        (Row::default(), Vec::new())
     } else {
         row_image(event, schema, path, op, &op_text)?
     };
@@ -83,7 +85,7 @@ fn row_image(
     path: Path<'_>,
     op: ChangeOp,
     op_text: &str,
-) -> Result<(Vec<u8>, Vec<String>), ChangeError> {
+) -> Result<(Row, Vec<String>), ChangeError> {
     // Deletes carry the old row in `before`; everything else the new row in `after`.
     let image = if op == ChangeOp::Delete {
         "before"
@@ -159,7 +161,7 @@ pub(super) fn build_row(
     skip: &[&str],
     decimals: &[ConnectDecimal<'_>],
     unchanged: &mut Vec<String>,
-) -> Result<Vec<u8>, ChangeError> {
+) -> Result<Row, ChangeError> {
     let size: usize = obj.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
     let mut row = RowWriter::with_capacity(size);
     for (key, value) in obj.iter() {
@@ -173,7 +175,7 @@ pub(super) fn build_row(
         }
         match decimals.iter().find(|d| d.column == key) {
             Some(decimal) => write_decimal(&mut row, key, value, decimal.scale, path.key(key))?,
-            None => row.raw(key, value),
+            None => row.raw(key, value.get().as_bytes()),
         }
     }
     Ok(row.finish())
@@ -281,7 +283,7 @@ fn write_decimal(
     let text = match (kind(value), scale) {
         // Null, or JsonConverter's `decimal.format=NUMERIC`, which already writes the number.
         (Kind::Null | Kind::Number, _) => {
-            row.raw(key, value);
+            row.raw(key, value.get().as_bytes());
             return Ok(());
         }
         (Kind::String, Some(scale)) => decimal_from_base64(&string(value, path)?, scale, path)?,

@@ -1,9 +1,8 @@
 //! AWS DMS records as its Kinesis and Kafka targets write them:
 //! `{"data":{…},"metadata":{"operation":"insert","timestamp":"…",…}}`.
 
-use super::{
-    Change, ChangeError, ChangeOp, Path, RawObject, RowWriter, object, parse_timestamp_ms, string,
-};
+use super::{Change, ChangeError, ChangeOp, Path, RawObject, object, parse_timestamp_ms, string};
+use crate::row::RowWriter;
 
 /// Decodes one DMS record.
 pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
@@ -76,7 +75,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     let size: usize = data.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
     let mut row = RowWriter::with_capacity(size);
     for (key, value) in data.iter() {
-        row.raw(key, value);
+        row.raw(key, value.get().as_bytes());
     }
 
     let timestamp_path = metadata_path.key("timestamp");

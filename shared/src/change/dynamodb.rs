@@ -10,8 +10,9 @@ use serde_json::value::RawValue;
 
 use super::{
     Change, ChangeError, ChangeOp, Kind, Path, RawObject, array, canonical_unsigned,
-    is_json_number, kind, object, parse_timestamp_ms, scaled_integer, string, write_json_string,
+    is_json_number, kind, object, parse_timestamp_ms, scaled_integer, string,
 };
+use crate::row::{RowWriter, write_json_string};
 
 /// DynamoDB allows 32 levels of nesting; anything deeper is not a real item.
 const MAX_DEPTH: usize = 64;
@@ -80,8 +81,13 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
             }
         }
     };
-    let mut row = Vec::with_capacity(image_raw.get().len());
-    write_item(&mut row, image_raw, ddb_path.key(image_key), 0)?;
+    let image_path = ddb_path.key(image_key);
+    let image = object(image_raw, image_path)?;
+    let mut row = RowWriter::with_capacity(image_raw.get().len());
+    for (name, attribute) in image.iter() {
+        write_attribute(row.field(name), attribute, image_path.key(name), 1)?;
+    }
+    let row = row.finish();
 
     let seq_path = ddb_path.key("SequenceNumber");
     let position = match ddb.get_non_null("SequenceNumber") {

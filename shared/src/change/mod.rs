@@ -20,6 +20,8 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::row::{Row, RowWriter};
+
 /// What a change does to the row with its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeOp {
@@ -41,7 +43,7 @@ pub struct Change {
     /// What the change does.
     pub op: ChangeOp,
     /// The row after the change as a JSON object text (for Delete: the row before, or at least its key columns), ready for a JSON→columns shredder.
-    pub row: Vec<u8>,
+    pub row: Row,
     /// Source position for ordering, a decimal string without leading zeros (Debezium `source.lsn`/`pos`/`scn`/`change_lsn`/`sequence`, DynamoDB `SequenceNumber`; DMS has none).
     pub position: Option<String>,
     /// Event time, ms since epoch (Debezium `source.ts_ms` else `ts_ms`, DMS `metadata.timestamp`, DynamoDB `ApproximateCreationDateTime`, `_ts`).
@@ -134,19 +136,21 @@ pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, Chang
     };
     let row = match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(key) {
         Ok(mut fields) => match (fields.remove("payload"), fields.contains_key("schema")) {
-            (Some(serde_json::Value::Object(payload)), true) => serde_json::Value::Object(payload),
+            (Some(serde_json::Value::Object(payload)), true) => Row::from_map(&payload),
             (payload, _) => {
                 if let Some(p) = payload {
                     fields.insert("payload".into(), p);
                 }
-                serde_json::Value::Object(fields)
+                Row::from_map(&fields)
             }
         },
         Err(_) => match key_names {
             [only] => {
-                let value: serde_json::Value = serde_json::from_str(key)
+                let value: &RawValue = serde_json::from_str(key)
                     .map_err(|e| at(format!("tombstone key is not JSON: {e}")))?;
-                serde_json::json!({ only: value })
+                let mut row = RowWriter::with_capacity(key.len() + only.len() + 4);
+                row.raw(only, value.get().as_bytes());
+                row.finish()
             }
             _ => {
                 return Err(at(format!(
@@ -158,7 +162,7 @@ pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, Chang
     };
     Ok(Change {
         op: ChangeOp::Delete,
-        row: row.to_string().into_bytes(),
+        row,
         position: None,
         ts_ms: None,
         unchanged: Vec::new(),
@@ -193,37 +197,27 @@ pub fn dynamodb_item(record: &[u8], opts: ItemRow) -> Result<Option<Vec<u8>>, Ch
         return Ok(None);
     }
     if !opts.metadata && !opts.keep_removes {
-        return Ok(Some(change.row));
+        return Ok(Some(change.row.into_bytes()));
     }
     let name = match change.op {
         ChangeOp::Insert => "INSERT",
         ChangeOp::Delete => "REMOVE",
         _ => "MODIFY",
     };
-    let mut row = Vec::with_capacity(change.row.len() + 128);
-    row.extend_from_slice(b"{\"_event_name\":\"");
-    row.extend_from_slice(name.as_bytes());
-    row.push(b'"');
+    let mut row = RowWriter::with_capacity(change.row.as_bytes().len() + 128);
+    row.string(ITEM_METADATA[0], name);
     if opts.metadata {
         // Sequence numbers run past 64 bits: kept as text.
         if let Some(seq) = &change.position {
-            row.extend_from_slice(b",\"_sequence_number\":\"");
-            row.extend_from_slice(seq.as_bytes());
-            row.push(b'"');
+            row.string(ITEM_METADATA[1], seq);
         }
         if let Some(ms) = change.ts_ms {
-            row.extend_from_slice(b",\"_approximate_creation_time\":\"");
-            row.extend_from_slice(crate::shred::format_utc_millis(ms).as_bytes());
-            row.push(b'"');
+            row.string(ITEM_METADATA[2], &crate::shred::format_utc_millis(ms));
         }
     }
-    // The item's own attributes follow; `{}` adds none.
-    let rest = change.row.get(1..).unwrap_or_default();
-    if rest.first().is_some_and(|b| *b != b'}') {
-        row.push(b',');
-    }
-    row.extend_from_slice(rest);
-    Ok(Some(row))
+    // The item's own attributes follow.
+    row.copy(&change.row, |_| true);
+    Ok(Some(row.finish().into_bytes()))
 }
 
 /// True when `record` is one element of a DynamoDB Streams event (its
@@ -587,74 +581,6 @@ fn string<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<Cow<'a, str>, ChangeE
     serde_json::from_str::<Text<'a>>(raw.get())
         .map(|t| t.0)
         .map_err(|e| parse_error(path, e))
-}
-
-// ---------------------------------------------------------------------------------------
-// Writing rows.
-
-/// Builds a JSON object text field by field; values are written verbatim.
-struct RowWriter {
-    buf: Vec<u8>,
-    empty: bool,
-}
-
-impl RowWriter {
-    fn with_capacity(capacity: usize) -> Self {
-        let mut buf = Vec::with_capacity(capacity + 2);
-        buf.push(b'{');
-        RowWriter { buf, empty: true }
-    }
-
-    /// Writes `"key":` and returns the buffer for the caller to append the value.
-    fn field(&mut self, key: &str) -> &mut Vec<u8> {
-        if !self.empty {
-            self.buf.push(b',');
-        }
-        self.empty = false;
-        write_json_string(&mut self.buf, key);
-        self.buf.push(b':');
-        &mut self.buf
-    }
-
-    fn raw(&mut self, key: &str, value: &RawValue) {
-        self.field(key).extend_from_slice(value.get().as_bytes());
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        self.buf.push(b'}');
-        self.buf
-    }
-}
-
-fn write_json_string(buf: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    buf.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            buf.extend_from_slice(b"\\u00");
-            buf.push(HEX[usize::from(b >> 4)]);
-            buf.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            buf.extend_from_slice(escape);
-        }
-        start = i + 1;
-    }
-    buf.extend_from_slice(&bytes[start..]);
-    buf.push(b'"');
 }
 
 // ---------------------------------------------------------------------------------------

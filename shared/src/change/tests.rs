@@ -27,7 +27,7 @@ fn err(record: &str, format: ChangeFormat) -> ChangeError {
 /// Each column's exact JSON text, so numbers like `1e400` can be compared verbatim.
 fn raw_row(change: &Change) -> BTreeMap<String, String> {
     let map: BTreeMap<String, Box<RawValue>> =
-        serde_json::from_slice(&change.row).expect("row is a JSON object");
+        serde_json::from_slice(change.row.as_bytes()).expect("row is a JSON object");
     map.into_iter()
         .map(|(k, v)| (k, v.get().to_owned()))
         .collect()
@@ -35,12 +35,12 @@ fn raw_row(change: &Change) -> BTreeMap<String, String> {
 
 /// The row parsed into a `Value` (only for rows without out-of-range numbers).
 fn row(change: &Change) -> Value {
-    serde_json::from_slice(&change.row).expect("row is valid JSON")
+    serde_json::from_slice(change.row.as_bytes()).expect("row is valid JSON")
 }
 
 /// Column names in the order the row text has them.
 fn row_keys(change: &Change) -> Vec<String> {
-    let text = std::str::from_utf8(&change.row).expect("row is UTF-8");
+    let text = std::str::from_utf8(change.row.as_bytes()).expect("row is UTF-8");
     let obj = parse_object(text, Path::Root).expect("row is an object");
     obj.iter().map(|(k, _)| k.to_owned()).collect()
 }
@@ -176,7 +176,7 @@ fn debezium_truncates_decode_and_messages_are_errors() {
     for format in [ChangeFormat::Debezium, ChangeFormat::Auto] {
         let change = ok(truncate, format);
         assert_eq!(change.op, ChangeOp::Truncate);
-        assert_eq!(change.row, b"{}");
+        assert_eq!(change.row.as_bytes(), b"{}");
         assert_eq!(change.position.as_deref(), Some("5"));
     }
     let message = debezium_envelope(
@@ -287,7 +287,7 @@ fn debezium_toast_placeholders_become_unchanged() {
         json!({"id": 1, "kept": "real text", "kept_arr": [1, 2, 3],
                "kept_obj": {"k": "__debezium_unavailable_value", "j": 1}})
     );
-    assert!(!String::from_utf8_lossy(&change.row).contains("X19kZWJl"));
+    assert!(!String::from_utf8_lossy(change.row.as_bytes()).contains("X19kZWJl"));
 }
 
 #[test]
@@ -1062,15 +1062,6 @@ fn decimal_texts() {
         decimal_text(&max, 38),
         "3.40282366920938463463374607431768211455"
     );
-}
-
-#[test]
-fn json_string_escaping_round_trips() {
-    let nasty = "a\"b\\c\n\r\t\u{8}\u{c}\u{0}\u{1f}é🙂/";
-    let mut buf = Vec::new();
-    write_json_string(&mut buf, nasty);
-    let back: String = serde_json::from_slice(&buf).expect("valid JSON string");
-    assert_eq!(back, nasty);
 }
 
 #[test]

@@ -3,11 +3,14 @@
 //! (`_position`) and when (`_ts`) ahead of the row's own columns. An audit
 //! trail beside a keyed table, or instead of it.
 
+use std::borrow::Cow;
+
 use iceberg::TableIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use crate::change::{Change, ChangeOp};
 use crate::config::CHANGELOG_SUFFIX;
+use crate::row::RowWriter;
 use crate::shred::format_utc_millis;
 use crate::source::Pos;
 
@@ -41,31 +44,18 @@ pub fn op_name(op: ChangeOp) -> &'static str {
 /// their exact source text.
 pub fn row(change: &Change, pos: Pos<'_>) -> Vec<u8> {
     let position = match (&change.position, pos) {
-        (Some(p), _) => p.clone(),
-        (None, Pos::Line(n)) => n.to_string(),
-        (None, Pos::Item(p)) => p.to_string(),
+        (Some(p), _) => Cow::Borrowed(p.as_str()),
+        (None, Pos::Line(n)) => Cow::Owned(n.to_string()),
+        (None, Pos::Item(p)) => Cow::Borrowed(p),
     };
-    let mut out = Vec::with_capacity(change.row.len() + 96);
-    out.extend_from_slice(format!("{{\"{OP}\":\"{}\"", op_name(change.op)).as_bytes());
-    out.extend_from_slice(format!(",\"{POSITION}\":").as_bytes());
-    out.extend_from_slice(serde_json::Value::String(position).to_string().as_bytes());
+    let mut out = RowWriter::with_capacity(change.row.as_bytes().len() + 96);
+    out.string(OP, op_name(change.op));
+    out.string(POSITION, &position);
     if let Some(ts) = change.ts_ms {
-        out.extend_from_slice(format!(",\"{TS}\":\"{}\"", format_utc_millis(ts)).as_bytes());
+        out.string(TS, &format_utc_millis(ts));
     }
-    // The row is a JSON object's text: splice its members in after ours.
-    let inner = change
-        .row
-        .trim_ascii()
-        .strip_prefix(b"{")
-        .and_then(|r| r.strip_suffix(b"}"))
-        .unwrap_or_default()
-        .trim_ascii();
-    if !inner.is_empty() {
-        out.push(b',');
-        out.extend_from_slice(inner);
-    }
-    out.push(b'}');
-    out
+    out.copy(&change.row, |_| true);
+    out.finish().into_bytes()
 }
 
 /// The changelog table's schema for a keyed table's: the metadata columns,
@@ -95,12 +85,18 @@ pub fn schema(main: &Schema) -> iceberg::Result<Schema> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::row::Row;
 
     #[test]
     fn rows_carry_op_position_and_time_before_the_exact_row() {
         let change = Change {
             op: ChangeOp::Update,
-            row: br#"{"id":1,"n":12345678901234567890.5}"#.to_vec(),
+            row: {
+                let mut w = RowWriter::with_capacity(0);
+                w.raw("id", b"1");
+                w.raw("n", b"12345678901234567890.5");
+                w.finish()
+            },
             position: Some("42".into()),
             ts_ms: Some(0),
             unchanged: vec![],
@@ -111,7 +107,7 @@ mod tests {
         );
         let truncate = Change {
             op: ChangeOp::Truncate,
-            row: b"{}".to_vec(),
+            row: Row::default(),
             position: None,
             ts_ms: None,
             unchanged: vec![],

@@ -6,11 +6,10 @@
 //! the one before, and a key with no state left is not touched at all; a
 //! rejected change never deletes a row.
 
-use std::collections::{BTreeMap, HashMap};
-
-use serde_json::value::RawValue;
+use std::collections::HashMap;
 
 use crate::change::{Change, ChangeOp};
+use crate::row::{Row, RowWriter};
 use crate::source::Pos;
 
 /// Why one change cannot be folded.
@@ -22,50 +21,31 @@ pub struct FoldError {
     pub reason: String,
 }
 
-/// A row as its columns' exact JSON texts: never through `f64`, so a numeric
-/// like `12345678901234567890.123456789` reaches the shredder digit for digit.
-type Row = BTreeMap<String, Box<RawValue>>;
-
-/// One change's row, parsed once, with its key columns as a JSON object.
-#[derive(Debug, Clone)]
-pub struct Parsed {
-    row: Row,
-    /// The key columns as a JSON object, for the key shredder.
-    pub key: Vec<u8>,
-}
-
-/// Parses every change's row and takes its key; a TRUNCATE has no row
-/// (`Ok(None)`).
-pub fn parse(
+/// Each change's key columns as a JSON object, in the order of `key_names`,
+/// for the key shredder; a TRUNCATE has no key (`Ok(None)`). Values are the
+/// row's own text: never through `f64`, so a numeric key like
+/// `12345678901234567890.123456789` is shredded digit for digit.
+pub fn keys(
     changes: &[(Pos<'_>, Change)],
     key_names: &[String],
-) -> Vec<Result<Option<Parsed>, FoldError>> {
+) -> Vec<Result<Option<Vec<u8>>, FoldError>> {
     changes
         .iter()
         .map(|(_, change)| {
             if change.op == ChangeOp::Truncate {
                 return Ok(None);
             }
-            let row: Row = serde_json::from_slice(&change.row).map_err(|_| FoldError {
-                field: String::new(),
-                reason: "change row is not a JSON object".into(),
-            })?;
-            let mut key = Row::new();
+            let mut key = RowWriter::with_capacity(key_names.len() * 24);
             for k in key_names {
-                match row.get(k) {
-                    Some(v) if v.get() != "null" => {
-                        key.insert(k.clone(), v.clone());
-                    }
+                match change.row.get(k) {
+                    Some(v) if v != b"null" => key.raw(k, v),
                     _ => return Err(FoldError {
                         field: k.clone(),
                         reason: format!("identifier field `{k}` is missing or null; a keyed table needs it in every change (for deletes: REPLICA IDENTITY DEFAULT or FULL)"),
                     }),
                 }
             }
-            Ok(Some(Parsed {
-                key: to_text(&key).into_bytes(),
-                row,
-            }))
+            Ok(Some(key.finish().into_bytes()))
         })
         .collect()
 }
@@ -76,8 +56,8 @@ pub fn parse(
 pub struct State {
     /// The change's index in the batch.
     pub change: usize,
-    /// The row as a JSON object, `None` for a delete.
-    pub row: Option<Vec<u8>>,
+    /// The row, `None` for a delete.
+    pub row: Option<Row>,
 }
 
 /// A key the batch touched.
@@ -100,19 +80,20 @@ pub struct Folded {
     pub truncate: bool,
 }
 
-/// Folds changes per key, `parsed` and `digests` (one per change; `None`
-/// for changes that failed earlier and TRUNCATEs) from [`parse`] and the key
+/// Folds changes per key, `keys` and `digests` (one per change; `None` for
+/// changes that failed earlier and TRUNCATEs) from [`keys`] and the key
 /// shredder; returns the fold and the changes that could not take part, by
-/// their index.
+/// their index. Each change's row moves into its state, so `changes` are
+/// left with empty rows.
 pub fn fold(
-    changes: &[(Pos<'_>, Change)],
-    parsed: Vec<Option<Parsed>>,
+    changes: &mut [(Pos<'_>, Change)],
+    keys: Vec<Option<Vec<u8>>>,
     digests: &[Option<u128>],
 ) -> (Folded, Vec<(usize, FoldError)>) {
     let mut errors = Vec::new();
     let mut folded = Folded::default();
     let mut slot: HashMap<u128, usize> = HashMap::new();
-    for (i, ((_, change), parsed)) in changes.iter().zip(parsed).enumerate() {
+    for (i, ((_, change), key)) in changes.iter_mut().zip(keys).enumerate() {
         if change.op == ChangeOp::Truncate {
             // Everything before is gone with the table's older rows.
             folded.keys.clear();
@@ -120,54 +101,36 @@ pub fn fold(
             folded.truncate = true;
             continue;
         }
-        let (Some(parsed), Some(digest)) = (parsed, digests.get(i).copied().flatten()) else {
+        let (Some(key), Some(digest)) = (key, digests.get(i).copied().flatten()) else {
             continue;
         };
         let at = *slot.entry(digest).or_insert_with(|| {
             folded.keys.push(KeyChanges {
                 digest,
-                key: parsed.key.clone(),
+                key,
                 states: Vec::new(),
             });
             folded.keys.len() - 1
         });
         let key = &mut folded.keys[at];
-        // Only a change that leaves columns out reads the key's earlier
-        // state: a row is not parsed again for every change of its key.
-        let previous: Option<Row> = key
-            .states
-            .last()
-            .filter(|_| !change.unchanged.is_empty())
-            .and_then(|s| s.row.as_ref())
-            .and_then(|r| serde_json::from_slice(r).ok());
         let row = match change.op {
             ChangeOp::Delete => None,
+            _ if change.unchanged.is_empty() => Some(std::mem::take(&mut change.row)),
             _ => {
-                let mut row = parsed.row;
-                // Unchanged (TOAST) columns keep the value the key had earlier in the batch.
-                let mut missing = None;
-                for col in &change.unchanged {
-                    match previous.as_ref().and_then(|p| p.get(col)) {
-                        Some(v) => {
-                            row.insert(col.clone(), v.clone());
-                        }
-                        None => {
-                            missing = Some(col.clone());
-                            break;
-                        }
+                let previous = key.states.last().and_then(|s| s.row.as_ref());
+                match with_unchanged(&change.row, &change.unchanged, previous) {
+                    Ok(row) => Some(row),
+                    Err(col) => {
+                        errors.push((
+                            i,
+                            FoldError {
+                                field: col.to_string(),
+                                reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
+                            },
+                        ));
+                        continue;
                     }
                 }
-                if let Some(col) = missing {
-                    errors.push((
-                        i,
-                        FoldError {
-                            field: col.clone(),
-                            reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
-                        },
-                    ));
-                    continue;
-                }
-                Some(to_text(&row).into_bytes())
             }
         };
         key.states.push(State { change: i, row });
@@ -176,18 +139,22 @@ pub fn fold(
     (folded, errors)
 }
 
-fn to_text(row: &Row) -> String {
-    let mut text = String::from("{");
-    for (n, (k, v)) in row.iter().enumerate() {
-        if n > 0 {
-            text.push(',');
+/// `row` with its unchanged (TOAST) columns at the value the key had earlier
+/// in the batch; the first column the batch has no value for is the error.
+fn with_unchanged<'c>(
+    row: &Row,
+    unchanged: &'c [String],
+    previous: Option<&Row>,
+) -> Result<Row, &'c str> {
+    let mut merged = RowWriter::with_capacity(row.as_bytes().len() + 64);
+    merged.copy(row, |k| !unchanged.iter().any(|c| c.as_bytes() == k));
+    for col in unchanged {
+        match previous.and_then(|p| p.get(col)) {
+            Some(v) => merged.raw(col, v),
+            None => return Err(col),
         }
-        text.push_str(&serde_json::Value::String(k.clone()).to_string());
-        text.push(':');
-        text.push_str(v.get());
     }
-    text.push('}');
-    text
+    Ok(merged.finish())
 }
 
 #[cfg(test)]
@@ -196,9 +163,16 @@ mod tests {
     use serde_json::Value;
 
     fn change(op: ChangeOp, row: &str) -> Change {
+        // Sorted by name, which the rows here already are.
+        let members: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+            serde_json::from_str(row).unwrap();
+        let mut w = RowWriter::with_capacity(row.len());
+        for (k, v) in &members {
+            w.raw(k, v.get().as_bytes());
+        }
         Change {
             op,
-            row: row.as_bytes().to_vec(),
+            row: w.finish(),
             position: None,
             ts_ms: None,
             unchanged: vec![],
@@ -207,25 +181,25 @@ mod tests {
 
     /// Folds with digests of the key text as written, as a stand-in for the
     /// key shredder (the writer's tests cover typed keys).
-    fn fold_text(changes: &[(Pos<'_>, Change)]) -> (Folded, Vec<(usize, FoldError)>) {
-        let keys = ["id".to_string()];
+    fn fold_text(changes: &mut [(Pos<'_>, Change)]) -> (Folded, Vec<(usize, FoldError)>) {
+        let names = ["id".to_string()];
         let mut errors = Vec::new();
-        let mut parsed = Vec::new();
+        let mut found = Vec::new();
         let mut digests = Vec::new();
-        for (i, p) in parse(changes, &keys).into_iter().enumerate() {
-            match p {
-                Ok(p) => {
-                    digests.push(p.as_ref().map(|p| xxhash_rust::xxh3::xxh3_128(&p.key)));
-                    parsed.push(p);
+        for (i, k) in keys(changes, &names).into_iter().enumerate() {
+            match k {
+                Ok(k) => {
+                    digests.push(k.as_ref().map(|k| xxhash_rust::xxh3::xxh3_128(k)));
+                    found.push(k);
                 }
                 Err(e) => {
                     errors.push((i, e));
                     digests.push(None);
-                    parsed.push(None);
+                    found.push(None);
                 }
             }
         }
-        let (f, mut more) = fold(changes, parsed, &digests);
+        let (f, mut more) = fold(changes, found, &digests);
         errors.append(&mut more);
         (f, errors)
     }
@@ -234,13 +208,13 @@ mod tests {
         f.keys
             .iter()
             .filter_map(|k| k.states.last()?.row.as_ref())
-            .map(|r| serde_json::from_slice(r).unwrap())
+            .map(|r| serde_json::from_slice(r.as_bytes()).unwrap())
             .collect()
     }
 
     #[test]
     fn keeps_every_state_per_key_in_order() {
-        let changes = vec![
+        let mut changes = vec![
             (
                 Pos::Line(1),
                 change(ChangeOp::Insert, r#"{"id":1,"v":"a"}"#),
@@ -256,7 +230,7 @@ mod tests {
             (Pos::Line(4), change(ChangeOp::Delete, r#"{"id":2}"#)),
             (Pos::Line(5), change(ChangeOp::Insert, r#"{"v":"no key"}"#)),
         ];
-        let (f, errors) = fold_text(&changes);
+        let (f, errors) = fold_text(&mut changes);
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, 4);
         assert_eq!(errors[0].1.field, "id");
@@ -272,7 +246,7 @@ mod tests {
 
     #[test]
     fn numbers_stay_exact_and_truncate_drops_what_came_before() {
-        let changes = vec![
+        let mut changes = vec![
             (Pos::Line(1), change(ChangeOp::Insert, r#"{"id":1,"v":1}"#)),
             (Pos::Line(2), change(ChangeOp::Truncate, "{}")),
             (
@@ -283,13 +257,13 @@ mod tests {
                 ),
             ),
         ];
-        let (f, errors) = fold_text(&changes);
+        let (f, errors) = fold_text(&mut changes);
         assert!(errors.is_empty());
         assert!(f.truncate);
         assert_eq!(f.keys.len(), 1);
         assert_eq!(f.keys[0].key, br#"{"id":2}"#.to_vec());
         assert_eq!(
-            std::str::from_utf8(f.keys[0].states[0].row.as_ref().unwrap()).unwrap(),
+            std::str::from_utf8(f.keys[0].states[0].row.as_ref().unwrap().as_bytes()).unwrap(),
             r#"{"id":2,"v":12345678901234567890.123456789}"#
         );
     }
@@ -298,7 +272,7 @@ mod tests {
     fn unchanged_columns_keep_the_earlier_value_or_are_refused() {
         let mut toast = change(ChangeOp::Update, r#"{"id":1,"v":"x"}"#);
         toast.unchanged = vec!["big".into()];
-        let changes = vec![
+        let mut changes = vec![
             (
                 Pos::Line(1),
                 change(ChangeOp::Insert, r#"{"id":1,"v":"a","big":"blob"}"#),
@@ -306,11 +280,11 @@ mod tests {
             (Pos::Line(2), toast.clone()),
             (Pos::Line(3), {
                 let mut t = toast;
-                t.row = br#"{"id":2,"v":"y"}"#.to_vec();
+                t.row = change(ChangeOp::Update, r#"{"id":2,"v":"y"}"#).row;
                 t
             }),
         ];
-        let (f, errors) = fold_text(&changes);
+        let (f, errors) = fold_text(&mut changes);
         assert_eq!(
             last_rows(&f),
             vec![serde_json::json!({"id":1,"v":"x","big":"blob"})]

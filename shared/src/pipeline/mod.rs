@@ -5,8 +5,13 @@
 pub mod changelog;
 mod classify;
 pub mod committer;
+mod evolving;
+mod files;
+mod group;
+mod identity;
 pub mod keyed;
 mod scope;
+mod upsert;
 pub mod writer;
 
 use crate::catalog::CatalogError;

@@ -1,0 +1,192 @@
+//! Shredding a table's rows, evolving its schema for the misfits (new
+//! fields, wider types, optional columns a record leaves out) and shredding
+//! again, up to [`MAX_EVOLUTIONS`] times a batch.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use iceberg::TableIdent;
+use iceberg::spec::StructType;
+use tracing::info;
+
+use super::PipelineError;
+use super::group::Group;
+use super::writer::{TableContext, WriteReport, Writer};
+use crate::catalog::CatalogError;
+use crate::config::{ResolvedTable, UnknownFields as ConfigUnknown};
+use crate::evolve::{self, InferOptions};
+use crate::ident::display;
+use crate::shred::{RecordErrorKind, ShredError, ShredOptions, Shredder, UnknownFields};
+use crate::source::Pos;
+
+/// Schema changes one batch may make before the rest of its misfits are dead-lettered.
+const MAX_EVOLUTIONS: usize = 3;
+
+/// Rows shredded against the table as it is after any evolution.
+pub(super) struct Shredded {
+    pub ctx: Arc<TableContext>,
+    pub data: RecordBatch,
+    /// Indices of the rows in `data`, in its order.
+    pub accepted: Vec<usize>,
+    /// Rows that do not fit: index, field, reason.
+    pub failed: Vec<(usize, String, String)>,
+}
+
+impl Writer {
+    /// Shreds `rows` against the table's schema, evolving the schema for
+    /// misfits up to [`MAX_EVOLUTIONS`] times.
+    pub(super) async fn shred_evolving(
+        &self,
+        ident: &TableIdent,
+        batch_id: &str,
+        rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+        declared: Option<&Arc<StructType>>,
+        report: &mut WriteReport,
+    ) -> Result<Shredded, PipelineError> {
+        let table = display(ident);
+        let group = Group::new(rows.to_vec(), declared.cloned());
+        let mut evolutions = 0;
+        loop {
+            let Some(ctx) = self.context(ident, &group, report).await? else {
+                return Err(CatalogError::NoSuchTable {
+                    table: table.clone(),
+                }
+                .into());
+            };
+            let (shredded, misfits) = shred_once(ctx, &table, batch_id, rows)?;
+            let settings = &shredded.ctx.settings;
+            if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
+                return Ok(shredded);
+            }
+            let values: Vec<serde_json::Value> = misfits
+                .iter()
+                .filter_map(|i| rows.get(*i))
+                .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                .collect();
+            let opts = InferOptions {
+                declared: declared.cloned(),
+                ..infer_options(settings)
+            };
+            if !self
+                .evolve(ident, &shredded.ctx, &values, &opts, report)
+                .await?
+            {
+                return Ok(shredded);
+            }
+            evolutions += 1;
+        }
+    }
+
+    /// Evolves the table's schema so `values` fit; false when no change
+    /// makes them fit.
+    async fn evolve(
+        &self,
+        ident: &TableIdent,
+        ctx: &TableContext,
+        values: &[serde_json::Value],
+        opts: &InferOptions,
+        report: &mut WriteReport,
+    ) -> Result<bool, PipelineError> {
+        let meta = &ctx.loaded.metadata;
+        let Some(evolution) =
+            evolve::evolve(meta.current_schema(), meta.last_column_id(), values, opts)
+        else {
+            return Ok(false);
+        };
+        self.engine
+            .update_schema(ident, |m| {
+                evolve::evolve(m.current_schema(), m.last_column_id(), values, opts)
+                    .map(|e| e.schema)
+            })
+            .await?;
+        info!(changes = ?evolution.changes, "evolved the table schema");
+        let table = display(ident);
+        report
+            .evolved
+            .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
+        self.cached_tables().forget(ident);
+        Ok(true)
+    }
+}
+
+/// One pass of the shredder over `rows`: what fits, what does not, and the
+/// misfits a schema change could make fit.
+fn shred_once(
+    ctx: Arc<TableContext>,
+    table: &str,
+    batch_id: &str,
+    rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+) -> Result<(Shredded, HashSet<usize>), PipelineError> {
+    let settings = &ctx.settings;
+    let mut shredder = Shredder::new(
+        ctx.loaded.metadata.current_schema(),
+        shred_options(settings),
+    )
+    .map_err(|source| shred_err(table, batch_id, source))?;
+    let mut failed = Vec::new();
+    let mut accepted = Vec::with_capacity(rows.len());
+    let mut misfits = HashSet::new();
+    for (ordinal, (_, record)) in rows.iter().enumerate() {
+        match shredder.push(record) {
+            Ok(()) => accepted.push(ordinal),
+            Err(e) => {
+                let evolvable = match e.kind {
+                    RecordErrorKind::OutOfRange => settings.widen_types,
+                    RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => true,
+                    _ => false,
+                };
+                if evolvable {
+                    misfits.insert(ordinal);
+                }
+                failed.push((ordinal, e.field, e.reason));
+            }
+        }
+    }
+    misfits.extend(shredder.take_unknown().records);
+    let data = shredder
+        .finish()
+        .map_err(|source| shred_err(table, batch_id, source))?;
+    Ok((
+        Shredded {
+            ctx,
+            data,
+            accepted,
+            failed,
+        },
+        misfits,
+    ))
+}
+
+pub(super) fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {
+    PipelineError::Shred {
+        table: table.to_string(),
+        batch_id: batch_id.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// How the table's settings shred its records.
+pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
+    ShredOptions {
+        case_insensitive: t.case_insensitive,
+        epoch_unit: t.epoch_unit,
+        unknown_fields: match (t.evolution, t.unknown_fields) {
+            (true, _) => UnknownFields::Collect,
+            (false, ConfigUnknown::Ignore) => UnknownFields::Ignore,
+            (false, ConfigUnknown::Reject) => UnknownFields::Reject,
+        },
+    }
+}
+
+/// How the table's settings infer a column from a value.
+pub(super) fn infer_options(t: &ResolvedTable) -> InferOptions {
+    InferOptions {
+        decimal_scale: t.infer_decimal_scale.map(u32::from),
+        timestamps: t.infer_timestamps,
+        case_insensitive: t.case_insensitive,
+        widen: t.widen_types,
+        declared: None,
+    }
+}

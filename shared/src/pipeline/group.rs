@@ -1,0 +1,172 @@
+//! Routing: a batch's records sorted into one group per table, with what
+//! could not be opened or routed set aside for the dead-letter location.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use iceberg::TableIdent;
+use iceberg::spec::StructType;
+
+use super::PipelineError;
+use super::scope::Scope;
+use super::writer::Writer;
+use crate::change;
+use crate::dlq::Rejected;
+use crate::envelope::Undecodable;
+use crate::ident::display;
+use crate::metrics::Counters;
+use crate::route::SourceInfo;
+use crate::source::{Pos, SourceBatch, SourceKind};
+
+/// A group of records bound for one table.
+pub(super) struct Group<'a> {
+    pub records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+    /// How DynamoDB stream records among them become their items on an
+    /// append-only table; `None` when the source sends none.
+    pub items: Option<change::ItemRow>,
+    /// The types a schema registry declares for the records (Avro), which
+    /// a new column takes instead of one inferred from a value.
+    pub declared: Option<Arc<StructType>>,
+    /// Records of the batch that could not be opened (an envelope, a
+    /// codec or a registry refused them), dead-lettered with the table's
+    /// own rejections, in one file per batch id.
+    pub rejected: Vec<Rejected>,
+}
+
+impl<'a> Group<'a> {
+    pub(super) fn new(
+        records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+        declared: Option<Arc<StructType>>,
+    ) -> Self {
+        Self {
+            records,
+            items: None,
+            declared,
+            rejected: Vec::new(),
+        }
+    }
+}
+
+/// A batch's records by table.
+pub(super) struct Groups<'a> {
+    /// Each table's group, by the table's name.
+    pub tables: BTreeMap<String, (TableIdent, Group<'a>)>,
+    /// Records no route places, for the `_unrouted` dead letters.
+    pub unrouted: Vec<Rejected>,
+}
+
+impl Groups<'_> {
+    /// The group of table `t`, made by `new` on its first record.
+    fn of<'g, 'a>(
+        tables: &'g mut BTreeMap<String, (TableIdent, Group<'a>)>,
+        t: TableIdent,
+        new: impl FnOnce() -> Group<'a>,
+    ) -> &'g mut Group<'a> {
+        &mut tables.entry(display(&t)).or_insert_with(|| (t, new())).1
+    }
+}
+
+impl Writer {
+    /// Sorts `batch`'s records into one group per table: the batch's own
+    /// table, else the router's.
+    pub(super) fn group<'a>(
+        &self,
+        batch: &'a SourceBatch,
+        declared: Option<Arc<StructType>>,
+    ) -> Result<Groups<'a>, PipelineError> {
+        let source = SourceInfo::new(batch.source.kind, &batch.source.name);
+        let mut tables = BTreeMap::new();
+        let mut unrouted = Vec::new();
+        let fixed = batch
+            .table
+            .clone()
+            .or_else(|| self.router.as_ref().and_then(|r| r.fixed().cloned()));
+        // DynamoDB stream records, straight from the stream or through
+        // Kinesis Data Streams, are items to append-only tables.
+        let items = matches!(
+            batch.source.kind,
+            SourceKind::DynamoDb | SourceKind::Kinesis
+        )
+        .then(|| self.item_row(&batch.source.name));
+        let new_group = || Group {
+            items,
+            ..Group::new(Vec::new(), declared.clone())
+        };
+        let mut seen = 0u64;
+        for (pos, record) in batch.records.iter() {
+            seen += 1;
+            // A record its envelope or registry could not open is dead-lettered
+            // with the reason, with the table it would have gone to (it
+            // cannot be routed by a field it does not show).
+            if let Some(bad) = Undecodable::of(record) {
+                let table = fixed.as_ref().map(display).unwrap_or_default();
+                let raw = bad.record_text();
+                let rejected = Scope::new(&table, &batch.batch_id, batch).reject(
+                    pos,
+                    &bad.field,
+                    &bad.reason,
+                    raw.as_bytes(),
+                );
+                match &fixed {
+                    Some(t) => Groups::of(&mut tables, t.clone(), new_group)
+                        .rejected
+                        .push(rejected),
+                    None => unrouted.push(rejected),
+                }
+                continue;
+            }
+            match self.route(fixed.as_ref(), record, &source)? {
+                Ok(t) => Groups::of(&mut tables, t, new_group)
+                    .records
+                    .push((pos, Cow::Borrowed(record))),
+                // A tombstone names only a key: it cannot be routed by a
+                // record field, and goes nowhere rather than to dead letters.
+                Err(_) if change::tombstone_key(record).is_some() => {}
+                Err(reason) => unrouted.push(self.unroutable(batch, pos, &reason, record)),
+            }
+        }
+        Counters::add(&self.parts.counters.records_in, seen);
+        if let Some(t) = &fixed
+            && !batch.state.is_empty()
+        {
+            // Source state alone (a snapshot's progress) still commits.
+            Groups::of(&mut tables, t.clone(), new_group);
+        }
+        Ok(Groups { tables, unrouted })
+    }
+
+    /// The table `record` goes to, or why no route places it.
+    fn route(
+        &self,
+        fixed: Option<&TableIdent>,
+        record: &[u8],
+        source: &SourceInfo<'_>,
+    ) -> Result<Result<TableIdent, String>, PipelineError> {
+        match (fixed, &self.router) {
+            (Some(t), _) => Ok(Ok(t.clone())),
+            (None, Some(router)) => Ok(router.route(record, source).map_err(|e| e.to_string())),
+            (None, None) => Err(PipelineError::Config(
+                "no target table: give one, or configure [routing]".into(),
+            )),
+        }
+    }
+
+    /// The dead letter of a record no route places, naming the routing field.
+    fn unroutable(
+        &self,
+        batch: &SourceBatch,
+        pos: Pos<'_>,
+        reason: &str,
+        record: &[u8],
+    ) -> Rejected {
+        let field = self
+            .parts
+            .config
+            .routing
+            .field
+            .as_deref()
+            .unwrap_or_default();
+        Scope::new("", &batch.batch_id, batch).reject(pos, field, reason, record)
+    }
+}

@@ -1,0 +1,279 @@
+//! Keyed tables: a batch's changes folded per key ([`super::keyed`]), each
+//! key's newest state shredded, and a state that does not fit replaced by
+//! the key's state before it, so a rejected change never deletes a row.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_select::concat::concat_batches;
+
+use super::PipelineError;
+use super::classify::{Classified, Row};
+use super::evolving::{shred_err, shred_options};
+use super::files::Output;
+use super::group::Group;
+use super::identity::Identity;
+use super::keyed::{self, Folded};
+use super::scope::Scope;
+use super::writer::{Part, TableContext, WriteReport, Writer};
+use crate::catalog::CatalogError;
+use crate::change::Change;
+use crate::dlq::Rejected;
+use crate::ident::display;
+use crate::rowkey;
+use crate::shred::{ShredError, Shredder, UnknownFields};
+use crate::source::{Pos, Position};
+
+/// What a keyed batch deletes and records in its key file.
+pub(super) struct KeyedFiles {
+    /// Every touched key as a JSON object of its key columns (the equality deletes).
+    pub keys: Vec<Vec<u8>>,
+    /// Every touched key's digest, source and the position of its change.
+    pub file: Vec<(u128, u16, Option<Position>)>,
+    pub truncate: bool,
+}
+
+/// Rejects change `i` of the batch: field at fault, reason.
+type Reject<'r> = dyn FnMut(usize, &str, &str) + Send + 'r;
+
+impl Writer {
+    /// Folds a keyed batch per key (keys compared by typed value) and shreds
+    /// each key's newest state that fits; keys whose every state is rejected
+    /// are not touched.
+    pub(super) async fn upsert(
+        &self,
+        part: &Part<'_>,
+        classified: Classified<'_>,
+        key_names: &[String],
+        rejected: &mut Vec<Rejected>,
+        report: &mut WriteReport,
+    ) -> Result<Output, PipelineError> {
+        let Classified {
+            mut changes,
+            change_records: records,
+            ..
+        } = classified;
+        let table = display(part.ident);
+        let scope = Scope::new(&table, part.batch_id, part.batch);
+        // Folding takes the changes' rows; their positions stay readable.
+        let positions: Vec<Pos<'_>> = changes.iter().map(|(pos, _)| *pos).collect();
+        let mut reject = |i: usize, field: &str, reason: &str| {
+            rejected.push(scope.reject(positions[i], field, reason, &records[i]));
+        };
+        let first = self
+            .context(part.ident, &Group::new(Vec::new(), None), report)
+            .await?
+            .ok_or_else(|| CatalogError::NoSuchTable {
+                table: table.clone(),
+            })?;
+        let mut folded = self.fold(&first, part, &mut changes, key_names, &mut reject)?;
+        // Newest states first; keys whose newest state is rejected fall back.
+        let mut chosen: Vec<Option<usize>> = folded
+            .keys
+            .iter()
+            .map(|k| k.states.len().checked_sub(1))
+            .collect();
+        let (ctx, data, written) = self
+            .shred_states(part, &folded, &mut chosen, &positions, &mut reject, report)
+            .await?;
+        let identity = Identity::of(part.batch);
+        let row_ids = written
+            .into_iter()
+            .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
+            .map(|i| identity.row(positions[i]))
+            .collect();
+        let keys = touched(&mut folded, &chosen, &changes, &identity);
+        Ok(Output {
+            ctx,
+            data,
+            row_ids,
+            keys: Some(keys),
+            rejected: 0,
+        })
+    }
+
+    /// Each change's key digest, then the fold; changes without a key, or
+    /// with one or an unchanged column that does not fit, are rejected.
+    fn fold(
+        &self,
+        ctx: &TableContext,
+        part: &Part<'_>,
+        changes: &mut [(Pos<'_>, Change)],
+        key_names: &[String],
+        reject: &mut Reject<'_>,
+    ) -> Result<Folded, PipelineError> {
+        let mut keys = Vec::with_capacity(changes.len());
+        for (i, k) in keyed::keys(changes, key_names).into_iter().enumerate() {
+            match k {
+                Ok(k) => keys.push(k),
+                Err(e) => {
+                    reject(i, &e.field, &e.reason);
+                    keys.push(None);
+                }
+            }
+        }
+        let table = display(part.ident);
+        let digests = key_digests(ctx, &table, part.batch_id, &mut keys, reject)?;
+        let (folded, errors) = keyed::fold(changes, keys, &digests);
+        for (i, e) in errors {
+            reject(i, &e.field, &e.reason);
+        }
+        Ok(folded)
+    }
+
+    /// Shreds every key's chosen state, evolving the schema as
+    /// [`Self::shred_evolving`] does; a state that still does not fit is
+    /// rejected and its key falls back to the state before, until each key's
+    /// state fits or none is left. Returns the keys written, in row order.
+    async fn shred_states(
+        &self,
+        part: &Part<'_>,
+        folded: &Folded,
+        chosen: &mut [Option<usize>],
+        positions: &[Pos<'_>],
+        reject: &mut Reject<'_>,
+        report: &mut WriteReport,
+    ) -> Result<(Arc<TableContext>, RecordBatch, Vec<usize>), PipelineError> {
+        let (rows, owners) = states(folded, chosen, None, positions);
+        let shredded = self
+            .shred_evolving(part.ident, part.batch_id, &rows, part.declared, report)
+            .await?;
+        let mut parts = vec![shredded.data];
+        let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
+        let mut failed: Vec<(usize, String, String)> = shredded
+            .failed
+            .into_iter()
+            .map(|(i, f, r)| (owners[i], f, r))
+            .collect();
+        let ctx = shredded.ctx;
+        let table = display(part.ident);
+        let shred_err = |source| shred_err(&table, part.batch_id, source);
+        while !failed.is_empty() {
+            let mut retry = HashSet::new();
+            for (k, field, reason) in failed.drain(..) {
+                if let Some(c) = chosen[k] {
+                    reject(folded.keys[k].states[c].change, &field, &reason);
+                    chosen[k] = c.checked_sub(1);
+                    retry.insert(k);
+                }
+            }
+            let (rows, owners) = states(folded, chosen, Some(&retry), positions);
+            if rows.is_empty() {
+                break;
+            }
+            let mut shredder = Shredder::new(
+                ctx.loaded.metadata.current_schema(),
+                shred_options(&ctx.settings),
+            )
+            .map_err(shred_err)?;
+            for (i, (_, row)) in rows.iter().enumerate() {
+                match shredder.push(row) {
+                    Ok(()) => written.push(owners[i]),
+                    Err(e) => failed.push((owners[i], e.field, e.reason)),
+                }
+            }
+            parts.push(shredder.finish().map_err(shred_err)?);
+        }
+        let data = concat_batches(&parts[0].schema(), &parts)
+            .map_err(|e| shred_err(ShredError::from(e)))?;
+        Ok((ctx, data, written))
+    }
+}
+
+/// The rows of each key's chosen state (of the keys in `only`, if given),
+/// borrowed from the fold, with the key each belongs to; deletes have none.
+fn states<'f>(
+    folded: &'f Folded,
+    chosen: &[Option<usize>],
+    only: Option<&HashSet<usize>>,
+    positions: &[Pos<'f>],
+) -> (Vec<Row<'f>>, Vec<usize>) {
+    let mut rows = Vec::new();
+    let mut owners = Vec::new();
+    for (k, c) in chosen.iter().enumerate() {
+        if only.is_some_and(|o| !o.contains(&k)) {
+            continue;
+        }
+        let Some(state) = c.map(|c| &folded.keys[k].states[c]) else {
+            continue;
+        };
+        if let Some(row) = &state.row {
+            rows.push((positions[state.change], row.as_bytes().into()));
+            owners.push(k);
+        }
+    }
+    (rows, owners)
+}
+
+/// Every key with a state left is touched: deleted, then re-added if its
+/// state is a row; keys with none left are not touched at all.
+fn touched(
+    folded: &mut Folded,
+    chosen: &[Option<usize>],
+    changes: &[(Pos<'_>, Change)],
+    identity: &Identity<'_>,
+) -> KeyedFiles {
+    let mut keys = Vec::new();
+    let mut file = Vec::new();
+    for (k, c) in chosen.iter().enumerate() {
+        let Some(c) = c else { continue };
+        let key = &mut folded.keys[k];
+        let (pos, change) = &changes[key.states[*c].change];
+        keys.push(std::mem::take(&mut key.key));
+        file.push((key.digest, 0u16, identity.key_position(*pos, change)));
+    }
+    KeyedFiles {
+        keys,
+        file,
+        truncate: folded.truncate,
+    }
+}
+
+/// The digest of each change's key, shredded by the key columns' types; a
+/// key that does not fit is reported through `reject` and dropped from `keys`.
+fn key_digests(
+    ctx: &TableContext,
+    table: &str,
+    batch_id: &str,
+    keys: &mut [Option<Vec<u8>>],
+    reject: &mut Reject<'_>,
+) -> Result<Vec<Option<u128>>, PipelineError> {
+    let write_err = |source| PipelineError::Write {
+        batch_id: batch_id.to_string(),
+        source,
+    };
+    let mut digests = vec![None; keys.len()];
+    let Some(key_schema) = ctx.writer.key_schema().map_err(write_err)? else {
+        return Ok(digests);
+    };
+    let mut options = shred_options(&ctx.settings);
+    options.unknown_fields = UnknownFields::Ignore;
+    let mut shredder =
+        Shredder::new(&key_schema, options).map_err(|s| shred_err(table, batch_id, s))?;
+    let mut rows = Vec::new();
+    for (i, k) in keys.iter_mut().enumerate() {
+        let Some(key) = k.as_ref() else {
+            continue;
+        };
+        match shredder.push(key) {
+            Ok(()) => rows.push(i),
+            Err(e) => {
+                reject(i, &e.field, &e.reason);
+                *k = None;
+            }
+        }
+    }
+    let keys = shredder
+        .finish()
+        .map_err(|s| shred_err(table, batch_id, s))?;
+    let all: Vec<usize> = (0..keys.num_columns()).collect();
+    let computed = rowkey::digests(&keys, &all).map_err(|e| PipelineError::TableDef {
+        table: table.to_string(),
+        reason: e.to_string(),
+    })?;
+    for (row, i) in rows.into_iter().enumerate() {
+        digests[i] = computed.get(row).copied();
+    }
+    Ok(digests)
+}
