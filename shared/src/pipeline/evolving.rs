@@ -12,13 +12,12 @@ use iceberg::spec::StructType;
 use tracing::info;
 
 use super::PipelineError;
-use super::group::Group;
-use super::writer::{TableContext, WriteReport, Writer};
+use super::part::{Group, TableContext, infer_options, shred_err, shred_options};
+use super::writer::{WriteReport, Writer};
 use crate::catalog::CatalogError;
-use crate::config::{ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::evolve::{self, InferOptions};
 use crate::ident::display;
-use crate::shred::{RecordErrorKind, ShredError, ShredOptions, Shredder, UnknownFields};
+use crate::shred::{RecordErrorKind, Shredder};
 use crate::source::Pos;
 
 /// Schema changes one batch may make before the rest of its misfits are dead-lettered.
@@ -157,36 +156,4 @@ fn shred_once(
         },
         misfits,
     ))
-}
-
-pub(super) fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {
-    PipelineError::Shred {
-        table: table.to_string(),
-        batch_id: batch_id.to_string(),
-        source: Box::new(source),
-    }
-}
-
-/// How the table's settings shred its records.
-pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
-    ShredOptions {
-        case_insensitive: t.case_insensitive,
-        epoch_unit: t.epoch_unit,
-        unknown_fields: match (t.evolution, t.unknown_fields) {
-            (true, _) => UnknownFields::Collect,
-            (false, ConfigUnknown::Ignore) => UnknownFields::Ignore,
-            (false, ConfigUnknown::Reject) => UnknownFields::Reject,
-        },
-    }
-}
-
-/// How the table's settings infer a column from a value.
-pub(super) fn infer_options(t: &ResolvedTable) -> InferOptions {
-    InferOptions {
-        decimal_scale: t.infer_decimal_scale.map(u32::from),
-        timestamps: t.infer_timestamps,
-        case_insensitive: t.case_insensitive,
-        widen: t.widen_types,
-        declared: None,
-    }
 }

@@ -2,8 +2,6 @@
 //! and the key file in storage, then its commit request enqueued. Only
 //! after the enqueue does the part count as written.
 
-use std::sync::Arc;
-
 use arrow_array::RecordBatch;
 use bytes::Bytes;
 use iceberg::TableIdent;
@@ -12,9 +10,8 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::PipelineError;
-use super::evolving::{shred_err, shred_options};
-use super::upsert::KeyedFiles;
-use super::writer::{TableContext, WriteReport, Writer};
+use super::part::{KeyedFiles, Output, TableContext, shred_err, shred_options};
+use super::writer::{WriteReport, Writer};
 use crate::commit::KeyedMode;
 use crate::faults::FaultPoint;
 use crate::ident::display;
@@ -24,17 +21,6 @@ use crate::request::CommitRequest;
 use crate::shred::Shredder;
 use crate::source::SourceBatch;
 use crate::write::rows::RowId;
-
-/// A table's part of a batch, shredded and ready for its files.
-pub(super) struct Output {
-    pub ctx: Arc<TableContext>,
-    pub data: RecordBatch,
-    /// The record each row of `data` came from, when the batch names them.
-    pub row_ids: Vec<Option<RowId>>,
-    pub keys: Option<KeyedFiles>,
-    /// Records of the part dead-lettered.
-    pub rejected: u64,
-}
 
 impl Writer {
     /// Writes a table's part of a batch: data files, its deletes and key

@@ -9,6 +9,7 @@ use iceberg::TableIdent;
 use iceberg::spec::StructType;
 
 use super::PipelineError;
+use super::part::{Group, Groups};
 use super::scope::Scope;
 use super::writer::Writer;
 use crate::change;
@@ -18,54 +19,6 @@ use crate::ident::display;
 use crate::metrics::Counters;
 use crate::route::SourceInfo;
 use crate::source::{Pos, SourceBatch, SourceKind};
-
-/// A group of records bound for one table.
-pub(super) struct Group<'a> {
-    pub records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
-    /// How DynamoDB stream records among them become their items on an
-    /// append-only table; `None` when the source sends none.
-    pub items: Option<change::ItemRow>,
-    /// The types a schema registry declares for the records (Avro), which
-    /// a new column takes instead of one inferred from a value.
-    pub declared: Option<Arc<StructType>>,
-    /// Records of the batch that could not be opened (an envelope, a
-    /// codec or a registry refused them), dead-lettered with the table's
-    /// own rejections, in one file per batch id.
-    pub rejected: Vec<Rejected>,
-}
-
-impl<'a> Group<'a> {
-    pub(super) fn new(
-        records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
-        declared: Option<Arc<StructType>>,
-    ) -> Self {
-        Self {
-            records,
-            items: None,
-            declared,
-            rejected: Vec::new(),
-        }
-    }
-}
-
-/// A batch's records by table.
-pub(super) struct Groups<'a> {
-    /// Each table's group, by the table's name.
-    pub tables: BTreeMap<String, (TableIdent, Group<'a>)>,
-    /// Records no route places, for the `_unrouted` dead letters.
-    pub unrouted: Vec<Rejected>,
-}
-
-impl Groups<'_> {
-    /// The group of table `t`, made by `new` on its first record.
-    fn of<'g, 'a>(
-        tables: &'g mut BTreeMap<String, (TableIdent, Group<'a>)>,
-        t: TableIdent,
-        new: impl FnOnce() -> Group<'a>,
-    ) -> &'g mut Group<'a> {
-        &mut tables.entry(display(&t)).or_insert_with(|| (t, new())).1
-    }
-}
 
 impl Writer {
     /// Sorts `batch`'s records into one group per table: the batch's own

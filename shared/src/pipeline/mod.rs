@@ -10,6 +10,7 @@ mod files;
 mod group;
 mod identity;
 pub mod keyed;
+mod part;
 mod scope;
 mod upsert;
 pub mod writer;

@@ -10,29 +10,18 @@ use arrow_select::concat::concat_batches;
 
 use super::PipelineError;
 use super::classify::{Classified, Row};
-use super::evolving::{shred_err, shred_options};
-use super::files::Output;
-use super::group::Group;
 use super::identity::Identity;
 use super::keyed::{self, Folded};
+use super::part::{Group, KeyedFiles, Output, Part, TableContext, shred_err, shred_options};
 use super::scope::Scope;
-use super::writer::{Part, TableContext, WriteReport, Writer};
+use super::writer::{WriteReport, Writer};
 use crate::catalog::CatalogError;
 use crate::change::Change;
 use crate::dlq::Rejected;
 use crate::ident::display;
 use crate::rowkey;
 use crate::shred::{ShredError, Shredder, UnknownFields};
-use crate::source::{Pos, Position};
-
-/// What a keyed batch deletes and records in its key file.
-pub(super) struct KeyedFiles {
-    /// Every touched key as a JSON object of its key columns (the equality deletes).
-    pub keys: Vec<Vec<u8>>,
-    /// Every touched key's digest, source and the position of its change.
-    pub file: Vec<(u128, u16, Option<Position>)>,
-    pub truncate: bool,
-}
+use crate::source::Pos;
 
 /// Rejects change `i` of the batch: field at fault, reason.
 type Reject<'r> = dyn FnMut(usize, &str, &str) + Send + 'r;

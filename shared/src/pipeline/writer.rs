@@ -13,10 +13,8 @@ use tracing::{info, instrument, warn};
 use super::PipelineError;
 use super::changelog;
 use super::classify::{Row, Shape, classify};
-use super::evolving::infer_options;
-use super::files::Output;
-use super::group::{Group, Groups};
 use super::identity::Identity;
+use super::part::{Group, Groups, Output, Part, TableContext, infer_options};
 use super::scope::Scope;
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::change::{self, ChangeFormat};
@@ -85,22 +83,6 @@ impl WriteReport {
                 self.rejected.len() as f64,
             )
     }
-}
-
-/// A loaded table with its file writer and settings.
-pub(super) struct TableContext {
-    pub loaded: LoadedTable,
-    pub writer: TableWriter,
-    pub settings: ResolvedTable,
-}
-
-/// The table part of a batch a stage works on.
-pub(super) struct Part<'p> {
-    pub ident: &'p TableIdent,
-    pub batch_id: &'p str,
-    pub batch: &'p SourceBatch,
-    /// The types a schema registry declares for the records.
-    pub declared: Option<&'p Arc<StructType>>,
 }
 
 /// The parts a writer step works with.

@@ -1,0 +1,140 @@
+//! What the writer's stages hand each other: a table's records grouped by
+//! routing, its loaded context, the part of a batch a stage works on, and a
+//! shredded part ready for its files. Kept apart from the stages so that
+//! none of them imports another.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use iceberg::TableIdent;
+use iceberg::spec::StructType;
+
+use super::PipelineError;
+use crate::catalog::LoadedTable;
+use crate::change;
+use crate::config::{ResolvedTable, UnknownFields as ConfigUnknown};
+use crate::dlq::Rejected;
+use crate::evolve::InferOptions;
+use crate::ident::display;
+use crate::shred::{ShredError, ShredOptions, UnknownFields};
+use crate::source::{Pos, Position, SourceBatch};
+use crate::write::TableWriter;
+use crate::write::rows::RowId;
+
+/// A loaded table with its file writer and settings.
+pub(super) struct TableContext {
+    pub loaded: LoadedTable,
+    pub writer: TableWriter,
+    pub settings: ResolvedTable,
+}
+
+/// The table part of a batch a stage works on.
+pub(super) struct Part<'p> {
+    pub ident: &'p TableIdent,
+    pub batch_id: &'p str,
+    pub batch: &'p SourceBatch,
+    /// The types a schema registry declares for the records.
+    pub declared: Option<&'p Arc<StructType>>,
+}
+
+/// A group of records bound for one table.
+pub(super) struct Group<'a> {
+    pub records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+    /// How DynamoDB stream records among them become their items on an
+    /// append-only table; `None` when the source sends none.
+    pub items: Option<change::ItemRow>,
+    /// The types a schema registry declares for the records (Avro), which
+    /// a new column takes instead of one inferred from a value.
+    pub declared: Option<Arc<StructType>>,
+    /// Records of the batch that could not be opened (an envelope, a
+    /// codec or a registry refused them), dead-lettered with the table's
+    /// own rejections, in one file per batch id.
+    pub rejected: Vec<Rejected>,
+}
+
+impl<'a> Group<'a> {
+    pub(super) fn new(
+        records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
+        declared: Option<Arc<StructType>>,
+    ) -> Self {
+        Self {
+            records,
+            items: None,
+            declared,
+            rejected: Vec::new(),
+        }
+    }
+}
+
+/// A batch's records by table.
+pub(super) struct Groups<'a> {
+    /// Each table's group, by the table's name.
+    pub tables: BTreeMap<String, (TableIdent, Group<'a>)>,
+    /// Records no route places, for the `_unrouted` dead letters.
+    pub unrouted: Vec<Rejected>,
+}
+
+impl Groups<'_> {
+    /// The group of table `t`, made by `new` on its first record.
+    pub(super) fn of<'g, 'a>(
+        tables: &'g mut BTreeMap<String, (TableIdent, Group<'a>)>,
+        t: TableIdent,
+        new: impl FnOnce() -> Group<'a>,
+    ) -> &'g mut Group<'a> {
+        &mut tables.entry(display(&t)).or_insert_with(|| (t, new())).1
+    }
+}
+
+/// A table's part of a batch, shredded and ready for its files.
+pub(super) struct Output {
+    pub ctx: Arc<TableContext>,
+    pub data: RecordBatch,
+    /// The record each row of `data` came from, when the batch names them.
+    pub row_ids: Vec<Option<RowId>>,
+    pub keys: Option<KeyedFiles>,
+    /// Records of the part dead-lettered.
+    pub rejected: u64,
+}
+
+/// What a keyed batch deletes and records in its key file.
+pub(super) struct KeyedFiles {
+    /// Every touched key as a JSON object of its key columns (the equality deletes).
+    pub keys: Vec<Vec<u8>>,
+    /// Every touched key's digest, source and the position of its change.
+    pub file: Vec<(u128, u16, Option<Position>)>,
+    pub truncate: bool,
+}
+
+pub(super) fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {
+    PipelineError::Shred {
+        table: table.to_string(),
+        batch_id: batch_id.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// How the table's settings shred its records.
+pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
+    ShredOptions {
+        case_insensitive: t.case_insensitive,
+        epoch_unit: t.epoch_unit,
+        unknown_fields: match (t.evolution, t.unknown_fields) {
+            (true, _) => UnknownFields::Collect,
+            (false, ConfigUnknown::Ignore) => UnknownFields::Ignore,
+            (false, ConfigUnknown::Reject) => UnknownFields::Reject,
+        },
+    }
+}
+
+/// How the table's settings infer a column from a value.
+pub(super) fn infer_options(t: &ResolvedTable) -> InferOptions {
+    InferOptions {
+        decimal_scale: t.infer_decimal_scale.map(u32::from),
+        timestamps: t.infer_timestamps,
+        case_insensitive: t.case_insensitive,
+        widen: t.widen_types,
+        declared: None,
+    }
+}
