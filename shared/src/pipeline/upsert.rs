@@ -56,7 +56,7 @@ impl Writer {
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: table.clone(),
             })?;
-        let mut folded = self.fold(&first, part, &mut changes, key_names, &mut reject)?;
+        let mut folded = fold(&first, part, &mut changes, key_names, &mut reject)?;
         // Newest states first; keys whose newest state is rejected fall back.
         let mut chosen: Vec<Option<usize>> = folded
             .keys
@@ -80,35 +80,6 @@ impl Writer {
             keys: Some(keys),
             rejected: 0,
         })
-    }
-
-    /// Each change's key digest, then the fold; changes without a key, or
-    /// with one or an unchanged column that does not fit, are rejected.
-    fn fold(
-        &self,
-        ctx: &TableContext,
-        part: &Part<'_>,
-        changes: &mut [(Pos<'_>, Change)],
-        key_names: &[String],
-        reject: &mut Reject<'_>,
-    ) -> Result<Folded, PipelineError> {
-        let mut keys = Vec::with_capacity(changes.len());
-        for (i, k) in keyed::keys(changes, key_names).into_iter().enumerate() {
-            match k {
-                Ok(k) => keys.push(k),
-                Err(e) => {
-                    reject(i, &e.field, &e.reason);
-                    keys.push(None);
-                }
-            }
-        }
-        let table = display(part.ident);
-        let digests = key_digests(ctx, &table, part.batch_id, &mut keys, reject)?;
-        let (folded, errors) = keyed::fold(changes, keys, &digests);
-        for (i, e) in errors {
-            reject(i, &e.field, &e.reason);
-        }
-        Ok(folded)
     }
 
     /// Shreds every key's chosen state, evolving the schema as
@@ -168,6 +139,34 @@ impl Writer {
             .map_err(|e| shred_err(ShredError::from(e)))?;
         Ok((ctx, data, written))
     }
+}
+
+/// Each change's key digest, then the fold; changes without a key, or
+/// with one or an unchanged column that does not fit, are rejected.
+fn fold(
+    ctx: &TableContext,
+    part: &Part<'_>,
+    changes: &mut [(Pos<'_>, Change)],
+    key_names: &[String],
+    reject: &mut Reject<'_>,
+) -> Result<Folded, PipelineError> {
+    let mut keys = Vec::with_capacity(changes.len());
+    for (i, k) in keyed::keys(changes, key_names).into_iter().enumerate() {
+        match k {
+            Ok(k) => keys.push(k),
+            Err(e) => {
+                reject(i, &e.field, &e.reason);
+                keys.push(None);
+            }
+        }
+    }
+    let table = display(part.ident);
+    let digests = key_digests(ctx, &table, part.batch_id, &mut keys, reject)?;
+    let (folded, errors) = keyed::fold(changes, keys, &digests);
+    for (i, e) in errors {
+        reject(i, &e.field, &e.reason);
+    }
+    Ok(folded)
 }
 
 /// The rows of each key's chosen state (of the keys in `only`, if given),
