@@ -2,10 +2,11 @@
 """Fails when the modules of a crate import each other in a cycle.
 
 Nodes are modules; an edge a -> b is a `crate::b` or `super::b` path in a's
-source (its tests excluded). A module and its own parent or children are not
-compared (a parent re-exporting a child is not a cycle); siblings at every
-level are, and so are top-level modules with each other, each taken with
-everything inside it.
+source (its tests and comments excluded; string literals are kept whole, so
+the `//` of "s3://bucket" opens no comment). A module and its own parent or
+children are not compared (a parent re-exporting a child is not a cycle);
+siblings at every level are, and so are top-level modules with each other,
+each taken with everything inside it.
 """
 import re
 import sys
@@ -26,12 +27,67 @@ PATH = re.compile(r"\b(crate|super)((?:::\w+)+)")
 GROUP = re.compile(r"\b(crate|super)::((?:\w+::)*)\{([^}]*)\}")
 
 
+# A char literal ('x', '\'', '\u{1F600}'); any other quote opens a lifetime
+# or a label, which has no closing quote.
+CHAR = re.compile(r"'(?:\\(?:u\{[0-9a-fA-F_]*\}|x[0-9a-fA-F]{2}|.)|[^\\'\n])'")
+# A raw string's opening (r"…", r#"…"#, br"…", cr"…"); `r#type` is a raw
+# identifier, not a string.
+RAW = re.compile(r'(?<![\w])[bc]?r(#*)"')
+# A normal string's opening ("…", b"…", c"…"): a bare quote always is one.
+STRING = re.compile(r'(?:(?<![\w])[bc])?"')
+
+
+def strip_comments(text: str) -> str:
+    """`text` without its comments, string and char literals kept whole.
+
+    A `//` or `/*` inside a literal ("s3://bucket") opens no comment, and a
+    quote inside a comment (doesn't) opens no literal.
+    """
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            # Block comments nest.
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif m := RAW.match(text, i):
+            close = '"' + m.group(1)
+            end = text.find(close, m.end())
+            end = n if end < 0 else end + len(close)
+            out.append(text[i:end])
+            i = end
+        elif m := STRING.match(text, i):
+            j = m.end()
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            end = min(j + 1, n)
+            out.append(text[i:end])
+            i = end
+        elif c == "'" and (m := CHAR.match(text, i)):
+            out.append(m.group(0))
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def body(text: str) -> str:
     # Unit tests may use anything of the crate.
     cut = re.search(r"#\[cfg\(test\)\]\s*mod tests\s*\{", text)
     text = text[: cut.start()] if cut else text
     # Doc links and comments name modules without importing them.
-    return re.sub(r"//[^\n]*", "", text)
+    return strip_comments(text)
 
 
 def targets(module: tuple, text: str):

@@ -30,6 +30,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked --features "$features" -- -D warnings
+# The step above builds floe-core with every feature on, so no
+# cfg(not(feature = …)) branch of it compiles there: floe-core's library
+# alone with none of its features, then with each one alone.
+for feature in "" aws postgres rest; do
+  echo "== cargo clippy -p floe-core --no-default-features${feature:+ --features $feature}"
+  cargo clippy -p floe-core --lib --locked --no-default-features ${feature:+--features "$feature"} -- -D warnings
+done
 echo "== import cycles"
 python3 local-dev/cycles.py
 # The Terraform module and examples: fmt, validate and `terraform test` where

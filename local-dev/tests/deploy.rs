@@ -7,9 +7,6 @@
 //! `status` numbers matched against what was sent, and the table read back
 //! by pyiceberg.
 
-#[path = "../../shared/tests/common/services.rs"]
-mod services;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -18,6 +15,7 @@ use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
+use floe_test_support::services;
 use floe_writer::{WriterEvent, WriterFunction};
 use serde_json::{Value, json};
 

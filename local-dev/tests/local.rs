@@ -7,14 +7,12 @@
 //! The same scenario runs with S3 on s3s-fs (SQS and Glue on moto), so the
 //! S3 path is not moto's alone.
 
-#[path = "../../shared/tests/common/services.rs"]
-mod services;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use floe_core::aws::{AwsClients, AwsSettings};
+use floe_test_support::services;
 use serde_json::{Value, json};
 
 struct Stack {

@@ -3,12 +3,6 @@
 //! queue and database, so they run in parallel on one server.
 #![cfg(feature = "aws")]
 
-mod common;
-#[path = "common/requests.rs"]
-mod requests;
-#[path = "common/services.rs"]
-mod services;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +22,7 @@ use floe_core::request::CommitRequest;
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::storage::s3::{PART_SIZE, S3StorageFactory};
 use floe_core::tabledef;
+use floe_test_support::{requests, scan, services};
 
 async fn clients() -> AwsClients {
     AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await
@@ -534,7 +529,7 @@ async fn parquet_on_s3_through_sqs_commits_via_glue_and_reads_back() {
     let again = engine.append(&g.ident, vec![a.clone()]).await.unwrap();
     assert!(again.committed.is_empty());
 
-    let mut rows: Vec<(i64, String)> = common::scan(g.catalog.as_ref(), &g.ident)
+    let mut rows: Vec<(i64, String)> = scan(g.catalog.as_ref(), &g.ident)
         .await
         .iter()
         .flat_map(|batch| {
@@ -702,7 +697,7 @@ async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
     assert!(done.failed().is_empty(), "{done:?}");
     assert!(q_is_empty(queue.as_ref()).await);
 
-    let mut rows: Vec<(i64, Option<String>)> = common::scan(g.catalog.as_ref(), &g.ident)
+    let mut rows: Vec<(i64, Option<String>)> = scan(g.catalog.as_ref(), &g.ident)
         .await
         .iter()
         .flat_map(|batch| {

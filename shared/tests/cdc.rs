@@ -3,10 +3,6 @@
 //! read through iceberg-rust's scan (which applies equality deletes) and
 //! compared with a model of the source.
 
-mod common;
-#[path = "common/services.rs"]
-mod services;
-
 use std::collections::BTreeMap;
 use std::io::Cursor;
 
@@ -18,6 +14,7 @@ use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::ident::parse_table;
 use floe_core::source::SourceKind;
 use floe_core::tabledef;
+use floe_test_support::{scan, services};
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
@@ -110,7 +107,7 @@ async fn summary(floe: &Embedded) -> std::collections::HashMap<String, String> {
 }
 
 async fn table_state(floe: &Embedded) -> Model {
-    let batches = common::scan(floe.catalog().as_ref(), &parse_table("silver.kv").unwrap()).await;
+    let batches = scan(floe.catalog().as_ref(), &parse_table("silver.kv").unwrap()).await;
     let mut state = Model::new();
     for b in batches {
         let id = b

@@ -4,10 +4,6 @@
 //! while the others are committed. Real SQLite catalog, real Parquet files;
 //! the slowness is a latency the wrapper adds before the real commit.
 
-mod common;
-#[path = "common/requests.rs"]
-mod requests;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +23,7 @@ use floe_core::metrics::Counters;
 use floe_core::pipeline::{Committer, PipelineError};
 use floe_core::queue::Delivery;
 use floe_core::tabledef;
+use floe_test_support::{requests, scan};
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
@@ -174,7 +171,7 @@ async fn deliveries(s: &Setup) -> Vec<Delivery> {
 }
 
 async fn ids(catalog: &CatalogRef, ident: &TableIdent) -> Vec<i64> {
-    let mut out: Vec<i64> = common::scan(catalog.as_ref(), ident)
+    let mut out: Vec<i64> = scan(catalog.as_ref(), ident)
         .await
         .iter()
         .flat_map(|b| {

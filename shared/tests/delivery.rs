@@ -1,16 +1,11 @@
-//! The adversarial delivery harness (see `common/harness.rs`) through the
-//! core writer step: each source kind's batches built as the Lambda events
-//! and the embedded sources build them. `FLOE_HARNESS_SCHEDULES` sets how
-//! many seeded schedules run (default 200, from `FLOE_HARNESS_FIRST`, 1);
-//! `FLOE_HARNESS_SEED` replays one and prints its schedule.
+//! The adversarial delivery harness (see `floe_test_support::harness`)
+//! through the core writer step: each source kind's batches built as the
+//! Lambda events and the embedded sources build them.
+//! `FLOE_HARNESS_SCHEDULES` sets how many seeded schedules run (default 200,
+//! from `FLOE_HARNESS_FIRST`, 1); `FLOE_HARNESS_SEED` replays one and prints
+//! its schedule.
 //! Every table is then read again by DuckDB (and pyiceberg where it has no
 //! equality deletes), independent readers, and compared with the model.
-
-mod common;
-#[path = "common/harness.rs"]
-mod harness;
-#[path = "common/services.rs"]
-mod services;
 
 use std::sync::Arc;
 
@@ -24,7 +19,7 @@ use floe_core::queue::QueueRef;
 use floe_core::source::SourceKind;
 use floe_core::source::{Position, Positions, SourceSpan, batch_id};
 use floe_core::source::{Records, Source, SourceBatch};
-use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
+use floe_test_support::harness::{self, Driver, Harness, Invocation, Kind, Setup, Tables};
 
 /// The writer step, fed batches shaped like each source's.
 struct Core;

@@ -1,8 +1,6 @@
 //! The embedded pipeline in-process: tables read back through iceberg-rust's
 //! own scan, error faults at every step, and concurrent committers.
 
-mod common;
-
 use std::io::Cursor;
 use std::path::Path;
 
@@ -58,7 +56,8 @@ async fn create(dir: &Path) -> Embedded {
 
 /// Reads the table with iceberg-rust's scan: (id, info, ts micros) sorted by id.
 async fn scan(floe: &Embedded) -> Vec<(i64, Option<String>, Option<i64>)> {
-    let batches = common::scan(floe.catalog().as_ref(), &parse_table("bronze.t").unwrap()).await;
+    let batches =
+        floe_test_support::scan(floe.catalog().as_ref(), &parse_table("bronze.t").unwrap()).await;
     let mut rows = Vec::new();
     for b in batches {
         let id = b
@@ -226,7 +225,7 @@ async fn iceberg_rust_scan_reads_every_type_exactly() {
         .unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
 
-    let batches = common::scan(floe.catalog().as_ref(), &ident).await;
+    let batches = floe_test_support::scan(floe.catalog().as_ref(), &ident).await;
     let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
     assert_eq!(batch.num_rows(), 4);
     let col = |name: &str| batch.column_by_name(name).unwrap().clone();

@@ -1,11 +1,6 @@
 //! The commit engine against the SQLite catalog: idempotency, several snapshots
 //! in one catalog commit, and a real lost race retried.
 
-mod common;
-#[path = "common/racing.rs"]
-mod racing;
-
-use racing::Racing;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
@@ -22,6 +17,7 @@ use floe_core::request::{CommitRequest, VERSION};
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::write::TableWriter;
 use floe_core::{ledger, tabledef};
+use floe_test_support::{racing::Racing, scan};
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"}]}"#;
@@ -118,7 +114,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
 }
 
 async fn ids(catalog: &SqliteCatalog, ident: &TableIdent) -> Vec<i64> {
-    let batches = common::scan(catalog, ident).await;
+    let batches = scan(catalog, ident).await;
     let mut out: Vec<i64> = batches
         .iter()
         .flat_map(|b| {

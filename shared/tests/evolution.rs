@@ -1,8 +1,6 @@
 //! Four writers (four processes' worth of pipeline, each with its own catalog
 //! connection) evolving the same table at once converge on one schema.
 
-mod common;
-
 use std::io::Cursor;
 
 use arrow_array::Array;
@@ -13,6 +11,7 @@ use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
 use floe_core::source::SourceKind;
 use floe_core::tabledef;
+use floe_test_support::scan;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"}]}"#;
@@ -83,7 +82,7 @@ async fn concurrent_writers_adding_different_columns_all_land() {
         "no column added twice"
     );
 
-    let batches = common::scan(catalog.as_ref(), &t).await;
+    let batches = scan(catalog.as_ref(), &t).await;
     let mut rows = 0;
     for b in &batches {
         let ids = b.column_by_name("id").unwrap().as_primitive::<Int64Type>();

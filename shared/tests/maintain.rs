@@ -3,12 +3,6 @@
 //! keyed table's deletes applied so pyiceberg reads it; a writer committing
 //! during compaction losing nothing; orphans removed only past their window.
 
-mod common;
-#[path = "common/racing.rs"]
-mod racing;
-#[path = "common/requests.rs"]
-mod requests;
-
 use std::io::Cursor;
 use std::path::Path;
 use std::process::Command;
@@ -26,6 +20,7 @@ use floe_core::ident::parse_table;
 use floe_core::maintain::{MaintainOptions, maintain};
 use floe_core::source::SourceKind;
 use floe_core::tabledef;
+use floe_test_support::{racing, requests, scan};
 use serde_json::Value;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
@@ -76,7 +71,7 @@ async fn commit(floe: &Embedded, ident: &TableIdent, name: &str, text: String) {
 
 /// (id, v) of every row, by iceberg-rust's scan, sorted.
 async fn rows(catalog: &CatalogRef, ident: &TableIdent) -> Vec<(i64, Option<String>)> {
-    let batches: Vec<RecordBatch> = common::scan(catalog.as_ref(), ident).await;
+    let batches: Vec<RecordBatch> = scan(catalog.as_ref(), ident).await;
     let mut out = Vec::new();
     for b in &batches {
         let id = b.column_by_name("id").unwrap().as_primitive::<Int64Type>();

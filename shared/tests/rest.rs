@@ -4,15 +4,6 @@
 //! does not do (an OAuth2 token endpoint) or should not (failing a commit).
 #![cfg(feature = "rest")]
 
-mod common;
-#[path = "common/racing.rs"]
-mod racing;
-#[path = "common/requests.rs"]
-mod requests;
-#[path = "common/services.rs"]
-mod services;
-
-use racing::Racing;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -27,6 +18,7 @@ use floe_core::iceberg::spec::TableMetadataBuilder;
 use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement};
 use floe_core::ident::parse_table;
 use floe_core::tabledef;
+use floe_test_support::{racing::Racing, requests, scan, services};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The lakana environment `local-dev/rest.sh` sets up: the REST prefix.
@@ -98,7 +90,7 @@ async fn new_table(catalog: &RestCatalog) -> TableIdent {
 }
 
 async fn rows(catalog: &dyn Catalog, ident: &TableIdent) -> Vec<(i64, String)> {
-    let mut rows: Vec<(i64, String)> = common::scan(catalog, ident)
+    let mut rows: Vec<(i64, String)> = scan(catalog, ident)
         .await
         .iter()
         .flat_map(|batch| {

@@ -6,8 +6,6 @@
 //! a writer retried after a lost answer), and no committer ever sees another
 //! shard's table.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +26,7 @@ use floe_core::request::CommitRequest;
 use floe_core::source::SourceKind;
 use floe_core::source::{Positions, SourceSpan, batch_id};
 use floe_core::source::{Records, Source, SourceBatch};
+use floe_test_support::scan;
 
 const TABLES: u64 = 12;
 const BATCHES: u64 = 20;
@@ -161,7 +160,7 @@ async fn two_shards_two_committers_every_row_exactly_once() {
         expected.entry(id % TABLES).or_default().push(id as i64);
     }
     for (t, want) in expected {
-        let mut ids: Vec<i64> = common::scan(catalog.as_ref(), &table(t))
+        let mut ids: Vec<i64> = scan(catalog.as_ref(), &table(t))
             .await
             .iter()
             .flat_map(|b| {

@@ -4,9 +4,6 @@
 //! writer step enqueued land once, a redelivery adds nothing, and a body
 //! that is no request is dead-lettered rather than handed back forever.
 
-#[path = "../../../shared/tests/common/mod.rs"]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +19,7 @@ use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
 use floe_core::source::{Positions, SourceSpan};
 use floe_core::source::{Records, Source, SourceBatch, SourceKind};
+use floe_test_support::scan;
 
 const TABLE: &str = "raw.events";
 
@@ -137,7 +135,7 @@ async fn snapshot(d: &Deployment) -> (i64, u64, u64) {
 /// The ids the table holds, read by a scan.
 async fn ids(d: &Deployment) -> Vec<i64> {
     let ident = parse_table(TABLE).unwrap();
-    let mut out: Vec<i64> = common::scan(d.catalog.as_ref(), &ident)
+    let mut out: Vec<i64> = scan(d.catalog.as_ref(), &ident)
         .await
         .iter()
         .flat_map(|b| {

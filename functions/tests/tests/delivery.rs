@@ -1,17 +1,10 @@
-//! The adversarial delivery harness (`shared/tests/common/harness.rs`)
+//! The adversarial delivery harness (`floe_test_support::harness`)
 //! through the Lambda handlers: each invocation is a real-shaped SQS,
 //! Kinesis, MSK, DynamoDB Streams or HTTP event handed to the writer or
 //! HTTP function over an embedded deployment, whose commit queue is the
 //! harness's chaotic one; the committer step drains it. A batch counts as
 //! acknowledged only when the handler names no failure. `FLOE_HARNESS_SCHEDULES`
 //! (default 60) and `FLOE_HARNESS_SEED` as in the core harness.
-
-#[path = "../../../shared/tests/common/mod.rs"]
-mod common;
-#[path = "../../../shared/tests/common/harness.rs"]
-mod harness;
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
 
 use std::path::Path;
 
@@ -23,9 +16,9 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::queue::QueueRef;
 use floe_ingest_http::HttpFunction;
+use floe_test_support::harness::{self, Driver, Harness, Invocation, Kind, Setup, Tables};
 use floe_writer::events::DecodeOptions;
 use floe_writer::{WriterEvent, WriterFunction};
-use harness::{Driver, Harness, Invocation, Kind, Setup, Tables};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "harness-token";

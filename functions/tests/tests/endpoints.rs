@@ -5,9 +5,6 @@
 //! Both point at moto here, on purpose through the per-service variables. Its
 //! own test binary, since it sets the process environment.
 
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
-
 use std::path::Path;
 
 use floe_committer::CommitterFunction;
@@ -16,6 +13,7 @@ use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
+use floe_test_support::services;
 use floe_writer::{WriterEvent, WriterFunction};
 use serde_json::{Value, json};
 

@@ -6,8 +6,6 @@
 //! functions' handlers on an embedded deployment (SQLite catalog, local
 //! warehouse, in-process queue), as Lambda would call them.
 
-#[path = "../../../shared/tests/common/mod.rs"]
-mod common;
 mod moto;
 
 use std::path::Path;
@@ -21,6 +19,7 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
 use floe_core::request::CommitRequest;
+use floe_test_support::scan;
 use floe_writer::WriterFunction;
 use moto::{failures, writer_event};
 use serde_json::{Value, json};
@@ -114,7 +113,7 @@ async fn commit(d: &Deployment) -> (usize, usize) {
 
 async fn ids(d: &Deployment, table: &str) -> Vec<i64> {
     let ident = parse_table(table).unwrap();
-    let mut out: Vec<i64> = common::scan(d.catalog.as_ref(), &ident)
+    let mut out: Vec<i64> = scan(d.catalog.as_ref(), &ident)
         .await
         .iter()
         .flat_map(|b| {

@@ -5,11 +5,7 @@
 //! iceberg-rust's scan and by pyiceberg's Glue catalog. Each fault point fires
 //! once and the event is delivered again, as Lambda would: every row lands once.
 
-#[path = "../../../shared/tests/common/mod.rs"]
-mod common;
 mod moto;
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -28,6 +24,7 @@ use floe_core::maintain::MaintainOptions;
 use floe_core::tabledef;
 use floe_ingest_http::HttpFunction;
 use floe_maintenance::MaintenanceFunction;
+use floe_test_support::{scan, services};
 use floe_writer::{WriterEvent, WriterFunction, WriterResponse};
 use serde_json::{Value, json};
 
@@ -222,7 +219,7 @@ wait_seconds = 20
     /// Every row of the table, by iceberg-rust's scan (which applies deletes).
     async fn rows(&self) -> Vec<(i64, Option<String>)> {
         let d = self.deployment(Faults::none()).await;
-        let batches = common::scan(d.catalog.as_ref(), &self.ident).await;
+        let batches = scan(d.catalog.as_ref(), &self.ident).await;
         let mut rows = Vec::new();
         for b in &batches {
             let ids = b

@@ -8,8 +8,6 @@
 //! is read back by pyiceberg and DuckDB: rows and values, each once.
 
 mod moto;
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -24,6 +22,7 @@ use floe_core::deploy::{Deployment, Role};
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
+use floe_test_support::services;
 use floe_writer::{WriterEvent, WriterFunction, WriterResponse};
 use serde_json::{Value, json};
 

@@ -6,11 +6,7 @@
 //! lands once although the event is delivered twice, and each queue holds
 //! only its own tables' requests.
 
-#[path = "../../../shared/tests/common/mod.rs"]
-mod common;
 mod moto;
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
@@ -24,6 +20,7 @@ use floe_core::faults::Faults;
 use floe_core::ident::{display, parse_table};
 use floe_core::queue::shard_of;
 use floe_core::request::CommitRequest;
+use floe_test_support::{scan, services};
 use floe_writer::WriterFunction;
 use moto::{commit_event, failures, unique, writer_event};
 use serde_json::{Value, json};
@@ -203,7 +200,7 @@ async fn each_table_goes_to_its_shard_and_its_committer_lands_it_once() {
     }
     for (t, want) in want {
         let ident = parse_table(&format!("{ns}.t_{t}")).unwrap();
-        let mut ids: Vec<i64> = common::scan(writer_deployment.catalog.as_ref(), &ident)
+        let mut ids: Vec<i64> = scan(writer_deployment.catalog.as_ref(), &ident)
             .await
             .iter()
             .flat_map(|b| {

@@ -3,12 +3,10 @@
 //! nothing is set that no function reads, so a key added to floe's config or
 //! dropped from it fails here until the module follows.
 
-#[path = "../../../shared/tests/common/services.rs"]
-mod services;
-
 use std::collections::BTreeSet;
 
 use floe_core::deploy::Role;
+use floe_test_support::services;
 use serde_json::Value;
 
 fn module_env() -> Value {

@@ -572,24 +572,13 @@ enum SchemaKey {
 
 /// Schemas by id, fetched from their registry once per function instance
 /// (a registry's ids are immutable: the schema an id names never changes).
+#[derive(Default)]
 pub struct Schemas {
     cache: Mutex<HashMap<SchemaKey, Arc<Decoder>>>,
     #[cfg(feature = "rest")]
     http: reqwest::Client,
     #[cfg(feature = "aws")]
     glue: Option<aws_sdk_glue::Client>,
-}
-
-impl Default for Schemas {
-    fn default() -> Self {
-        Self {
-            cache: Mutex::default(),
-            #[cfg(feature = "rest")]
-            http: reqwest::Client::new(),
-            #[cfg(feature = "aws")]
-            glue: None,
-        }
-    }
 }
 
 /// A record decoded from Avro: its JSON text and its schema's Iceberg struct.

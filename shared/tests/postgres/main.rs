@@ -3,11 +3,7 @@
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
 #![cfg(feature = "postgres")]
 
-#[path = "../common/mod.rs"]
-mod common;
 mod pitfalls;
-#[path = "../common/services.rs"]
-mod services;
 mod slots;
 mod tls;
 

@@ -48,7 +48,7 @@ type Rows = BTreeMap<String, BTreeMap<String, String>>;
 async fn iceberg_rows(floe: &Embedded, table: &str) -> Rows {
     let ident = floe_core::ident::parse_table(table).unwrap();
     let mut rows = Rows::new();
-    for batch in super::common::scan(floe.catalog().as_ref(), &ident).await {
+    for batch in floe_test_support::scan(floe.catalog().as_ref(), &ident).await {
         let schema = batch.schema();
         for i in 0..batch.num_rows() {
             let mut row = BTreeMap::new();

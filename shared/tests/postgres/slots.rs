@@ -31,7 +31,7 @@ async fn iceberg_ids(floe: &Embedded) -> Vec<String> {
     use arrow_array::types::Int32Type;
     let ident = floe_core::ident::parse_table("raw.t").unwrap();
     let mut out = Vec::new();
-    for b in super::common::scan(floe.catalog().as_ref(), &ident).await {
+    for b in floe_test_support::scan(floe.catalog().as_ref(), &ident).await {
         let id = b.column_by_name("id").unwrap().as_primitive::<Int32Type>();
         let v = b.column_by_name("v").unwrap().as_string::<i32>();
         for i in 0..b.num_rows() {
@@ -122,7 +122,7 @@ fn small_wal_cluster() -> Option<&'static str> {
     CLUSTER
         .get_or_init(|| {
             super::cluster()?;
-            let script = super::services::repo().join("local-dev/pg.sh");
+            let script = floe_test_support::services::repo().join("local-dev/pg.sh");
             let out = std::process::Command::new("bash")
                 .arg(&script)
                 .env("FLOE_PG_PORT", "54331")

@@ -8,9 +8,8 @@ use std::sync::OnceLock;
 
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::postgres::{ConnSettings, PgError, PgSource, conn, setup};
+use floe_test_support::services;
 use tokio_postgres::Client;
-
-use super::services;
 
 const PASSWORD: &str = "floe-tls-test";
 

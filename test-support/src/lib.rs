@@ -1,4 +1,13 @@
-//! Helpers shared by the integration tests.
+//! What floe's integration tests share, in floe-core's test binaries and
+//! in the functions' and the CLI's: a table's rows read back by
+//! iceberg-rust ([`scan`]), the adversarial delivery harness, a catalog
+//! that loses a race on purpose, commit requests made as a writer makes
+//! them, and the local servers and Python readers the tests run against.
+
+pub mod harness;
+pub mod racing;
+pub mod requests;
+pub mod services;
 
 use arrow_array::RecordBatch;
 use floe_core::catalog::Catalog;

@@ -42,7 +42,7 @@ impl Rng {
     }
 
     /// The next number.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -54,13 +54,13 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 
     /// True `percent` times in a hundred.
     pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.next_u64() % 100 < percent
     }
 }
 
@@ -314,9 +314,9 @@ impl ChaosQueue {
         }
     }
 
-    /// Messages not yet acknowledged.
-    pub fn len(&self) -> usize {
-        self.state.lock().unwrap().messages.len()
+    /// True when every message is acknowledged.
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().unwrap().messages.is_empty()
     }
 }
 
@@ -422,6 +422,12 @@ pub struct Harness {
     _cleanup: Option<tempfile::TempDir>,
     /// Where dead letters go.
     pub dead_letters: Arc<dyn DeadLetters>,
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Harness {
@@ -595,7 +601,7 @@ pub async fn run(
             _ => cursors.iter().zip(&lanes).all(|(c, l)| *c >= l.len()),
         };
     let mut steps = 0;
-    while !done(&cursors, &sqs_acked, &posts_acked) || queue.len() > 0 {
+    while !done(&cursors, &sqs_acked, &posts_acked) || !queue.is_empty() {
         steps += 1;
         assert!(
             steps < 2_000,
@@ -604,7 +610,7 @@ pub async fn run(
         );
         let writing = !done(&cursors, &sqs_acked, &posts_acked);
         let roll = rng.below(100);
-        if writing && (roll < 55 || queue.len() == 0) {
+        if writing && (roll < 55 || queue.is_empty()) {
             let fail_before = rng.chance(10);
             let fail_after = !fail_before && rng.chance(20);
             let (records, post) = match setup.kind {
@@ -826,7 +832,7 @@ pub fn compare(
 async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict {
     let mut total = Verdict::default();
     for (table, want) in expected(setup, tables) {
-        let rows = rows_of(&crate::common::scan(catalog, &table).await);
+        let rows = rows_of(&crate::scan(catalog, &table).await);
         let v = compare(&want, &rows, setup.keyed);
         if std::env::var("FLOE_HARNESS_SEED").is_ok() {
             println!("iceberg-rust reads {rows:?}, the model {want:?}");

@@ -1,14 +1,12 @@
 //! What the AWS, REST and function tests run against: the local servers the
 //! `local-dev/` scripts start (once per test binary) and the test venv's
-//! Python with its independent readers. Included by path from the test
-//! binaries of floe-core and of the functions; each uses a part of it.
-#![allow(dead_code)]
+//! Python with its independent readers.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// The repository root: the first ancestor of the including crate that holds
-/// `local-dev/test.sh`.
+/// The repository root: the first ancestor of this crate's directory that
+/// holds `local-dev/test.sh`.
 pub fn repo() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
