@@ -95,11 +95,6 @@ impl Row {
             .iter()
             .position(|m| Span::of(&self.text, m.key) == wanted)
     }
-
-    /// Whether the row has a member `name`.
-    pub fn contains(&self, name: &str) -> bool {
-        self.position(name).is_some()
-    }
 }
 
 /// Builds a [`Row`] member by member; values are written verbatim.
