@@ -120,10 +120,7 @@ impl RowWriter {
     /// Writes `"key":` and returns the buffer for the caller to append the
     /// value.
     pub fn field(&mut self, key: &str) -> &mut Vec<u8> {
-        self.close();
-        if !self.members.is_empty() {
-            self.buf.push(b',');
-        }
+        self.next_member();
         let start = self.buf.len() as u32 + 1;
         write_json_string(&mut self.buf, key);
         self.begin_value(start)
@@ -148,16 +145,21 @@ impl RowWriter {
             if !keep(key) {
                 continue;
             }
-            self.close();
-            if !self.members.is_empty() {
-                self.buf.push(b',');
-            }
+            self.next_member();
             self.buf.push(b'"');
             let start = self.buf.len() as u32;
             self.buf.extend_from_slice(key);
             self.buf.push(b'"');
             self.begin_value(start)
                 .extend_from_slice(Span::of(&row.text, m.value));
+        }
+    }
+
+    /// Ends the member before, if any, and separates the next from it.
+    fn next_member(&mut self) {
+        self.close();
+        if !self.members.is_empty() {
+            self.buf.push(b',');
         }
     }
 

@@ -33,6 +33,8 @@ pub(super) struct TableContext {
 /// The table part of a batch a stage works on.
 pub(super) struct Part<'p> {
     pub ident: &'p TableIdent,
+    /// The table's name as messages and dead letters show it.
+    pub table: &'p str,
     pub batch_id: &'p str,
     pub batch: &'p SourceBatch,
     /// The types a schema registry declares for the records.

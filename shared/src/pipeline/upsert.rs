@@ -18,7 +18,6 @@ use super::writer::{WriteReport, Writer};
 use crate::catalog::CatalogError;
 use crate::change::Change;
 use crate::dlq::Rejected;
-use crate::ident::display;
 use crate::rowkey;
 use crate::shred::{ShredError, Shredder, UnknownFields};
 use crate::source::Pos;
@@ -33,6 +32,7 @@ impl Writer {
     pub(super) async fn upsert(
         &self,
         part: &Part<'_>,
+        scope: &Scope<'_>,
         classified: Classified<'_>,
         key_names: &[String],
         rejected: &mut Vec<Rejected>,
@@ -43,8 +43,6 @@ impl Writer {
             change_records: records,
             ..
         } = classified;
-        let table = display(part.ident);
-        let scope = Scope::new(&table, part.batch_id, part.batch);
         // Folding takes the changes' rows; their positions stay readable.
         let positions: Vec<Pos<'_>> = changes.iter().map(|(pos, _)| *pos).collect();
         let mut reject = |i: usize, field: &str, reason: &str| {
@@ -54,7 +52,7 @@ impl Writer {
             .context(part.ident, &Group::new(Vec::new(), None), report)
             .await?
             .ok_or_else(|| CatalogError::NoSuchTable {
-                table: table.clone(),
+                table: part.table.to_string(),
             })?;
         let mut folded = fold(&first, part, &mut changes, key_names, &mut reject)?;
         // Newest states first; keys whose newest state is rejected fall back.
@@ -107,8 +105,7 @@ impl Writer {
             .map(|(i, f, r)| (owners[i], f, r))
             .collect();
         let ctx = shredded.ctx;
-        let table = display(part.ident);
-        let shred_err = |source| shred_err(&table, part.batch_id, source);
+        let shred_err = |source| shred_err(part.table, part.batch_id, source);
         while !failed.is_empty() {
             let mut retry = HashSet::new();
             for (k, field, reason) in failed.drain(..) {
@@ -160,8 +157,7 @@ fn fold(
             }
         }
     }
-    let table = display(part.ident);
-    let digests = key_digests(ctx, &table, part.batch_id, &mut keys, reject)?;
+    let digests = key_digests(ctx, part.table, part.batch_id, &mut keys, reject)?;
     let (folded, errors) = keyed::fold(changes, keys, &digests);
     for (i, e) in errors {
         reject(i, &e.field, &e.reason);

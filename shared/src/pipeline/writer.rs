@@ -295,12 +295,13 @@ impl Writer {
         }
         let part = Part {
             ident,
+            table: &table,
             batch_id,
             batch,
             declared: declared.as_ref(),
         };
         let mut output = if shape.keyed {
-            self.upsert(&part, classified, &key_names, &mut rejected, report)
+            self.upsert(&part, &scope, classified, &key_names, &mut rejected, report)
                 .await?
         } else {
             self.append(&part, &scope, classified.rows, &mut rejected, report)
