@@ -62,6 +62,9 @@ pub const REQUEST_WINDOW: &str = "floe.ledger.request-window-ms";
 /// DynamoDB event ids) are remembered, ms; at least how long the source can
 /// deliver a record again.
 pub const KEY_WINDOW: &str = "floe.ledger.key-window-ms";
+/// Table property: entries after which the head's recent entries are sealed
+/// into a segment (default 256). Lower it to see seals in small tests.
+pub const SEAL_ENTRIES_PROPERTY: &str = "floe.ledger.seal-entries";
 /// Default request window: the module's commit queue (2 days) and DLQ (14 days).
 pub const DEFAULT_REQUEST_WINDOW_MS: i64 = 16 * DAY_MS;
 /// Default key window: a day, the retention of DynamoDB Streams and more than
@@ -118,6 +121,8 @@ pub struct Windows {
     pub request_ms: i64,
     /// Records of unordered sources.
     pub key_ms: i64,
+    /// Entries after which the head is sealed.
+    pub seal_entries: usize,
 }
 
 impl Windows {
@@ -135,6 +140,7 @@ impl Windows {
         Self {
             request_ms,
             key_ms: get(KEY_WINDOW, DEFAULT_KEY_WINDOW_MS).min(request_ms),
+            seal_entries: get(SEAL_ENTRIES_PROPERTY, SEAL_ENTRIES as i64) as usize,
         }
     }
 }
@@ -514,7 +520,7 @@ impl Ledger {
 
         let mut segments = Vec::new();
         let keys: usize = head.recent.iter().map(Entry::key_count).sum();
-        if head.recent.len() >= SEAL_ENTRIES || keys >= SEAL_KEYS {
+        if head.recent.len() >= self.windows.seal_entries || keys >= SEAL_KEYS {
             let entries = std::mem::take(&mut head.recent);
             let (path, r) = self.segment_ref(0, &entries);
             segments.push((
