@@ -117,6 +117,8 @@ fn positions(wh: &Warehouse, conninfo: &str, rt: &tokio::runtime::Runtime) -> (u
                     .await
                     .expect("ledger")
                     .high_water_mark(&format!("pg:{SLOT}"))
+                    .await
+                    .expect("ledger")
                     .and_then(|p| p.as_str().parse().ok())
             }
             Err(_) => None,

@@ -75,6 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 delete_files: vec![],
                 keyed: false,
                 truncate: false,
+                truncate_at: None,
                 state: Default::default(),
                 record_count: 100,
                 rejected_count: 0,

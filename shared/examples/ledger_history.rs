@@ -53,6 +53,7 @@ fn request(ident: &floe_core::iceberg::TableIdent, n: u64, created_at_ms: i64) -
         delete_files: Vec::new(),
         keyed: false,
         truncate: false,
+        truncate_at: None,
         state: Default::default(),
         record_count: 0,
         rejected_count: 0,

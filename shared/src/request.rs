@@ -69,6 +69,10 @@ pub struct CommitRequest {
     /// first (a keyed batch holding a TRUNCATE).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncate: bool,
+    /// Where in its source that TRUNCATE is, so a redelivery of a batch whose
+    /// TRUNCATE the table already applied does not apply it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate_at: Option<crate::source::Position>,
     /// Source state to record in the snapshot summary as `floe.state.<key>`
     /// (e.g. a Postgres snapshot's progress), committed atomically with the files.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -143,6 +147,7 @@ impl CommitRequest {
             delete_files: Vec::new(),
             keyed: false,
             truncate: false,
+            truncate_at: None,
             state: Default::default(),
             record_count: 0,
             rejected_count: 0,
@@ -264,6 +269,14 @@ impl CommitRequest {
         }
     }
 
+    /// When this request or its records were first seen: its creation, or
+    /// its oldest record's arrival when earlier (a retried HTTP key carries
+    /// its first receipt). A redelivery cannot move it later.
+    pub fn first_seen_ms(&self) -> i64 {
+        self.oldest_record_ms
+            .map_or(self.created_at_ms, |o| o.min(self.created_at_ms))
+    }
+
     /// True for requests of version 2 and later, whose records the ledger
     /// tracks one by one.
     pub fn per_record(&self) -> bool {
@@ -279,9 +292,10 @@ impl CommitRequest {
             .chain(self.key_file.as_deref())
     }
 
-    /// Why the request cannot be trusted with a table at `location`: a file
-    /// outside it, or a file entry without a path.
-    pub fn foreign_file(&self, location: &str) -> Option<String> {
+    /// Why the request cannot be trusted with a table at `location` whose
+    /// ledger is in `ledger_dir`: a data or delete file outside the table,
+    /// a key file outside both, or a file entry without a path.
+    pub fn foreign_file(&self, location: &str, ledger_dir: &str) -> Option<String> {
         let named = self.data_files.len() + self.delete_files.len();
         let with_path = self
             .data_files
@@ -299,7 +313,19 @@ impl CommitRequest {
                 named - with_path
             ));
         }
-        self.paths()
+        if let Some(p) = self
+            .key_file
+            .as_deref()
+            .filter(|p| !crate::uri::within(p, location) && !crate::uri::within(p, ledger_dir))
+        {
+            return Some(format!(
+                "its key file {p} is neither under the table's location {location} nor in its ledger {ledger_dir}"
+            ));
+        }
+        self.data_files
+            .iter()
+            .chain(&self.delete_files)
+            .filter_map(|f| f.get("file_path").and_then(serde_json::Value::as_str))
             .find(|p| !crate::uri::within(p, location))
             .map(|p| format!("it names {p}, which is not under the table's location {location}"))
     }

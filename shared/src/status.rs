@@ -68,7 +68,7 @@ pub async fn wait_for_batch(
                     .await
                     .map_err(|e| CatalogError::Store(e.to_string()))?;
                 let landed = ledger
-                    .has_batch(batch_id, made_ms)
+                    .has_batch(batch_id, made_ms.saturating_sub(crate::clock::SKEW_MS))
                     .await
                     .map_err(|e| CatalogError::Store(e.to_string()))?;
                 if landed {

@@ -104,6 +104,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         delete_files: vec![],
         keyed: false,
         truncate: false,
+        truncate_at: None,
         state: Default::default(),
         record_count: n as u64,
         rejected_count: 0,

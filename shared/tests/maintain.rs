@@ -459,6 +459,8 @@ async fn a_compaction_retried_after_a_concurrent_commit_keeps_the_newer_source_s
     assert_eq!(
         ledger
             .high_water_mark("kafka:events/0")
+            .await
+            .unwrap()
             .map(|p| p.to_string()),
         Some("9".to_string())
     );

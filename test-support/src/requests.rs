@@ -52,6 +52,7 @@ pub async fn write_request(
         delete_files: vec![],
         keyed: false,
         truncate: false,
+        truncate_at: None,
         state: Default::default(),
         record_count: rows.len() as u64,
         rejected_count: 0,

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::CommitError;
-use crate::ledger::{KeyChanges, Ledger};
+use crate::ledger::{Claims, KeyChanges, Ledger};
 use crate::request::CommitRequest;
 use crate::source::Positions;
 
@@ -19,38 +19,48 @@ use crate::source::Positions;
 pub enum Late {
     /// Everything: nothing newer touched its keys.
     OnTime,
-    /// Everything but its changes to these keys (digests), which newer
-    /// committed changes superseded; `all` when that is every key it changes.
+    /// Everything but its changes to these keys (digests), which the table
+    /// already holds or newer committed changes superseded; `all` when that
+    /// is every key it changes. `truncated`: its TRUNCATE is in the table
+    /// already and must not be applied again.
     Superseded {
         /// The superseded keys.
         keys: HashSet<u128>,
         /// They are all the request changes.
         all: bool,
+        /// Its TRUNCATE was applied before.
+        truncated: bool,
     },
     /// Nothing can be applied safely; dead-letter it with why.
     Refused(String),
 }
 
-/// Decides what `request` may do, given the ledger and the requests of this
+/// Decides what `request` may do, given the ledger, which of its records
+/// the table already accounts for (`claims`), and the requests of this
 /// commit that go before it.
 pub async fn resolve(
     ledger: &Ledger,
     request: &CommitRequest,
+    claims: &Claims,
     before: &[&CommitRequest],
 ) -> Result<Late, CommitError> {
     let Some(own_path) = &request.key_file else {
         return Ok(Late::OnTime);
     };
-    let committed = ledger.later_key_files(request).await?;
+    let truncated = match truncate_applied(request, claims) {
+        Ok(t) => t,
+        Err(reason) => return Ok(Late::Refused(reason)),
+    };
+    let committed = ledger.later_key_files(request, claims).await?;
     let in_commit: Vec<&String> = before
         .iter()
         .filter(|b| may_interleave(b, request))
         .filter_map(|b| b.key_file.as_ref())
         .collect();
-    if committed.is_empty() && in_commit.is_empty() {
+    if claims.is_empty() && committed.is_empty() && in_commit.is_empty() {
         return Ok(Late::OnTime);
     }
-    if request.truncate && !committed.is_empty() {
+    if request.truncate && !truncated && !committed.is_empty() {
         return Ok(Late::Refused(
             "it holds a TRUNCATE and later changes of its source are already committed; applying it now would remove them".into(),
         ));
@@ -58,7 +68,7 @@ pub async fn resolve(
     let Some(own) = ledger.key_changes(own_path).await? else {
         return Ok(Late::Refused(format!("its key file {own_path} is gone")));
     };
-    let mut superseded = HashSet::new();
+    let mut superseded = applied(&own, request, claims);
     for path in committed.iter().chain(in_commit) {
         let Some(theirs) = ledger.key_changes(path).await? else {
             return Ok(Late::Refused(format!(
@@ -67,19 +77,55 @@ pub async fn resolve(
         };
         newer(&own, &theirs, &mut superseded);
     }
-    Ok(if superseded.is_empty() {
+    Ok(if superseded.is_empty() && !truncated {
         Late::OnTime
     } else {
         Late::Superseded {
             all: superseded.len() == own.all.len(),
             keys: superseded,
+            truncated,
         }
     })
 }
 
+/// The keys whose last change in the request the table already holds (a
+/// redelivery cut at other boundaries, a rerun of a grown file): applying
+/// them again could undo newer changes.
+fn applied(own: &KeyChanges, request: &CommitRequest, claims: &Claims) -> HashSet<u128> {
+    if claims.is_empty() {
+        return HashSet::new();
+    }
+    own.changes
+        .iter()
+        .filter(|(_, (source, pos))| {
+            request
+                .sources
+                .iter()
+                .enumerate()
+                .any(|(i, s)| &s.source == source && claims.claims(request, i, pos.as_str()))
+        })
+        .map(|(digest, _)| *digest)
+        .collect()
+}
+
+/// Whether the request's TRUNCATE is one the table already applied; an
+/// error when it holds one, some of its records are in the table and it
+/// does not say where its TRUNCATE is (a request of an older writer).
+fn truncate_applied(request: &CommitRequest, claims: &Claims) -> Result<bool, String> {
+    if !request.truncate || claims.is_empty() {
+        return Ok(false);
+    }
+    let Some(at) = &request.truncate_at else {
+        return Err("it holds a TRUNCATE, part of it is already in the table, and it does not say where its TRUNCATE is".into());
+    };
+    Ok(request.sources.iter().enumerate().any(|(i, s)| {
+        matches!(s.positions, Positions::Range { .. }) && claims.claims(request, i, at.as_str())
+    }))
+}
+
 /// Adds to `into` the keys whose change in `theirs` is of the same source and
 /// at or after the change in `own` (at: the same change, already applied).
-fn newer(own: &Arc<KeyChanges>, theirs: &Arc<KeyChanges>, into: &mut HashSet<u128>) {
+fn newer(own: &KeyChanges, theirs: &Arc<KeyChanges>, into: &mut HashSet<u128>) {
     for (digest, (source, pos)) in own.changes.iter() {
         if theirs
             .changes

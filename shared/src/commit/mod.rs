@@ -118,6 +118,17 @@ pub enum CommitError {
     /// The ledger could not be read or written.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The ledger head the table names is gone and the table has not moved
+    /// on: until it is rebuilt, nothing can be committed exactly once.
+    #[error(
+        "table {table}: its ledger head {path} is missing (deleted outside floe?); run `floe ledger repair {table}` to rebuild it from what the table holds; commit requests stay queued until then"
+    )]
+    LedgerMissing {
+        /// The table.
+        table: String,
+        /// The head it names.
+        path: String,
+    },
     /// Checking or reading a request's files failed.
     #[error("table {table}: reading the files of a request: {source}")]
     Storage {
@@ -161,7 +172,7 @@ impl CommitError {
             CommitError::Storage { source, .. } | CommitError::Build { source, .. } => {
                 crate::transient::iceberg(source)
             }
-            CommitError::Exhausted { .. } => true,
+            CommitError::Exhausted { .. } | CommitError::LedgerMissing { .. } => true,
         }
     }
 }
@@ -204,6 +215,8 @@ pub struct CommitEngine {
 /// A request as one attempt will commit it.
 struct Ready {
     request: CommitRequest,
+    /// Which of its records the table already accounts for.
+    claims: ledger::Claims,
     written: Vec<String>,
     obsolete: Vec<String>,
 }
@@ -295,7 +308,9 @@ impl CommitEngine {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
+            let Some(ledger) = self.open_ledger(&base).await? else {
+                continue;
+            };
             let ctx = self.context(&base);
             outcome.duplicates = Vec::new();
             outcome.superseded = Vec::new();
@@ -306,7 +321,7 @@ impl CommitEngine {
                 if refused.contains_key(&r.batch_id) {
                     continue;
                 }
-                let claims = if ledger.has_batch(&r.batch_id, r.created_at_ms).await? {
+                let claims = if ledger.holds_batch(r).await? {
                     None
                 } else if r.per_record() {
                     // What the table holds, and what requests taken before
@@ -327,8 +342,7 @@ impl CommitEngine {
                     continue;
                 };
                 if !trusted.contains(&r.batch_id) {
-                    let location = base.metadata.location();
-                    let check = trust::check(ctx.file_io, location, r)
+                    let check = trust::check(ctx.file_io, &base.metadata, r)
                         .await
                         .map_err(|e| storage_err(&table, e))?;
                     if let Some(reason) = check {
@@ -338,10 +352,10 @@ impl CommitEngine {
                     }
                     trusted.insert(r.batch_id.clone());
                 }
-                // Keyed requests are applied per key instead (late::resolve).
+                // Keyed requests are masked per key instead (late::resolve).
                 if claims.is_empty() || action.keyed() {
                     taken.take(r);
-                    fresh.push(Ready::of(r));
+                    fresh.push(Ready::of(r, claims));
                     continue;
                 }
                 match mask::drop_claimed(&ctx, r, &claims).await? {
@@ -351,6 +365,7 @@ impl CommitEngine {
                         outcome.rows_dropped += m.dropped;
                         fresh.push(Ready {
                             request: m.request,
+                            claims,
                             written: m.written,
                             obsolete: m.obsolete,
                         });
@@ -433,6 +448,25 @@ impl CommitEngine {
         Err(exhausted(table, &attempts, last_err))
     }
 
+    /// The ledger of the table as loaded; `None` when its head is gone
+    /// because the table moved on since (plan again on the new state).
+    async fn open_ledger(&self, base: &LoadedTable) -> Result<Option<Ledger>, CommitError> {
+        match Ledger::open(self.ledger.clone(), &base.metadata).await {
+            Ok(ledger) => Ok(Some(ledger)),
+            Err(LedgerError::Missing { path }) => {
+                let now = self.catalog.load_table(&base.ident).await?;
+                if now.metadata_location != base.metadata_location {
+                    return Ok(None);
+                }
+                Err(CommitError::LedgerMissing {
+                    table: display(&base.ident),
+                    path,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Keyed requests applied per key: what newer committed changes (or
     /// requests of this commit that go first) superseded is dropped, what
     /// cannot be applied safely is refused.
@@ -448,16 +482,23 @@ impl CommitEngine {
         let mut out: Vec<Ready> = Vec::with_capacity(fresh.len());
         for mut r in fresh {
             let before: Vec<&CommitRequest> = out.iter().map(|o| &o.request).collect();
-            match late::resolve(ledger, &r.request, &before).await? {
+            match late::resolve(ledger, &r.request, &r.claims, &before).await? {
                 Late::OnTime => out.push(r),
                 Late::Refused(reason) => {
                     warn!(batch_id = %r.request.batch_id, %reason, "late keyed request refused");
                     discard(ctx.file_io, &r.written).await;
                     refused.insert(r.request.batch_id.clone(), reason);
                 }
-                Late::Superseded { keys, all } => {
-                    let m = mask::drop_keys(ctx, &r.request, &keys).await?;
-                    info!(batch_id = %r.request.batch_id, keys = keys.len(), "late keyed request: newer changes superseded some of its keys");
+                Late::Superseded {
+                    keys,
+                    all,
+                    truncated,
+                } => {
+                    let mut m = mask::drop_keys(ctx, &r.request, &keys).await?;
+                    info!(batch_id = %r.request.batch_id, keys = keys.len(), truncated, "keyed request: the table holds some of its changes already, or newer ones");
+                    if truncated {
+                        m.request.truncate = false;
+                    }
                     outcome.rows_dropped += m.dropped;
                     if all && !m.request.truncate && m.request.state.is_empty() {
                         outcome.superseded.push(m.request.batch_id.clone());
@@ -787,9 +828,10 @@ impl KeyedMode {
 pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 impl Ready {
-    fn of(request: &CommitRequest) -> Self {
+    fn of(request: &CommitRequest, claims: ledger::Claims) -> Self {
         Self {
             request: request.clone(),
+            claims,
             written: Vec::new(),
             obsolete: Vec::new(),
         }

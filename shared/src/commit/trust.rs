@@ -1,5 +1,6 @@
 //! The committer trusts no queue message: a request may name only files
-//! under its table's location, and every file it names must be there with
+//! under its table's location (its key file: or in the table's ledger
+//! directory), and every file it names must be there with
 //! the size it claims. A request that fails either is dead-lettered with its
 //! reason, never committed, and none of its files is touched.
 
@@ -15,10 +16,11 @@ const CONCURRENCY: usize = 32;
 /// errors are returned as such: a retry may get an answer.
 pub async fn check(
     file_io: &FileIO,
-    location: &str,
+    metadata: &iceberg::spec::TableMetadata,
     request: &CommitRequest,
 ) -> iceberg::Result<Option<String>> {
-    if let Some(reason) = request.foreign_file(location) {
+    let ledger_dir = crate::ledger::place::dir(metadata);
+    if let Some(reason) = request.foreign_file(metadata.location(), &ledger_dir) {
         return Ok(Some(reason));
     }
     let mut sized: Vec<(String, Option<u64>)> = Vec::new();

@@ -1,7 +1,9 @@
-//! The ledger's files: the head (what every commit rewrites: per-source runs,
-//! the entries since the last seal, the index of sealed segments, source
-//! state) and sealed segments (immutable entries of older commits). Both are
-//! zstd-compressed JSON, so `zstd -dc head-….json.zst | jq` reads them.
+//! The ledger's files: the head (what every commit rewrites: per-source
+//! marks, the entries since the last seal, the index of sealed segments and
+//! archive buckets, source state, files retired but still readable), sealed
+//! segments (immutable entries of older commits), pages of spilled runs and
+//! archive buckets of idle sources. All are zstd-compressed JSON, so
+//! `zstd -dc head-….json.zst | jq` reads them.
 
 use std::collections::BTreeMap;
 
@@ -9,11 +11,12 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::runs::Runs;
+use super::marks::{Marks, Page};
 use crate::source::Position;
 
-/// The format version of head and segment files this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The format version of ledger files this build writes; it reads this and
+/// every earlier one (format 1 had no pages, settled ranges or archive).
+pub const FORMAT: u32 = 2;
 
 /// What the table holds, as of one commit.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -34,29 +37,43 @@ pub struct Head {
     /// Source state recorded with commits (`floe.state.*`; the latest wins).
     #[serde(default)]
     pub state: BTreeMap<String, String>,
+    /// Archive buckets of ordered sources idle for longer than the request
+    /// window, by bucket number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archive: Vec<ArchiveRef>,
+    /// Ledger files no longer named, kept a while for readers that loaded
+    /// the table before the commit that retired them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<Retired>,
 }
 
-/// The committed positions of one ordered source the head keeps.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Marks {
-    /// The highest runs, at most [`super::MAX_HEAD_RUNS`].
-    pub runs: Runs,
-    /// The highest position of runs dropped from the head: at or below it,
-    /// the sealed segments hold the rest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub floor: Option<Position>,
-    /// When the source last committed (ms since epoch).
+/// An archive bucket the head lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveRef {
+    /// Which bucket (see [`super::archive::bucket`]).
+    pub bucket: u16,
+    /// Where it is.
+    pub path: String,
+    /// Sources it holds.
+    pub sources: usize,
+}
+
+/// A ledger file the head no longer names, and since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retired {
+    /// The file.
+    pub path: String,
+    /// When the commit that stopped naming it was made (ms since epoch).
     pub ms: i64,
 }
 
-impl Marks {
-    /// The highest committed position.
-    pub fn high_water_mark(&self) -> Option<&Position> {
-        match (self.runs.last(), self.floor.as_ref()) {
-            (Some(r), Some(f)) => Some(r.max(f)),
-            (r, f) => r.or(f),
-        }
-    }
+/// The body of an archive bucket: idle sources with their settled ranges.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Archived {
+    /// Format version.
+    pub version: u32,
+    /// The sources of the bucket.
+    pub sources: BTreeMap<String, Marks>,
 }
 
 /// One committed request.
@@ -154,6 +171,18 @@ impl Versioned for Head {
 }
 
 impl Versioned for Segment {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+impl Versioned for Page {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+impl Versioned for Archived {
     fn version(&self) -> u32 {
         self.version
     }

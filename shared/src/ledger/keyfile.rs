@@ -1,6 +1,6 @@
 //! Key files: for one keyed request, every key it changed (as the digest of
 //! the key's typed value) with the source position of the key's last change.
-//! The writer writes one beside the ledger; the ledger keeps it for the
+//! The writer writes one in the ledger's directory; the ledger keeps it for the
 //! request window, so a keyed request that arrives late can be applied per
 //! key: only the keys no later committed change of its source touched.
 
@@ -11,9 +11,6 @@ use serde::{Deserialize, Serialize};
 use super::digest;
 use super::head::{FormatError, Versioned};
 use crate::source::Position;
-
-/// The directory under a table's location that holds key files.
-pub const DIR: &str = "metadata/floe-ledger/keys";
 
 /// The keys of one keyed request.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -5,7 +5,8 @@
 
 use iceberg::spec::{SnapshotRef, TableMetadata};
 
-use super::head::{Entry, Head, Marks};
+use super::head::{Entry, Head};
+use super::marks::Marks;
 use super::{BATCH_IDS, HWM_PREFIX, STATE_PREFIX};
 use crate::source::Position;
 
@@ -38,15 +39,17 @@ pub fn head(metadata: &TableMetadata) -> Head {
             else {
                 continue;
             };
-            // The old ledger knew only the highest position: what lies at or
-            // below it is looked up by batch id, as it was.
+            // The old ledger knew only the highest position: everything at or
+            // below it counts as committed, as a Kafka consumer's offset does.
             let marks = head.sources.entry(source.to_string()).or_insert(Marks {
                 ms,
                 ..Default::default()
             });
-            if marks.floor.as_ref().is_none_or(|f| *f < pos) {
-                marks.floor = Some(pos);
-            }
+            let hi = match marks.settled.take() {
+                Some((_, hi)) => hi.max(pos),
+                None => pos,
+            };
+            marks.settled = Some((Position::from(0), hi));
             marks.ms = marks.ms.max(ms);
         }
     }

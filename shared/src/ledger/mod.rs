@@ -1,43 +1,61 @@
 //! The idempotency ledger: what a table holds, per record, for as long as a
 //! record or a commit request can come again.
 //!
-//! It lives in ledger files beside the table (`metadata/floe-ledger/`), named
-//! by the table property `floe.ledger`, which every floe commit moves to the
-//! head it wrote in the same catalog commit; so the ledger changes exactly
-//! when the table does, and snapshot expiry, compaction or another engine's
-//! commits leave it whole. The head holds, per ordered source (a Kafka
-//! partition, a Kinesis shard, a file, a Postgres slot), the highest runs of
-//! committed positions, and the entries of the latest commits: batch id,
-//! ordered spans, digests of unordered records (SQS message ids, DynamoDB
-//! event ids), a keyed request's key file. Older entries are sealed into
-//! segments, and segments merge in tiers, so the head stays small.
+//! It lives in ledger files beside the table, never under its location
+//! ([`place`]: no engine's orphan cleanup reaches them), named by the table
+//! property `floe.ledger`, which every floe commit moves to the head it
+//! wrote in the same catalog commit; so the ledger changes exactly when the
+//! table does, and snapshot expiry, compaction, another engine's commits or
+//! its maintenance leave it whole. A head that is gone anyway (deleted by
+//! hand) is a clear error naming `floe ledger repair`, which rebuilds it
+//! from what survives and what the table's snapshots record ([`repair`]).
 //!
-//! Every lookup is bounded by time, not by history: nothing can have been
-//! committed before the request naming it was made, nor before its oldest
-//! record reached its source, so a lookup reads only the segments committed
-//! since ([`CommitRequest::lookback_ms`]); for a fresh request, none.
-//! Records are "accounted for" once committed, whether in the table or in
-//! the dead-letter location (rejected records are claimed too), so a
-//! redelivery that now accepts a rejected record does not add it twice.
+//! The head holds, per ordered source (a Kafka partition, a Kinesis shard,
+//! a file, a Postgres slot), its committed positions ([`marks`]: runs,
+//! pages of older runs, a settled range; idle sources in [`archive`]
+//! buckets), decided with no time bound; and the entries of the latest
+//! commits: batch id, ordered spans, digests of unordered records (SQS
+//! message ids, DynamoDB event ids), a keyed request's key file. Older
+//! entries are sealed into segments, and segments merge in tiers, so the
+//! head stays small.
+//!
+//! Every look-back is anchored on a fact a redelivery cannot move: ordered
+//! positions need none (the marks decide them whenever they come); a batch
+//! id is looked for from when its request, or its records, were first seen;
+//! unordered records from when their source received them; later changes
+//! of a keyed request's keys from when its source first committed a
+//! position at or above the request's own. Records are "accounted for" once
+//! committed, whether in the table or in the dead-letter location (rejected
+//! records are claimed too), so a redelivery that now accepts a rejected
+//! record does not add it twice.
 
+mod archive;
+mod claims;
 mod digest;
 mod head;
 mod index;
 pub mod keyfile;
 mod legacy;
+mod marks;
+mod next;
+pub mod place;
 mod runs;
 mod store;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
-use uuid::Uuid;
 
+pub use claims::{Claims, SpanClaim, Taken};
 pub use digest::record as record_digest;
-pub use head::{Entry, FormatError, Head, Marks, Segment, SegmentRef};
+pub use head::{ArchiveRef, Archived, Entry, FormatError, Head, Retired, Segment, SegmentRef};
 use index::Index;
 pub use keyfile::{KeyFile, LastChange};
+pub use marks::{Marks, Page, PageRef, Run};
+pub use next::Next;
 pub use runs::Runs;
 pub use store::{KeyChanges, LedgerStore};
 
@@ -48,6 +66,10 @@ use crate::source::{Position, Positions, SourceSpan};
 pub const BATCH_IDS: &str = "floe.batch-ids";
 /// Snapshot summary key prefix for per-source high-water marks (`floe.hwm.<source>`).
 pub const HWM_PREFIX: &str = "floe.hwm.";
+/// Snapshot summary key prefix for the ordered spans a snapshot holds per
+/// source (`floe.spans.<source>` = `first-last,…`), which `floe ledger
+/// repair` reads back.
+pub const SPANS_PREFIX: &str = "floe.spans.";
 /// Snapshot summary key: number of commit requests coalesced into the snapshot.
 pub const REQUESTS: &str = "floe.requests";
 /// Snapshot summary key prefix for source state recorded with a commit
@@ -55,8 +77,10 @@ pub const REQUESTS: &str = "floe.requests";
 pub const STATE_PREFIX: &str = "floe.state.";
 /// Table property (and snapshot summary key) naming the ledger head.
 pub const PROPERTY: &str = "floe.ledger";
-/// Table property: how long commit requests, ordered spans and key files
-/// are remembered, ms; at least the commit queue's plus its DLQ's retention.
+/// Table property: how long commit requests and key files are remembered,
+/// ms; at least the commit queue's plus its DLQ's retention. Ordered
+/// positions are remembered for good; older than this, their gaps count
+/// as accounted for.
 pub const REQUEST_WINDOW: &str = "floe.ledger.request-window-ms";
 /// Table property: how long records of unordered sources (SQS message ids,
 /// DynamoDB event ids) are remembered, ms; at least how long the source can
@@ -71,20 +95,15 @@ pub const DEFAULT_REQUEST_WINDOW_MS: i64 = 16 * DAY_MS;
 /// an SQS source's visibility timeout times its maxReceiveCount in the module.
 pub const DEFAULT_KEY_WINDOW_MS: i64 = DAY_MS;
 pub use crate::clock::SKEW_MS;
-/// The directory of ledger files under a table's location.
-pub const DIR: &str = "metadata/floe-ledger";
+/// Where format-1 ledgers kept their files, under the table's location.
+pub const LEGACY_DIR: &str = "metadata/floe-ledger";
+/// How long a ledger file the head stopped naming stays readable, for a
+/// process that loaded the table just before the commit that retired it.
+pub const RETIRE_GRACE_MS: i64 = 15 * 60 * 1000;
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-/// Runs per ordered source the head keeps; lower ones live in segments.
-pub const MAX_HEAD_RUNS: usize = 32;
 /// Entries after which the head's recent entries are sealed into a segment.
 const SEAL_ENTRIES: usize = 256;
-/// Record digests after which the head's recent entries are sealed.
-const SEAL_KEYS: usize = 32 * 1024;
-/// Segments of one tier merged into one of the next.
-const FANIN: usize = 16;
-/// The highest tier merges produce.
-const MAX_TIER: u8 = 2;
 
 /// Why the ledger cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -105,19 +124,31 @@ pub enum LedgerError {
         /// What is wrong.
         source: FormatError,
     },
+    /// A ledger file the table names is gone. After a reload the table may
+    /// name a newer one; if not, `floe ledger repair` rebuilds the ledger.
+    #[error("ledger file {path} is missing")]
+    Missing {
+        /// The file.
+        path: String,
+    },
 }
 
 impl LedgerError {
-    /// True when trying again may succeed.
+    /// True when trying again may succeed: storage failures, and a missing
+    /// file (once repaired, the same requests commit; until then they must
+    /// stay queued, never be dead-lettered).
     pub fn is_transient(&self) -> bool {
-        matches!(self, LedgerError::Storage { .. })
+        matches!(
+            self,
+            LedgerError::Storage { .. } | LedgerError::Missing { .. }
+        )
     }
 }
 
 /// How long the ledger remembers, from a table's properties.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Windows {
-    /// Commit requests, ordered spans, key files.
+    /// Commit requests, key files; ordered gaps settle after it.
     pub request_ms: i64,
     /// Records of unordered sources.
     pub key_ms: i64,
@@ -145,166 +176,15 @@ impl Windows {
     }
 }
 
-/// Which records of one span of a request are already accounted for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SpanClaim {
-    /// None of them (or the span names no records: an HTTP key).
-    Nothing,
-    /// Positions of an ordered span.
-    Runs(Runs),
-    /// Digests of an unordered span's records.
-    Keys(HashSet<u128>),
-}
-
-/// Which records of a request are already accounted for, span by span.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Claims {
-    /// One per span of the request, in its order.
-    pub spans: Vec<SpanClaim>,
-}
-
-impl Claims {
-    /// True when none of the request's records is accounted for.
-    pub fn is_empty(&self) -> bool {
-        self.spans.iter().all(|s| match s {
-            SpanClaim::Nothing => true,
-            SpanClaim::Runs(r) => r.is_empty(),
-            SpanClaim::Keys(k) => k.is_empty(),
-        })
-    }
-
-    /// True when every record of the request is accounted for.
-    pub fn covers(&self, request: &CommitRequest) -> bool {
-        if request.sources.is_empty() {
-            return false;
-        }
-        request
-            .sources
-            .iter()
-            .zip(&self.spans)
-            .all(|(span, claim)| match (&span.positions, claim) {
-                (Positions::Range { first, last }, SpanClaim::Runs(r)) => r.covers(first, last),
-                (Positions::Ids { ids }, SpanClaim::Keys(k)) => ids
-                    .iter()
-                    .all(|id| k.contains(&record_digest(&span.source, id))),
-                _ => false,
-            })
-    }
-
-    /// True when the record at `value` (a position or an id) of span `span`
-    /// is accounted for.
-    pub fn claims(&self, request: &CommitRequest, span: usize, value: &str) -> bool {
-        match (self.spans.get(span), request.sources.get(span)) {
-            (Some(SpanClaim::Runs(r)), _) => Position::parse(value).is_some_and(|p| r.contains(&p)),
-            (Some(SpanClaim::Keys(k)), Some(s)) => k.contains(&record_digest(&s.source, value)),
-            _ => false,
-        }
-    }
-}
-
-impl Claims {
-    /// The records either claims.
-    pub fn union(self, other: Claims) -> Claims {
-        let spans = self
-            .spans
-            .into_iter()
-            .zip(other.spans)
-            .map(|(a, b)| match (a, b) {
-                (SpanClaim::Runs(mut a), SpanClaim::Runs(b)) => {
-                    a.extend(&b);
-                    SpanClaim::Runs(a)
-                }
-                (SpanClaim::Keys(mut a), SpanClaim::Keys(b)) => {
-                    a.extend(b);
-                    SpanClaim::Keys(a)
-                }
-                (SpanClaim::Nothing, b) => b,
-                (a, _) => a,
-            })
-            .collect();
-        Claims { spans }
-    }
-}
-
-/// The records of the requests one commit attempt has taken so far, so a
-/// request that overlaps one of them (two deliveries of a record, regrouped,
-/// in one receive) commits only its other records.
-#[derive(Debug, Default)]
-pub struct Taken {
-    runs: HashMap<String, Runs>,
-    keys: HashMap<String, HashSet<u128>>,
-}
-
-impl Taken {
-    /// Which of the request's records the taken requests hold.
-    pub fn claims(&self, request: &CommitRequest) -> Claims {
-        let spans = request
-            .sources
-            .iter()
-            .map(|span| match &span.positions {
-                Positions::Range { first, last } => SpanClaim::Runs(
-                    self.runs
-                        .get(&span.source)
-                        .map(|r| r.within(first, last))
-                        .unwrap_or_default(),
-                ),
-                Positions::Ids { ids } => {
-                    let taken = self.keys.get(&span.source);
-                    SpanClaim::Keys(
-                        ids.iter()
-                            .map(|id| record_digest(&span.source, id))
-                            .filter(|d| taken.is_some_and(|t| t.contains(d)))
-                            .collect(),
-                    )
-                }
-                Positions::Key { .. } => SpanClaim::Nothing,
-            })
-            .collect();
-        Claims { spans }
-    }
-
-    /// Takes the request's records.
-    pub fn take(&mut self, request: &CommitRequest) {
-        for span in &request.sources {
-            match &span.positions {
-                Positions::Range { first, last } => self
-                    .runs
-                    .entry(span.source.clone())
-                    .or_default()
-                    .insert(first.clone(), last.clone()),
-                Positions::Ids { ids } => self
-                    .keys
-                    .entry(span.source.clone())
-                    .or_default()
-                    .extend(ids.iter().map(|id| record_digest(&span.source, id))),
-                Positions::Key { .. } => {}
-            }
-        }
-    }
-}
-
 /// The ledger as one commit attempt read it.
 #[derive(Debug, Clone)]
 pub struct Ledger {
     store: Arc<LedgerStore>,
-    location: String,
+    dir: String,
     head: Arc<Head>,
     head_path: Option<String>,
     recent: Arc<Index>,
     windows: Windows,
-}
-
-/// What a commit writes for the ledger and what it leaves behind.
-#[derive(Debug)]
-pub struct Next {
-    /// The new head.
-    pub head: Arc<Head>,
-    /// Where it goes; the table property names it.
-    pub path: String,
-    /// Segments sealed or merged for it.
-    pub segments: Vec<(String, Segment)>,
-    /// Ledger files the new head no longer needs, to delete once it landed.
-    pub obsolete: Vec<String>,
 }
 
 impl Ledger {
@@ -316,13 +196,20 @@ impl Ledger {
     ) -> Result<Self, LedgerError> {
         let head_path = metadata.properties().get(PROPERTY).cloned();
         let head = match &head_path {
-            Some(path) => store.head(path).await?,
+            Some(path) => {
+                let head = store.head(path).await?;
+                if head.version < head::FORMAT {
+                    Arc::new(upgrade(&store, &head).await?)
+                } else {
+                    head
+                }
+            }
             None => Arc::new(legacy::head(metadata)),
         };
         Ok(Self {
             recent: Arc::new(Index::new(head.recent.clone())),
             store,
-            location: metadata.location().trim_end_matches('/').to_string(),
+            dir: place::dir(metadata),
             head,
             head_path,
             windows: Windows::of(metadata),
@@ -334,14 +221,42 @@ impl Ledger {
         &self.head
     }
 
+    /// The head's path, when the table names one.
+    pub fn head_path(&self) -> Option<&str> {
+        self.head_path.as_deref()
+    }
+
     /// The windows it keeps.
     pub fn windows(&self) -> Windows {
         self.windows
     }
 
+    /// The directory its new files go to.
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    /// The committed positions of an ordered source, from the head or,
+    /// for a source idle long enough to have left it, from its archive
+    /// bucket; `None` for a source that never committed.
+    pub async fn marks(&self, source: &str) -> Result<Option<Cow<'_, Marks>>, LedgerError> {
+        if let Some(m) = self.head.sources.get(source) {
+            return Ok(Some(Cow::Borrowed(m)));
+        }
+        let bucket = archive::bucket(source);
+        let Some(r) = self.head.archive.iter().find(|r| r.bucket == bucket) else {
+            return Ok(None);
+        };
+        let archived = self.store.archived(&r.path).await?;
+        Ok(archived.sources.get(source).cloned().map(Cow::Owned))
+    }
+
     /// The highest committed position of an ordered source.
-    pub fn high_water_mark(&self, source: &str) -> Option<&Position> {
-        self.head.sources.get(source)?.high_water_mark()
+    pub async fn high_water_mark(&self, source: &str) -> Result<Option<Position>, LedgerError> {
+        Ok(self
+            .marks(source)
+            .await?
+            .and_then(|m| m.high_water_mark().cloned()))
     }
 
     /// Source state `key` as the latest commit recorded it.
@@ -349,17 +264,36 @@ impl Ledger {
         self.head.state.get(key).map(String::as_str)
     }
 
-    /// True when batch `batch_id`, made at `made_ms` or later, is in the table.
-    pub async fn has_batch(&self, batch_id: &str, made_ms: i64) -> Result<bool, LedgerError> {
+    /// True when batch `batch_id` was committed at `since_ms` or later.
+    pub async fn has_batch(&self, batch_id: &str, since_ms: i64) -> Result<bool, LedgerError> {
         if self.recent.has_batch(batch_id) {
             return Ok(true);
         }
-        for segment in self.segments_since(made_ms.saturating_sub(SKEW_MS)) {
+        for segment in self.segments_since(since_ms) {
             if self.store.segment(&segment.path).await?.has_batch(batch_id) {
                 return Ok(true);
             }
         }
         Ok(false)
+    }
+
+    /// True when the request's batch is in the table, looked for as far
+    /// back as it (or its records) can have been committed. Requests of
+    /// ordered spans only are decided by their positions ([`Self::claims`]):
+    /// their batch id is looked for among the latest commits alone.
+    pub async fn holds_batch(&self, request: &CommitRequest) -> Result<bool, LedgerError> {
+        let ordered = request.per_record()
+            && !request.sources.is_empty()
+            && request
+                .sources
+                .iter()
+                .all(|s| matches!(s.positions, Positions::Range { .. }));
+        let since = if ordered {
+            i64::MAX
+        } else {
+            request.first_seen_ms().saturating_sub(SKEW_MS)
+        };
+        self.has_batch(&request.batch_id, since).await
     }
 
     /// Which of the request's records are already accounted for.
@@ -369,7 +303,7 @@ impl Ledger {
         for span in &request.sources {
             spans.push(match &span.positions {
                 Positions::Range { first, last } => {
-                    SpanClaim::Runs(self.claim_range(&span.source, first, last, since).await?)
+                    SpanClaim::Runs(self.claim_range(&span.source, first, last).await?)
                 }
                 Positions::Ids { ids } => SpanClaim::Keys(self.claim_keys(span, ids, since).await?),
                 Positions::Key { .. } => SpanClaim::Nothing,
@@ -383,19 +317,19 @@ impl Ledger {
         source: &str,
         first: &Position,
         last: &Position,
-        since: i64,
     ) -> Result<Runs, LedgerError> {
-        let Some(marks) = self.head.sources.get(source) else {
+        let Some(marks) = self.marks(source).await? else {
             return Ok(Runs::new());
         };
-        let mut claimed = marks.runs.within(first, last);
-        // Below the floor the head dropped runs: the entries that had them decide.
-        if let Some(floor) = marks.floor.as_ref().filter(|f| first <= *f) {
-            let upto = last.min(floor);
-            self.recent.claim_range(source, first, upto, &mut claimed);
-            for segment in self.segments_since(since) {
-                let index = self.store.segment(&segment.path).await?;
-                index.claim_range(source, first, upto, &mut claimed);
+        let mut claimed = marks.claim_head(first, last);
+        for page in marks.pages_overlapping(first, last) {
+            for r in &self.store.page(&page.path).await?.runs {
+                if &r.first <= last && first <= &r.last {
+                    claimed.insert(
+                        r.first.clone().max(first.clone()),
+                        r.last.clone().min(last.clone()),
+                    );
+                }
             }
         }
         Ok(claimed)
@@ -433,24 +367,47 @@ impl Ledger {
     }
 
     /// The key files of committed keyed requests that may hold later changes
-    /// of keys `request` changes: of its sources, committed since it was
-    /// made (a change of its source newer than one of its own was read after
-    /// it), reaching its first position on ordered spans.
+    /// of keys `request` changes where `claims` does not already account
+    /// for them. On an ordered span, the commits of its source at or above
+    /// its lowest open position, made since its source first committed
+    /// such a position (none at all when it never did); on an unordered
+    /// span, the commits of its source since its records reached it.
     pub async fn later_key_files(
         &self,
         request: &CommitRequest,
+        claims: &Claims,
     ) -> Result<Vec<String>, LedgerError> {
-        let since = request.created_at_ms.saturating_sub(SKEW_MS);
+        let mut lookups: Vec<(&str, Option<Position>, i64)> = Vec::new();
+        for (i, span) in request.sources.iter().enumerate() {
+            match &span.positions {
+                Positions::Range { .. } => {
+                    let Some(open) = claims.first_open(request, i) else {
+                        continue;
+                    };
+                    let anchor = match self.marks(&span.source).await? {
+                        Some(marks) => marks.anchor(&open),
+                        None => None,
+                    };
+                    if let Some(anchor) = anchor {
+                        lookups.push((&span.source, Some(open), anchor.saturating_sub(SKEW_MS)));
+                    }
+                }
+                Positions::Ids { .. } => {
+                    let since = request.lookback_ms().min(request.first_seen_ms() - SKEW_MS);
+                    lookups.push((&span.source, None, since));
+                }
+                Positions::Key { .. } => {}
+            }
+        }
+        let Some(oldest) = lookups.iter().map(|(_, _, since)| *since).min() else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut take = |index: &Index| {
-            for span in &request.sources {
-                let from = match &span.positions {
-                    Positions::Range { first, .. } => Some(first),
-                    _ => None,
-                };
-                for e in index.touching(&span.source, from) {
-                    if e.ms >= since
+            for (source, from, since) in &lookups {
+                for e in index.touching(source, from.as_ref()) {
+                    if e.ms >= *since
                         && e.id != request.batch_id
                         && let Some(kf) = &e.kf
                         && seen.insert(kf.clone())
@@ -461,7 +418,7 @@ impl Ledger {
             }
         };
         take(&self.recent);
-        for segment in self.segments_since(since) {
+        for segment in self.segments_since(oldest) {
             take(&*self.store.segment(&segment.path).await?);
         }
         Ok(out)
@@ -472,9 +429,26 @@ impl Ledger {
         self.store.key_file(path).await
     }
 
-    /// True when an ordered source has committed anything at or after `pos`.
-    pub fn reaches(&self, source: &str, pos: &Position) -> bool {
-        self.high_water_mark(source).is_some_and(|h| h >= pos)
+    /// Every ledger file the head names, directly or through its entries
+    /// (key files), and the retired ones still kept; normalised URIs. Reads
+    /// every segment: for maintenance, not for commits.
+    pub async fn named_files(&self) -> Result<HashSet<String>, LedgerError> {
+        let mut out: Vec<String> = self.head_path.iter().cloned().collect();
+        out.extend(self.head.retired.iter().map(|r| r.path.clone()));
+        out.extend(self.head.archive.iter().map(|r| r.path.clone()));
+        for marks in self.head.sources.values() {
+            out.extend(marks.pages.iter().map(|p| p.path.clone()));
+        }
+        out.extend(self.head.recent.iter().filter_map(|e| e.kf.clone()));
+        for s in &self.head.segments {
+            out.push(s.path.clone());
+            let index = self.store.segment(&s.path).await?;
+            out.extend(index.entries().iter().filter_map(|e| e.kf.clone()));
+        }
+        Ok(out
+            .iter()
+            .filter_map(|p| crate::uri::normalize(p))
+            .collect())
     }
 
     fn segments_since(&self, since: i64) -> impl Iterator<Item = &SegmentRef> {
@@ -485,176 +459,46 @@ impl Ledger {
             .filter(move |s| s.to_ms >= since)
     }
 
-    /// The head after committing `requests` at `now_ms`: their entries and
-    /// runs added, sealed and merged as the tiers fill, what left the windows
-    /// dropped. Nothing is written yet.
-    pub async fn next(
-        &self,
-        requests: &[&CommitRequest],
-        now_ms: i64,
-    ) -> Result<Next, LedgerError> {
-        let mut head = (*self.head).clone();
-        head.version = head::FORMAT;
-        head.seq += 1;
-        let mut obsolete: Vec<String> = self.head_path.iter().cloned().collect();
-        for r in requests {
-            head.recent.push(entry(r, now_ms));
-            head.state
-                .extend(r.state.iter().map(|(k, v)| (k.clone(), v.clone())));
-            for span in &r.sources {
-                let Positions::Range { first, last } = &span.positions else {
-                    continue;
-                };
-                let marks = head.sources.entry(span.source.clone()).or_default();
-                marks.runs.insert(first.clone(), last.clone());
-                marks.ms = now_ms;
-                if let Some(dropped) = marks.runs.keep_highest(MAX_HEAD_RUNS)
-                    && marks.floor.as_ref().is_none_or(|f| *f < dropped)
-                {
-                    marks.floor = Some(dropped);
-                }
-            }
-        }
-        let oldest = now_ms.saturating_sub(self.windows.request_ms);
-        head.sources.retain(|_, m| m.ms >= oldest);
-
-        let mut segments = Vec::new();
-        let keys: usize = head.recent.iter().map(Entry::key_count).sum();
-        if head.recent.len() >= self.windows.seal_entries || keys >= SEAL_KEYS {
-            let entries = std::mem::take(&mut head.recent);
-            let (path, r) = self.segment_ref(0, &entries);
-            segments.push((
-                path,
-                Segment {
-                    version: head::FORMAT,
-                    entries,
-                },
-            ));
-            head.segments.push(r);
-        }
-        for tier in 0..MAX_TIER {
-            loop {
-                let of_tier: Vec<usize> = (0..head.segments.len())
-                    .filter(|i| head.segments[*i].tier == tier)
-                    .collect();
-                if of_tier.len() < FANIN {
-                    break;
-                }
-                let merged: Vec<SegmentRef> = of_tier[..FANIN]
-                    .iter()
-                    .map(|i| head.segments[*i].clone())
-                    .collect();
-                let mut entries = Vec::new();
-                for s in &merged {
-                    entries.extend(self.segment_entries(s, &segments).await?);
-                }
-                entries.sort_by_key(|e| e.ms);
-                let (kept, dropped) = self.prune(entries, now_ms);
-                obsolete.extend(dropped);
-                obsolete.extend(merged.iter().map(|s| s.path.clone()));
-                head.segments.retain(|s| !merged.contains(s));
-                segments.retain(|(p, _)| !merged.iter().any(|m| &m.path == p));
-                if !kept.is_empty() {
-                    let (path, r) = self.segment_ref(tier + 1, &kept);
-                    segments.push((
-                        path,
-                        Segment {
-                            version: head::FORMAT,
-                            entries: kept,
-                        },
-                    ));
-                    head.segments.push(r);
-                }
-                head.segments.sort_by_key(|s| s.from_ms);
-            }
-        }
-        // Segments wholly out of the request window go, with their key files.
-        let (expired, kept): (Vec<_>, Vec<_>) =
-            head.segments.into_iter().partition(|s| s.to_ms < oldest);
-        head.segments = kept;
-        for s in expired {
-            for e in self.segment_entries(&s, &segments).await? {
-                obsolete.extend(e.kf);
-            }
-            obsolete.push(s.path);
-        }
-        // A segment written by this commit and merged again by it never existed.
-        obsolete.retain(|p| !segments.iter().any(|(s, _)| s == p));
-        let path = format!(
-            "{}/{DIR}/head-{:012}-{}.json.zst",
-            self.location,
-            head.seq,
-            Uuid::now_v7().simple()
-        );
-        Ok(Next {
-            head: Arc::new(head),
-            path,
-            segments,
-            obsolete,
-        })
-    }
-
-    /// Entries older than the request window dropped (returning their key
-    /// files), and record digests older than the key window stripped.
-    fn prune(&self, entries: Vec<Entry>, now_ms: i64) -> (Vec<Entry>, Vec<String>) {
-        let requests_from = now_ms.saturating_sub(self.windows.request_ms);
-        let keys_from = now_ms.saturating_sub(self.windows.key_ms);
-        let mut dropped = Vec::new();
-        let kept = entries
-            .into_iter()
-            .filter_map(|mut e| {
-                if e.ms < requests_from {
-                    dropped.extend(e.kf.take());
-                    return None;
-                }
-                if e.ms < keys_from {
-                    e.keys.clear();
-                }
-                Some(e)
-            })
-            .collect();
-        (kept, dropped)
-    }
-
-    async fn segment_entries(
-        &self,
-        s: &SegmentRef,
-        fresh: &[(String, Segment)],
-    ) -> Result<Vec<Entry>, LedgerError> {
-        if let Some((_, seg)) = fresh.iter().find(|(p, _)| p == &s.path) {
-            return Ok(seg.entries.clone());
-        }
-        Ok(self.store.segment(&s.path).await?.entries().to_vec())
-    }
-
-    fn segment_ref(&self, tier: u8, entries: &[Entry]) -> (String, SegmentRef) {
-        let path = format!(
-            "{}/{DIR}/seg-{tier}-{}.json.zst",
-            self.location,
-            Uuid::now_v7().simple()
-        );
-        let r = SegmentRef {
-            path: path.clone(),
-            tier,
-            from_ms: entries.iter().map(|e| e.ms).min().unwrap_or(0),
-            to_ms: entries.iter().map(|e| e.ms).max().unwrap_or(0),
-            entries: entries.len(),
-        };
-        (path, r)
-    }
-
     /// Writes what `next` holds; returns the paths written (for an attempt
     /// that loses, to remove again).
     pub async fn write(&self, next: &Next) -> Result<Vec<String>, LedgerError> {
-        let mut written = Vec::new();
-        for (path, segment) in &next.segments {
-            self.store.put_segment(path, segment).await?;
-            written.push(path.clone());
-        }
-        self.store.put_head(&next.path, next.head.clone()).await?;
-        written.push(next.path.clone());
-        Ok(written)
+        next.write(&self.store).await
     }
+}
+
+/// A format-1 head as this build keeps it: runs below a source's floor,
+/// which format 1 left to its sealed segments, brought back from them (the
+/// last time those segments are read for positions), and runs without
+/// commit times given their source's last.
+async fn upgrade(store: &LedgerStore, old: &Head) -> Result<Head, LedgerError> {
+    let mut head = old.clone();
+    for marks in head.sources.values_mut() {
+        for r in marks.runs.iter_mut().filter(|r| r.to_ms == 0) {
+            r.from_ms = marks.ms;
+            r.to_ms = marks.ms;
+        }
+    }
+    if head.sources.values().any(|m| m.floor.is_some()) {
+        let mut entries: Vec<Entry> = head.recent.clone();
+        for s in &head.segments {
+            entries.extend(store.segment(&s.path).await?.entries().iter().cloned());
+        }
+        for e in &entries {
+            for (source, first, last) in &e.spans {
+                let Some(marks) = head.sources.get_mut(source) else {
+                    continue;
+                };
+                if let Some(floor) = marks.floor.clone().filter(|f| first <= f) {
+                    marks.insert(first.clone(), last.clone().min(floor), e.ms);
+                }
+            }
+        }
+    }
+    for marks in head.sources.values_mut() {
+        marks.floor = None;
+    }
+    head.version = head::FORMAT;
+    Ok(head)
 }
 
 /// The entry recording a committed request.
@@ -702,18 +546,17 @@ pub fn summary_entries<'a>(
     requests: impl IntoIterator<Item = &'a CommitRequest>,
 ) -> Vec<(String, String)> {
     let mut ids = Vec::new();
-    let mut marks: HashMap<&str, &Position> = HashMap::new();
-    let mut states = std::collections::BTreeMap::new();
+    let mut spans: BTreeMap<&str, Runs> = BTreeMap::new();
+    let mut states = BTreeMap::new();
     for r in requests {
         ids.push(r.batch_id.as_str());
         states.extend(r.state.iter());
-        let spans: &[SourceSpan] = &r.sources;
-        for span in spans {
-            if let Some(last) = span.last() {
-                let mark = marks.entry(&span.source).or_insert(last);
-                if *mark < last {
-                    *mark = last;
-                }
+        for span in &r.sources {
+            if let Positions::Range { first, last } = &span.positions {
+                spans
+                    .entry(&span.source)
+                    .or_default()
+                    .insert(first.clone(), last.clone());
             }
         }
     }
@@ -721,13 +564,13 @@ pub fn summary_entries<'a>(
         (BATCH_IDS.to_string(), ids.join(",")),
         (REQUESTS.to_string(), ids.len().to_string()),
     ];
-    let mut marks: Vec<_> = marks.into_iter().collect();
-    marks.sort();
-    out.extend(
-        marks
-            .into_iter()
-            .map(|(source, pos)| (format!("{HWM_PREFIX}{source}"), pos.to_string())),
-    );
+    for (source, runs) in spans {
+        if let Some(hwm) = runs.last() {
+            out.push((format!("{HWM_PREFIX}{source}"), hwm.to_string()));
+        }
+        let text: Vec<String> = runs.iter().map(|(f, l)| format!("{f}-{l}")).collect();
+        out.push((format!("{SPANS_PREFIX}{source}"), text.join(",")));
+    }
     out.extend(
         states
             .into_iter()

@@ -107,13 +107,14 @@ impl Runs {
         )
     }
 
-    /// Keeps the `max` highest runs; returns the highest position dropped.
-    pub fn keep_highest(&mut self, max: usize) -> Option<Position> {
-        if self.0.len() <= max {
-            return None;
-        }
-        let dropped: Vec<_> = self.0.drain(..self.0.len() - max).collect();
-        dropped.last().map(|(_, l)| l.clone())
+    /// The lowest position of `[first, last]` not in the set.
+    pub fn first_gap(&self, first: &Position, last: &Position) -> Option<Position> {
+        let i = self.0.partition_point(|(_, l)| l < first);
+        let gap = match self.0.get(i) {
+            Some((f, l)) if f <= first => l.next(),
+            _ => first.clone(),
+        };
+        (gap <= *last).then_some(gap)
     }
 }
 
@@ -146,8 +147,9 @@ mod tests {
         assert!(r.contains(&p(39)) && !r.contains(&p(40)) && r.contains(&p(99)));
         assert!(r.covers(&p(5), &p(39)) && !r.covers(&p(5), &p(40)));
         assert_eq!(runs(&r.within(&p(35), &p(100))), vec![(35, 39), (99, 99)]);
-        assert_eq!(r.keep_highest(1), Some(p(39)));
-        assert_eq!(runs(&r), vec![(99, 99)]);
+        assert_eq!(r.first_gap(&p(5), &p(100)), Some(p(40)));
+        assert_eq!(r.first_gap(&p(50), &p(100)), Some(p(50)));
+        assert_eq!(r.first_gap(&p(5), &p(39)), None);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use iceberg::io::FileIO;
 
 use super::LedgerError;
-use super::head::{self, Head, Segment};
+use super::head::{self, Archived, Head, Segment};
 use super::index::Index;
 use super::keyfile::{KeyFile, LastChange};
+use super::marks::Page;
 
 /// Heads kept in memory.
 const HEADS: usize = 16;
@@ -19,6 +20,10 @@ const HEADS: usize = 16;
 const SEGMENTS: usize = 256;
 /// Key files kept in memory.
 const KEY_FILES: usize = 1024;
+/// Pages of spilled runs kept in memory.
+const PAGES: usize = 256;
+/// Archive buckets kept in memory (every bucket).
+const BUCKETS: usize = super::archive::BUCKETS as usize;
 
 /// What one key file holds.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +41,8 @@ pub struct LedgerStore {
     heads: Mutex<Lru<Head>>,
     segments: Mutex<Lru<Index>>,
     key_files: Mutex<Lru<KeyChanges>>,
+    pages: Mutex<Lru<Page>>,
+    buckets: Mutex<Lru<Archived>>,
 }
 
 impl LedgerStore {
@@ -46,6 +53,8 @@ impl LedgerStore {
             heads: Mutex::new(Lru::new(HEADS)),
             segments: Mutex::new(Lru::new(SEGMENTS)),
             key_files: Mutex::new(Lru::new(KEY_FILES)),
+            pages: Mutex::new(Lru::new(PAGES)),
+            buckets: Mutex::new(Lru::new(BUCKETS)),
         }
     }
 
@@ -56,17 +65,35 @@ impl LedgerStore {
 
     /// The head at `path`.
     pub async fn head(&self, path: &str) -> Result<Arc<Head>, LedgerError> {
-        if let Some(h) = lock(&self.heads).get(path) {
-            return Ok(h);
+        self.cached(&self.heads, path).await
+    }
+
+    /// The page of spilled runs at `path`.
+    pub async fn page(&self, path: &str) -> Result<Arc<Page>, LedgerError> {
+        self.cached(&self.pages, path).await
+    }
+
+    /// The archive bucket at `path`.
+    pub async fn archived(&self, path: &str) -> Result<Arc<Archived>, LedgerError> {
+        self.cached(&self.buckets, path).await
+    }
+
+    /// A file from the cache, else read, decoded and kept.
+    async fn cached<T>(&self, cache: &Mutex<Lru<T>>, path: &str) -> Result<Arc<T>, LedgerError>
+    where
+        T: serde::de::DeserializeOwned + head::Versioned,
+    {
+        if let Some(v) = lock(cache).get(path) {
+            return Ok(v);
         }
         let bytes = self.read(path).await?;
-        let head: Head = head::decode(&bytes).map_err(|source| LedgerError::Format {
+        let value: T = head::decode(&bytes).map_err(|source| LedgerError::Format {
             path: path.to_string(),
             source,
         })?;
-        let head = Arc::new(head);
-        lock(&self.heads).put(path, head.clone());
-        Ok(head)
+        let value = Arc::new(value);
+        lock(cache).put(path, value.clone());
+        Ok(value)
     }
 
     /// The entries of the segment at `path`, indexed.
@@ -126,6 +153,20 @@ impl LedgerStore {
         Ok(())
     }
 
+    /// Writes a page of spilled runs and keeps it.
+    pub async fn put_page(&self, path: &str, page: Page) -> Result<(), LedgerError> {
+        self.write(path, head::encode(&page)).await?;
+        lock(&self.pages).put(path, Arc::new(page));
+        Ok(())
+    }
+
+    /// Writes an archive bucket and keeps it.
+    pub async fn put_archived(&self, path: &str, bucket: Archived) -> Result<(), LedgerError> {
+        self.write(path, head::encode(&bucket)).await?;
+        lock(&self.buckets).put(path, Arc::new(bucket));
+        Ok(())
+    }
+
     /// Writes a key file.
     pub async fn put_key_file(&self, path: &str, file: &KeyFile) -> Result<(), LedgerError> {
         self.write(path, head::encode(file)).await
@@ -140,12 +181,20 @@ impl LedgerStore {
     }
 
     async fn read(&self, path: &str) -> Result<Bytes, LedgerError> {
-        self.file_io
-            .new_input(path)
-            .map_err(|e| storage(path, e))?
-            .read()
-            .await
-            .map_err(|e| storage(path, e))
+        let read = match self.file_io.new_input(path) {
+            Ok(input) => input.read().await,
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(bytes) => Ok(bytes),
+            // Told apart only on failure: a read that works costs no lookup.
+            Err(e) => match self.file_io.exists(path).await {
+                Ok(false) => Err(LedgerError::Missing {
+                    path: path.to_string(),
+                }),
+                _ => Err(storage(path, e)),
+            },
+        }
     }
 
     async fn write(&self, path: &str, bytes: Bytes) -> Result<(), LedgerError> {

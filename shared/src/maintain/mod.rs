@@ -458,8 +458,8 @@ async fn find_orphans(
     for f in meta.partition_statistics_iter() {
         metadata_files.insert(&f.statistics_path);
     }
-    // The ledger's head and segments are named by the table property, not by
-    // snapshots; key files by ledger entries, for the request window.
+    // Ledger files are named by the table property and the head, not by
+    // snapshots; a format-1 ledger kept them under the table's location.
     let store = std::sync::Arc::new(crate::ledger::LedgerStore::new(catalog.file_io().clone()));
     let ledger = crate::ledger::Ledger::open(store, meta)
         .await
@@ -467,18 +467,17 @@ async fn find_orphans(
             table: display(&loaded.ident),
             source: Box::new(Error::new(ErrorKind::Unexpected, e.to_string())),
         })?;
-    let mut ledger_files: HashSet<String> = ledger
-        .head()
-        .segments
-        .iter()
-        .filter_map(|s| crate::uri::normalize(&s.path))
-        .collect();
-    ledger_files.extend(
-        meta.properties()
-            .get(crate::ledger::PROPERTY)
-            .and_then(|p| crate::uri::normalize(p)),
-    );
+    let ledger_files = ledger
+        .named_files()
+        .await
+        .map_err(|e| MaintainError::Iceberg {
+            table: display(&loaded.ident),
+            source: Box::new(Error::new(ErrorKind::Unexpected, e.to_string())),
+        })?;
+    // A key file is written before its request commits: one of a request
+    // still queued is named by nothing yet.
     let key_files_kept = ledger.windows().request_ms + opts.orphan_window_ms;
+    let legacy_keys = format!("/{}/keys/", crate::ledger::LEGACY_DIR);
     let mut out: Vec<String> = opts
         .lister
         .list(meta.location())
@@ -491,11 +490,24 @@ async fn find_orphans(
             if ledger_files.contains(&norm) {
                 return false;
             }
-            !(norm.contains(&format!("/{}/", crate::ledger::keyfile::DIR))
-                && opts.now_ms - f.modified_ms <= key_files_kept)
+            !(norm.contains(&legacy_keys) && opts.now_ms - f.modified_ms <= key_files_kept)
         })
         .map(|f| f.uri)
         .collect();
+    if !crate::uri::within(ledger.dir(), meta.location()) {
+        out.extend(
+            opts.lister
+                .list(ledger.dir())
+                .await?
+                .into_iter()
+                .filter(|f| opts.now_ms - f.modified_ms > key_files_kept)
+                .filter(|f| {
+                    let norm = crate::uri::normalize(&f.uri).unwrap_or_default();
+                    !ledger_files.contains(&norm)
+                })
+                .map(|f| f.uri),
+        );
+    }
     out.sort();
     Ok(out)
 }

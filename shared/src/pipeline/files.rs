@@ -90,6 +90,7 @@ impl Writer {
                 .with_source(batch.state.clone(), rejected, batch.oldest_ms);
         if let Some(k) = &keys {
             request = request.keyed(k.truncate, key_file);
+            request.truncate_at = k.truncate_at.clone();
         }
         self.enqueue(ident, batch_id, &request).await?;
         debug!(records, "batch written");
@@ -149,9 +150,8 @@ impl Writer {
         batch_id: &str,
     ) -> Result<String, PipelineError> {
         let path = format!(
-            "{}/{}/{name}.json.zst",
-            ctx.loaded.metadata.location().trim_end_matches('/'),
-            ledger::keyfile::DIR
+            "{}/{name}.json.zst",
+            ledger::place::keys_dir(&ctx.loaded.metadata)
         );
         let sources = batch.spans.iter().map(|s| s.source.clone()).collect();
         let file = KeyFile::new(sources, &keys.file);

@@ -78,6 +78,8 @@ pub struct Folded {
     pub keys: Vec<KeyChanges>,
     /// The batch truncated the table: every row older than the batch goes.
     pub truncate: bool,
+    /// The index of its last TRUNCATE among the changes.
+    pub truncate_at: Option<usize>,
 }
 
 /// Folds changes per key, `keys` and `digests` (one per change; `None` for
@@ -99,6 +101,7 @@ pub fn fold(
             folded.keys.clear();
             slot.clear();
             folded.truncate = true;
+            folded.truncate_at = Some(i);
             continue;
         }
         let (Some(key), Some(digest)) = (key, digests.get(i).copied().flatten()) else {

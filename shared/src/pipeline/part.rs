@@ -107,6 +107,8 @@ pub(super) struct KeyedFiles {
     /// Every touched key's digest, source and the position of its change.
     pub file: Vec<(u128, u16, Option<Position>)>,
     pub truncate: bool,
+    /// Where in its source the batch's last TRUNCATE is, when it has one.
+    pub truncate_at: Option<Position>,
 }
 
 pub(super) fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {

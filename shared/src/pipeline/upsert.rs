@@ -211,6 +211,10 @@ fn touched(
         keys,
         file,
         truncate: folded.truncate,
+        truncate_at: folded
+            .truncate_at
+            .and_then(|i| changes.get(i))
+            .and_then(|(pos, change)| identity.key_position(*pos, change)),
     }
 }
 

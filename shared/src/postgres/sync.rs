@@ -364,6 +364,7 @@ async fn table_marks(
         let marks = TableMarks {
             mark: ledger
                 .high_water_mark(&source)
+                .await?
                 .and_then(|p| p.as_str().parse::<u64>().ok()),
             progress: ledger
                 .state(SNAPSHOT_STATE)
