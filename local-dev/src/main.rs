@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dlq;
 mod ingest;
+mod ledger;
 mod local;
 mod maintain;
 mod pg;
@@ -69,6 +70,9 @@ enum Command {
     /// Replicate Postgres tables through a logical replication slot.
     #[command(subcommand)]
     Pg(pg::PgCommand),
+    /// Show or repair a table's idempotency ledger.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
 }
 
 fn main() -> Result<()> {
@@ -113,6 +117,10 @@ fn main() -> Result<()> {
                 maintain::run(&floe, &deployment, args).await
             }
             Command::Demo(args) => demo::run(&open(config, faults).await?.1, args).await,
+            Command::Ledger(cmd) => {
+                let (deployment, floe) = open(config, faults).await?;
+                ledger::run(&floe, &deployment, cmd).await
+            }
             Command::Pg(cmd) => pg::run(&open(config, faults).await?.1, cmd).await,
             Command::Bench(cmd) => bench::run(&open(config, faults).await?.1, cmd).await,
         }

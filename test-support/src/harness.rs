@@ -8,6 +8,16 @@
 //! fault point and releasing their messages. The table, read back, must hold
 //! every record exactly once (append) or, per key, the last change in source
 //! order (keyed). A failure names the seed and prints the schedule.
+//!
+//! The harness owns the clock ([`floe_core::clock::shift`]): between steps
+//! it moves seconds to days, so every table's small ledger windows and seal
+//! threshold are crossed (seals, settled runs, archived sources, expired
+//! segments), within what the contract promises: records of sources
+//! deduplicated by id come again only within the key window, a commit
+//! request is received only within the request window. Ordered sources are
+//! rewound (a consumer reset, a rerun) at any time, however long after;
+//! another engine's orphan cleanup (every file under a table's location that
+//! its metadata does not name, whatever its age) runs between deliveries.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -19,6 +29,7 @@ use arrow_array::{Array, RecordBatch};
 use async_trait::async_trait;
 use bytes::Bytes;
 use floe_core::catalog::{Catalog, CatalogRef, SqliteCatalog};
+use floe_core::clock;
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::dlq::{DeadLetters, StorageDeadLetters};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
@@ -30,6 +41,19 @@ use floe_core::pipeline::Committer;
 use floe_core::queue::{CommitQueue, Delivery, QueueError, QueueRef};
 use floe_core::storage::LocalWarehouse;
 use floe_core::tabledef;
+
+/// The request window of the harness's tables: commit requests older than
+/// this are never received (the queue and its DLQ would have dropped them).
+pub const REQUEST_WINDOW_MS: i64 = 6 * HOUR_MS;
+/// The key window of the harness's tables: records of sources deduplicated
+/// by id come again only within it.
+pub const KEY_WINDOW_MS: i64 = 2 * HOUR_MS;
+/// How long after its start a schedule of a source deduplicated by id may
+/// still deliver (its records all reached the source at its start).
+const ID_SPAN_MS: i64 = 90 * 60 * 1000;
+/// The oldest a commit request may get before it is received.
+const QUEUE_AGE_MS: i64 = 5 * HOUR_MS;
+const HOUR_MS: i64 = 60 * 60 * 1000;
 
 /// A small deterministic generator (xorshift), so a seed replays its schedule.
 #[derive(Debug, Clone)]
@@ -105,6 +129,15 @@ impl Kind {
     pub fn appends(self) -> bool {
         self != Kind::DynamoDb
     }
+
+    /// True when the ledger knows its records by id (or an HTTP key) within
+    /// the key window, rather than by position with no time bound.
+    pub fn by_id(self) -> bool {
+        matches!(
+            self,
+            Kind::Sqs | Kind::Http | Kind::KinesisParallel | Kind::DynamoDb
+        )
+    }
 }
 
 /// One source record (append) or change (keyed).
@@ -150,6 +183,8 @@ pub struct Setup {
     pub lanes: usize,
     /// A keyed table's `floe.keyed.deletes` / copy-on-write properties.
     pub mode: &'static str,
+    /// The tables' ledger seal threshold (`floe.ledger.seal-entries`).
+    pub seal_entries: usize,
 }
 
 /// One writer invocation: records of the stream, and how it ends.
@@ -225,9 +260,16 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         Kind::DynamoDb => 2,
         _ => 1,
     };
-    let n = 12 + rng.below(30);
+    // Mostly short streams; one in five long enough for hundreds of requests.
+    let n = if rng.chance(20) {
+        100 + rng.below(200)
+    } else {
+        12 + rng.below(30)
+    };
+    let seal_entries = 2 + rng.below(7);
     let keys = if keyed { 3 + rng.below(8) as i64 } else { 0 };
-    let base = 1_700_000_000_000i64;
+    // Arrival times are from the schedule's start (see [`run`]).
+    let base = 0i64;
     let mut pos: u128 = match kind {
         Kind::Kinesis | Kind::KinesisParallel => 49_590_338_271_490_256_608_559_692_538_361_571_095,
         _ => 100,
@@ -274,6 +316,7 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         records,
         lanes,
         mode,
+        seal_entries,
     }
 }
 
@@ -289,7 +332,8 @@ pub struct ChaosQueue {
 struct ChaosState {
     rng: Rng,
     next_id: u64,
-    messages: BTreeMap<u64, (Bytes, bool, bool, u32)>,
+    /// Body, visible, held back, receive count, when sent.
+    messages: BTreeMap<u64, (Bytes, bool, bool, u32, i64)>,
     receipts: HashMap<String, u64>,
 }
 
@@ -318,6 +362,17 @@ impl ChaosQueue {
     pub fn is_empty(&self) -> bool {
         self.state.lock().unwrap().messages.is_empty()
     }
+
+    /// When the oldest message still queued was sent.
+    pub fn oldest_sent_ms(&self) -> Option<i64> {
+        self.state
+            .lock()
+            .unwrap()
+            .messages
+            .values()
+            .map(|m| m.4)
+            .min()
+    }
 }
 
 #[async_trait]
@@ -330,7 +385,8 @@ impl CommitQueue for ChaosQueue {
             let held = s.rng.chance(12);
             let id = s.next_id;
             s.next_id += 1;
-            s.messages.insert(id, (body.clone(), true, held, 0));
+            s.messages
+                .insert(id, (body.clone(), true, held, 0, clock::now_ms()));
         }
         Ok(())
     }
@@ -487,11 +543,25 @@ impl Harness {
             let name = format!("s{}_{suffix}", setup.seed);
             let ident = parse_table(&format!("h.{name}")).unwrap();
             let schema = tabledef::parse_schema(schema).unwrap();
-            let properties: std::collections::HashMap<String, String> = match setup.mode {
+            let mut properties: std::collections::HashMap<String, String> = match setup.mode {
                 "equality" => [("floe.keyed.deletes".into(), "equality".into())].into(),
                 "copy-on-write" => [("write.update.mode".into(), "copy-on-write".into())].into(),
                 _ => Default::default(),
             };
+            properties.extend([
+                (
+                    floe_core::ledger::SEAL_ENTRIES_PROPERTY.to_string(),
+                    setup.seal_entries.to_string(),
+                ),
+                (
+                    floe_core::ledger::REQUEST_WINDOW.to_string(),
+                    REQUEST_WINDOW_MS.to_string(),
+                ),
+                (
+                    floe_core::ledger::KEY_WINDOW.to_string(),
+                    KEY_WINDOW_MS.to_string(),
+                ),
+            ]);
             catalog
                 .create_table(
                     &ident,
@@ -552,26 +622,265 @@ pub fn posts(setup: &Setup) -> Vec<Vec<Record>> {
     out
 }
 
-/// Runs one schedule through `driver`; returns what it found and the schedule's trace.
+/// What a schedule covered beyond its verdict.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Covered {
+    /// Simulated time the schedule spanned (ms).
+    pub simulated_ms: i64,
+    /// Ledger segments its tables sealed and still hold, merged ones counted once.
+    pub segments: usize,
+    /// Tables whose ledger sealed at least once.
+    pub sealed_tables: usize,
+    /// Ordered sources whose old runs settled, or that went to the archive.
+    pub settled: usize,
+    /// Deliveries of records long acknowledged (rewinds, duplicate sends, retries).
+    pub rewinds: usize,
+    /// Orphan cleanups of another engine run between deliveries.
+    pub cleanups: usize,
+}
+
+/// Where each lane's or message's acknowledged records stand.
+struct Progress {
+    cursors: Vec<usize>,
+    lanes: Vec<Vec<Record>>,
+    sqs_acked: HashSet<usize>,
+    posts: Vec<Vec<Record>>,
+    posts_acked: HashSet<usize>,
+}
+
+impl Progress {
+    fn new(setup: &Setup) -> Self {
+        Self {
+            cursors: vec![0usize; setup.lanes],
+            lanes: (0..setup.lanes)
+                .map(|l| {
+                    setup
+                        .records
+                        .iter()
+                        .filter(|r| r.lane == l)
+                        .cloned()
+                        .collect()
+                })
+                .collect(),
+            sqs_acked: HashSet::new(),
+            posts: posts(setup),
+            posts_acked: HashSet::new(),
+        }
+    }
+
+    fn done(&self, setup: &Setup) -> bool {
+        match setup.kind {
+            Kind::Sqs => self.sqs_acked.len() == setup.records.len(),
+            Kind::Http => self.posts_acked.len() == self.posts.len(),
+            _ => self
+                .cursors
+                .iter()
+                .zip(&self.lanes)
+                .all(|(c, l)| *c >= l.len()),
+        }
+    }
+
+    /// The next records a source delivers; with `rewind`, records it
+    /// delivered and had acknowledged long ago, from where a rerun or a
+    /// consumer reset starts (`None` when nothing is acknowledged yet).
+    fn pick(&self, setup: &Setup, rng: &mut Rng, rewind: bool) -> Option<(Vec<Record>, Option<usize>)> {
+        match setup.kind {
+            Kind::Sqs => {
+                let pool: Vec<&Record> = setup
+                    .records
+                    .iter()
+                    .filter(|r| self.sqs_acked.contains(&r.ordinal) == rewind)
+                    .collect();
+                if pool.is_empty() {
+                    return None;
+                }
+                let most = 1 + rng.below(10);
+                let mut picked: Vec<Record> = pool
+                    .iter()
+                    .filter(|_| rng.chance(60))
+                    .take(most)
+                    .map(|r| (*r).clone())
+                    .collect();
+                if picked.is_empty() {
+                    picked.push(pool[0].clone());
+                }
+                Some((picked, None))
+            }
+            Kind::Http => {
+                let open: Vec<usize> = (0..self.posts.len())
+                    .filter(|p| self.posts_acked.contains(p) == rewind)
+                    .collect();
+                if open.is_empty() {
+                    return None;
+                }
+                let p = open[rng.below(open.len())];
+                Some((self.posts[p].clone(), Some(p)))
+            }
+            _ => {
+                let open: Vec<usize> = (0..setup.lanes)
+                    .filter(|l| {
+                        if rewind {
+                            self.cursors[*l] > 0
+                        } else {
+                            self.cursors[*l] < self.lanes[*l].len()
+                        }
+                    })
+                    .collect();
+                if open.is_empty() {
+                    return None;
+                }
+                let lane = open[rng.below(open.len())];
+                let start = if rewind {
+                    rng.below(self.cursors[lane])
+                } else {
+                    self.cursors[lane]
+                };
+                let end = (start + 1 + rng.below(8)).min(self.lanes[lane].len());
+                Some((self.lanes[lane][start..end].to_vec(), None))
+            }
+        }
+    }
+
+    fn ack(&mut self, setup: &Setup, inv: &Invocation) {
+        match setup.kind {
+            Kind::Sqs => self
+                .sqs_acked
+                .extend(inv.records.iter().map(|r| r.ordinal)),
+            Kind::Http => {
+                self.posts_acked.extend(inv.post);
+            }
+            _ => {
+                let lane = inv.records[0].lane;
+                let last = inv.records[inv.records.len() - 1].ordinal;
+                let end = self.lanes[lane]
+                    .iter()
+                    .position(|r| r.ordinal == last)
+                    .map_or(0, |i| i + 1);
+                self.cursors[lane] = self.cursors[lane].max(end);
+            }
+        }
+    }
+}
+
+/// Moves the clock forward, seconds mostly, hours or days sometimes, as
+/// far as the contract lets the schedule's deliveries be apart; returns the
+/// step taken.
+fn advance(rng: &mut Rng, setup: &Setup, queue: &ChaosQueue, start: i64) -> i64 {
+    let want = match rng.below(100) {
+        0..=49 => rng.below(10_000) as i64,
+        50..=79 => 10_000 + rng.below(290_000) as i64,
+        80..=94 => 300_000 + rng.below(3_300_000) as i64,
+        _ => HOUR_MS + rng.below(3 * 24 * HOUR_MS as usize) as i64,
+    };
+    let now = clock::now_ms();
+    let mut room = i64::MAX;
+    if setup.kind.by_id() {
+        room = room.min(start + ID_SPAN_MS - now);
+    }
+    if let Some(oldest) = queue.oldest_sent_ms() {
+        room = room.min(oldest + QUEUE_AGE_MS - now);
+    }
+    let step = want.min(room.max(0));
+    if step > 0 {
+        clock::shift(step);
+    }
+    step
+}
+
+/// Another engine's orphan cleanup: deletes every file under the table's
+/// location that its metadata does not name (Iceberg Java's
+/// `remove_orphan_files` with no age limit, S3 Tables' unreferenced file
+/// removal). Run when no commit request is queued, as such cleanups must
+/// be; returns how many files it deleted.
+pub async fn foreign_cleanup(catalog: &dyn Catalog, table: &TableIdent) -> usize {
+    let loaded = catalog.load_table(table).await.unwrap();
+    let meta = &loaded.metadata;
+    let file_io = catalog.file_io();
+    let norm = |p: &str| floe_core::uri::normalize(p).unwrap_or_else(|| p.to_string());
+    let mut named: HashSet<String> = HashSet::new();
+    named.insert(norm(&loaded.metadata_location));
+    for l in meta.metadata_log() {
+        named.insert(norm(&l.metadata_file));
+    }
+    for f in meta.statistics_iter() {
+        named.insert(norm(&f.statistics_path));
+    }
+    for snapshot in meta.snapshots() {
+        named.insert(norm(snapshot.manifest_list()));
+        let bytes = file_io
+            .new_input(snapshot.manifest_list())
+            .unwrap()
+            .read()
+            .await
+            .unwrap();
+        let list =
+            floe_core::iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())
+                .unwrap();
+        for m in list.entries() {
+            named.insert(norm(&m.manifest_path));
+            let manifest = m.load_manifest(file_io).await.unwrap();
+            for e in manifest.entries() {
+                named.insert(norm(e.data_file().file_path()));
+            }
+        }
+    }
+    let root = norm(meta.location());
+    let dir = std::path::PathBuf::from(root.trim_start_matches("file://"));
+    let mut files = Vec::new();
+    walk_files(&dir, &mut files);
+    let mut deleted = 0;
+    for f in files {
+        let uri = format!("file://{}", f.display());
+        if !named.contains(&norm(&uri)) {
+            std::fs::remove_file(&f).unwrap();
+            deleted += 1;
+        }
+    }
+    deleted
+}
+
+fn walk_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            walk_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Runs one schedule through `driver`; returns what it found, what it
+/// covered and the schedule's trace.
 pub async fn run(
     harness: &Harness,
     seed: u64,
     kinds: &[Kind],
     driver: &dyn Driver,
-) -> (Setup, Verdict, Vec<String>) {
-    let setup = setup(seed, kinds);
+) -> (Setup, Verdict, Covered, Vec<String>) {
+    let mut setup = setup(seed, kinds);
     if std::env::var("FLOE_HARNESS_PROGRESS").is_ok() {
         eprintln!("seed {seed}: {:?}, keyed {}", setup.kind, setup.keyed);
+    }
+    // Every record is in the source when the schedule starts.
+    let start = clock::now_ms();
+    for r in &mut setup.records {
+        r.arrived_ms += start;
     }
     let tables = harness.tables(&setup).await;
     let queue = ChaosQueue::new(seed);
     let mut rng = Rng::new(seed ^ 0xD1CE);
+    let mut covered = Covered::default();
     let mut trace = vec![format!(
-        "seed {seed}: {:?} {} table, {} records, {} lane(s){}",
+        "seed {seed}: {:?} {} table, {} records, {} lane(s), ledger seals every {} commits{}",
         setup.kind,
         setup.mode,
         setup.records.len(),
         setup.lanes,
+        setup.seal_entries,
         if setup.routed {
             ", routed to two tables"
         } else {
@@ -579,83 +888,43 @@ pub async fn run(
         }
     )];
     let counters = Arc::new(Counters::default());
-    // Per lane (or, for SQS and HTTP, per message/post): what is acknowledged.
-    let mut cursors = vec![0usize; setup.lanes];
-    let lanes: Vec<Vec<Record>> = (0..setup.lanes)
-        .map(|l| {
-            setup
-                .records
-                .iter()
-                .filter(|r| r.lane == l)
-                .cloned()
-                .collect()
-        })
-        .collect();
-    let mut sqs_acked: HashSet<usize> = HashSet::new();
-    let posts = posts(&setup);
-    let mut posts_acked: HashSet<usize> = HashSet::new();
-    let done =
-        |cursors: &[usize], sqs: &HashSet<usize>, posts_acked: &HashSet<usize>| match setup.kind {
-            Kind::Sqs => sqs.len() == setup.records.len(),
-            Kind::Http => posts_acked.len() == posts.len(),
-            _ => cursors.iter().zip(&lanes).all(|(c, l)| *c >= l.len()),
-        };
+    let mut progress = Progress::new(&setup);
     let mut steps = 0;
-    while !done(&cursors, &sqs_acked, &posts_acked) || !queue.is_empty() {
+    while !progress.done(&setup) || !queue.is_empty() {
         steps += 1;
         assert!(
-            steps < 2_000,
+            steps < 20_000,
             "seed {seed}: the schedule does not converge\n{}",
             trace.join("\n")
         );
-        let writing = !done(&cursors, &sqs_acked, &posts_acked);
+        let step = advance(&mut rng, &setup, &queue, start);
+        if step >= HOUR_MS {
+            trace.push(format!("clock +{:.1} h", step as f64 / HOUR_MS as f64));
+        }
+        let writing = !progress.done(&setup);
         let roll = rng.below(100);
-        if writing && (roll < 55 || queue.is_empty()) {
+        if roll < 6 && queue.is_empty() {
+            let catalog = harness.catalog(Faults::none());
+            let mut deleted = 0;
+            for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
+                deleted += foreign_cleanup(catalog.as_ref(), t).await;
+            }
+            covered.cleanups += 1;
+            trace.push(format!(
+                "another engine's orphan cleanup deleted {deleted} unreferenced file(s)"
+            ));
+            continue;
+        }
+        if (writing && (roll < 55 || queue.is_empty())) || (roll >= 92 && roll < 96) {
+            let rewind = !writing || roll >= 92 || rng.chance(8);
+            let Some((records, post)) = progress
+                .pick(&setup, &mut rng, rewind)
+                .or_else(|| progress.pick(&setup, &mut rng, !rewind))
+            else {
+                continue;
+            };
             let fail_before = rng.chance(10);
             let fail_after = !fail_before && rng.chance(20);
-            let (records, post) = match setup.kind {
-                Kind::Sqs => {
-                    let open: Vec<&Record> = setup
-                        .records
-                        .iter()
-                        .filter(|r| !sqs_acked.contains(&r.ordinal))
-                        .collect();
-                    let most = 1 + rng.below(10);
-                    let mut picked: Vec<Record> = open
-                        .into_iter()
-                        .filter(|_| rng.chance(60))
-                        .take(most)
-                        .cloned()
-                        .collect();
-                    if picked.is_empty() {
-                        picked.push(
-                            setup
-                                .records
-                                .iter()
-                                .find(|r| !sqs_acked.contains(&r.ordinal))
-                                .unwrap()
-                                .clone(),
-                        );
-                    }
-                    (picked, None)
-                }
-                Kind::Http => {
-                    let open: Vec<usize> = (0..posts.len())
-                        .filter(|p| !posts_acked.contains(p))
-                        .collect();
-                    let p = open[rng.below(open.len())];
-                    (posts[p].clone(), Some(p))
-                }
-                _ => {
-                    let open: Vec<usize> = (0..setup.lanes)
-                        .filter(|l| cursors[*l] < lanes[*l].len())
-                        .collect();
-                    let lane = open[rng.below(open.len())];
-                    let start = cursors[lane];
-                    let end = (start + 1 + rng.below(8)).min(lanes[lane].len());
-                    (lanes[lane][start..end].to_vec(), None)
-                }
-            };
             let inv = Invocation {
                 records,
                 fail_before_enqueue: fail_before,
@@ -665,8 +934,12 @@ pub async fn run(
             let acked = driver
                 .write(harness, &setup, &tables, queue.clone(), &inv)
                 .await;
+            if rewind {
+                covered.rewinds += 1;
+            }
             trace.push(format!(
-                "write {:?}{}{} -> {}",
+                "{} {:?}{}{} -> {}",
+                if rewind { "redeliver" } else { "write" },
                 inv.records.iter().map(|r| r.ordinal).collect::<Vec<_>>(),
                 if fail_before {
                     " (fails before enqueue)"
@@ -681,16 +954,7 @@ pub async fn run(
                 if acked { "acked" } else { "redelivered later" }
             ));
             if acked {
-                match setup.kind {
-                    Kind::Sqs => sqs_acked.extend(inv.records.iter().map(|r| r.ordinal)),
-                    Kind::Http => {
-                        posts_acked.insert(post.unwrap());
-                    }
-                    _ => {
-                        let lane = inv.records[0].lane;
-                        cursors[lane] += inv.records.len();
-                    }
-                }
+                progress.ack(&setup, &inv);
             }
         } else if roll < 92 || !writing {
             // A committer run; sometimes it fails and releases its messages.
@@ -736,10 +1000,12 @@ pub async fn run(
             ));
         } else {
             // Maintenance: every snapshot but the current one expires, small
-            // files compact; then the held-back requests arrive.
+            // files compact; then the held-back requests arrive. Its own
+            // orphan cleanup waits longer than any schedule lasts.
             let catalog = harness.catalog(Faults::none());
             let opts = MaintainOptions {
                 max_snapshot_age_ms: Some(0),
+                orphan_window_ms: 1_000 * 24 * HOUR_MS,
                 ..Default::default()
             };
             for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
@@ -753,7 +1019,31 @@ pub async fn run(
     let catalog = harness.catalog(Faults::none());
     let mut verdict = check(&setup, &tables, catalog.as_ref()).await;
     verdict.dead_lettered = Counters::get(&counters.requests_dead_lettered);
-    (setup, verdict, trace)
+    covered.simulated_ms = clock::now_ms() - start;
+    for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
+        ledger_coverage(catalog.as_ref(), t, &mut covered).await;
+    }
+    (setup, verdict, covered, trace)
+}
+
+/// Adds what the table's ledger went through to `covered`.
+async fn ledger_coverage(catalog: &dyn Catalog, table: &TableIdent, covered: &mut Covered) {
+    let loaded = catalog.load_table(table).await.unwrap();
+    let store = Arc::new(floe_core::ledger::LedgerStore::new(catalog.file_io().clone()));
+    let ledger = floe_core::ledger::Ledger::open(store, &loaded.metadata)
+        .await
+        .unwrap();
+    let head = ledger.head();
+    covered.segments += head.segments.len();
+    if !head.segments.is_empty() || head.recent.len() < head.seq as usize {
+        covered.sealed_tables += 1;
+    }
+    covered.settled += head
+        .sources
+        .values()
+        .filter(|m| m.settled.is_some())
+        .count()
+        + head.archive.iter().map(|a| a.sources).sum::<usize>();
 }
 
 /// Commits retry quickly in the harness.
@@ -866,8 +1156,15 @@ pub async fn run_all(label: &str, seeds: &[u64], kinds: &[Kind], driver: &dyn Dr
     let mut by_kind = BTreeMap::new();
     let mut total = Verdict::default();
     let mut checked = Vec::new();
+    let mut covered = Covered::default();
     for seed in seeds {
-        let (setup, verdict, trace) = run(&h, *seed, kinds, driver).await;
+        let (setup, verdict, c, trace) = run(&h, *seed, kinds, driver).await;
+        covered.simulated_ms += c.simulated_ms;
+        covered.segments += c.segments;
+        covered.sealed_tables += c.sealed_tables;
+        covered.settled += c.settled;
+        covered.rewinds += c.rewinds;
+        covered.cleanups += c.cleanups;
         *by_kind.entry(format!("{:?}", setup.kind)).or_insert(0) += 1;
         total.lost += verdict.lost;
         total.doubled += verdict.doubled;
@@ -891,8 +1188,14 @@ pub async fn run_all(label: &str, seeds: &[u64], kinds: &[Kind], driver: &dyn Dr
     );
     let readers = independent(&h, &checked).await;
     report(&format!(
-        "{label}: {} schedules ({by_kind:?}), {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
+        "{label}: {} schedules ({by_kind:?}) over {:.0} simulated days, {} tables sealed their ledger ({} segments), {} sources settled, {} late redeliveries, {} foreign orphan cleanups; {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
         seeds.len(),
+        covered.simulated_ms as f64 / (24 * HOUR_MS) as f64,
+        covered.sealed_tables,
+        covered.segments,
+        covered.settled,
+        covered.rewinds,
+        covered.cleanups,
         total.lost,
         total.doubled,
         total.out_of_order,

@@ -582,6 +582,38 @@ impl CommitEngine {
         Ok(())
     }
 
+    /// Rebuilds a table's ledger from what survives of it (`candidates`:
+    /// the files found in its ledger directories) and what the table's
+    /// snapshots record, and makes it the table's ledger in a commit that
+    /// changes nothing else (see [`ledger::repair`]).
+    pub async fn repair_ledger(
+        &self,
+        ident: &TableIdent,
+        candidates: &[String],
+    ) -> Result<ledger::repair::Rebuilt, CommitError> {
+        let table = display(ident);
+        let mut attempts = Attempts::new(&self.retry);
+        let mut last_err = None;
+        while attempts.next().await.is_some() {
+            let base = self.catalog.load_table(ident).await?;
+            attempts.adopt(&base.metadata);
+            let rebuilt = ledger::repair::rebuild(&self.ledger, &base.metadata, candidates).await?;
+            let path = ledger::repair::head_path(&base.metadata, &rebuilt.head);
+            self.ledger
+                .put_head(&path, Arc::new(rebuilt.head.clone()))
+                .await?;
+            let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
+            let (commit, mut files, _, versions) =
+                self.build(&table, &base, Vec::new(), Some(property)).await?;
+            files.add([path]);
+            match self.submit(commit, files, versions).await? {
+                Submitted::Landed => return Ok(rebuilt),
+                Submitted::Conflict(e) | Submitted::Ambiguous(e) => last_err = Some(e),
+            }
+        }
+        Err(exhausted(table, &attempts, last_err))
+    }
+
     /// Commits an action that takes no requests (maintenance), planning it
     /// again on every attempt; a conflict means a concurrent commit landed,
     /// which the action's new plan must respect or refuse.

@@ -16,7 +16,7 @@ use iceberg::{Error, ErrorKind, TableRequirement};
 use uuid::Uuid;
 
 use crate::catalog::LoadedTable;
-use crate::clock::now_ms;
+use crate::clock::wall_ms;
 
 /// One snapshot to add: what it changes and what its summary records.
 #[derive(Debug, Default)]
@@ -209,7 +209,7 @@ impl<'a> SnapshotProducer<'a> {
             })
             .collect();
 
-        let ts = now_ms().max(self.last_ts + 1);
+        let ts = wall_ms().max(self.last_ts + 1);
         let snapshot = Snapshot::builder()
             .with_snapshot_id(snapshot_id)
             .with_parent_snapshot_id(self.parent)

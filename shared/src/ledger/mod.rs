@@ -39,6 +39,7 @@ mod legacy;
 mod marks;
 mod next;
 pub mod place;
+pub mod repair;
 mod runs;
 mod store;
 
