@@ -50,7 +50,9 @@ async fn show(floe: &Embedded, table: &str) -> Result<()> {
     }
     let ledger = Ledger::open(store, &loaded.metadata)
         .await
-        .with_context(|| format!("{table}: its ledger cannot be read; `floe ledger repair {table}` rebuilds it"))?;
+        .with_context(|| {
+            format!("{table}: its ledger cannot be read; `floe ledger repair {table}` rebuilds it")
+        })?;
     println!("head: {}", ledger.head_path().unwrap_or("(none yet)"));
     let head = ledger.head();
     println!(

@@ -683,7 +683,12 @@ impl Progress {
     /// The next records a source delivers; with `rewind`, records it
     /// delivered and had acknowledged long ago, from where a rerun or a
     /// consumer reset starts (`None` when nothing is acknowledged yet).
-    fn pick(&self, setup: &Setup, rng: &mut Rng, rewind: bool) -> Option<(Vec<Record>, Option<usize>)> {
+    fn pick(
+        &self,
+        setup: &Setup,
+        rng: &mut Rng,
+        rewind: bool,
+    ) -> Option<(Vec<Record>, Option<usize>)> {
         match setup.kind {
             Kind::Sqs => {
                 let pool: Vec<&Record> = setup
@@ -743,9 +748,7 @@ impl Progress {
 
     fn ack(&mut self, setup: &Setup, inv: &Invocation) {
         match setup.kind {
-            Kind::Sqs => self
-                .sqs_acked
-                .extend(inv.records.iter().map(|r| r.ordinal)),
+            Kind::Sqs => self.sqs_acked.extend(inv.records.iter().map(|r| r.ordinal)),
             Kind::Http => {
                 self.posts_acked.extend(inv.post);
             }
@@ -813,9 +816,11 @@ pub async fn foreign_cleanup(catalog: &dyn Catalog, table: &TableIdent) -> usize
             .read()
             .await
             .unwrap();
-        let list =
-            floe_core::iceberg::spec::ManifestList::parse_with_version(&bytes, meta.format_version())
-                .unwrap();
+        let list = floe_core::iceberg::spec::ManifestList::parse_with_version(
+            &bytes,
+            meta.format_version(),
+        )
+        .unwrap();
         for m in list.entries() {
             named.insert(norm(&m.manifest_path));
             let manifest = m.load_manifest(file_io).await.unwrap();
@@ -915,7 +920,7 @@ pub async fn run(
             ));
             continue;
         }
-        if (writing && (roll < 55 || queue.is_empty())) || (roll >= 92 && roll < 96) {
+        if (writing && (roll < 55 || queue.is_empty())) || (92..96).contains(&roll) {
             let rewind = !writing || roll >= 92 || rng.chance(8);
             let Some((records, post)) = progress
                 .pick(&setup, &mut rng, rewind)
@@ -1029,7 +1034,9 @@ pub async fn run(
 /// Adds what the table's ledger went through to `covered`.
 async fn ledger_coverage(catalog: &dyn Catalog, table: &TableIdent, covered: &mut Covered) {
     let loaded = catalog.load_table(table).await.unwrap();
-    let store = Arc::new(floe_core::ledger::LedgerStore::new(catalog.file_io().clone()));
+    let store = Arc::new(floe_core::ledger::LedgerStore::new(
+        catalog.file_io().clone(),
+    ));
     let ledger = floe_core::ledger::Ledger::open(store, &loaded.metadata)
         .await
         .unwrap();

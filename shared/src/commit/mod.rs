@@ -603,8 +603,9 @@ impl CommitEngine {
                 .put_head(&path, Arc::new(rebuilt.head.clone()))
                 .await?;
             let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
-            let (commit, mut files, _, versions) =
-                self.build(&table, &base, Vec::new(), Some(property)).await?;
+            let (commit, mut files, _, versions) = self
+                .build(&table, &base, Vec::new(), Some(property))
+                .await?;
             files.add([path]);
             match self.submit(commit, files, versions).await? {
                 Submitted::Landed => return Ok(rebuilt),

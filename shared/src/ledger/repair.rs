@@ -17,9 +17,7 @@ use iceberg::spec::TableMetadata;
 
 use super::head::{self, Entry, Head};
 use super::marks::Marks;
-use super::{
-    BATCH_IDS, HWM_PREFIX, LedgerError, LedgerStore, SPANS_PREFIX, STATE_PREFIX, archive,
-};
+use super::{BATCH_IDS, HWM_PREFIX, LedgerError, LedgerStore, SPANS_PREFIX, STATE_PREFIX, archive};
 use crate::source::Position;
 
 /// What a repair rebuilt from.
@@ -108,7 +106,7 @@ async fn newest_head(
         .iter()
         .filter_map(|p| Some((head_seq(p)?, p)))
         .collect();
-    heads.sort_by(|a, b| b.0.cmp(&a.0));
+    heads.sort_by_key(|h| std::cmp::Reverse(h.0));
     for (_, path) in heads {
         match store.head(path).await {
             Ok(h) => return Ok(((*h).clone(), Some(path.clone()))),
@@ -191,10 +189,7 @@ async fn marks_of<'h>(
         }
         head.sources.insert(source.to_string(), marks);
     }
-    Ok(head
-        .sources
-        .entry(source.to_string())
-        .or_default())
+    Ok(head.sources.entry(source.to_string()).or_default())
 }
 
 /// Everything at or below `pos` counts as committed (a summary of an older
@@ -239,7 +234,10 @@ mod tests {
             head_seq("s3://b/w/_floe/ledger/u/head-000000000042-0190abc.json.zst"),
             Some(42)
         );
-        assert_eq!(head_seq("s3://b/w/_floe/ledger/u/seg-0-0190abc.json.zst"), None);
+        assert_eq!(
+            head_seq("s3://b/w/_floe/ledger/u/seg-0-0190abc.json.zst"),
+            None
+        );
         assert_eq!(
             parse_spans("1-5,9-12,x-3"),
             vec![
