@@ -145,6 +145,17 @@ pub enum CommitError {
         /// The error.
         source: Box<iceberg::Error>,
     },
+    /// What the action planned was changed by a concurrent commit in a way
+    /// planning again cannot adapt to (another compaction rewrote its
+    /// inputs); nothing was committed, and planning anew from the table as
+    /// it is now is the way on.
+    #[error("table {table}: {reason}; nothing was committed")]
+    Superseded {
+        /// The table.
+        table: String,
+        /// What changed.
+        reason: String,
+    },
     /// Every attempt conflicted or had an unknown outcome.
     #[error(
         "table {table}: gave up after {attempts} attempts ({last}); the requests stay queued and will be retried"
@@ -172,7 +183,9 @@ impl CommitError {
             CommitError::Storage { source, .. } | CommitError::Build { source, .. } => {
                 crate::transient::iceberg(source)
             }
-            CommitError::Exhausted { .. } | CommitError::LedgerMissing { .. } => true,
+            CommitError::Exhausted { .. }
+            | CommitError::LedgerMissing { .. }
+            | CommitError::Superseded { .. } => true,
         }
     }
 }

@@ -438,10 +438,10 @@ impl Action for Compact {
                 .chain(&r.removed_deletes)
                 .find(|p| !paths.contains(p.as_str()))
             {
-                return Err(refused(
-                    ctx,
-                    format!("compaction input {gone} was removed meanwhile"),
-                ));
+                return Err(CommitError::Superseded {
+                    table: ctx.table_name(),
+                    reason: format!("compaction input {gone} was removed meanwhile"),
+                });
             }
             let translated = translate(ctx, r, &live).await?;
             plan.written

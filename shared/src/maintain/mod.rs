@@ -262,17 +262,41 @@ async fn compact_steps(
     deadline: Option<std::time::Instant>,
     report: &mut MaintainReport,
 ) -> Result<(), MaintainError> {
+    // Steps another process's compaction overtook; past a few, it is
+    // compacting this table already and this run stops.
+    let mut overtaken = 0;
     loop {
         let step_ctx = engine.context(&step_loaded);
         let Some(r) = compact::rewrite(&step_ctx, &step_loaded).await? else {
             break;
         };
-        report.compacted_files += r.removed_data.len();
-        report.compacted_rows += r.rows;
-        report.compacted_deleted_rows += r.dropped;
-        report.compaction_left = r.remaining;
-        let remaining = r.remaining;
-        engine.rewrite(ident, &Compact { rewrite: Some(r) }).await?;
+        let (files, rows, dropped, remaining) =
+            (r.removed_data.len(), r.rows, r.dropped, r.remaining);
+        let written: Vec<String> = r
+            .added
+            .iter()
+            .map(|(_, f)| f.file_path().to_string())
+            .collect();
+        match engine.rewrite(ident, &Compact { rewrite: Some(r) }).await {
+            Ok(_) => {}
+            Err(CommitError::Superseded { reason, .. }) => {
+                warn!(%reason, "compaction step overtaken by another; planning again");
+                for path in &written {
+                    let _ = catalog.file_io().delete(path).await;
+                }
+                overtaken += 1;
+                if overtaken >= 3 {
+                    break;
+                }
+                step_loaded = catalog.load_table(ident).await?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        report.compacted_files += files;
+        report.compacted_rows += rows;
+        report.compacted_deleted_rows += dropped;
+        report.compaction_left = remaining;
         report.compaction_steps += 1;
         step_loaded = catalog.load_table(ident).await?;
         if remaining == 0 || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
