@@ -453,7 +453,7 @@ async fn commit_failures_map_to_conflict_ambiguous_or_refused() {
     );
     let r = fake.commit(on("bad")).await;
     assert!(
-        matches!(&r, Err(CatalogError::Store(m)) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
+        matches!(&r, Err(CatalogError::NotApplied { reason: m, .. }) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
         "{r:?}"
     );
     let r = fake.commit(on("gone")).await;

@@ -492,6 +492,17 @@ impl CommitEngine {
         CommitError,
     > {
         let mut plans = action.plan(ctx, ready).await?;
+        if plans.is_empty() && !self.catalog.swaps_pointer() {
+            // A REST catalog checks only requirements, main's snapshot among
+            // them: a commit that moved only the ledger property would go
+            // unnoticed by a writer planned before it, whose head (lacking
+            // its entries) would then replace it. An empty snapshot moves
+            // main, so either commit's requirement catches the other.
+            plans.push(snapshot::SnapshotPlan {
+                operation: iceberg::spec::Operation::Append,
+                ..Default::default()
+            });
+        }
         let refs: Vec<&CommitRequest> = ready.iter().collect();
         let next = ledger.next(&refs, now_ms()).await?;
         let ledger_files = ledger.write(&next).await?;
@@ -557,13 +568,15 @@ impl CommitEngine {
         while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            if base
-                .metadata
-                .current_snapshot_id()
-                .is_some_and(|id| ours.contains(&id))
-            {
-                // An earlier attempt's answer was lost, but it landed.
-                return Ok(ours);
+            // An earlier attempt's answer was lost, but it landed (other
+            // commits may have been built on it since).
+            let landed: Vec<i64> = ours
+                .iter()
+                .copied()
+                .filter(|id| base.metadata.snapshot_by_id(*id).is_some())
+                .collect();
+            if !landed.is_empty() {
+                return Ok(landed);
             }
             let ctx = self.context(&base);
             let plans = action.plan(&ctx, &[]).await?;
@@ -686,11 +699,13 @@ impl CommitEngine {
         ))
     }
 
-    /// Hands a built commit to the catalog and keeps the files it wrote only
-    /// while they may be referenced: a conflict or a refusal discards them,
-    /// an unknown outcome keeps them (the attempt may have landed on them),
-    /// and a landed commit drops the metadata versions it expired. Errors
-    /// other than a conflict or an unknown outcome are final.
+    /// Hands a built commit to the catalog and keeps the files it wrote
+    /// while they may be referenced: only an error that proves the commit
+    /// did not apply ([`CatalogError::unapplied`]: a conflict, a refusal)
+    /// discards them; any other keeps them, since the table (or a commit
+    /// built on it since) may name them. A landed commit drops the metadata
+    /// versions it expired. Errors other than a conflict or an unknown
+    /// outcome are final.
     async fn submit(
         &self,
         commit: TableCommit,
@@ -702,13 +717,16 @@ impl CommitEngine {
                 self.forget(versions).await;
                 Ok(Submitted::Landed)
             }
-            Err(e @ CatalogError::Conflict { .. }) => {
+            Err(e) if e.unapplied() => {
                 written.discard(self.catalog.file_io()).await;
-                Ok(Submitted::Conflict(e))
+                match e {
+                    CatalogError::Conflict { .. } => Ok(Submitted::Conflict(e)),
+                    e => Err(e),
+                }
             }
             Err(e @ CatalogError::Ambiguous { .. }) => Ok(Submitted::Ambiguous(e)),
             Err(e) => {
-                written.discard(self.catalog.file_io()).await;
+                warn!(error = %e, "commit outcome unknown; keeping its files");
                 Err(e)
             }
         }
