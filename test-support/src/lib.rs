@@ -6,6 +6,7 @@
 
 pub mod glue;
 pub mod harness;
+pub mod overtaking;
 pub mod racing;
 pub mod requests;
 pub mod services;

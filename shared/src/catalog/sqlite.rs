@@ -72,9 +72,12 @@ impl SqliteCatalog {
         conn.busy_timeout(Duration::from_secs(30))
             .map_err(store_err)?;
         // The mode is kept in the file, so every later connection (floe's or
-        // another engine's) uses it too.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(store_err)?;
+        // another engine's) uses it too. Switching needs the database to
+        // itself: while another process holds it, floe runs in the old mode
+        // and switches on a later open.
+        if let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
+            tracing::warn!(db = %db.display(), error = %e, "catalog database stays in its journal mode for now");
+        }
         conn.execute_batch(SCHEMA).map_err(store_err)?;
         Ok(Self {
             name: name.to_string(),
