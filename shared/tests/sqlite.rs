@@ -81,7 +81,10 @@ async fn assert_table(
     want: &[(i64, &str)],
 ) {
     let missing = missing_files(catalog, ident).await;
-    assert!(missing.is_empty(), "files the table names are gone: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "files the table names are gone: {missing:?}"
+    );
     let want: Vec<(i64, String)> = want.iter().map(|(i, v)| (*i, v.to_string())).collect();
     assert_eq!(rows(catalog, ident).await, want, "iceberg-rust");
     let metadata = catalog.load_table(ident).await.unwrap().metadata_location;
@@ -143,7 +146,10 @@ async fn a_reader_holding_a_read_transaction_never_blocks_a_commit() {
         })
         .unwrap();
     assert_ne!(before, after);
-    assert_eq!(after, catalog.load_table(&ident).await.unwrap().metadata_location);
+    assert_eq!(
+        after,
+        catalog.load_table(&ident).await.unwrap().metadata_location
+    );
     assert_table(dir.path(), catalog.as_ref(), &ident, &[(1, "a"), (2, "b")]).await;
 }
 
@@ -173,7 +179,9 @@ async fn landed_then_overtaken_keeps_the_commit() {
         .await
         .unwrap();
     assert!(
-        overtaking.answer().is_some_and(|a| a.contains("unknown outcome")),
+        overtaking
+            .answer()
+            .is_some_and(|a| a.contains("unknown outcome")),
         "{:?}",
         overtaking.answer()
     );
