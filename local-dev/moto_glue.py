@@ -25,7 +25,8 @@ parallel on one server do not see each other's:
         "after_ms": N       wait N ms before answering (an answer arriving late)
         "hold_after": true  after applying, wait until POST /floe-glue/release
                             before answering (at most 120 s)
-      `get_latency_ms` delays every GetTable of the table.
+      `get_latency_ms` delays the answer of every GetTable of the table: it
+      arrives that late and describes the table as it was when read.
   POST /floe-glue/release  {"table": "db.t"}: lets held UpdateTables go on.
   GET  /floe-glue/faults?table=db.t
       What happened: {"applied", "stale", "refused", "held", "rules_left", "gets"}
@@ -156,9 +157,14 @@ class Faulty:
             with TABLES_LOCK:
                 t.gets += 1
                 latency = t.get_latency_ms
-            if latency:
-                time.sleep(latency / 1000)
-            return self.inner(environ, start_response)
+            if not latency:
+                return self.inner(environ, start_response)
+            # The answer describes the table as it was when it was read: a
+            # caller acts on a state other writers may have moved past.
+            status, headers, answer_body = self.capture(environ)
+            time.sleep(latency / 1000)
+            start_response(status, headers)
+            return [answer_body]
         name = (params.get("TableInput") or {}).get("Name")
         t = table(f"{params.get('DatabaseName')}.{name}")
         with TABLES_LOCK:
@@ -181,20 +187,8 @@ class Faulty:
                 rule.get("code", "InternalServiceException"),
                 "refused by floe's Glue stand-in (not applied)",
             )
-        captured = {}
-
-        def capture(status, headers, exc_info=None):
-            captured["status"] = status
-            captured["headers"] = headers
-            return lambda _data: None
-
-        chunks = self.inner(environ, capture)
-        try:
-            body = b"".join(chunks)
-        finally:
-            if hasattr(chunks, "close"):
-                chunks.close()
-        applied = captured.get("status", "").startswith("200")
+        status, headers, body = self.capture(environ)
+        applied = status.startswith("200")
         then = rule.get("then") if applied else None
         if rule.get("hold_after"):
             self.hold(t)
@@ -217,8 +211,25 @@ class Faulty:
             )
         if then == "throttle":
             return answer(start_response, 400, "ThrottlingException", "applied, then throttled")
-        start_response(captured["status"], captured["headers"])
+        start_response(status, headers)
         return [body]
+
+    def capture(self, environ):
+        """moto's answer to the request: status, headers, body."""
+        captured = {}
+
+        def start(status, headers, exc_info=None):
+            captured["status"] = status
+            captured["headers"] = headers
+            return lambda _data: None
+
+        chunks = self.inner(environ, start)
+        try:
+            body = b"".join(chunks)
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
+        return captured.get("status", "500 Internal Server Error"), captured.get("headers", []), body
 
     def hold(self, t):
         with TABLES_LOCK:

@@ -291,11 +291,17 @@ impl CommitEngine {
         // or files that are gone, is not looked at again.
         let mut refused: HashMap<String, String> = HashMap::new();
         let mut trusted: HashSet<String> = HashSet::new();
-        while let Some(attempt) = attempts.next().await {
+        'attempt: while let Some(attempt) = attempts.next().await {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
+            let ledger = match Ledger::open(self.ledger.clone(), &base.metadata).await {
+                Ok(ledger) => ledger,
+                Err(e) => {
+                    self.retry_if_moved(&base, e.into()).await?;
+                    continue;
+                }
+            };
             let ctx = self.context(&base);
             outcome.duplicates = Vec::new();
             outcome.superseded = Vec::new();
@@ -306,15 +312,12 @@ impl CommitEngine {
                 if refused.contains_key(&r.batch_id) {
                     continue;
                 }
-                let claims = if ledger.has_batch(&r.batch_id, r.created_at_ms).await? {
-                    None
-                } else if r.per_record() {
-                    // What the table holds, and what requests taken before
-                    // this one in the same commit hold.
-                    let claims = ledger.claims(r).await?.union(taken.claims(r));
-                    if claims.covers(r) { None } else { Some(claims) }
-                } else {
-                    Some(ledger::Claims { spans: Vec::new() })
+                let claims = match held(&ledger, r, &taken).await {
+                    Ok(claims) => claims,
+                    Err(e) => {
+                        self.retry_if_moved(&base, e).await?;
+                        continue 'attempt;
+                    }
                 };
                 let Some(claims) = claims else {
                     // A batch of our own attempt whose answer was lost counts as ours.
@@ -387,7 +390,8 @@ impl CommitEngine {
                 Ok(built) => built,
                 Err(e) => {
                     discard(ctx.file_io, &written).await;
-                    return Err(e);
+                    self.retry_if_moved(&base, e).await?;
+                    continue;
                 }
             };
             let data_files: usize = ready.iter().map(|r| r.data_files.len()).sum();
@@ -579,9 +583,17 @@ impl CommitEngine {
                 return Ok(landed);
             }
             let ctx = self.context(&base);
-            let plans = action.plan(&ctx, &[]).await?;
-            let (commit, written, snapshot_ids, versions) =
-                self.build(&table, &base, plans, None).await?;
+            let built = match action.plan(&ctx, &[]).await {
+                Ok(plans) => self.build(&table, &base, plans, None).await,
+                Err(e) => Err(e),
+            };
+            let (commit, written, snapshot_ids, versions) = match built {
+                Ok(built) => built,
+                Err(e) => {
+                    self.retry_if_moved(&base, e).await?;
+                    continue;
+                }
+            };
             match self.submit(commit, written, versions).await? {
                 Submitted::Landed => {
                     info!(attempt, "rewrite committed");
@@ -732,6 +744,24 @@ impl CommitEngine {
         }
     }
 
+    /// An attempt failed reading a file of the table it loaded. When the
+    /// table has moved on since (another writer's commit replaced the ledger
+    /// head it read, or an expiry removed the manifests of the snapshot it
+    /// planned on), that is no failure: the next attempt reloads. Otherwise
+    /// the error stands.
+    async fn retry_if_moved(&self, base: &LoadedTable, e: CommitError) -> Result<(), CommitError> {
+        if !e.is_transient() {
+            return Err(e);
+        }
+        match self.catalog.load_table(&base.ident).await {
+            Ok(now) if now.metadata_location != base.metadata_location => {
+                warn!(error = %e, "the table moved on while this attempt read it; reloading");
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
     /// Deletes metadata versions the new metadata's log no longer lists.
     async fn forget(&self, versions: Vec<String>) {
         for path in versions {
@@ -828,6 +858,23 @@ fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
         table: table.to_string(),
         source: Box::new(source),
     }
+}
+
+/// What the table (its ledger) and the requests taken before `r` in the
+/// same commit hold of `r`'s records: `None` when all of them.
+async fn held(
+    ledger: &Ledger,
+    r: &CommitRequest,
+    taken: &ledger::Taken,
+) -> Result<Option<ledger::Claims>, CommitError> {
+    if ledger.has_batch(&r.batch_id, r.created_at_ms).await? {
+        return Ok(None);
+    }
+    if !r.per_record() {
+        return Ok(Some(ledger::Claims { spans: Vec::new() }));
+    }
+    let claims = ledger.claims(r).await?.union(taken.claims(r));
+    Ok(if claims.covers(r) { None } else { Some(claims) })
 }
 
 /// Removes files an attempt wrote and will not commit.
