@@ -14,6 +14,20 @@ use serde::{Deserialize, Serialize};
 /// mode backs off exponentially with jitter on throttling (`SlowDown`) and 5xx.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
+/// How long any AWS call may wait for the first byte of its answer. It
+/// bounds a hung connection; an SQS long poll (20 s at most) and an 8 MiB
+/// upload part on a slow link both answer well within it.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One Glue call's attempt: Glue answers in well under a second, so an
+/// attempt that takes this long is hung and the SDK tries again.
+pub const GLUE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One Glue call with all its attempts: a catalog that does not answer fails
+/// the call (a commit's outcome is then unknown, and re-read) instead of
+/// holding the CLI or the function forever.
+pub const GLUE_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Where and how to reach AWS. Credentials are never part of it: they come from
 /// the standard chain (environment, profile, web identity, container, IMDS).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,10 +62,13 @@ impl AwsSettings {
         } else {
             self.max_attempts
         };
-        // A connect timeout turns a dead endpoint into a retryable error quickly;
-        // no overall operation timeout, since an 8 MiB part on a slow link is fine.
+        // A connect timeout turns a dead endpoint into a retryable error
+        // quickly, a first-byte timeout a hung one; no overall operation
+        // timeout here, since an 8 MiB part on a slow link is fine (Glue's
+        // calls get one: `glue_client`).
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(Duration::from_secs(5))
+            .read_timeout(FIRST_BYTE_TIMEOUT)
             .build();
         // rustls on ring: the SDK's default client would link aws-lc as well.
         let https = aws_smithy_http_client::Builder::new()
@@ -81,6 +98,21 @@ impl AwsSettings {
     }
 }
 
+/// A Glue client on `sdk` whose calls, attempts and all, end within
+/// [`GLUE_CALL_TIMEOUT`].
+pub fn glue_client(sdk: &SdkConfig) -> aws_sdk_glue::Client {
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .read_timeout(FIRST_BYTE_TIMEOUT)
+        .operation_attempt_timeout(GLUE_ATTEMPT_TIMEOUT)
+        .operation_timeout(GLUE_CALL_TIMEOUT)
+        .build();
+    let conf = aws_sdk_glue::config::Builder::from(sdk)
+        .timeout_config(timeouts)
+        .build();
+    aws_sdk_glue::Client::from_conf(conf)
+}
+
 /// Every AWS client floe uses, built from one [`SdkConfig`].
 #[derive(Debug, Clone)]
 pub struct AwsClients {
@@ -104,7 +136,7 @@ impl AwsClients {
         Self {
             s3: settings.s3_client(&sdk),
             sqs: aws_sdk_sqs::Client::new(&sdk),
-            glue: aws_sdk_glue::Client::new(&sdk),
+            glue: glue_client(&sdk),
             secrets: aws_sdk_secretsmanager::Client::new(&sdk),
             settings,
         }

@@ -453,7 +453,7 @@ async fn commit_failures_map_to_conflict_ambiguous_or_refused() {
     );
     let r = fake.commit(on("bad")).await;
     assert!(
-        matches!(&r, Err(CatalogError::Store(m)) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
+        matches!(&r, Err(CatalogError::NotApplied { reason: m, .. }) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
         "{r:?}"
     );
     let r = fake.commit(on("gone")).await;
@@ -504,4 +504,276 @@ async fn gets_are_retried_on_5xx_and_a_static_token_s_401_is_final() {
         .collect();
     // Once, at the server's prefix: a static token cannot be refreshed.
     assert_eq!(loads, vec!["/v1/d/namespaces/bronze/tables/t".to_string()]);
+}
+
+/// What the lossy proxy does with the next commit (a POST to a table) once
+/// lakana has applied it.
+#[derive(Debug, Clone, Copy)]
+enum Lose {
+    /// Close the connection without an answer.
+    Drop,
+    /// Answer this status instead of lakana's.
+    Status(u16),
+    /// Answer lakana's, after the client has given up.
+    Late,
+}
+
+/// An HTTP/1.1 proxy to lakana that forwards every request and, for the
+/// commits `faults` lists (in turn), loses lakana's answer after it applied:
+/// the commit failures a gateway or a network shows a REST client.
+async fn lossy_proxy(faults: Vec<Lose>) -> String {
+    let upstream = server().uri.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let faults = Arc::new(Mutex::new(faults));
+    let client = reqwest::Client::new();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let (faults, client, upstream) = (faults.clone(), client.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let Some((method, path, head, body)) = read_request(&mut conn).await else {
+                    return;
+                };
+                let mut call = client.request(
+                    reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                    format!("{upstream}{path}"),
+                );
+                for line in head.lines().skip(1) {
+                    if let Some((k, v)) = line.split_once(':')
+                        && ["authorization", "content-type"].contains(&k.to_lowercase().as_str())
+                    {
+                        call = call.header(k.trim(), v.trim());
+                    }
+                }
+                let answer = call.body(body).send().await.unwrap();
+                let status = answer.status().as_u16();
+                let answer = answer.bytes().await.unwrap();
+                // A commit: POST …/tables/<name> (a creation posts to …/tables).
+                let commit =
+                    method == "POST" && !path.ends_with("/tables") && path.contains("/tables/");
+                let fault = if commit && status == 200 {
+                    let mut f = faults.lock().unwrap();
+                    (!f.is_empty()).then(|| f.remove(0))
+                } else {
+                    None
+                };
+                let (status, answer) = match fault {
+                    None => (status, answer.to_vec()),
+                    Some(Lose::Drop) => return,
+                    Some(Lose::Status(s)) => (
+                        s,
+                        b"{\"error\":{\"message\":\"lost\",\"type\":\"ServerError\",\"code\":500}}"
+                            .to_vec(),
+                    ),
+                    Some(Lose::Late) => {
+                        tokio::time::sleep(Duration::from_secs(6)).await;
+                        (status, answer.to_vec())
+                    }
+                };
+                let mut reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    answer.len()
+                )
+                .into_bytes();
+                reply.extend_from_slice(&answer);
+                let _ = conn.write_all(&reply).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// One HTTP/1.1 request off `conn`: method, path, head, body.
+async fn read_request(
+    conn: &mut tokio::net::TcpStream,
+) -> Option<(String, String, String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head_end, length) = loop {
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buf.len() < head_end + length {
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut first = head.split_whitespace();
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    Some((
+        method,
+        path,
+        head,
+        buf[head_end..head_end + length].to_vec(),
+    ))
+}
+
+/// The table holds exactly `want` for iceberg-rust, pyiceberg (through
+/// lakana) and DuckDB (from the metadata file), and every file its metadata
+/// or metadata log names is there.
+async fn assert_table(catalog: &dyn Catalog, ident: &TableIdent, want: &[(i64, &str)]) {
+    let missing = floe_test_support::whole::missing_files(catalog, ident).await;
+    assert!(
+        missing.is_empty(),
+        "files the table names are gone: {missing:?}"
+    );
+    let want = owned(want);
+    assert_eq!(rows(catalog, ident).await, want, "iceberg-rust");
+    let pairs = |v: &serde_json::Value| -> Vec<(i64, String)> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_i64().unwrap(),
+                    r["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(pairs(&pyiceberg_read(ident)["rows"]), want, "pyiceberg");
+    let loaded = catalog.load_table(ident).await.unwrap();
+    let v = services::python_json(
+        "shared/tests/read_s3.py",
+        &[&server().moto, &loaded.metadata_location, "--duckdb-only"],
+    );
+    assert_eq!(pairs(&v["duckdb"]), want, "DuckDB");
+}
+
+/// Each way a commit's answer is lost after lakana applied it (the
+/// connection dropped, a 500, 502 or 504 from a gateway, an answer after the
+/// client's timeout), with another writer committing on top before the
+/// committer reloads: its batch counts as committed, its files stay, and
+/// redeliveries change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applied_then_lost_answers_keep_the_commit_also_when_overtaken() {
+    let direct = catalog().await;
+    for lose in [
+        Lose::Drop,
+        Lose::Status(500),
+        Lose::Status(502),
+        Lose::Status(504),
+        Lose::Late,
+    ] {
+        let ident = new_table(&direct).await;
+        let a_req =
+            requests::write_request(direct.as_ref(), &ident, &[(1, "ada"), (2, "grace")]).await;
+        let b_req = requests::write_request(direct.as_ref(), &ident, &[(3, "edsger")]).await;
+        let s = server();
+        let cfg = RestConfig {
+            timeout: Duration::from_secs(3),
+            ..config(
+                &lossy_proxy(vec![lose]).await,
+                RestAuth::Token(s.token.clone()),
+            )
+        };
+        let lossy: Arc<RestCatalog> = Arc::new(
+            RestCatalog::connect(cfg, Some(&clients().await))
+                .await
+                .unwrap(),
+        );
+        let overtaking = Arc::new(floe_test_support::overtaking::Overtaking::new(
+            lossy,
+            direct.clone(),
+            b_req.clone(),
+        ));
+        let a = CommitEngine::new(overtaking.clone(), RetryPolicy::default())
+            .append(&ident, vec![a_req.clone()])
+            .await
+            .unwrap();
+        assert!(
+            overtaking
+                .answer()
+                .is_some_and(|a| a.contains("unknown outcome")),
+            "{lose:?}: {:?}",
+            overtaking.answer()
+        );
+        assert_eq!(a.committed, vec![a_req.batch_id.clone()], "{lose:?}");
+        let again = CommitEngine::new(direct.clone(), RetryPolicy::default())
+            .append(&ident, vec![a_req, b_req])
+            .await
+            .unwrap();
+        assert!(again.committed.is_empty(), "{lose:?}: {again:?}");
+        assert_eq!(again.duplicates.len(), 2, "{lose:?}");
+        assert_table(
+            direct.as_ref(),
+            &ident,
+            &[(1, "ada"), (2, "grace"), (3, "edsger")],
+        )
+        .await;
+    }
+}
+
+/// A request whose records were all rejected commits only its ledger
+/// entries. Racing another writer, it must be as safe as a data commit:
+/// whichever lands second sees the first (REST checks requirements, not the
+/// whole table), so neither's ledger entries are lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_only_commit_racing_another_writer_keeps_its_entries() {
+    let catalog = catalog().await;
+    let ident = new_table(&catalog).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    let first = requests::write_request(catalog.as_ref(), &ident, &[(1, "ada")]).await;
+    engine.append(&ident, vec![first]).await.unwrap();
+    let rejected = |id: i64| {
+        let catalog = catalog.clone();
+        let ident = ident.clone();
+        async move {
+            let mut r = requests::write_request(catalog.as_ref(), &ident, &[(id, "bad")]).await;
+            r.data_files.clear();
+            r.rejected_count = r.record_count;
+            r.record_count = 0;
+            r
+        }
+    };
+
+    // A ledger-only rival lands just before a data commit planned before it,
+    // then another ledger-only rival before a ledger-only commit.
+    let cases = [
+        (
+            rejected(10).await,
+            requests::write_request(catalog.as_ref(), &ident, &[(2, "grace")]).await,
+        ),
+        (rejected(11).await, rejected(12).await),
+    ];
+    for (rival, mine) in cases {
+        let racing = Racing::new(catalog.clone(), rival.clone());
+        let out = CommitEngine::new(racing.clone(), RetryPolicy::default())
+            .append(&ident, vec![mine.clone()])
+            .await
+            .unwrap();
+        assert!(racing.raced());
+        assert_eq!(racing.conflicts(), 1, "the second commit saw the first");
+        assert_eq!(out.committed, vec![mine.batch_id.clone()]);
+        let again = engine
+            .append(&ident, vec![rival.clone(), mine.clone()])
+            .await
+            .unwrap();
+        assert!(
+            again.committed.is_empty(),
+            "a ledger entry was lost: {again:?}"
+        );
+        assert_eq!(again.duplicates.len(), 2);
+    }
+    assert_table(catalog.as_ref(), &ident, &[(1, "ada"), (2, "grace")]).await;
 }

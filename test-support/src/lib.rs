@@ -4,10 +4,13 @@
 //! that loses a race on purpose, commit requests made as a writer makes
 //! them, and the local servers and Python readers the tests run against.
 
+pub mod glue;
 pub mod harness;
+pub mod overtaking;
 pub mod racing;
 pub mod requests;
 pub mod services;
+pub mod whole;
 
 use arrow_array::RecordBatch;
 use floe_core::catalog::Catalog;

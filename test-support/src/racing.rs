@@ -65,6 +65,9 @@ impl Catalog for Racing {
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
         self.inner.load_table(ident).await
     }
+    fn swaps_pointer(&self) -> bool {
+        self.inner.swaps_pointer()
+    }
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let rival = self.rival.lock().unwrap().take();
         if let Some(rival) = rival {

@@ -86,4 +86,8 @@ impl Catalog for Delayed {
     async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
         self.inner.list_tables().await
     }
+
+    fn swaps_pointer(&self) -> bool {
+        self.inner.swaps_pointer()
+    }
 }

@@ -4,6 +4,15 @@
 //! metadata; the catalog swaps atomically or answers [`CatalogError::Conflict`]
 //! (someone else committed first) or [`CatalogError::Ambiguous`] (the answer was
 //! lost: the commit may or may not have landed, so the engine must re-read).
+//!
+//! One rule decides a commit's outcome after any answer but a clean success,
+//! in every catalog: it landed if its metadata file is the table's current one
+//! or in the current metadata's log (Iceberg Java's rule; see [`Landing`]);
+//! it did not land only when that is provable (the table moved past the
+//! version every attempt was planned on, or the catalog refused before
+//! applying); otherwise the outcome is unknown. A catalog deletes the files
+//! of a commit only when it did not land, and callers do the same: only
+//! [`CatalogError::unapplied`] errors let them discard what they wrote.
 
 pub mod delayed;
 #[cfg(feature = "aws")]
@@ -74,6 +83,17 @@ pub struct TableCommit {
     pub requirements: Vec<TableRequirement>,
 }
 
+impl TableCommit {
+    /// The snapshots this commit adds to its base.
+    pub fn added_snapshots(&self) -> Vec<i64> {
+        self.metadata
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .filter(|id| self.base.metadata.snapshot_by_id(*id).is_none())
+            .collect()
+    }
+}
+
 /// Why a catalog call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -103,6 +123,15 @@ pub enum CatalogError {
         /// What was seen.
         reason: String,
     },
+    /// The catalog refused the commit, or it never reached the catalog: it
+    /// was not applied and no copy of it can apply later.
+    #[error("commit to {table} was not applied: {reason}")]
+    NotApplied {
+        /// The table.
+        table: String,
+        /// Why.
+        reason: String,
+    },
     /// iceberg-rust refused or failed an operation.
     #[error("table {table}: {source}")]
     Iceberg {
@@ -125,6 +154,18 @@ impl CatalogError {
         )
     }
 
+    /// True when a failed commit provably did not change the table, now or
+    /// later: the files written for it may be deleted. Any other error of a
+    /// commit leaves its outcome open, and its files must stay.
+    pub fn unapplied(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::Conflict { .. }
+                | CatalogError::NotApplied { .. }
+                | CatalogError::NoSuchTable { .. }
+        )
+    }
+
     /// True when the same call may succeed later: contention, an unknown
     /// outcome, or the catalog's store failing. A missing or refused table
     /// stays so until someone changes it.
@@ -134,7 +175,40 @@ impl CatalogError {
             CatalogError::Iceberg { source, .. } => crate::transient::iceberg(source),
             CatalogError::Conflict { .. }
             | CatalogError::Ambiguous { .. }
+            | CatalogError::NotApplied { .. }
             | CatalogError::Store(_) => true,
+        }
+    }
+}
+
+/// Where a commit's metadata file stands in a table's history, read after an
+/// answer that was not a clean success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landing {
+    /// The file is the current metadata, or the current metadata's log names
+    /// it: the commit landed (later commits may have been built on it).
+    Landed,
+    /// The table's history does not name it.
+    Absent,
+}
+
+impl Landing {
+    /// Where the commit that wrote `file` and added the snapshots `added`
+    /// stands in `table`'s history. A snapshot of its own still in the table
+    /// counts too: the metadata log is capped, its snapshots are not.
+    pub fn of(table: &LoadedTable, file: &str, added: &[i64]) -> Self {
+        let logged = table
+            .metadata
+            .metadata_log()
+            .iter()
+            .any(|entry| entry.metadata_file == file);
+        let kept = added
+            .iter()
+            .any(|id| table.metadata.snapshot_by_id(*id).is_some());
+        if table.metadata_location == file || logged || kept {
+            Landing::Landed
+        } else {
+            Landing::Absent
         }
     }
 }
@@ -163,6 +237,14 @@ pub trait Catalog: Debug + Send + Sync {
 
     /// Atomically replaces `commit.base` with `commit.metadata`.
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+
+    /// True when a commit fails whenever anything changed the table since
+    /// its base, because the catalog swaps the metadata pointer (SQLite,
+    /// Glue); false when it checks only the commit's requirements (REST),
+    /// so two commits that change only properties would both apply.
+    fn swaps_pointer(&self) -> bool {
+        true
+    }
 
     /// Every Iceberg table of the catalog, sorted (scheduled maintenance
     /// without a table list maintains them all).

@@ -3,7 +3,13 @@
 //!
 //! A commit writes the next metadata file, then swaps the pointer with a
 //! compare-and-swap `UPDATE … WHERE metadata_location = <base>`; zero rows
-//! updated means another writer won and the engine must retry.
+//! updated means another writer won and the engine must retry. A statement
+//! that fails has either committed or rolled back by the time it returns, so
+//! the pointer read back afterwards tells which: nothing stays in flight.
+//!
+//! The database runs in WAL mode: readers (pyiceberg, a Java JdbcCatalog,
+//! the sqlite3 shell) holding a statement open never block a commit, and a
+//! commit never blocks them.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -65,6 +71,13 @@ impl SqliteCatalog {
         // Several floe processes (or pyiceberg) may share one warehouse.
         conn.busy_timeout(Duration::from_secs(30))
             .map_err(store_err)?;
+        // The mode is kept in the file, so every later connection (floe's or
+        // another engine's) uses it too. Switching needs the database to
+        // itself: while another process holds it, floe runs in the old mode
+        // and switches on a later open.
+        if let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
+            tracing::warn!(db = %db.display(), error = %e, "catalog database stays in its journal mode for now");
+        }
         conn.execute_batch(SCHEMA).map_err(store_err)?;
         Ok(Self {
             name: name.to_string(),
@@ -98,6 +111,45 @@ impl SqliteCatalog {
             )
             .optional()
             .map(Option::flatten)
+        })
+    }
+}
+
+impl SqliteCatalog {
+    /// The swap's statement failed (the database busy past the timeout, the
+    /// disk): it committed or rolled back as a whole, so the pointer read
+    /// back now decides, by the catalog rule.
+    async fn after_failed_swap(
+        &self,
+        commit: &TableCommit,
+        next: String,
+        err: CatalogError,
+    ) -> Result<LoadedTable, CatalogError> {
+        let ident = &commit.base.ident;
+        let table = display(ident);
+        let now = match self.load_table(ident).await {
+            Ok(now) => now,
+            Err(read) => {
+                return Err(CatalogError::Ambiguous {
+                    table,
+                    reason: format!("{err}; reading the table back: {read}"),
+                });
+            }
+        };
+        if super::Landing::of(&now, &next, &commit.added_snapshots()) == super::Landing::Landed {
+            return Ok(self.metadata.keep(LoadedTable {
+                ident: ident.clone(),
+                metadata: Arc::new(commit.metadata.clone()),
+                metadata_location: next,
+            }));
+        }
+        let _ = self.file_io.delete(&next).await;
+        if now.metadata_location != commit.base.metadata_location {
+            return Err(CatalogError::Conflict { table });
+        }
+        Err(CatalogError::NotApplied {
+            table,
+            reason: err.to_string(),
         })
     }
 }
@@ -219,10 +271,20 @@ impl Catalog for SqliteCatalog {
         let next = base_location
             .with_next_version()
             .with_new_metadata(&commit.metadata);
-        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
+        // Nothing points at the file yet, so failing to write it changes nothing.
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
+            .await
+            .map_err(|e| CatalogError::NotApplied {
+                table: table.clone(),
+                reason: e.to_string(),
+            })?;
         let next = next.to_string();
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
-            return Err(CatalogError::Store(fault.to_string()));
+            let _ = self.file_io.delete(&next).await;
+            return Err(CatalogError::NotApplied {
+                table,
+                reason: fault.to_string(),
+            });
         }
         let ns = ident.namespace().join(".");
         let swapped =
@@ -233,7 +295,11 @@ impl Catalog for SqliteCatalog {
                    AND metadata_location = ?2",
                 params![next, commit.base.metadata_location, self.name, ns, ident.name()],
             )
-            })?;
+            });
+        let swapped = match swapped {
+            Ok(n) => n,
+            Err(e) => return self.after_failed_swap(&commit, next, e).await,
+        };
         if swapped == 0 {
             // The losing metadata file is never referenced; removing it keeps the
             // metadata directory to what the table history names.

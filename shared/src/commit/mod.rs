@@ -317,7 +317,7 @@ impl CommitEngine {
         // or files that are gone, is not looked at again.
         let mut refused: HashMap<String, String> = HashMap::new();
         let mut trusted: HashSet<String> = HashSet::new();
-        while let Some(attempt) = attempts.next().await {
+        'attempt: while let Some(attempt) = attempts.next().await {
             outcome.attempts = attempt;
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
@@ -334,15 +334,12 @@ impl CommitEngine {
                 if refused.contains_key(&r.batch_id) {
                     continue;
                 }
-                let claims = if ledger.holds_batch(r).await? {
-                    None
-                } else if r.per_record() {
-                    // What the table holds, and what requests taken before
-                    // this one in the same commit hold.
-                    let claims = ledger.claims(r).await?.union(taken.claims(r));
-                    if claims.covers(r) { None } else { Some(claims) }
-                } else {
-                    Some(ledger::Claims { spans: Vec::new() })
+                let claims = match held(&ledger, r, &taken).await {
+                    Ok(claims) => claims,
+                    Err(e) => {
+                        self.retry_if_moved(&base, e).await?;
+                        continue 'attempt;
+                    }
                 };
                 let Some(claims) = claims else {
                     // A batch of our own attempt whose answer was lost counts as ours.
@@ -415,7 +412,8 @@ impl CommitEngine {
                 Ok(built) => built,
                 Err(e) => {
                     discard(ctx.file_io, &written).await;
-                    return Err(e);
+                    self.retry_if_moved(&base, e).await?;
+                    continue;
                 }
             };
             let data_files: usize = ready.iter().map(|r| r.data_files.len()).sum();
@@ -546,6 +544,17 @@ impl CommitEngine {
         CommitError,
     > {
         let mut plans = action.plan(ctx, ready).await?;
+        if plans.is_empty() && !self.catalog.swaps_pointer() {
+            // A REST catalog checks only requirements, main's snapshot among
+            // them: a commit that moved only the ledger property would go
+            // unnoticed by a writer planned before it, whose head (lacking
+            // its entries) would then replace it. An empty snapshot moves
+            // main, so either commit's requirement catches the other.
+            plans.push(snapshot::SnapshotPlan {
+                operation: iceberg::spec::Operation::Append,
+                ..Default::default()
+            });
+        }
         let refs: Vec<&CommitRequest> = ready.iter().collect();
         let next = ledger.next(&refs, now_ms()).await?;
         let ledger_files = ledger.write(&next).await?;
@@ -644,18 +653,28 @@ impl CommitEngine {
         while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            if base
-                .metadata
-                .current_snapshot_id()
-                .is_some_and(|id| ours.contains(&id))
-            {
-                // An earlier attempt's answer was lost, but it landed.
-                return Ok(ours);
+            // An earlier attempt's answer was lost, but it landed (other
+            // commits may have been built on it since).
+            let landed: Vec<i64> = ours
+                .iter()
+                .copied()
+                .filter(|id| base.metadata.snapshot_by_id(*id).is_some())
+                .collect();
+            if !landed.is_empty() {
+                return Ok(landed);
             }
             let ctx = self.context(&base);
-            let plans = action.plan(&ctx, &[]).await?;
-            let (commit, written, snapshot_ids, versions) =
-                self.build(&table, &base, plans, None).await?;
+            let built = match action.plan(&ctx, &[]).await {
+                Ok(plans) => self.build(&table, &base, plans, None).await,
+                Err(e) => Err(e),
+            };
+            let (commit, written, snapshot_ids, versions) = match built {
+                Ok(built) => built,
+                Err(e) => {
+                    self.retry_if_moved(&base, e).await?;
+                    continue;
+                }
+            };
             match self.submit(commit, written, versions).await? {
                 Submitted::Landed => {
                     info!(attempt, "rewrite committed");
@@ -773,11 +792,13 @@ impl CommitEngine {
         ))
     }
 
-    /// Hands a built commit to the catalog and keeps the files it wrote only
-    /// while they may be referenced: a conflict or a refusal discards them,
-    /// an unknown outcome keeps them (the attempt may have landed on them),
-    /// and a landed commit drops the metadata versions it expired. Errors
-    /// other than a conflict or an unknown outcome are final.
+    /// Hands a built commit to the catalog and keeps the files it wrote
+    /// while they may be referenced: only an error that proves the commit
+    /// did not apply ([`CatalogError::unapplied`]: a conflict, a refusal)
+    /// discards them; any other keeps them, since the table (or a commit
+    /// built on it since) may name them. A landed commit drops the metadata
+    /// versions it expired. Errors other than a conflict or an unknown
+    /// outcome are final.
     async fn submit(
         &self,
         commit: TableCommit,
@@ -789,15 +810,36 @@ impl CommitEngine {
                 self.forget(versions).await;
                 Ok(Submitted::Landed)
             }
-            Err(e @ CatalogError::Conflict { .. }) => {
+            Err(e) if e.unapplied() => {
                 written.discard(self.catalog.file_io()).await;
-                Ok(Submitted::Conflict(e))
+                match e {
+                    CatalogError::Conflict { .. } => Ok(Submitted::Conflict(e)),
+                    e => Err(e),
+                }
             }
             Err(e @ CatalogError::Ambiguous { .. }) => Ok(Submitted::Ambiguous(e)),
             Err(e) => {
-                written.discard(self.catalog.file_io()).await;
+                warn!(error = %e, "commit outcome unknown; keeping its files");
                 Err(e)
             }
+        }
+    }
+
+    /// An attempt failed reading a file of the table it loaded. When the
+    /// table has moved on since (another writer's commit replaced the ledger
+    /// head it read, or an expiry removed the manifests of the snapshot it
+    /// planned on), that is no failure: the next attempt reloads. Otherwise
+    /// the error stands.
+    async fn retry_if_moved(&self, base: &LoadedTable, e: CommitError) -> Result<(), CommitError> {
+        if !e.is_transient() {
+            return Err(e);
+        }
+        match self.catalog.load_table(&base.ident).await {
+            Ok(now) if now.metadata_location != base.metadata_location => {
+                warn!(error = %e, "the table moved on while this attempt read it; reloading");
+                Ok(())
+            }
+            _ => Err(e),
         }
     }
 
@@ -898,6 +940,23 @@ fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
         table: table.to_string(),
         source: Box::new(source),
     }
+}
+
+/// What the table (its ledger) and the requests taken before `r` in the
+/// same commit hold of `r`'s records: `None` when all of them.
+async fn held(
+    ledger: &Ledger,
+    r: &CommitRequest,
+    taken: &ledger::Taken,
+) -> Result<Option<ledger::Claims>, CommitError> {
+    if ledger.holds_batch(r).await? {
+        return Ok(None);
+    }
+    if !r.per_record() {
+        return Ok(Some(ledger::Claims { spans: Vec::new() }));
+    }
+    let claims = ledger.claims(r).await?.union(taken.claims(r));
+    Ok(if claims.covers(r) { None } else { Some(claims) })
 }
 
 /// Removes files an attempt wrote and will not commit.

@@ -146,8 +146,8 @@ pub async fn maintain(
         table: table.clone(),
         ..Default::default()
     };
-    let loaded = catalog.load_table(ident).await?;
-    report.before = stats(catalog, &loaded).await?;
+    let (loaded, before) = stats_now(catalog, ident).await?;
+    report.before = before;
     let mut rule = ExpiryRule::of(&loaded.metadata);
     if let Some(age) = opts.max_snapshot_age_ms {
         rule.max_age_ms = age;
@@ -212,14 +212,20 @@ pub async fn maintain(
     report.deleted_files = deleted;
 
     // 3. Orphans.
-    let loaded = catalog.load_table(ident).await?;
-    report.orphans = find_orphans(catalog, &loaded, opts).await?;
+    let mut loaded = catalog.load_table(ident).await?;
+    let mut moved = 0;
+    report.orphans = loop {
+        match find_orphans(catalog, &loaded, opts).await {
+            Ok(orphans) => break orphans,
+            Err(e) => loaded = reload_if_moved(catalog, loaded, e, &mut moved).await?,
+        }
+    };
     for path in &report.orphans {
         if let Err(e) = file_io.delete(path).await {
             warn!(%path, error = %e, "could not delete an orphan file");
         }
     }
-    report.after = stats(catalog, &loaded).await?;
+    report.after = stats_now(catalog, ident).await?.1;
     info!(
         expired = report.expired_snapshots,
         deleted = report.deleted_files.len(),
@@ -265,9 +271,20 @@ async fn compact_steps(
     // Steps another process's compaction overtook; past a few, it is
     // compacting this table already and this run stops.
     let mut overtaken = 0;
+    let mut moved = 0;
     loop {
         let step_ctx = engine.context(&step_loaded);
-        let Some(r) = compact::rewrite(&step_ctx, &step_loaded).await? else {
+        let planned = compact::rewrite(&step_ctx, &step_loaded).await;
+        let planned = match planned {
+            Err(e) if moved < MOVED_RETRIES && moved_on(catalog, &step_loaded).await => {
+                moved += 1;
+                warn!(error = %e, "the table moved on while compaction read it; reloading");
+                step_loaded = catalog.load_table(ident).await?;
+                continue;
+            }
+            planned => planned?,
+        };
+        let Some(r) = planned else {
             break;
         };
         let (files, rows, dropped, remaining) =
@@ -332,9 +349,13 @@ async fn expire(
             return Ok((plan, Vec::new()));
         }
         let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
-        let before = Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref()))
-            .await
-            .map_err(err)?;
+        let before = match Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref())).await
+        {
+            Ok(before) => before,
+            // Another expiry removed files of these snapshots meanwhile.
+            Err(_) if moved_on(catalog, &base).await => continue,
+            Err(e) => return Err(err(e)),
+        };
         let kept: Vec<_> = meta
             .snapshots()
             .filter(|s| !gone.contains(&s.snapshot_id()))
@@ -420,6 +441,55 @@ async fn expire(
             "snapshot expiry kept conflicting with concurrent commits; run it again",
         )),
     })
+}
+
+/// How often a step that read a table which then moved on starts again.
+const MOVED_RETRIES: usize = 8;
+
+/// True when the table no longer is at `loaded`'s metadata: a file read
+/// from `loaded` may be gone because of that commit, not lost.
+async fn moved_on(catalog: &CatalogRef, loaded: &LoadedTable) -> bool {
+    catalog
+        .load_table(&loaded.ident)
+        .await
+        .is_ok_and(|now| now.metadata_location != loaded.metadata_location)
+}
+
+/// A step failed reading `loaded`. When the table has moved on since
+/// (another writer's commit replaced the ledger head it read, or an expiry
+/// removed manifests), that is no failure: the table as it is now, to do the
+/// step again on, up to [`MOVED_RETRIES`] times. Otherwise the error stands.
+async fn reload_if_moved(
+    catalog: &CatalogRef,
+    loaded: LoadedTable,
+    e: MaintainError,
+    moved: &mut usize,
+) -> Result<LoadedTable, MaintainError> {
+    if *moved >= MOVED_RETRIES {
+        return Err(e);
+    }
+    let now = catalog.load_table(&loaded.ident).await?;
+    if now.metadata_location == loaded.metadata_location {
+        return Err(e);
+    }
+    *moved += 1;
+    warn!(error = %e, "the table moved on while maintenance read it; reloading");
+    Ok(now)
+}
+
+/// The table as it is now, with its counts.
+async fn stats_now(
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+) -> Result<(LoadedTable, TableStats), MaintainError> {
+    let mut loaded = catalog.load_table(ident).await?;
+    let mut moved = 0;
+    loop {
+        match stats(catalog, &loaded).await {
+            Ok(stats) => return Ok((loaded, stats)),
+            Err(e) => loaded = reload_if_moved(catalog, loaded, e, &mut moved).await?,
+        }
+    }
 }
 
 /// Drops metadata-log entries older than `oldest_kept` (they describe only

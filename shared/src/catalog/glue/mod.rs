@@ -3,22 +3,21 @@
 //! parameters hold `table_type = ICEBERG`, `metadata_location` and
 //! `previous_metadata_location`; Glue databases are namespaces (one level).
 //!
-//! A commit writes the next metadata file to S3 itself, then swaps the pointer
-//! with `UpdateTable` carrying the `VersionId` read when the table was loaded:
-//! Glue refuses a stale version with `ConcurrentModificationException`, which
-//! becomes [`CatalogError::Conflict`]. moto's Glue ignores `VersionId`, so the
-//! commit also checks, just before writing, that the table still points at the
-//! base's metadata file: a best-effort guard against moto's race window that
-//! real Glue does not need.
+//! A commit checks that the table still points at the base's metadata file,
+//! writes the next metadata file to S3 itself, then swaps the pointer with
+//! `UpdateTable` carrying the `VersionId` it read: Glue refuses a stale
+//! version with `ConcurrentModificationException`.
 //!
-//! The SDK retries a timed-out `UpdateTable`; if the first attempt had landed,
-//! the retry is refused as stale. So after any refusal or unknown outcome the
-//! commit reads the table back: pointing at the new file means it landed.
+//! The SDK retries a timed-out or dropped `UpdateTable`; if the first attempt
+//! had landed, the retry is refused as stale, and by then another writer may
+//! have committed on top. So after any answer but a clean success the commit
+//! reads the table back and applies the catalog rule (see [`super::Landing`]):
+//! landed if the current metadata is the new file or logs it; not landed
+//! only once the table's version moved past the one sent; unknown otherwise.
 
 mod columns;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -28,7 +27,7 @@ use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use tracing::Instrument;
 
-use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use super::{Catalog, CatalogError, Landing, LoadedTable, TableCommit};
 use crate::aws::AwsClients;
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
@@ -41,6 +40,17 @@ pub const ICEBERG: &str = "ICEBERG";
 pub const METADATA_LOCATION: &str = "metadata_location";
 /// Glue table parameter holding the metadata file before the last commit.
 pub const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
+
+/// Where a commit stands after an answer that was not a clean success.
+#[derive(Debug)]
+enum Outcome {
+    /// The table's history names its metadata file.
+    Landed,
+    /// It did not land and cannot any more.
+    Absent,
+    /// Neither is provable yet; why.
+    Unknown(String),
+}
 
 /// What Glue holds for a table right now.
 #[derive(Debug, Clone)]
@@ -58,9 +68,6 @@ pub struct GlueCatalog {
     warehouse: String,
     file_io: FileIO,
     faults: Faults,
-    /// Per table, the metadata location and `VersionId` last loaded or
-    /// committed, so a commit planned on that state is checked against it.
-    versions: Arc<Mutex<HashMap<TableIdent, (String, String)>>>,
     metadata: Arc<super::MetadataCache>,
 }
 
@@ -88,7 +95,6 @@ impl GlueCatalog {
             warehouse: warehouse.trim_end_matches('/').to_string(),
             file_io,
             faults,
-            versions: Arc::default(),
             metadata: Arc::default(),
         }
     }
@@ -102,22 +108,6 @@ impl GlueCatalog {
                 ident.len()
             ))),
         }
-    }
-
-    fn remember(&self, ident: &TableIdent, metadata_location: &str, version_id: Option<&str>) {
-        if let (Some(v), Ok(mut map)) = (version_id, self.versions.lock()) {
-            map.insert(
-                ident.clone(),
-                (metadata_location.to_string(), v.to_string()),
-            );
-        }
-    }
-
-    /// The `VersionId` seen with `metadata_location`, if that is the last state seen.
-    fn remembered(&self, ident: &TableIdent, metadata_location: &str) -> Option<String> {
-        let map = self.versions.lock().ok()?;
-        let (location, version) = map.get(ident)?;
-        (location == metadata_location).then(|| version.clone())
     }
 
     /// Reads the Glue table; `None` when it does not exist.
@@ -179,11 +169,47 @@ impl GlueCatalog {
         }))
     }
 
-    /// After a refused or unanswered `UpdateTable`: did it land after all?
-    async fn landed(&self, ident: &TableIdent, next: &str) -> Option<bool> {
-        match self.get(ident).await {
-            Ok(Some(now)) => Some(now.metadata_location == next),
-            _ => None,
+    /// After any `UpdateTable` answer but a clean success: where the commit
+    /// that wrote `next` stands. It landed if the table's current metadata
+    /// is `next` or names it in its log (a commit of another writer may have
+    /// been built on it meanwhile). It provably did not land only once the
+    /// table's version moved past `sent`: the SDK's attempts all carry
+    /// `sent`, so none of them can land after that. A table still at `sent`
+    /// leaves the outcome open: an earlier attempt may still be in flight.
+    async fn outcome(
+        &self,
+        ident: &TableIdent,
+        next: &str,
+        added: &[i64],
+        sent: Option<&str>,
+    ) -> Outcome {
+        let now = match self.get(ident).await {
+            Ok(Some(now)) => now,
+            Ok(None) => return Outcome::Unknown("the table is gone".into()),
+            Err(e) => return Outcome::Unknown(format!("re-reading the table: {e}")),
+        };
+        let current = match self
+            .metadata
+            .load(&self.file_io, ident, now.metadata_location.clone())
+            .await
+        {
+            Ok(current) => current,
+            Err(e) => return Outcome::Unknown(format!("reading its current metadata: {e}")),
+        };
+        if Landing::of(&current, next, added) == Landing::Landed {
+            return Outcome::Landed;
+        }
+        let moved_on = match (sent, now.version_id.as_deref()) {
+            (Some(sent), Some(now)) => sent != now,
+            _ => false,
+        };
+        if moved_on {
+            Outcome::Absent
+        } else {
+            Outcome::Unknown(format!(
+                "the table is still at version {}, which an earlier attempt may yet change",
+                now.version_id.as_deref().unwrap_or("?")
+            ))
         }
     }
 
@@ -192,19 +218,29 @@ impl GlueCatalog {
         let table = display(&ident);
         let db = Self::database(ident.namespace())?;
         let base = commit.base.metadata_location.clone();
+        // Nothing is written before the pointer is known to be the base: a
+        // stale commit costs one GetTable, not a metadata file.
+        let name = table.clone();
+        let not_applied = move |e: CatalogError| match e {
+            e @ (CatalogError::NoSuchTable { .. } | CatalogError::Conflict { .. }) => e,
+            e => CatalogError::NotApplied {
+                table: name.clone(),
+                reason: e.to_string(),
+            },
+        };
         let current = self
             .get(&ident)
-            .await?
+            .await
+            .map_err(&not_applied)?
             .ok_or_else(|| CatalogError::NoSuchTable {
                 table: table.clone(),
             })?;
-        // Real Glue would refuse the stale VersionId below; moto would not.
         if current.metadata_location != base {
             return Err(CatalogError::Conflict { table });
         }
-        let version = self
-            .remembered(&ident, &base)
-            .or(current.version_id.clone());
+        // The version whose definition `input` below carries over: Glue
+        // refuses the update if anything changed the table since.
+        let version = current.version_id.clone();
 
         let base_location: MetadataLocation =
             base.parse()
@@ -215,10 +251,12 @@ impl GlueCatalog {
         let next = base_location
             .with_next_version()
             .with_new_metadata(&commit.metadata);
-        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
+            .await
+            .map_err(&not_applied)?;
         let next = next.to_string();
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
-            return Err(CatalogError::Store(fault.to_string()));
+            return Err(not_applied(CatalogError::Store(fault.to_string())));
         }
 
         let mut params = current.input.parameters().cloned().unwrap_or_default();
@@ -239,31 +277,11 @@ impl GlueCatalog {
             .set_catalog_id(self.catalog_id.clone())
             .database_name(&db)
             .table_input(input)
-            .set_version_id(version)
+            .set_version_id(version.clone())
             .send()
             .await;
-        match sent {
-            Ok(_) => {}
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_concurrent_modification_exception()) =>
-            {
-                return match self.landed(&ident, &next).await {
-                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
-                    Some(false) => {
-                        // Never referenced: keep the metadata directory to the history.
-                        let _ = self.file_io.delete(&next).await;
-                        Err(CatalogError::Conflict { table })
-                    }
-                    None => Err(CatalogError::Ambiguous {
-                        table,
-                        reason: format!(
-                            "UpdateTable refused as stale and the table could not be re-read: {}",
-                            DisplayErrorContext(&e)
-                        ),
-                    }),
-                };
-            }
+        let err = match sent {
+            Ok(_) => None,
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_entity_not_found_exception()) =>
@@ -271,25 +289,39 @@ impl GlueCatalog {
                 let _ = self.file_io.delete(&next).await;
                 return Err(CatalogError::NoSuchTable { table });
             }
-            Err(e) if definitely_refused(&e) => {
-                return match self.landed(&ident, &next).await {
-                    // An earlier attempt of the SDK's retries landed.
-                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
-                    // The new file stays: an earlier attempt may still be in
-                    // flight and land on this very version. Unreferenced, it is
-                    // only an orphan for maintenance to remove.
-                    _ => Err(store("UpdateTable", &table, &e)),
-                };
-            }
-            Err(e) => {
-                return match self.landed(&ident, &next).await {
-                    Some(true) => Ok(self.loaded(ident, commit.metadata, next)),
-                    _ => Err(CatalogError::Ambiguous {
-                        table,
-                        reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
-                    }),
-                };
-            }
+            Err(e) => Some(e),
+        };
+        if let Some(e) = err {
+            let added = commit.added_snapshots();
+            let outcome = self
+                .outcome(&ident, &next, &added, version.as_deref())
+                .await;
+            tracing::warn!(error = %DisplayErrorContext(&e), ?outcome, "UpdateTable did not answer cleanly");
+            return match outcome {
+                Outcome::Landed => Ok(self.loaded(ident, commit.metadata, next)),
+                Outcome::Absent => {
+                    // Never referenced, and no attempt can land on it any more.
+                    let _ = self.file_io.delete(&next).await;
+                    if definitely_refused(&e) {
+                        Err(CatalogError::NotApplied {
+                            table,
+                            reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
+                        })
+                    } else {
+                        Err(CatalogError::Conflict { table })
+                    }
+                }
+                // Glue refused this attempt itself; an earlier one of the
+                // SDK's may still land, so its files stay, but retrying
+                // the same commit cannot help.
+                Outcome::Unknown(_) if definitely_refused(&e) => {
+                    Err(store("UpdateTable", &table, &e))
+                }
+                Outcome::Unknown(why) => Err(CatalogError::Ambiguous {
+                    table,
+                    reason: format!("UpdateTable: {}; {why}", DisplayErrorContext(&e)),
+                }),
+            };
         }
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
             return Err(CatalogError::Ambiguous {
@@ -313,7 +345,8 @@ impl GlueCatalog {
 
 /// True when Glue refused the request itself (a client error other than a
 /// conflict or throttling): retrying the same commit cannot help, so it is not
-/// reported as ambiguous. Throttling is left ambiguous, which the engine retries.
+/// reported as ambiguous. Throttling and stale versions are left to the
+/// engine, which reloads and retries.
 fn definitely_refused<E, R>(err: &SdkError<E, R>) -> bool
 where
     E: ProvideErrorMetadata,
@@ -322,11 +355,12 @@ where
     match err {
         SdkError::ConstructionFailure(_) => true,
         SdkError::ServiceError(service) => {
-            let throttled = service
-                .err()
-                .code()
-                .is_some_and(|c| c.contains("Throttl") || c.contains("TooManyRequests"));
-            !throttled
+            let retried = service.err().code().is_some_and(|c| {
+                c.contains("Throttl")
+                    || c.contains("TooManyRequests")
+                    || c == "ConcurrentModificationException"
+            });
+            !retried
                 && err
                     .raw_response()
                     .is_some_and(|r| r.borrow().status().is_client_error())
@@ -512,7 +546,6 @@ impl Catalog for GlueCatalog {
                 .ok_or_else(|| CatalogError::NoSuchTable {
                     table: display(ident),
                 })?;
-            self.remember(ident, &glue.metadata_location, glue.version_id.as_deref());
             self.metadata
                 .load(&self.file_io, ident, glue.metadata_location)
                 .await

@@ -7,10 +7,13 @@
 //!
 //! Outcomes of a commit follow the spec: 409 (`CommitFailedException`) is a
 //! [`CatalogError::Conflict`]; 5xx, a timeout or a connection lost after the
-//! request left is [`CatalogError::Ambiguous`] (commit state unknown, the engine
-//! reloads and checks its ledger); 404 is [`CatalogError::NoSuchTable`]; other
-//! refusals are [`CatalogError::Store`] with the server's message. Idempotent
-//! GETs are retried on 5xx and transport errors with backoff; a commit never is.
+//! request left is [`CatalogError::Ambiguous`] (commit state unknown: the
+//! server may have applied it, so floe keeps its files and the engine reloads
+//! and checks its ledger); 404 is [`CatalogError::NoSuchTable`]; other
+//! refusals, and a request that never left, are [`CatalogError::NotApplied`]
+//! with the server's message. Idempotent GETs are retried on 5xx and
+//! transport errors with backoff; a commit never is, so a refusal is the
+//! answer to the only attempt.
 //!
 //! HTTP client: `reqwest` 0.12 without default features. iceberg-rust already
 //! builds it (with `json`) on the hyper 1 / http 1 stack the AWS SDK uses, so
@@ -607,6 +610,12 @@ impl Catalog for RestCatalog {
         .await
     }
 
+    /// The server applies a commit's updates to whatever the table holds
+    /// when its requirements pass.
+    fn swaps_pointer(&self) -> bool {
+        false
+    }
+
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let ident = commit.base.ident.clone();
         let table = display(&ident);
@@ -639,7 +648,10 @@ impl Catalog for RestCatalog {
                     status.as_u16(),
                     &body,
                 )),
-                Outcome::NotSent(m) => Err(http_err(&Method::POST, &url, m).into()),
+                Outcome::NotSent(m) => Err(CatalogError::NotApplied {
+                    table: table.clone(),
+                    reason: http_err(&Method::POST, &url, m).to_string(),
+                }),
                 Outcome::Lost(reason) => Err(CatalogError::Ambiguous {
                     table: table.clone(),
                     reason: format!("POST {url}: {reason}"),

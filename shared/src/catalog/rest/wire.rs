@@ -119,7 +119,14 @@ pub(super) fn commit_error(table: &str, url: &str, status: u16, body: &[u8]) -> 
             table: table.to_string(),
             reason: format!("HTTP {status} from {url}: {}", server_message(body)),
         },
-        _ => refused("commit to", table, url, status, body),
+        // The server refused it: not applied, whatever is retried later.
+        _ => CatalogError::NotApplied {
+            table: table.to_string(),
+            reason: format!(
+                "REST commit at {url}: HTTP {status}: {}",
+                server_message(body)
+            ),
+        },
     }
 }
 
