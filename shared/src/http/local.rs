@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use super::watch::CommitWatch;
+use crate::config::Location;
 use crate::deploy::Deployment;
 use crate::pipeline::{CommitReport, Committer};
 use crate::queue::spool::SPOOL_DIR;
@@ -66,15 +67,7 @@ impl LocalCommits {
         deployment: &Deployment,
         window: Duration,
     ) -> Result<Self, LocalCommitError> {
-        let location = deployment.config.warehouse_location().join(SPOOL_DIR);
-        let spool = Arc::new(
-            SpoolQueue::open(
-                location,
-                deployment.file_io.clone(),
-                deployment.lister.clone(),
-            )
-            .await?,
-        );
+        let spool = Arc::new(open_spool(deployment).await?);
         let recovered = spool.pending();
         let watch = Arc::new(CommitWatch::new());
         let committer = deployment.committer().dead_letter_uncommittable();
@@ -119,6 +112,26 @@ impl LocalCommits {
             location: self.spool.location(),
             failing: self.watch.failing_tables(),
         })
+    }
+}
+
+/// The spool under the deployment's warehouse.
+async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, LocalCommitError> {
+    match deployment.config.warehouse_location().join(SPOOL_DIR) {
+        Location::Path(dir) => Ok(SpoolQueue::open_local(dir).await?),
+        Location::Uri(uri) if uri.starts_with("file://") => {
+            let dir = std::path::PathBuf::from(uri.trim_start_matches("file://"));
+            Ok(SpoolQueue::open_local(dir).await?)
+        }
+        Location::Uri(prefix) => {
+            let listed = deployment
+                .lister
+                .list(&prefix)
+                .await
+                .map_err(|e| QueueError::Service(format!("listing {prefix}: {e}")))?;
+            let uris = listed.into_iter().map(|l| l.uri).collect();
+            Ok(SpoolQueue::open_store(deployment.file_io.clone(), &prefix, uris).await?)
+        }
     }
 }
 

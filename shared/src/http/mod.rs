@@ -55,7 +55,7 @@ use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::source::{Records, Source, SourceBatch};
 use crate::status;
-use watch::CommitWatch;
+use watch::{CommitWatch, Mark};
 
 /// Why the HTTP API cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -291,6 +291,11 @@ impl HttpIngest {
     }
 
     async fn post(&self, req: &http::Request<Bytes>, ident: TableIdent) -> http::Response<Bytes> {
+        let wait = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "wait=commit"))
+            .then(|| self.mark());
         let body: &[u8] = req.body();
         if body.len() as u64 > self.max_body() {
             return self.too_large(Some(body.len() as u64));
@@ -313,43 +318,11 @@ impl HttpIngest {
             stream: false,
         }];
         let id = batch_id(&spans, None);
-        let wait = req
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|kv| kv == "wait=commit"));
-        // A retry is dated by its key's first receipt: the ledger looks for
-        // its batch from then on, however late the retry comes.
-        let received = now_ms();
         let first_ms = match &header_key {
-            None => received,
-            Some(k) => match self.keys.begin(&table, k, &body_hash, &id, received).await {
-                Ok(Use::Write { first_ms }) => first_ms,
-                Ok(Use::Replay {
-                    status,
-                    answer,
-                    first_ms,
-                }) => {
-                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                    return self
-                        .conclude(&ident, &id, first_ms, wait, status, answer)
-                        .await;
-                }
-                Ok(Use::Conflict { first_ms }) => {
-                    return reply(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        json!({"error": format!(
-                            "Idempotency-Key {k:?} was first used at {} for a different body; send new records with a new key",
-                            crate::shred::format_utc_millis(first_ms)
-                        )}),
-                    );
-                }
-                Err(e) => {
-                    error!(%table, error = %e, "idempotency record unreadable");
-                    return reply(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
-                    );
-                }
+            None => now_ms(),
+            Some(k) => match self.first_receipt(&ident, k, &body_hash, &id, wait).await {
+                Ok(first_ms) => first_ms,
+                Err(answered) => return answered,
             },
         };
         let batch = SourceBatch::new(
@@ -382,6 +355,48 @@ impl HttpIngest {
         }
         self.conclude(&ident, &id, first_ms, wait, status, answer)
             .await
+    }
+
+    /// When key `key` was first received, for a POST that writes its body;
+    /// the whole answer when it must not (a replay, a conflict, a failure).
+    /// A retry is dated by its key's first receipt: the ledger looks for its
+    /// batch from then on, however late the retry comes.
+    async fn first_receipt(
+        &self,
+        ident: &TableIdent,
+        key: &str,
+        body_hash: &str,
+        id: &str,
+        wait: Option<Mark>,
+    ) -> Result<i64, http::Response<Bytes>> {
+        let table = display(ident);
+        match self.keys.begin(&table, key, body_hash, id, now_ms()).await {
+            Ok(Use::Write { first_ms }) => Ok(first_ms),
+            Ok(Use::Replay {
+                status,
+                answer,
+                first_ms,
+            }) => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                Err(self
+                    .conclude(ident, id, first_ms, wait, status, answer)
+                    .await)
+            }
+            Ok(Use::Conflict { first_ms }) => Err(reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"error": format!(
+                    "Idempotency-Key {key:?} was first used at {} for a different body; send new records with a new key",
+                    crate::shred::format_utc_millis(first_ms)
+                )}),
+            )),
+            Err(e) => {
+                error!(%table, error = %e, "idempotency record unreadable");
+                Err(reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
+                ))
+            }
+        }
     }
 
     /// Writes the batch and enqueues its commit request: the answer's status
@@ -448,24 +463,24 @@ impl HttpIngest {
         Ok((StatusCode::BAD_REQUEST, answer))
     }
 
-    /// The answer to a written (or replayed) batch: with `?wait=commit`,
-    /// once it is in the table (`committed`), or 202 when it is not yet,
-    /// saying why when this process's committer knows.
+    /// The answer to a written (or replayed) batch. With `?wait=commit`
+    /// (`wait`: failures after this mark count), once it is in the table
+    /// (`committed`), or 202 when it is not yet, saying why when known.
     async fn conclude(
         &self,
         ident: &TableIdent,
         id: &str,
         first_ms: i64,
-        wait: bool,
+        wait: Option<Mark>,
         mut status: StatusCode,
         mut answer: Value,
     ) -> http::Response<Bytes> {
         let table = display(ident);
-        if wait {
-            let (landed, why) = self.wait_for(ident, id, first_ms).await;
+        if let Some(mark) = wait {
+            let (landed, why) = self.wait_for(ident, id, first_ms, mark).await;
             answer["committed"] = json!(landed);
-            if let Some(why) = why {
-                answer["commit_error"] = json!(why);
+            if let Some((field, why)) = why {
+                answer[field] = json!(why);
             }
             if !landed && status == StatusCode::OK {
                 status = StatusCode::ACCEPTED;
@@ -478,35 +493,41 @@ impl HttpIngest {
 
     /// Whether batch `id`, first received at `first_ms`, is in the table,
     /// waiting up to `http.wait_seconds`; a failure the committer reports
-    /// for it meanwhile ends the wait with why.
+    /// for it after `mark` ends the wait. Why it is not, as the answer's
+    /// field (`commit_error`, `wait_error`) and text.
     async fn wait_for(
         &self,
         ident: &TableIdent,
         id: &str,
         first_ms: i64,
-    ) -> (bool, Option<String>) {
+        mark: Mark,
+    ) -> (bool, Option<(&'static str, String)>) {
         let catalog = self.catalog.as_ref();
-        let landed = status::wait_for_batch(catalog, ident, id, first_ms, self.wait);
-        let Some(watch) = &self.watch else {
-            return match landed.await {
+        let landed = async {
+            match status::wait_for_batch(catalog, ident, id, first_ms, self.wait).await {
                 Ok(landed) => (landed, None),
-                Err(e) => (false, Some(e.to_string())),
-            };
+                Err(e) => (false, Some(("wait_error", e.to_string()))),
+            }
         };
-        let mark = watch.mark();
+        let Some(watch) = &self.watch else {
+            return landed.await;
+        };
         tokio::select! {
-            landed = landed => match landed {
-                Ok(landed) => (landed, None),
-                Err(e) => (false, Some(e.to_string())),
-            },
+            waited = landed => waited,
             why = watch.failure_since(id, mark) => {
                 // A commit whose answer was lost may have landed all the same.
                 let landed = status::wait_for_batch(catalog, ident, id, first_ms, Duration::ZERO)
                     .await
                     .unwrap_or(false);
-                (landed, (!landed).then_some(why))
+                (landed, (!landed).then_some(("commit_error", why)))
             }
         }
+    }
+
+    /// Where a wait begins: only failures the committer reports after it
+    /// end the wait (a retry must not see its first try's failure).
+    fn mark(&self) -> Mark {
+        self.watch.as_ref().map(|w| w.mark()).unwrap_or_default()
     }
 
     /// Why this process's committer cannot commit `table`, if it knows.

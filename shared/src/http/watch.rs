@@ -31,7 +31,7 @@ pub struct CommitWatch {
 }
 
 /// Where a wait began: only failures recorded after it count.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Mark(u64);
 
 impl CommitWatch {

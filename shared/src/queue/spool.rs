@@ -29,8 +29,6 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{CommitQueue, Delivery, QueueError};
-use crate::config::Location;
-use crate::maintain::orphans::Lister;
 use crate::request::CommitRequest;
 
 /// The directory under the warehouse that holds the queue's files.
@@ -49,8 +47,9 @@ enum Dir {
     /// An object store prefix (`s3://…`), read and written through FileIO.
     Store {
         file_io: FileIO,
-        lister: Lister,
         prefix: String,
+        /// The files found there at open.
+        listed: Vec<String>,
     },
 }
 
@@ -83,24 +82,29 @@ pub struct SpoolQueue {
 }
 
 impl SpoolQueue {
-    /// Opens the queue at `location` (creating it), queueing every message a
-    /// previous process left there, oldest first.
-    pub async fn open(
-        location: Location,
+    /// Opens the queue in local directory `dir` (creating it), queueing
+    /// every message a previous process left there, oldest first.
+    pub async fn open_local(dir: PathBuf) -> Result<Self, QueueError> {
+        Self::open(Dir::Local(dir)).await
+    }
+
+    /// Opens the queue under object store `prefix` (`s3://…`), queueing the
+    /// messages a previous process left there: `listed`, the URIs of the
+    /// files under it (the caller lists, with the store's lister).
+    pub async fn open_store(
         file_io: FileIO,
-        lister: Lister,
+        prefix: &str,
+        listed: Vec<String>,
     ) -> Result<Self, QueueError> {
-        let dir = match location {
-            Location::Path(p) => Dir::Local(p),
-            Location::Uri(u) if u.starts_with("file://") => {
-                Dir::Local(PathBuf::from(u.trim_start_matches("file://")))
-            }
-            Location::Uri(prefix) => Dir::Store {
-                file_io,
-                lister,
-                prefix: prefix.trim_end_matches('/').to_string(),
-            },
-        };
+        Self::open(Dir::Store {
+            file_io,
+            prefix: prefix.trim_end_matches('/').to_string(),
+            listed,
+        })
+        .await
+    }
+
+    async fn open(dir: Dir) -> Result<Self, QueueError> {
         let left = dir.load().await?;
         let now = Instant::now();
         let ready = left
@@ -304,16 +308,12 @@ impl Dir {
             }
             Dir::Store {
                 file_io,
-                lister,
                 prefix,
+                listed,
             } => {
-                let listed = lister
-                    .list(prefix)
-                    .await
-                    .map_err(|e| QueueError::Service(format!("listing {prefix}: {e}")))?;
                 let mut names: Vec<String> = listed
-                    .into_iter()
-                    .filter_map(|l| l.uri.rsplit('/').next().map(str::to_string))
+                    .iter()
+                    .filter_map(|uri| uri.rsplit('/').next().map(str::to_string))
                     .filter(|n| is_message(n))
                     .collect();
                 names.sort();
@@ -471,10 +471,7 @@ mod tests {
     use super::*;
 
     async fn open(dir: &Path) -> SpoolQueue {
-        let file_io = FileIO::new_with_fs();
-        SpoolQueue::open(Location::Path(dir.to_path_buf()), file_io, Lister::Local)
-            .await
-            .unwrap()
+        SpoolQueue::open_local(dir.to_path_buf()).await.unwrap()
     }
 
     #[tokio::test]
