@@ -1,9 +1,13 @@
 //! `floe serve`: the ingest function's HTTP API ([`floe_core::http`], the
 //! same code the Lambda runs) on a local address, over the deployment the
 //! config describes. With the embedded warehouse (or any deployment without
-//! `queue.url`) the writers and one committer run in this process; on
-//! shutdown (Ctrl-C, SIGTERM) it stops taking connections, finishes the
-//! requests in flight and commits everything it acknowledged before it exits.
+//! `queue.url`) the writers and one committer run in this process, meeting
+//! in a spool under the warehouse (`_floe/commit-queue/`): a POST is
+//! answered once its commit request is on disk, so a 200 survives `kill -9`
+//! and the next start commits it. On shutdown (Ctrl-C, SIGTERM) it stops
+//! taking connections, finishes the requests in flight and commits what it
+//! can; what it cannot (a table whose commits fail) stays in the spool, and
+//! it exits 0, since nothing acknowledged is lost.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -14,9 +18,8 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use floe_core::deploy::Deployment;
-use floe_core::embedded::commit_until_closed;
 use floe_core::http::HttpIngest;
-use floe_core::queue::MemoryQueue;
+use floe_core::http::local::{Leftover, LocalCommits};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -34,32 +37,46 @@ pub struct ServeArgs {
 }
 
 pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
-    // Without an SQS queue, the writers' requests meet the committer here.
-    let local = deployment
-        .shards
-        .is_empty()
-        .then(|| Arc::new(MemoryQueue::new()));
-    if let Some(q) = &local {
-        deployment.queue = q.clone();
-    }
-    let api = Arc::new(HttpIngest::new(&deployment).context("cannot start the HTTP API")?);
-    let committer = local.clone().map(|queue| {
-        let committer = deployment.committer();
+    // Without an SQS queue, the writers' requests wait in a spool under the
+    // warehouse for the committer here: a POST is answered once its request
+    // is on disk, and what a killed process left is committed first.
+    let local = if deployment.shards.is_empty() {
         let window = Duration::from_millis(args.commit_window_ms);
-        tokio::spawn(async move { commit_until_closed(&committer, &queue, 10_000, window).await })
-    });
+        let commits = LocalCommits::start(&deployment, window)
+            .await
+            .context("cannot open the commit spool")?;
+        deployment.queue = commits.queue();
+        Some(commits)
+    } else {
+        None
+    };
+    let mut api = HttpIngest::new(&deployment).context("cannot start the HTTP API")?;
+    if let Some(commits) = &local {
+        api = api.with_watch(commits.watch());
+    }
     let listener = TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
     println!("floe serve: listening on http://{addr}");
-    match &deployment.shards[..] {
-        [] => println!("floe serve: committing in this process"),
-        [q] => println!(
+    match (&local, &deployment.shards[..]) {
+        (Some(commits), _) => {
+            println!(
+                "floe serve: committing in this process; accepted requests wait in {} until committed",
+                commits.location()
+            );
+            if commits.recovered() > 0 {
+                println!(
+                    "floe serve: committing {} request(s) a previous run accepted",
+                    commits.recovered()
+                );
+            }
+        }
+        (None, [q]) => println!(
             "floe serve: commit requests go to {} for the deployment's committer",
             q.url()
         ),
-        shards => println!(
+        (None, shards) => println!(
             "floe serve: commit requests go to their table's shard of {} for the deployment's committers",
             shards
                 .iter()
@@ -68,16 +85,32 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
                 .join(", ")
         ),
     }
-    serve_http(listener, api, shutdown_signal()).await;
-    if let (Some(queue), Some(task)) = (local, committer) {
+    serve_http(listener, Arc::new(api), shutdown_signal()).await;
+    if let Some(commits) = local {
         println!("floe serve: stopping; committing what was acknowledged");
-        queue.close();
-        task.await
-            .context("committer task")?
+        let left = commits
+            .stop()
+            .await
             .context("committing the acknowledged requests")?;
+        report_leftover(&left);
     }
     println!("floe serve: stopped");
     Ok(())
+}
+
+/// What could not be committed before stopping: durable in the spool, so
+/// not an error, but the user should know which tables fail and why.
+fn report_leftover(left: &Leftover) {
+    if left.queued == 0 {
+        return;
+    }
+    println!(
+        "floe serve: {} accepted request(s) stay queued in {}; the next floe serve on this warehouse commits them",
+        left.queued, left.location
+    );
+    for (table, why) in &left.failing {
+        println!("floe serve: commits to {table} are failing: {why}");
+    }
 }
 
 /// Serves `api` on `listener` until `shutdown` resolves, then stops taking

@@ -9,6 +9,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use common::Warehouse;
 use serde_json::{Value, json};
@@ -17,30 +18,36 @@ const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
   {"id":2,"name":"name","required":false,"type":"string"}]}"#;
 
-/// The running server and its base URL.
+/// The running server, its base URL and what it printed.
 struct Server {
     child: Child,
     base: String,
+    out: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     fn start(wh: &Warehouse, config: &str) -> Server {
+        Self::launch(wh, config, 100, &[])
+    }
+
+    /// `floe serve` with a commit window of `window_ms` and `env` set
+    /// (`FLOE_FAULT`, `FLOE_CLOCK_SHIFT_MS`).
+    fn launch(wh: &Warehouse, config: &str, window_ms: u64, env: &[(&str, &str)]) -> Server {
         let config = wh.file("serve.toml", config);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
-            .arg("--config")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_floe"));
+        cmd.arg("--config")
             .arg(&config)
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--commit-window-ms",
-                "100",
-            ])
+            .args(["serve", "--addr", "127.0.0.1:0", "--commit-window-ms"])
+            .arg(window_ms.to_string())
             .env("FLOE_WAREHOUSE", wh.path())
             .env_remove("FLOE_FAULT")
+            .env_remove("FLOE_CLOCK_SHIFT_MS")
             .stdout(Stdio::piped())
-            .spawn()
-            .expect("start floe serve");
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start floe serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().expect("a first line").expect("readable");
@@ -51,18 +58,55 @@ impl Server {
             .unwrap_or_else(|| panic!("no address in {first:?}"))
             .to_string();
         // Keep reading so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Server { child, base }
+        let out = Arc::new(Mutex::new(vec![first]));
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Server { child, base, out }
     }
 
     /// Sends SIGTERM and waits for a clean exit.
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success());
-        let exit = self.child.wait().unwrap();
-        assert!(exit.success(), "floe serve exited with {exit}");
+    fn stop(self) -> Vec<String> {
+        let (exit, out) = self.terminate();
+        assert!(exit.success(), "floe serve exited with {exit}: {out:?}");
+        out
     }
+
+    /// Sends SIGTERM; the exit status and every line printed.
+    fn terminate(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        signal(&self.child, "-TERM");
+        let exit = self.child.wait().unwrap();
+        // The reader thread ends with the pipe; give it the last lines.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let out = self.out.lock().unwrap().clone();
+        (exit, out)
+    }
+
+    /// `kill -9`: nothing of the process runs again.
+    fn kill(mut self) {
+        signal(&self.child, "-KILL");
+        let _ = self.child.wait();
+    }
+
+    /// Waits until the process ended on its own (an injected crash).
+    fn crashed(mut self) {
+        let exit = self.child.wait().unwrap();
+        assert!(!exit.success(), "floe serve was meant to crash");
+    }
+
+    fn records(&self, table: &str) -> String {
+        let (ns, name) = table.split_once('.').unwrap();
+        format!("{}/v1/tables/{ns}/{name}/records", self.base)
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let pid = child.id().to_string();
+    let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+    assert!(status.success());
 }
 
 /// A failed assertion must not leave the server running beside later tests.
@@ -196,4 +240,243 @@ wait_seconds = 20
 
     let table = wh.read("web.events", Some("id"));
     assert_eq!(common::ids(&table), vec![1, 2, 6, 7, 8, 9], "{table}");
+}
+
+/// The server of the durability tests: one token, short waits.
+const CONFIG: &str = "[http]\ntoken = \"t\"\nwait_seconds = 5\n";
+
+/// A client's POST: status and answer, `None` when the connection broke
+/// before an answer came (the server died).
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    body: &str,
+) -> Option<(u16, Value)> {
+    let mut req = client.post(url).bearer_auth("t").body(body.to_string());
+    if let Some(k) = key {
+        req = req.header("Idempotency-Key", k);
+    }
+    let resp = req.send().await.ok()?;
+    let status = resp.status().as_u16();
+    let text = resp.text().await.ok()?;
+    Some((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}
+
+/// `send` with `?wait=commit`, asserting the batch is in the table.
+async fn committed(client: &reqwest::Client, url: &str, key: Option<&str>, body: &str) -> Value {
+    let (status, answer) = send(client, &format!("{url}?wait=commit"), key, body)
+        .await
+        .expect("an answer");
+    assert_eq!(status, 200, "{key:?}: {answer}");
+    assert_eq!(answer["committed"], true, "{key:?}: {answer}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_record_survives_kill_9_at_every_point_exactly_once() {
+    let wh = Warehouse::new();
+    wh.create_table("web.events", SCHEMA, &[]);
+    let client = reqwest::Client::new();
+    // Where in a request's life the process dies: an injected crash (abort)
+    // at a step, or SIGKILL once the 200 is out and the commit window (a
+    // minute) has not ended.
+    let points: [(&str, Option<&str>, u64); 6] = [
+        ("written, not enqueued", Some("after_upload:crash"), 100),
+        ("enqueued, not answered", Some("after_enqueue:crash"), 100),
+        ("answered, not committed", None, 60_000),
+        (
+            "metadata written, catalog not swapped",
+            Some("catalog_swap:crash"),
+            100,
+        ),
+        (
+            "catalog swapped, its answer lost",
+            Some("catalog_ambiguous:crash"),
+            100,
+        ),
+        ("committed, still queued", Some("after_commit:crash"), 100),
+    ];
+    let mut expected = Vec::new();
+    for (i, (point, fault, window)) in points.into_iter().enumerate() {
+        let key = format!("k-{i}");
+        let ids = [i as u64 * 10 + 1, i as u64 * 10 + 2];
+        let body: String = ids
+            .iter()
+            .map(|id| format!("{{\"id\":{id},\"name\":\"{point}\"}}\n"))
+            .collect();
+        expected.extend(ids);
+        let env: Vec<(&str, &str)> = fault.iter().map(|f| ("FLOE_FAULT", *f)).collect();
+        let server = Server::launch(&wh, CONFIG, window, &env);
+        let first = send(&client, &server.records("web.events"), Some(&key), &body).await;
+        if fault.is_some() {
+            server.crashed();
+        } else {
+            assert_eq!(first.as_ref().map(|a| a.0), Some(200), "{point}: {first:?}");
+            server.kill();
+        }
+        // Started again; the client retries what got no answer, and asks
+        // for the commit of what did.
+        let server = Server::start(&wh, CONFIG);
+        let answer = committed(&client, &server.records("web.events"), Some(&key), &body).await;
+        if let Some((200, first)) = &first {
+            assert_eq!(first["batch_id"], answer["batch_id"], "{point}");
+        }
+        server.stop();
+    }
+    let table = wh.read("web.events", Some("id"));
+    assert_eq!(common::ids(&table), expected, "{table}");
+    let spool = wh.path().join("_floe/commit-queue");
+    assert_eq!(std::fs::read_dir(spool).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_cannot_commit_never_stops_the_others() {
+    let wh = Warehouse::new();
+    wh.create_table("web.good", SCHEMA, &[]);
+    wh.create_table("web.bad", SCHEMA, &[]);
+    // web.bad's ledger directory is a file: each of its commits fails with
+    // a storage error, which a retry may cure.
+    let ledger = wh.path().join("web/bad/metadata/floe-ledger");
+    std::fs::write(&ledger, "in the way").unwrap();
+    let client = reqwest::Client::new();
+    let server = Server::start(&wh, CONFIG);
+    let (good, bad) = (server.records("web.good"), server.records("web.bad"));
+
+    // Accepted (its request is on disk), then not committed, and said why.
+    let (status, answer) = send(&client, &bad, Some("b-0"), "{\"id\":1}")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let waited = format!("{bad}?wait=commit");
+    let (status, answer) = send(&client, &waited, Some("b-1"), "{\"id\":2}")
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["committed"], false, "{answer}");
+    let why = answer["commit_error"].as_str().unwrap_or_default();
+    assert!(why.contains("floe-ledger"), "{answer}");
+
+    // The healthy table commits, however often the other fails meanwhile.
+    for i in 0..6 {
+        let body = format!("{{\"id\":{}}}", 100 + i);
+        committed(&client, &good, Some(&format!("g-{i}")), &body).await;
+        let body = format!("{{\"id\":{}}}", 3 + i);
+        let (status, answer) = send(&client, &bad, Some(&format!("b-{}", 2 + i)), &body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{answer}");
+        let why = answer["commit_error"].as_str().unwrap_or_default();
+        assert!(why.contains("web.bad are failing"), "{answer}");
+    }
+
+    // Stopped: nothing acknowledged is lost (web.bad's requests stay in the
+    // spool), so it exits 0 and says what is left.
+    let (exit, out) = server.terminate();
+    assert!(exit.success(), "{exit}: {out:?}");
+    let said = out.join("\n");
+    assert!(said.contains("8 accepted request(s) stay queued"), "{said}");
+    assert!(said.contains("commits to web.bad are failing"), "{said}");
+    let table = wh.read("web.good", Some("id"));
+    assert_eq!(
+        common::ids(&table),
+        (100..106).collect::<Vec<_>>(),
+        "{table}"
+    );
+
+    // Repaired, the next start commits what was kept, once.
+    std::fs::remove_file(&ledger).unwrap();
+    let server = Server::start(&wh, CONFIG);
+    let bad = server.records("web.bad");
+    for i in 0..8 {
+        committed(
+            &client,
+            &bad,
+            Some(&format!("b-{i}")),
+            &format!("{{\"id\":{}}}", i + 1),
+        )
+        .await;
+    }
+    server.stop();
+    let table = wh.read("web.bad", Some("id"));
+    assert_eq!(common::ids(&table), (1..9).collect::<Vec<_>>(), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_no_retry_can_commit_is_dead_lettered_and_the_wait_says_why() {
+    let wh = Warehouse::new();
+    wh.create_table("web.lost", SCHEMA, &[]);
+    let client = reqwest::Client::new();
+    // A long window: the data file can go before the commit runs.
+    let server = Server::launch(&wh, CONFIG, 3_000, &[]);
+    let url = server.records("web.lost");
+    let (status, answer) = send(&client, &url, Some("l-1"), "{\"id\":1}")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    for f in std::fs::read_dir(wh.path().join("web/lost/data")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    let waited = format!("{url}?wait=commit");
+    let (status, answer) = send(&client, &waited, Some("l-1"), "{\"id\":1}")
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["committed"], false, "{answer}");
+    let why = answer["commit_error"].as_str().unwrap_or_default();
+    assert!(why.contains("dead-lettered"), "{answer}");
+    let out = server.stop().join("\n");
+    assert!(!out.contains("stay queued"), "{out}");
+    let refused = wh.path().join("_floe/dlq/_requests");
+    assert_eq!(std::fs::read_dir(refused).unwrap().count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_ledger_sealed_and_minutes_passed_finds_its_first_commit() {
+    let wh = Warehouse::new();
+    // Four entries per ledger segment: a few POSTs seal it.
+    wh.create_table(
+        "web.events",
+        SCHEMA,
+        &["--property", "floe.ledger.seal-entries=4"],
+    );
+    let client = reqwest::Client::new();
+    let (one, two) = ("{\"id\":1,\"name\":\"a\"}", "{\"id\":2,\"name\":\"b\"}");
+
+    // k-1 is written and enqueued; the process dies before it saved the
+    // answer, and the next start commits it from the spool.
+    let server = Server::launch(&wh, CONFIG, 100, &[("FLOE_FAULT", "after_enqueue:crash")]);
+    assert!(
+        send(&client, &server.records("web.events"), Some("k-1"), one)
+            .await
+            .is_none()
+    );
+    server.crashed();
+    let server = Server::start(&wh, CONFIG);
+    let url = server.records("web.events");
+    committed(&client, &url, Some("k-2"), two).await;
+    for i in 0..12 {
+        let body = format!("{{\"id\":{},\"name\":\"f\"}}", 100 + i);
+        committed(&client, &url, Some(&format!("f-{i}")), &body).await;
+    }
+    // Without a key every POST is new: the same body twice is two rows.
+    let same = "{\"id\":50,\"name\":\"same\"}";
+    let a = committed(&client, &url, None, same).await;
+    let b = committed(&client, &url, None, same).await;
+    assert_ne!(a["batch_id"], b["batch_id"]);
+    server.stop();
+
+    // 130 s later, past the two minutes of clock skew the ledger allows:
+    // k-1 is written again (its answer was never saved) and must be found
+    // in the table, k-2 replays its answer and must be found committed.
+    let server = Server::launch(&wh, CONFIG, 100, &[("FLOE_CLOCK_SHIFT_MS", "130000")]);
+    let url = server.records("web.events");
+    committed(&client, &url, Some("k-1"), one).await;
+    committed(&client, &url, Some("k-2"), two).await;
+    server.stop();
+
+    let table = wh.read("web.events", Some("id"));
+    let mut want = vec![1, 2, 50, 50];
+    want.extend(100..112);
+    assert_eq!(common::ids(&table), want, "{table}");
 }

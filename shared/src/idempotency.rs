@@ -2,9 +2,12 @@
 //! records the hash of its body and, once written, its answer; a retry with
 //! the same key and body gets that answer again, the same key with another
 //! body gets 422. Records live beside the warehouse (`_floe/http-keys/`),
-//! one small object per key, for the key window; the commit itself is kept
-//! exactly-once by the table's ledger (the batch id derives from key and
-//! body), so a first POST that crashed halfway is simply written again.
+//! one small object per key, for the key window from the key's first
+//! receipt; the commit itself is kept exactly-once by the table's ledger (the
+//! batch id derives from key and body), so a first POST that crashed halfway
+//! is simply written again. Every retry is dated by the key's first receipt,
+//! not its own: the ledger looks for the batch from then on, however long
+//! the client took to retry.
 
 use bytes::Bytes;
 use iceberg::io::FileIO;
@@ -28,9 +31,20 @@ pub struct KeyRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Use {
     /// Write the records (a first use, or a retry of one that did not finish).
-    Write,
+    Write {
+        /// When the key was first received (now, for a first use): the
+        /// batch's records are dated from it.
+        first_ms: i64,
+    },
     /// Answer as the first time.
-    Replay(u16, serde_json::Value),
+    Replay {
+        /// The first answer's status.
+        status: u16,
+        /// The first answer's body.
+        answer: serde_json::Value,
+        /// When the key was first received.
+        first_ms: i64,
+    },
     /// The key was used for another body: refuse.
     Conflict {
         /// When the key was first used.
@@ -95,10 +109,15 @@ impl HttpKeys {
                     first_ms: record.created_ms,
                 });
             }
-            if let Some((status, body)) = record.answer {
-                return Ok(Use::Replay(status, body));
-            }
-            return Ok(Use::Write);
+            let first_ms = record.created_ms;
+            return Ok(match record.answer {
+                Some((status, answer)) => Use::Replay {
+                    status,
+                    answer,
+                    first_ms,
+                },
+                None => Use::Write { first_ms },
+            });
         }
         let record = KeyRecord {
             body_hash: body_hash.to_string(),
@@ -107,7 +126,7 @@ impl HttpKeys {
             answer: None,
         };
         self.write(&path, &record).await?;
-        Ok(Use::Write)
+        Ok(Use::Write { first_ms: now_ms })
     }
 
     /// Records the answer a key's first POST got.

@@ -4,14 +4,18 @@
 //! `http::Request<Bytes>`.
 //!
 //! - `POST /v1/tables/{namespace}/{table}/records`: a JSON array or NDJSON
-//!   body, written by floe's writer step. An `Idempotency-Key` is bound to
-//!   the body it first came with: a retry with the same key and body gets the
-//!   first answer again (and commits nothing twice), the same key with another
-//!   body gets 422. Without a key, the same body to the same table is one
-//!   batch. `?wait=commit` answers only once the batch is in the table
-//!   (or after `http.wait_seconds`, with 202). Bad records: 400 naming each
-//!   one's position and field (without its value under
-//!   `http.redact_values`); the good ones are written all the same.
+//!   body, written by floe's writer step and answered once its commit
+//!   request is enqueued (durably: SQS, or `floe serve`'s spool). An
+//!   `Idempotency-Key` is bound to the body it first came with, for the key
+//!   window from its first receipt: a retry with the same key and body gets
+//!   the first answer again and commits nothing twice, however late it
+//!   comes within the window; the same key with another body gets 422.
+//!   Without a key every POST is a new batch, equal bodies too.
+//!   `?wait=commit` answers only once the batch is in the table (or after
+//!   `http.wait_seconds`, or when `floe serve`'s committer reports it
+//!   failing, with 202, `committed: false` and `commit_error`). Bad
+//!   records: 400 naming each one's position and field (without its value
+//!   under `http.redact_values`); the good ones are written all the same.
 //! - `GET /v1/tables/{namespace}/{table}`: the last snapshot, total records and
 //!   freshness.
 //!
@@ -25,6 +29,8 @@
 pub mod auth;
 pub mod body;
 mod guard;
+pub mod local;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +55,7 @@ use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::source::{Records, Source, SourceBatch};
 use crate::status;
+use watch::{CommitWatch, Mark};
 
 /// Why the HTTP API cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +85,8 @@ pub struct HttpIngest {
     /// Schemas of tables seen to exist: a table is not dropped under a
     /// running writer, and a stale schema only makes the column check reload.
     schemas: Mutex<HashMap<TableIdent, SchemaRef>>,
+    /// The in-process committer's view, when it runs in this process.
+    watch: Option<Arc<CommitWatch>>,
 }
 
 /// The request's target: a table and whether it names its records.
@@ -111,7 +120,16 @@ impl HttpIngest {
             catalog: deployment.catalog.clone(),
             config: config.clone(),
             schemas: Mutex::new(HashMap::new()),
+            watch: None,
         })
+    }
+
+    /// Answers with what `watch` knows of failing commits (`floe serve`'s
+    /// own committer): a `wait=commit` ends when the batch fails to commit,
+    /// and answers for a failing table say why in `commit_error`.
+    pub fn with_watch(mut self, watch: Arc<CommitWatch>) -> Self {
+        self.watch = Some(watch);
+        self
     }
 
     /// The largest body [`HttpIngest::handle`] takes; a server reading a
@@ -273,6 +291,11 @@ impl HttpIngest {
     }
 
     async fn post(&self, req: &http::Request<Bytes>, ident: TableIdent) -> http::Response<Bytes> {
+        let wait = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "wait=commit"))
+            .then(|| self.mark());
         let body: &[u8] = req.body();
         if body.len() as u64 > self.max_body() {
             return self.too_large(Some(body.len() as u64));
@@ -286,62 +309,21 @@ impl HttpIngest {
         }
         let table = display(&ident);
         let body_hash = HttpKeys::body_hash(body);
-        let header_key = req
-            .headers()
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .map(str::to_string);
-        // The batch is the key and the body together: a key reused for
-        // another body in a race still commits both, never drops one.
-        let key = match &header_key {
-            Some(k) => format!("{k}#{body_hash}"),
-            None => format!("body-{body_hash}"),
-        };
+        let header_key = idempotency_key(req);
         let spans = vec![SourceSpan {
             source: format!("http:{table}"),
-            positions: Positions::Key { key },
+            positions: Positions::Key {
+                key: batch_key(header_key.as_deref(), &body_hash),
+            },
             stream: false,
         }];
         let id = batch_id(&spans, None);
-        let received = now_ms();
-        let wait = req
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|kv| kv == "wait=commit"));
-        if let Some(k) = &header_key {
-            match self.keys.begin(&table, k, &body_hash, &id, received).await {
-                Ok(Use::Write) => {}
-                Ok(Use::Replay(status, mut answer)) => {
-                    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                    if wait && status == StatusCode::OK {
-                        answer["committed"] = json!(self.committed(&ident, &id, received).await);
-                    }
-                    return reply(status, answer);
-                }
-                Ok(Use::Conflict { first_ms }) => {
-                    return reply(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        json!({"error": format!(
-                            "Idempotency-Key {k:?} was first used at {} for a different body; send new records with a new key",
-                            crate::shred::format_utc_millis(first_ms)
-                        )}),
-                    );
-                }
-                Err(e) => {
-                    error!(%table, error = %e, "idempotency record unreadable");
-                    return reply(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
-                    );
-                }
-            }
-        }
-        let records: HashMap<String, Bytes> = if self.config.http.redact_values {
-            items.iter().cloned().collect()
-        } else {
-            HashMap::new()
+        let first_ms = match &header_key {
+            None => now_ms(),
+            Some(k) => match self.first_receipt(&ident, k, &body_hash, &id, wait).await {
+                Ok(first_ms) => first_ms,
+                Err(answered) => return answered,
+            },
         };
         let batch = SourceBatch::new(
             Source::new(SourceKind::Http, "http"),
@@ -349,55 +331,11 @@ impl HttpIngest {
             Records::Items(items),
         )
         .to_table(Some(ident.clone()))
-        .oldest(Some(received));
-        let report = match self.writer.write(batch).await {
-            Ok(r) => r,
-            Err(e) => {
-                error!(%table, batch_id = %id, error = %e, "write failed");
-                return reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"error": format!("{e}; retry with the same Idempotency-Key"), "batch_id": id}),
-                );
-            }
+        .oldest(Some(first_ms));
+        let (status, answer) = match self.write(&table, &id, batch).await {
+            Ok(written) => written,
+            Err(refused) => return refused,
         };
-        info!(%table, batch_id = %id, records = report.records, rejected = report.rejected.len(), "records written and their commit request enqueued");
-        report
-            .emf("ingest-http")
-            .property("table", table.as_str())
-            .property("batch_id", id.as_str())
-            .emit();
-        let mut answer = json!({
-            "table": table,
-            "batch_id": id,
-            "records": report.records,
-        });
-        let mut status = StatusCode::OK;
-        if !report.rejected.is_empty() {
-            let reason = |position: &str, reason: &str| match records.get(position) {
-                Some(record) => guard::redact(reason, record),
-                None => reason.to_string(),
-            };
-            let rejected: Vec<Value> = report
-                .rejected
-                .iter()
-                .map(|r| json!({"position": r.position, "field": r.field, "reason": reason(&r.position, &r.reason)}))
-                .collect();
-            let first = &report.rejected[0];
-            answer["error"] = json!(format!(
-                "{} record(s) rejected, the others written; first: {}{}: {}",
-                report.rejected.len(),
-                first.position,
-                if first.field.is_empty() {
-                    String::new()
-                } else {
-                    format!(", field {}", first.field)
-                },
-                reason(&first.position, &first.reason)
-            ));
-            answer["rejected"] = json!(rejected);
-            answer["dead_letters"] = json!(report.dead_letter_locations);
-            status = StatusCode::BAD_REQUEST;
-        }
         // What the records became is the answer a retry gets; whether they
         // are committed yet is asked anew each time.
         if let Some(k) = &header_key
@@ -408,35 +346,196 @@ impl HttpIngest {
                     k,
                     &body_hash,
                     &id,
-                    received,
+                    first_ms,
                     (status.as_u16(), answer.clone()),
                 )
                 .await
         {
             error!(%table, error = %e, "idempotency record not written; a retry writes the batch again, which commits it once");
         }
-        if wait {
-            match status::wait_for_batch(self.catalog.as_ref(), &ident, &id, received, self.wait)
-                .await
-            {
-                Ok(landed) => answer["committed"] = json!(landed),
-                Err(e) => {
-                    answer["committed"] = json!(false);
-                    answer["wait_error"] = json!(e.to_string());
-                }
+        self.conclude(&ident, &id, first_ms, wait, status, answer)
+            .await
+    }
+
+    /// When key `key` was first received, for a POST that writes its body;
+    /// the whole answer when it must not (a replay, a conflict, a failure).
+    /// A retry is dated by its key's first receipt: the ledger looks for its
+    /// batch from then on, however late the retry comes.
+    async fn first_receipt(
+        &self,
+        ident: &TableIdent,
+        key: &str,
+        body_hash: &str,
+        id: &str,
+        wait: Option<Mark>,
+    ) -> Result<i64, http::Response<Bytes>> {
+        let table = display(ident);
+        match self.keys.begin(&table, key, body_hash, id, now_ms()).await {
+            Ok(Use::Write { first_ms }) => Ok(first_ms),
+            Ok(Use::Replay {
+                status,
+                answer,
+                first_ms,
+            }) => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                Err(self
+                    .conclude(ident, id, first_ms, wait, status, answer)
+                    .await)
             }
-            if answer["committed"] == json!(false) && status == StatusCode::OK {
+            Ok(Use::Conflict { first_ms }) => Err(reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"error": format!(
+                    "Idempotency-Key {key:?} was first used at {} for a different body; send new records with a new key",
+                    crate::shred::format_utc_millis(first_ms)
+                )}),
+            )),
+            Err(e) => {
+                error!(%table, error = %e, "idempotency record unreadable");
+                Err(reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
+                ))
+            }
+        }
+    }
+
+    /// Writes the batch and enqueues its commit request: the answer's status
+    /// and body, or the 503 when that failed (nothing is acknowledged).
+    async fn write(
+        &self,
+        table: &str,
+        id: &str,
+        batch: SourceBatch,
+    ) -> Result<(StatusCode, Value), http::Response<Bytes>> {
+        let records: HashMap<String, Bytes> = match (&batch.records, self.config.http.redact_values)
+        {
+            (Records::Items(items), true) => items.iter().cloned().collect(),
+            _ => HashMap::new(),
+        };
+        let report = match self.writer.write(batch).await {
+            Ok(r) => r,
+            Err(e) => {
+                error!(%table, batch_id = %id, error = %e, "write failed");
+                let mut answer = json!({"error": format!("{e}; retry with the same Idempotency-Key"), "batch_id": id});
+                if let Some(why) = self.failing(table) {
+                    answer["commit_error"] = json!(why);
+                }
+                return Err(reply(StatusCode::SERVICE_UNAVAILABLE, answer));
+            }
+        };
+        info!(%table, batch_id = %id, records = report.records, rejected = report.rejected.len(), "records written and their commit request enqueued");
+        report
+            .emf("ingest-http")
+            .property("table", table)
+            .property("batch_id", id)
+            .emit();
+        let mut answer = json!({
+            "table": table,
+            "batch_id": id,
+            "records": report.records,
+        });
+        if report.rejected.is_empty() {
+            return Ok((StatusCode::OK, answer));
+        }
+        let reason = |position: &str, reason: &str| match records.get(position) {
+            Some(record) => guard::redact(reason, record),
+            None => reason.to_string(),
+        };
+        let rejected: Vec<Value> = report
+            .rejected
+            .iter()
+            .map(|r| json!({"position": r.position, "field": r.field, "reason": reason(&r.position, &r.reason)}))
+            .collect();
+        let first = &report.rejected[0];
+        answer["error"] = json!(format!(
+            "{} record(s) rejected, the others written; first: {}{}: {}",
+            report.rejected.len(),
+            first.position,
+            if first.field.is_empty() {
+                String::new()
+            } else {
+                format!(", field {}", first.field)
+            },
+            reason(&first.position, &first.reason)
+        ));
+        answer["rejected"] = json!(rejected);
+        answer["dead_letters"] = json!(report.dead_letter_locations);
+        Ok((StatusCode::BAD_REQUEST, answer))
+    }
+
+    /// The answer to a written (or replayed) batch. With `?wait=commit`
+    /// (`wait`: failures after this mark count), once it is in the table
+    /// (`committed`), or 202 when it is not yet, saying why when known.
+    async fn conclude(
+        &self,
+        ident: &TableIdent,
+        id: &str,
+        first_ms: i64,
+        wait: Option<Mark>,
+        mut status: StatusCode,
+        mut answer: Value,
+    ) -> http::Response<Bytes> {
+        let table = display(ident);
+        if let Some(mark) = wait {
+            let (landed, why) = self.wait_for(ident, id, first_ms, mark).await;
+            answer["committed"] = json!(landed);
+            if let Some((field, why)) = why {
+                answer[field] = json!(why);
+            }
+            if !landed && status == StatusCode::OK {
                 status = StatusCode::ACCEPTED;
             }
+        } else if let Some(why) = self.failing(&table) {
+            answer["commit_error"] = json!(why);
         }
         reply(status, answer)
     }
 
-    /// Whether batch `id` is in the table, waiting as `?wait=commit` does.
-    async fn committed(&self, ident: &TableIdent, id: &str, made_ms: i64) -> bool {
-        status::wait_for_batch(self.catalog.as_ref(), ident, id, made_ms, self.wait)
-            .await
-            .unwrap_or(false)
+    /// Whether batch `id`, first received at `first_ms`, is in the table,
+    /// waiting up to `http.wait_seconds`; a failure the committer reports
+    /// for it after `mark` ends the wait. Why it is not, as the answer's
+    /// field (`commit_error`, `wait_error`) and text.
+    async fn wait_for(
+        &self,
+        ident: &TableIdent,
+        id: &str,
+        first_ms: i64,
+        mark: Mark,
+    ) -> (bool, Option<(&'static str, String)>) {
+        let catalog = self.catalog.as_ref();
+        let landed = async {
+            match status::wait_for_batch(catalog, ident, id, first_ms, self.wait).await {
+                Ok(landed) => (landed, None),
+                Err(e) => (false, Some(("wait_error", e.to_string()))),
+            }
+        };
+        let Some(watch) = &self.watch else {
+            return landed.await;
+        };
+        tokio::select! {
+            waited = landed => waited,
+            why = watch.failure_since(id, mark) => {
+                // A commit whose answer was lost may have landed all the same.
+                let landed = status::wait_for_batch(catalog, ident, id, first_ms, Duration::ZERO)
+                    .await
+                    .unwrap_or(false);
+                (landed, (!landed).then_some(("commit_error", why)))
+            }
+        }
+    }
+
+    /// Where a wait begins: only failures the committer reports after it
+    /// end the wait (a retry must not see its first try's failure).
+    fn mark(&self) -> Mark {
+        self.watch.as_ref().map(|w| w.mark()).unwrap_or_default()
+    }
+
+    /// Why this process's committer cannot commit `table`, if it knows.
+    fn failing(&self, table: &str) -> Option<String> {
+        let why = self.watch.as_ref()?.failing(table)?;
+        Some(format!(
+            "commits to {table} are failing: {why}; accepted requests stay queued and are retried"
+        ))
     }
 
     async fn get(&self, ident: TableIdent) -> http::Response<Bytes> {
@@ -450,6 +549,29 @@ impl HttpIngest {
                 json!({"error": e.to_string()}),
             ),
         }
+    }
+}
+
+/// The request's `Idempotency-Key`, when it has a non-blank one.
+fn idempotency_key(req: &http::Request<Bytes>) -> Option<String> {
+    req.headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+}
+
+/// What names a POST's batch. With a key, the key and the body together: a
+/// retry is the same batch, and a key reused for another body in a race
+/// commits both, never drops one. Without a key, a fresh id: every POST is
+/// new, as every message a Firehose or Kafka Connect sink sends is, so two
+/// equal bodies are two batches (a client that must retry safely sends a
+/// key).
+fn batch_key(header_key: Option<&str>, body_hash: &str) -> String {
+    match header_key {
+        Some(k) => format!("{k}#{body_hash}"),
+        None => format!("post-{}", uuid::Uuid::new_v4().simple()),
     }
 }
 

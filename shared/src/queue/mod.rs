@@ -1,11 +1,14 @@
 //! The commit queue between writers and the single committer: SQS in AWS, an
-//! in-process queue when embedded. Both give at-least-once delivery with
-//! visibility timeouts; the committer's ledger turns that into exactly once.
+//! in-process queue when embedded, or files under the warehouse
+//! ([`SpoolQueue`]) when what it holds must outlive the process. All give
+//! at-least-once delivery with visibility timeouts; the committer's ledger
+//! turns that into exactly once.
 //! A deployment may shard it by table ([`ShardedQueue`]): one committer per
 //! shard, each table's requests always on the same one.
 
 mod memory;
 pub mod shard;
+pub mod spool;
 #[cfg(feature = "aws")]
 pub mod sqs;
 
@@ -18,6 +21,7 @@ use bytes::Bytes;
 use iceberg::TableIdent;
 pub use memory::MemoryQueue;
 pub use shard::{MAX_SHARDS, ShardedQueue, shard_of};
+pub use spool::SpoolQueue;
 #[cfg(feature = "aws")]
 pub use sqs::{QueueDepth, SqsQueue};
 
