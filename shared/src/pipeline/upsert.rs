@@ -148,7 +148,10 @@ fn fold(
     reject: &mut Reject<'_>,
 ) -> Result<Folded, PipelineError> {
     let mut keys = Vec::with_capacity(changes.len());
-    for (i, k) in keyed::keys(changes, key_names).into_iter().enumerate() {
+    for (i, k) in keyed::keys(changes, key_names, ctx.settings.case_insensitive)
+        .into_iter()
+        .enumerate()
+    {
         match k {
             Ok(k) => keys.push(k),
             Err(e) => {
