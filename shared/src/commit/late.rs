@@ -41,7 +41,22 @@ pub async fn resolve(
     let Some(own_path) = &request.key_file else {
         return Ok(Late::OnTime);
     };
-    let committed = ledger.later_key_files(request).await?;
+    let mut committed = ledger.later_key_files(request).await?;
+    if !request.order.is_empty() {
+        // A replay of dead letters: the later changes of the sources its
+        // records first came from, committed long before the replay was made.
+        let mut origins = CommitRequest::new(
+            request.table.clone(),
+            request.batch_id.clone(),
+            request.order.clone(),
+        );
+        origins.created_at_ms = i64::MIN;
+        for path in ledger.later_key_files(&origins).await? {
+            if !committed.contains(&path) {
+                committed.push(path);
+            }
+        }
+    }
     let in_commit: Vec<&String> = before
         .iter()
         .filter(|b| may_interleave(b, request))
@@ -95,8 +110,8 @@ fn newer(own: &Arc<KeyChanges>, theirs: &Arc<KeyChanges>, into: &mut HashSet<u12
 /// key `later` changes: they share a source whose positions are not ranges
 /// in order (ranges sorted by first position never invert).
 fn may_interleave(earlier: &CommitRequest, later: &CommitRequest) -> bool {
-    earlier.sources.iter().any(|e| {
-        later.sources.iter().any(|l| {
+    earlier.sources.iter().chain(&earlier.order).any(|e| {
+        later.sources.iter().chain(&later.order).any(|l| {
             e.source == l.source
                 && match (&e.positions, &l.positions) {
                     (Positions::Range { last, .. }, Positions::Range { first, .. }) => {

@@ -208,7 +208,8 @@ fn touched(
         let key = &mut folded.keys[k];
         let (pos, change) = &changes[key.states[*c].change];
         keys.push(std::mem::take(&mut key.key));
-        file.push((key.digest, 0u16, identity.key_position(*pos, change)));
+        let (src, at) = identity.key_change(*pos, change);
+        file.push((key.digest, src, at));
     }
     KeyedFiles {
         keys,
