@@ -82,6 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 created_at_ms: 0,
                 oldest_record_ms: None,
                 key_file: None,
+                order: Vec::new(),
             });
         }
         let started = Instant::now();

@@ -60,6 +60,7 @@ fn request(ident: &floe_core::iceberg::TableIdent, n: u64, created_at_ms: i64) -
         created_at_ms,
         oldest_record_ms: Some(created_at_ms),
         key_file: None,
+        order: Vec::new(),
     }
 }
 

@@ -3,7 +3,10 @@
 //! puts them here before it enqueues its commit request, so a batch is only
 //! acknowledged once every record is either in a data file or dead-lettered.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
+use base64::Engine;
 use bytes::Bytes;
 use iceberg::TableIdent;
 use iceberg::io::FileIO;
@@ -26,8 +29,116 @@ pub struct Rejected {
     pub field: String,
     /// Why it was rejected.
     pub reason: String,
-    /// The record as received (lossy UTF-8).
+    /// The record as received, as text: exact when it is UTF-8, else a
+    /// readable preview (invalid bytes replaced) beside `record_base64`.
     pub record: String,
+    /// The record's exact bytes in base64, when they are not UTF-8 (older
+    /// dead letters never have it: their `record` is all there is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_base64: Option<String>,
+    /// How many replays rejected the record again before this one (`source`
+    /// and `position` stay those of its first delivery).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replays: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Rejected {
+    /// The text and, when the bytes are not UTF-8, base64 fields that keep
+    /// `record` exactly.
+    pub fn encode_record(record: &[u8]) -> (String, Option<String>) {
+        match std::str::from_utf8(record) {
+            Ok(text) => (text.to_string(), None),
+            Err(_) => (
+                String::from_utf8_lossy(record).into_owned(),
+                Some(base64::engine::general_purpose::STANDARD.encode(record)),
+            ),
+        }
+    }
+
+    /// The record's bytes exactly as received; `None` when its base64 is
+    /// damaged (replaying the preview instead would change the record).
+    pub fn bytes(&self) -> Option<Bytes> {
+        match &self.record_base64 {
+            None => Some(Bytes::from(self.record.clone())),
+            Some(b) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .ok()
+                .map(Bytes::from),
+        }
+    }
+
+    /// The record's id in a replay batch: its first source and position, so
+    /// two dead letters of one record (a batch delivered twice) replay
+    /// once, and each later replay round is a record of its own.
+    pub fn replay_id(&self) -> String {
+        match self.replays {
+            0 => format!("{}|{}", self.source, self.position),
+            n => format!("{}|{}|replay {n}", self.source, self.position),
+        }
+    }
+
+    /// Where the record first came from, for replaying it.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            source: self.source.clone(),
+            position: self.position.clone(),
+            replays: self.replays,
+        }
+    }
+}
+
+/// Where a replayed record first came from: the source and position its
+/// dead letter names, and the replays that rejected it since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The source, as its spans name it (`file:/p@…`, `kafka:t/0`).
+    pub source: String,
+    /// Its position there, as dead letters write it (`line 5`, an offset).
+    pub position: String,
+    /// Replays that rejected it again.
+    pub replays: u32,
+}
+
+/// The records of a dead-letter replay, each with its id in the replay
+/// batch and its origin, so a keyed replay is ordered by its records'
+/// original positions and a record rejected again keeps its origin.
+#[derive(Debug, Clone, Default)]
+pub struct Replayed {
+    records: Vec<(String, Bytes)>,
+    origins: Vec<Origin>,
+    index: HashMap<String, usize>,
+}
+
+impl Replayed {
+    /// Adds a record under `id`; a second record with an id already taken
+    /// (two dead letters of one record) is left out.
+    pub fn push(&mut self, id: String, bytes: Bytes, origin: Origin) {
+        if self.index.contains_key(&id) {
+            return;
+        }
+        self.index.insert(id.clone(), self.records.len());
+        self.records.push((id, bytes));
+        self.origins.push(origin);
+    }
+
+    /// The records with their ids, in replay order.
+    pub fn records(&self) -> &[(String, Bytes)] {
+        &self.records
+    }
+
+    /// The origins, one per record, in the same order.
+    pub fn origins(&self) -> &[Origin] {
+        &self.origins
+    }
+
+    /// Where the record with replay id `id` came from.
+    pub fn origin(&self, id: &str) -> Option<&Origin> {
+        self.index.get(id).map(|i| &self.origins[*i])
+    }
 }
 
 /// Why dead-lettering failed (the batch must then fail, not be acknowledged).
@@ -150,5 +261,63 @@ impl DeadLetters for StorageDeadLetters {
         let body = serde_json::to_vec(refused).unwrap_or_default();
         self.write(refused.table.clone(), refused.id.clone(), location, body)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(record: &[u8]) -> Rejected {
+        let (text, base64) = Rejected::encode_record(record);
+        Rejected {
+            table: "t.a".into(),
+            batch_id: "b".into(),
+            source: "file:/in.ndjson@00aa".into(),
+            position: "line 3".into(),
+            field: String::new(),
+            reason: "bad".into(),
+            record: text,
+            record_base64: base64,
+            replays: 0,
+        }
+    }
+
+    #[test]
+    fn records_keep_their_exact_bytes_and_utf8_stays_plain_text() {
+        let latin1 = rejected(b"{\"s\":\"caf\xe9\"}");
+        assert_eq!(latin1.record, "{\"s\":\"caf\u{fffd}\"}");
+        let line = serde_json::to_string(&latin1).unwrap();
+        let back: Rejected = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.bytes().unwrap(), &b"{\"s\":\"caf\xe9\"}"[..]);
+
+        let plain = rejected("{\"s\":\"café\"}".as_bytes());
+        let line = serde_json::to_string(&plain).unwrap();
+        assert!(!line.contains("record_base64") && !line.contains("replays"));
+        assert_eq!(plain.bytes().unwrap(), "{\"s\":\"café\"}".as_bytes());
+    }
+
+    #[test]
+    fn dead_letters_written_before_bytes_were_kept_still_read() {
+        let old = r#"{"table":"t.a","batch_id":"b","source":"s","position":"line 1","field":"","reason":"r","record":"{}"}"#;
+        let e: Rejected = serde_json::from_str(old).unwrap();
+        assert_eq!(e.bytes().unwrap(), &b"{}"[..]);
+        assert_eq!(e.replay_id(), "s|line 1");
+        let mut damaged = e.clone();
+        damaged.record_base64 = Some("not base64!".into());
+        assert!(damaged.bytes().is_none());
+    }
+
+    #[test]
+    fn each_replay_round_is_a_record_of_its_own_and_copies_replay_once() {
+        let mut e = rejected(b"{}");
+        let first = e.replay_id();
+        e.replays = 1;
+        assert_ne!(e.replay_id(), first);
+        let mut r = Replayed::default();
+        r.push(first.clone(), Bytes::from_static(b"{}"), e.origin());
+        r.push(first.clone(), Bytes::from_static(b"{}"), e.origin());
+        assert_eq!(r.records().len(), 1);
+        assert_eq!(r.origin(&first).unwrap().position, "line 3");
     }
 }

@@ -16,7 +16,7 @@ use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::commit::CommitEngine;
 use crate::config::{Config, Location};
 use crate::deploy::Deployment;
-use crate::dlq::{Rejected, StorageDeadLetters};
+use crate::dlq::{Rejected, Replayed, StorageDeadLetters};
 use crate::faults::Faults;
 use crate::ident::display;
 use crate::ledger::LedgerStore;
@@ -80,6 +80,14 @@ pub enum EmbeddedError {
         path: String,
         /// The storage error.
         source: Box<iceberg::Error>,
+    },
+    /// A dead-letter file is damaged: replaying it would not replay its records.
+    #[error("dead-letter file {path}: {reason}")]
+    DeadLetterFormat {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
     },
 }
 
@@ -558,28 +566,22 @@ impl Embedded {
                     })?,
                 )
             };
-            // A dead letter is replayed as the record it was: two copies of
-            // one (a source that delivered it twice) commit once, and a
-            // replay that crashes and runs again commits nothing twice.
-            let keys: Vec<String> = file
-                .entries
-                .iter()
-                .map(|e| format!("{}|{}", e.source, e.position))
-                .collect();
+            let replayed = replayed(&file)?;
             let spans = vec![SourceSpan {
                 source: format!("dlq:{}", file.table),
-                positions: Positions::Ids { ids: keys.clone() },
+                positions: Positions::Ids {
+                    ids: replayed
+                        .records()
+                        .iter()
+                        .map(|(id, _)| id.clone())
+                        .collect(),
+                },
                 stream: false,
             }];
-            let records = keys
-                .into_iter()
-                .zip(&file.entries)
-                .map(|(key, e)| (key, bytes::Bytes::from(e.record.clone())))
-                .collect();
             let batch = SourceBatch::new(
                 Source::new(SourceKind::File, "dlq"),
                 spans,
-                Records::Items(records),
+                Records::Replayed(Arc::new(replayed)),
             )
             .pinned_to(&file.content)
             .to_table(target);
@@ -598,6 +600,26 @@ impl Embedded {
         }
         Ok((report, paths))
     }
+}
+
+/// A dead-letter file's records as a replay holds them: each as the record
+/// it was, its exact bytes under the id of its first source and position,
+/// so two copies of one (a source that delivered it twice) commit once, a
+/// replay that crashes and runs again commits nothing twice, and a keyed
+/// replay is ordered by where its records first came from.
+fn replayed(file: &DeadLetterFile) -> Result<Replayed, EmbeddedError> {
+    let mut replayed = Replayed::default();
+    for e in &file.entries {
+        let bytes = e.bytes().ok_or_else(|| EmbeddedError::DeadLetterFormat {
+            path: file.path.clone(),
+            reason: format!(
+                "the record at {} {} has a record_base64 that is not base64",
+                e.source, e.position
+            ),
+        })?;
+        replayed.push(e.replay_id(), bytes, e.origin());
+    }
+    Ok(replayed)
 }
 
 /// A location as a URI FileIO reads: `file://` for a local path.

@@ -93,6 +93,11 @@ pub struct CommitRequest {
     /// key it changes with the position of the key's last change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<String>,
+    /// Spans of other sources the request's changes first came from (a
+    /// replay of dead letters): not claimed by it, but its keyed changes
+    /// are ordered after the later changes those sources committed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<SourceSpan>,
 }
 
 /// A request that cannot be encoded, decoded or bound to its table.
@@ -154,6 +159,7 @@ impl CommitRequest {
             created_at_ms: crate::clock::now_ms(),
             oldest_record_ms: None,
             key_file: None,
+            order: Vec::new(),
         }
     }
 
@@ -196,6 +202,13 @@ impl CommitRequest {
         self.state = state;
         self.rejected_count = rejected;
         self.oldest_record_ms = oldest_ms;
+        self
+    }
+
+    /// The spans of the sources its changes first came from (see
+    /// [`Self::order`]).
+    pub fn ordered_after(mut self, order: Vec<SourceSpan>) -> Self {
+        self.order = order;
         self
     }
 

@@ -78,6 +78,22 @@ impl Row {
         Some(Span::of(&self.text, self.members[i].value))
     }
 
+    /// [`Row::get`], or with `ignore_case` the member whose name equals
+    /// `name` ignoring ASCII case when none is spelt exactly so, as the
+    /// shredder matches columns under `case_insensitive`.
+    pub fn get_matching(&self, name: &str, ignore_case: bool) -> Option<&[u8]> {
+        if let Some(exact) = self.get(name) {
+            return Some(exact);
+        }
+        if !ignore_case {
+            return None;
+        }
+        self.members
+            .iter()
+            .find(|m| Span::of(&self.text, m.key).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|m| Span::of(&self.text, m.value))
+    }
+
     /// The index of member `name`.
     fn position(&self, name: &str) -> Option<usize> {
         // Keys are stored escaped; a name with nothing to escape compares as
@@ -277,6 +293,17 @@ mod tests {
         );
         assert_eq!(copied.get("quote\"d"), row.get("quote\"d"));
         assert_eq!(copied.get("id"), None);
+    }
+
+    #[test]
+    fn members_match_ignoring_case_only_when_asked_and_exact_spelling_wins() {
+        let mut w = RowWriter::with_capacity(0);
+        w.raw("ID", b"5");
+        w.raw("Id", b"6");
+        let row = w.finish();
+        assert_eq!(row.get_matching("id", false), None);
+        assert_eq!(row.get_matching("id", true), Some(&b"5"[..]));
+        assert_eq!(row.get_matching("Id", true), Some(&b"6"[..]));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::dlq::Replayed;
 use crate::ndjson::Chunk;
 
 /// The kind of source a record came from.
@@ -54,6 +55,9 @@ pub enum Records {
     Ndjson(Chunk),
     /// Separate records, each with its source position (offset, sequence number, message id).
     Items(Vec<(String, Bytes)>),
+    /// Dead letters replayed, each with its replay id as position and
+    /// where it first came from.
+    Replayed(std::sync::Arc<Replayed>),
 }
 
 /// Where a record sits in its source, for dead letters.
@@ -80,6 +84,17 @@ impl Records {
         match self {
             Records::Ndjson(chunk) => Box::new(chunk.records().map(|(n, r)| (Pos::Line(n), r))),
             Records::Items(items) => Box::new(items.iter().map(|(p, r)| (Pos::Item(p), &r[..]))),
+            Records::Replayed(r) => {
+                Box::new(r.records().iter().map(|(p, r)| (Pos::Item(p), &r[..])))
+            }
+        }
+    }
+
+    /// The replayed dead letters, when the records are.
+    pub fn replayed(&self) -> Option<&Replayed> {
+        match self {
+            Records::Replayed(r) => Some(r),
+            _ => None,
         }
     }
 }

@@ -111,6 +111,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
         created_at_ms: 0,
         oldest_record_ms: None,
         key_file: None,
+        order: Vec::new(),
     }
 }
 

@@ -59,5 +59,6 @@ pub async fn write_request(
         created_at_ms: 0,
         oldest_record_ms: None,
         key_file: None,
+        order: Vec::new(),
     }
 }

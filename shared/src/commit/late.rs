@@ -141,8 +141,8 @@ fn newer(own: &KeyChanges, theirs: &Arc<KeyChanges>, into: &mut HashSet<u128>) {
 /// key `later` changes: they share a source whose positions are not ranges
 /// in order (ranges sorted by first position never invert).
 fn may_interleave(earlier: &CommitRequest, later: &CommitRequest) -> bool {
-    earlier.sources.iter().any(|e| {
-        later.sources.iter().any(|l| {
+    earlier.sources.iter().chain(&earlier.order).any(|e| {
+        later.sources.iter().chain(&later.order).any(|l| {
             e.source == l.source
                 && match (&e.positions, &l.positions) {
                     (Positions::Range { last, .. }, Positions::Range { first, .. }) => {

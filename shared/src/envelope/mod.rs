@@ -179,9 +179,10 @@ impl Opener {
         } = batch;
         let items = match records {
             Records::Items(items) => items,
-            ndjson @ Records::Ndjson(_) => {
+            // NDJSON, and dead letters replayed (opened when first received).
+            whole @ (Records::Ndjson(_) | Records::Replayed(_)) => {
                 return Ok(OpenedBatch {
-                    batch: SourceBatch::new(source, spans, ndjson)
+                    batch: SourceBatch::new(source, spans, whole)
                         .to_table(table)
                         .with_state(state)
                         .oldest(oldest_ms),

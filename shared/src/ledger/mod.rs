@@ -372,7 +372,9 @@ impl Ledger {
     /// for them. On an ordered span, the commits of its source at or above
     /// its lowest open position, made since its source first committed
     /// such a position (none at all when it never did); on an unordered
-    /// span, the commits of its source since its records reached it.
+    /// span, the commits of its source since its records reached it; for
+    /// the sources a replay's records first came from (`request.order`), the
+    /// commits at or above their first position there.
     pub async fn later_key_files(
         &self,
         request: &CommitRequest,
@@ -397,6 +399,27 @@ impl Ledger {
                     let since = request.lookback_ms().min(request.first_seen_ms() - SKEW_MS);
                     lookups.push((&span.source, None, since));
                 }
+                Positions::Key { .. } => {}
+            }
+        }
+        // A replay of dead letters: the changes its records' first sources
+        // committed after them, however long before the replay.
+        for span in &request.order {
+            match &span.positions {
+                Positions::Range { first, .. } => {
+                    if let Some(anchor) = self
+                        .marks(&span.source)
+                        .await?
+                        .and_then(|m| m.anchor(first))
+                    {
+                        lookups.push((
+                            &span.source,
+                            Some(first.clone()),
+                            anchor.saturating_sub(SKEW_MS),
+                        ));
+                    }
+                }
+                Positions::Ids { .. } => lookups.push((&span.source, None, i64::MIN)),
                 Positions::Key { .. } => {}
             }
         }

@@ -10,6 +10,7 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::PipelineError;
+use super::identity;
 use super::part::{KeyedFiles, Output, TableContext, shred_err, shred_options};
 use super::writer::{WriteReport, Writer};
 use crate::commit::KeyedMode;
@@ -87,7 +88,8 @@ impl Writer {
                     deletes,
                     records,
                 )?
-                .with_source(batch.state.clone(), rejected, batch.oldest_ms);
+                .with_source(batch.state.clone(), rejected, batch.oldest_ms)
+                .ordered_after(identity::origin_spans(batch));
         if let Some(k) = &keys {
             request = request.keyed(k.truncate, key_file);
             request.truncate_at = k.truncate_at.clone();
@@ -153,8 +155,7 @@ impl Writer {
             "{}/{name}.json.zst",
             ledger::place::keys_dir(&ctx.loaded.metadata)
         );
-        let sources = batch.spans.iter().map(|s| s.source.clone()).collect();
-        let file = KeyFile::new(sources, &keys.file);
+        let file = KeyFile::new(identity::key_sources(batch), &keys.file);
         let write_err = |source| PipelineError::Write {
             batch_id: batch_id.to_string(),
             source: crate::write::WriteError::Iceberg {

@@ -3,9 +3,10 @@
 //! records a table already holds; a keyed change's position orders it
 //! against the key's later changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::change::Change;
+use crate::dlq::{Origin, Replayed};
 use crate::source::{Pos, Position, Positions, SourceBatch, SourceKind, SourceSpan};
 use crate::write::rows::{At, RowId};
 
@@ -17,6 +18,11 @@ pub(super) struct Identity<'a> {
     /// The ids are the records' positions in their shard (a Kinesis shard
     /// read in parallel), so they order its changes.
     ids_ordered: bool,
+    /// Replayed dead letters, ordered by where they first came from.
+    replayed: Option<&'a Replayed>,
+    /// The key file's sources ([`key_sources`]), which
+    /// [`Self::key_change`] indexes.
+    key_sources: Vec<String>,
 }
 
 impl<'a> Identity<'a> {
@@ -34,6 +40,29 @@ impl<'a> Identity<'a> {
             span,
             ids,
             ids_ordered: batch.source.kind == SourceKind::Kinesis,
+            replayed: batch.records.replayed(),
+            key_sources: key_sources(batch),
+        }
+    }
+
+    /// Which of [`Self::key_sources`] a key's change came from and where it
+    /// sits in that source's order: a replayed dead letter's first source
+    /// and position (so newer changes of that source still win), else the
+    /// batch's own ([`Self::key_position`]).
+    pub(super) fn key_change(&self, pos: Pos<'_>, change: &Change) -> (u16, Option<Position>) {
+        let origin = match (pos, self.replayed) {
+            (Pos::Item(id), Some(r)) => r.origin(id),
+            _ => None,
+        };
+        let Some(o) = origin else {
+            return (0, self.key_position(pos, change));
+        };
+        let src = self.key_sources.iter().position(|s| *s == o.source);
+        let at =
+            origin_position(o).or_else(|| change.position.as_deref().and_then(Position::parse));
+        match src.and_then(|i| u16::try_from(i).ok()) {
+            Some(i) => (i, at),
+            None => (0, None),
         }
     }
 
@@ -60,4 +89,54 @@ impl<'a> Identity<'a> {
             _ => change.position.as_deref().and_then(Position::parse),
         }
     }
+}
+
+/// The batch's span sources, then those replayed records first came from:
+/// the sources its key files name.
+pub(super) fn key_sources(batch: &SourceBatch) -> Vec<String> {
+    let mut out: Vec<String> = batch.spans.iter().map(|s| s.source.clone()).collect();
+    out.extend(origin_spans(batch).into_iter().map(|s| s.source));
+    out
+}
+
+/// A replayed record's position in its first source, when that is ordered
+/// (`line 5` of a file, a Kafka offset).
+fn origin_position(o: &Origin) -> Option<Position> {
+    let p = o.position.strip_prefix("line ").unwrap_or(&o.position);
+    Position::parse(p)
+}
+
+/// For a replay of dead letters, one span per source its records first
+/// came from (the range of their positions, or their ids when the source
+/// has no order), sorted by source: the committer orders the replay after
+/// the changes those sources committed later. Empty for other batches.
+pub(super) fn origin_spans(batch: &SourceBatch) -> Vec<SourceSpan> {
+    let Some(replayed) = batch.records.replayed() else {
+        return Vec::new();
+    };
+    let mut by_source: BTreeMap<&str, Vec<&Origin>> = BTreeMap::new();
+    for o in replayed.origins() {
+        by_source.entry(&o.source).or_default().push(o);
+    }
+    by_source
+        .into_iter()
+        .map(|(source, origins)| {
+            let ordered: Option<Vec<Position>> =
+                origins.iter().map(|o| origin_position(o)).collect();
+            let positions = match ordered {
+                Some(p) if !p.is_empty() => Positions::Range {
+                    first: p.iter().min().cloned().unwrap_or_else(|| Position::from(0)),
+                    last: p.iter().max().cloned().unwrap_or_else(|| Position::from(0)),
+                },
+                _ => Positions::Ids {
+                    ids: origins.iter().map(|o| o.position.clone()).collect(),
+                },
+            };
+            SourceSpan {
+                source: source.to_string(),
+                positions,
+                stream: false,
+            }
+        })
+        .collect()
 }

@@ -24,10 +24,13 @@ pub struct FoldError {
 /// Each change's key columns as a JSON object, in the order of `key_names`,
 /// for the key shredder; a TRUNCATE has no key (`Ok(None)`). Values are the
 /// row's own text: never through `f64`, so a numeric key like
-/// `12345678901234567890.123456789` is shredded digit for digit.
+/// `12345678901234567890.123456789` is shredded digit for digit. With
+/// `ignore_case` (the table's `case_insensitive`) a member spelt `ID` is
+/// column `id`'s value, as the row's shredder reads it.
 pub fn keys(
     changes: &[(Pos<'_>, Change)],
     key_names: &[String],
+    ignore_case: bool,
 ) -> Vec<Result<Option<Vec<u8>>, FoldError>> {
     changes
         .iter()
@@ -37,7 +40,7 @@ pub fn keys(
             }
             let mut key = RowWriter::with_capacity(key_names.len() * 24);
             for k in key_names {
-                match change.row.get(k) {
+                match change.row.get_matching(k, ignore_case) {
                     Some(v) if v != b"null" => key.raw(k, v),
                     _ => return Err(FoldError {
                         field: k.clone(),
@@ -189,7 +192,7 @@ mod tests {
         let mut errors = Vec::new();
         let mut found = Vec::new();
         let mut digests = Vec::new();
-        for (i, k) in keys(changes, &names).into_iter().enumerate() {
+        for (i, k) in keys(changes, &names, false).into_iter().enumerate() {
             match k {
                 Ok(k) => {
                     digests.push(k.as_ref().map(|k| xxhash_rust::xxh3::xxh3_128(k)));

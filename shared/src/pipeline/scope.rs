@@ -31,20 +31,35 @@ impl<'b> Scope<'b> {
         reason: &str,
         record: &[u8],
     ) -> Rejected {
+        let (text, base64) = Rejected::encode_record(record);
+        // A replayed record rejected again keeps its first source and position.
+        let origin = match (pos, self.batch.records.replayed()) {
+            (Pos::Item(id), Some(replayed)) => replayed.origin(id),
+            _ => None,
+        };
+        let (source, position, replays) = match origin {
+            Some(o) => (o.source.clone(), o.position.clone(), o.replays + 1),
+            None => (
+                // A span names the source as the ledger does (`sqs:queue`).
+                self.batch
+                    .spans
+                    .first()
+                    .map(|s| s.source.clone())
+                    .unwrap_or_else(|| self.batch.source.name.clone()),
+                pos.to_string(),
+                0,
+            ),
+        };
         Rejected {
             table: self.table.to_string(),
             batch_id: self.batch_id.to_string(),
-            // A span names the source as the ledger does (`sqs:queue`).
-            source: self
-                .batch
-                .spans
-                .first()
-                .map(|s| s.source.clone())
-                .unwrap_or_else(|| self.batch.source.name.clone()),
-            position: pos.to_string(),
+            source,
+            position,
             field: field.to_string(),
             reason: reason.to_string(),
-            record: String::from_utf8_lossy(record).into_owned(),
+            record: text,
+            record_base64: base64,
+            replays,
         }
     }
 }

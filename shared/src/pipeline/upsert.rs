@@ -148,7 +148,10 @@ fn fold(
     reject: &mut Reject<'_>,
 ) -> Result<Folded, PipelineError> {
     let mut keys = Vec::with_capacity(changes.len());
-    for (i, k) in keyed::keys(changes, key_names).into_iter().enumerate() {
+    for (i, k) in keyed::keys(changes, key_names, ctx.settings.case_insensitive)
+        .into_iter()
+        .enumerate()
+    {
         match k {
             Ok(k) => keys.push(k),
             Err(e) => {
@@ -205,7 +208,8 @@ fn touched(
         let key = &mut folded.keys[k];
         let (pos, change) = &changes[key.states[*c].change];
         keys.push(std::mem::take(&mut key.key));
-        file.push((key.digest, 0u16, identity.key_position(*pos, change)));
+        let (src, at) = identity.key_change(*pos, change);
+        file.push((key.digest, src, at));
     }
     KeyedFiles {
         keys,
