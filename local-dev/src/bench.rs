@@ -228,6 +228,7 @@ async fn commit_regime(floe: &Embedded, a: CommitArgs) -> Result<()> {
             source: format!("bench:w{w}"),
             kind: SourceKind::File,
             reader: Box::new(std::io::Cursor::new(data.clone())),
+            path: None,
         })
         .collect();
     let opts = IngestOptions {
@@ -284,6 +285,7 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
         source: format!("bench:{name}"),
         kind: SourceKind::File,
         reader: Box::new(std::io::Cursor::new(text)),
+        path: None,
     };
     floe.ingest(Some(&ident), vec![input("load", text)], &opts)
         .await?;
@@ -426,6 +428,7 @@ fn kafka_input(name: String, text: Vec<u8>) -> Input {
         source: format!("bench:{name}"),
         kind: SourceKind::Kafka,
         reader: Box::new(std::io::Cursor::new(text)),
+        path: None,
     }
 }
 

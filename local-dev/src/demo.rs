@@ -55,6 +55,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         source: format!("demo:{run}"),
         kind: floe_core::source::SourceKind::File,
         reader: Box::new(std::io::Cursor::new(data)),
+        path: None,
     }];
     // The micro-batch regime of the benchmark: 10k-record batches by default.
     let opts = args.tuning.options(args.writers, 10_000);

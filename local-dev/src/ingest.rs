@@ -1,6 +1,6 @@
 //! `floe ingest NS.TABLE FILE...`
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,7 +12,6 @@ use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, Input};
 use floe_core::ident;
 use floe_core::queue::QueueRef;
 use floe_core::shred::EpochUnit;
-use floe_core::source::SourceKind;
 
 use crate::progress::Progress;
 use crate::report;
@@ -137,23 +136,12 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> 
     let mut total = 0;
     for path in files {
         if path == "-" {
-            inputs.push(Input {
-                source: "stdin".into(),
-                kind: SourceKind::File,
-                reader: Box::new(std::io::stdin()),
-            });
+            inputs.push(Input::stdin());
             continue;
         }
-        let file = std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
-        total += file.metadata().map(|m| m.len()).unwrap_or(0);
-        let abs = PathBuf::from(path)
-            .canonicalize()
-            .unwrap_or_else(|_| PathBuf::from(path));
-        inputs.push(Input {
-            source: format!("file:{}", abs.display()),
-            kind: SourceKind::File,
-            reader: Box::new(file),
-        });
+        let input = Input::file(Path::new(path)).with_context(|| format!("opening {path}"))?;
+        total += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        inputs.push(input);
     }
     let opts = args.tuning.options(args.writers, 100_000);
     let progress = Progress::start(floe.counters.clone(), total);

@@ -24,6 +24,7 @@ pub fn print(table: &str, r: &IngestReport, as_json: bool) {
             "commits": r.commits,
             "snapshots": r.snapshots,
             "duplicates": r.duplicates,
+            "unfinished": r.unfinished.iter().map(|u| json!({"input": u.source, "bytes": u.bytes})).collect::<Vec<_>>(),
             "created": r.created,
             "evolved": r.evolved,
             "records_per_commit": per_commit,
@@ -53,6 +54,12 @@ pub fn print(table: &str, r: &IngestReport, as_json: bool) {
         println!(
             "  {} batches were already in the table (same input as an earlier run) and were skipped",
             r.duplicates
+        );
+    }
+    for u in &r.unfinished {
+        println!(
+            "  {}: its last line ({} bytes) has no newline yet; a later run reads it once it is finished",
+            u.source, u.bytes
         );
     }
     if !r.rejected.is_empty() {

@@ -4,7 +4,7 @@
 //! and one committer task running the same steps as the Lambdas.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,15 +25,13 @@ use crate::metrics::Counters;
 use crate::ndjson::Chunker;
 use crate::pipeline::{Committer, PipelineError, WriteReport, Writer, WriterParts};
 use crate::queue::{MemoryQueue, QueueError, QueueRef};
+use crate::rerun::{self, Checkpoint, Checkpoints};
 use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan};
 use crate::source::{Records, Source, SourceBatch};
 use crate::storage::StorageError;
 
 pub use crate::deploy::CATALOG_NAME;
-
-/// Bytes of an input that name it, with its path.
-const IDENTITY_PREFIX: usize = 64 * 1024;
 
 /// Receives a message may take before the embedded committer gives up on it.
 const MAX_RECEIVES: u32 = 5;
@@ -133,6 +131,48 @@ pub struct Input {
     pub kind: SourceKind,
     /// Its bytes.
     pub reader: Box<dyn Read + Send>,
+    /// The file it reads, when it is one: a rerun compares its start with
+    /// the last run's through a second handle, and an unterminated last line
+    /// waits for a later run (a log still being written).
+    pub path: Option<PathBuf>,
+}
+
+impl Input {
+    /// The file at `path`, named by its canonical path.
+    pub fn file(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        let abs = path.canonicalize()?;
+        Ok(Self {
+            source: format!("file:{}", abs.display()),
+            kind: SourceKind::File,
+            reader: Box::new(file),
+            path: Some(abs),
+        })
+    }
+
+    /// Standard input: its last line ends with the input, newline or not.
+    pub fn stdin() -> Self {
+        Self::new("stdin", SourceKind::File, std::io::stdin())
+    }
+
+    /// Input read from `reader`, named `source`.
+    pub fn new(source: &str, kind: SourceKind, reader: impl Read + Send + 'static) -> Self {
+        Self {
+            source: source.to_string(),
+            kind,
+            reader: Box::new(reader),
+            path: None,
+        }
+    }
+}
+
+/// An input's unterminated last line, left for a later run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// The input.
+    pub source: String,
+    /// Its bytes.
+    pub bytes: u64,
 }
 
 /// What an ingest did.
@@ -158,6 +198,8 @@ pub struct IngestReport {
     pub snapshots: u64,
     /// Batches already in the table (a rerun of the same input), skipped.
     pub duplicates: u64,
+    /// Inputs whose last line was not finished: read by a later run.
+    pub unfinished: Vec<Unfinished>,
     /// Tables created on first write.
     pub created: Vec<String>,
     /// Schema changes made.
@@ -294,10 +336,19 @@ impl Embedded {
         queue: Option<QueueRef>,
     ) -> Result<IngestReport, EmbeddedError> {
         let batch_records = opts.batch_records;
+        let checkpoints = Checkpoints::new(self.file_io.clone(), &self.location);
+        let runtime = tokio::runtime::Handle::current();
         let batches = inputs.into_iter().map(|input| {
             let table = table.cloned();
+            let (checkpoints, runtime) = (checkpoints.clone(), runtime.clone());
             Box::new(move |tx: &mpsc::Sender<SourceBatch>, counters: &Counters| {
-                read_input(input, table, batch_records, tx, counters)
+                let read = Reading {
+                    table,
+                    batch_records,
+                    checkpoints,
+                    runtime,
+                };
+                read.input(input, tx, counters)
             }) as Reader
         });
         // Fail before reading anything when a named table is missing.
@@ -408,10 +459,11 @@ impl Embedded {
         let reader = {
             let counters = self.counters.clone();
             tokio::task::spawn_blocking(move || {
+                let mut unfinished = Vec::new();
                 for (i, read) in readers.into_iter().enumerate() {
-                    read(&senders[i % senders.len()], &counters)?;
+                    unfinished.extend(read(&senders[i % senders.len()], &counters)?);
                 }
-                Ok(())
+                Ok(unfinished)
             })
         };
 
@@ -442,7 +494,7 @@ impl Embedded {
             .await
             .map_err(|e| EmbeddedError::Task(e.to_string()));
         match read_result {
-            Ok(Ok(())) => {}
+            Ok(Ok(unfinished)) => report.unfinished = unfinished,
             Ok(Err(e)) | Err(e) => {
                 first_err.get_or_insert(e);
             }
@@ -651,88 +703,151 @@ fn snapshot_counters(c: &Counters) -> [u64; 8] {
     ]
 }
 
-/// Feeds one input's batches to the writers.
-type Reader =
-    Box<dyn FnOnce(&mpsc::Sender<SourceBatch>, &Counters) -> Result<(), EmbeddedError> + Send>;
+/// Feeds one input's batches to the writers; what it left unread.
+type Reader = Box<
+    dyn FnOnce(&mpsc::Sender<SourceBatch>, &Counters) -> Result<Option<Unfinished>, EmbeddedError>
+        + Send,
+>;
 
 /// A reader that hands over one ready batch.
 fn one_batch(batch: SourceBatch) -> Reader {
     Box::new(move |tx: &mpsc::Sender<SourceBatch>, _: &Counters| {
         // A closed channel means the writers stopped on an error, reported by the caller.
         let _ = tx.blocking_send(batch);
-        Ok(())
+        Ok(None)
     })
 }
 
-fn read_input(
-    input: Input,
+/// How the inputs of one ingest are read.
+struct Reading {
     table: Option<TableIdent>,
     batch_records: u64,
-    tx: &mpsc::Sender<SourceBatch>,
-    counters: &Counters,
-) -> Result<(), EmbeddedError> {
-    // A file is named by its path and its first 64 KiB: the same file read
-    // again (or grown at its end) is the same source, so lines committed once
-    // are not committed again whatever the batch size; a file replaced by
-    // other content is a new source. An input named as a stream (a Kafka
-    // partition's dump) is that stream, its line numbers its positions.
-    let mut reader = input.reader;
-    let mut prefix = Vec::with_capacity(IDENTITY_PREFIX);
-    (&mut reader)
-        .take(IDENTITY_PREFIX as u64)
-        .read_to_end(&mut prefix)
-        .map_err(|error| EmbeddedError::Input {
+    checkpoints: Checkpoints,
+    /// For the checkpoints, from the reading thread.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Reading {
+    /// Sends `input`'s lines to the writers in batches. A file or stdin is
+    /// the source [`crate::rerun`] finds it continues (a file grown at its
+    /// end commits only its new lines, a rewritten one in full); an input
+    /// named as a stream (a Kafka partition's dump) is that stream, its
+    /// line numbers its positions.
+    fn input(
+        self,
+        input: Input,
+        tx: &mpsc::Sender<SourceBatch>,
+        counters: &Counters,
+    ) -> Result<Option<Unfinished>, EmbeddedError> {
+        let io_err = |error| EmbeddedError::Input {
             source_name: input.source.clone(),
             error,
-        })?;
-    let stream = matches!(
-        input.kind,
-        SourceKind::Kafka | SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Postgres
-    );
-    let source = if stream {
-        input.source.clone()
-    } else {
-        format!(
-            "{}@{:016x}",
-            input.source,
-            xxhash_rust::xxh3::xxh3_64(&prefix)
-        )
-    };
-    let mut chunker = Chunker::new(std::io::Cursor::new(prefix).chain(reader), batch_records);
-    let name = input
-        .source
-        .rsplit(['/', ':'])
-        .next()
-        .unwrap_or(&input.source)
-        .to_string();
-    loop {
-        let chunk = chunker.next_chunk().map_err(|error| EmbeddedError::Input {
+        };
+        let ck_err = |e: crate::rerun::CheckpointError| EmbeddedError::Input {
             source_name: input.source.clone(),
-            error,
-        })?;
-        let Some(chunk) = chunk else { return Ok(()) };
-        Counters::add(&counters.bytes_in, chunk.text.len() as u64);
-        let spans = vec![SourceSpan {
-            source: source.clone(),
-            positions: Positions::Range {
-                first: chunk.first_line.into(),
-                last: chunk.last_line().into(),
-            },
-            stream,
-        }];
-        // Lines of a file can be edited in place, so the content is part of the id.
-        let text = chunk.text.clone();
-        let batch = SourceBatch::new(
-            Source::new(input.kind, name.clone()),
-            spans,
-            Records::Ndjson(chunk),
-        )
-        .pinned_to(&text)
-        .to_table(table.clone());
-        if tx.blocking_send(batch).is_err() {
-            // Writers stopped on an error, which the caller reports.
-            return Ok(());
+            error: std::io::Error::other(e.to_string()),
+        };
+        let stream = matches!(
+            input.kind,
+            SourceKind::Kafka | SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Postgres
+        );
+        let before = if stream {
+            None
+        } else {
+            self.runtime
+                .block_on(self.checkpoints.load(&input.source))
+                .map_err(ck_err)?
+        };
+        let (mut reader, continued) = match &before {
+            Some(ck) => {
+                rerun::continues(input.reader, input.path.as_deref(), ck).map_err(io_err)?
+            }
+            None => (input.reader, false),
+        };
+        let mut prefix = Vec::with_capacity(rerun::NAME_PREFIX);
+        (&mut reader)
+            .take(rerun::NAME_PREFIX as u64)
+            .read_to_end(&mut prefix)
+            .map_err(io_err)?;
+        let source = match &before {
+            _ if stream => input.source.clone(),
+            Some(ck) if continued => ck.source.clone(),
+            before => {
+                let source = rerun::new_source(&input.source, &prefix, before.as_ref());
+                // Saved before any batch of the new source leaves, so a rerun
+                // after a crash continues it.
+                let ck = Checkpoint {
+                    input: input.source.clone(),
+                    source: source.clone(),
+                    bytes: prefix.len() as u64,
+                    hash: xxhash_rust::xxh3::xxh3_64(&prefix),
+                };
+                self.runtime
+                    .block_on(self.checkpoints.save(&ck))
+                    .map_err(ck_err)?;
+                source
+            }
+        };
+        let mut chunker = Chunker::new(
+            std::io::Cursor::new(prefix).chain(reader),
+            self.batch_records,
+        );
+        if input.path.is_some() {
+            chunker = chunker.holding_unfinished();
         }
+        let name = input
+            .source
+            .rsplit(['/', ':'])
+            .next()
+            .unwrap_or(&input.source)
+            .to_string();
+        let mut read = xxhash_rust::xxh3::Xxh3::new();
+        let mut bytes = 0u64;
+        loop {
+            let Some(chunk) = chunker.next_chunk().map_err(io_err)? else {
+                break;
+            };
+            Counters::add(&counters.bytes_in, chunk.text.len() as u64);
+            read.update(&chunk.text);
+            bytes += chunk.text.len() as u64;
+            let spans = vec![SourceSpan {
+                source: source.clone(),
+                positions: Positions::Range {
+                    first: chunk.first_line.into(),
+                    last: chunk.last_line().into(),
+                },
+                stream,
+            }];
+            // Lines of a file can be edited in place, so the content is part of the id.
+            let text = chunk.text.clone();
+            let batch = SourceBatch::new(
+                Source::new(input.kind, name.clone()),
+                spans,
+                Records::Ndjson(chunk),
+            )
+            .pinned_to(&text)
+            .to_table(self.table.clone());
+            if tx.blocking_send(batch).is_err() {
+                // Writers stopped on an error, which the caller reports.
+                return Ok(None);
+            }
+        }
+        if !stream && bytes > 0 {
+            let ck = Checkpoint {
+                input: input.source.clone(),
+                source,
+                bytes,
+                hash: read.digest(),
+            };
+            self.runtime
+                .block_on(self.checkpoints.save(&ck))
+                .map_err(ck_err)?;
+        }
+        let left = chunker.unfinished() as u64;
+        Ok((left > 0).then(|| Unfinished {
+            source: input.source.clone(),
+            bytes: left,
+        }))
     }
 }
 

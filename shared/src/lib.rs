@@ -33,6 +33,7 @@ pub mod pipeline;
 pub mod postgres;
 pub mod queue;
 pub mod request;
+pub mod rerun;
 pub mod route;
 pub mod row;
 pub mod rowkey;

@@ -50,6 +50,9 @@ pub struct Chunker<R> {
     buf: BytesMut,
     next_line: u64,
     eof: bool,
+    /// Keep an unterminated last line back instead of yielding it: the
+    /// input is a file still being written.
+    hold_unfinished: bool,
 }
 
 impl<R: Read> Chunker<R> {
@@ -61,7 +64,21 @@ impl<R: Read> Chunker<R> {
             buf: BytesMut::new(),
             next_line: 1,
             eof: false,
+            hold_unfinished: false,
         }
+    }
+
+    /// Keeps an unterminated last line back (see [`Self::unfinished`]): a
+    /// file read while a line is being appended yields that line once it is
+    /// whole, on a later read, instead of a broken record now.
+    pub fn holding_unfinished(mut self) -> Self {
+        self.hold_unfinished = true;
+        self
+    }
+
+    /// Bytes of an unterminated last line held back, once the input ended.
+    pub fn unfinished(&self) -> usize {
+        if self.eof { self.buf.len() } else { 0 }
     }
 
     /// The next chunk, `None` at the end of the input.
@@ -77,7 +94,10 @@ impl<R: Read> Chunker<R> {
                 }
             }
             if self.eof {
-                if self.buf.is_empty() {
+                if scanned > 0 && self.hold_unfinished {
+                    return Ok(Some(self.take(scanned, lines)));
+                }
+                if self.buf.is_empty() || self.hold_unfinished {
                     return Ok(None);
                 }
                 let len = self.buf.len();
@@ -129,6 +149,18 @@ mod tests {
         );
         assert_eq!(chunks("a\nb", 5), vec![(1, 2, "a\nb".into())]);
         assert!(chunks("", 5).is_empty());
+    }
+
+    #[test]
+    fn an_unfinished_last_line_is_held_back() {
+        let mut c = Chunker::new("a\nb\n{\"c\":".as_bytes(), 10).holding_unfinished();
+        let ch = c.next_chunk().unwrap().unwrap();
+        assert_eq!(
+            (ch.first_line, ch.lines, &ch.text[..]),
+            (1, 2, &b"a\nb\n"[..])
+        );
+        assert!(c.next_chunk().unwrap().is_none());
+        assert_eq!(c.unfinished(), 5);
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn inputs(lines: &[String]) -> Vec<Input> {
             source: format!("kafka:cdc/{p}"),
             kind: SourceKind::Kafka,
             reader: Box::new(Cursor::new(text.clone().into_bytes())),
+            path: None,
         })
         .collect()
 }
@@ -238,6 +239,7 @@ async fn requests_touching_one_key_in_one_commit_keep_the_later_value() {
             source: "kafka:cdc/0".into(),
             kind: SourceKind::Kafka,
             reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+            path: None,
         };
         // One record per batch, all gathered into one commit by the window.
         let opts = IngestOptions {
@@ -280,6 +282,7 @@ async fn a_key_that_changes_partition_moves() {
         source: "kafka:cdc/0".into(),
         kind: SourceKind::Kafka,
         reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+        path: None,
     };
     floe.ingest(
         Some(&t),
@@ -311,6 +314,7 @@ async fn stdin_runs_are_sources_of_their_own_but_a_stream_position_commits_once(
         source: source.into(),
         kind,
         reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+        path: None,
     };
     let opts = options(10);
     // Two runs of stdin: line numbers restart, and the second run still applies.
@@ -429,6 +433,7 @@ async fn truncate_empties_the_table_in_order_for_both_strategies() {
             source: "kafka:cdc/0".into(),
             kind: SourceKind::Kafka,
             reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+            path: None,
         };
         // Two batches of one stream: rows, then a truncate and a row after it.
         let text = "{\"id\":1,\"v\":\"a\",\"n\":1}\n{\"id\":2,\"v\":\"b\",\"n\":2}\n\

@@ -29,6 +29,7 @@ fn input(name: &str, data: Vec<u8>) -> Input {
         source: format!("test:{name}"),
         kind: SourceKind::File,
         reader: Box::new(Cursor::new(data)),
+        path: None,
     }
 }
 
@@ -218,6 +219,7 @@ async fn iceberg_rust_scan_reads_every_type_exactly() {
         source: "test:all_types".into(),
         kind: SourceKind::File,
         reader: Box::new(file),
+        path: None,
     }];
     let report = floe
         .ingest(Some(&ident), inputs, &options(100))

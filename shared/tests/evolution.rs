@@ -56,6 +56,7 @@ async fn concurrent_writers_adding_different_columns_all_land() {
                 source: format!("test:{col}"),
                 kind: SourceKind::File,
                 reader: Box::new(Cursor::new(data.into_bytes())),
+                path: None,
             };
             let (t, opts) = (&t, &opts);
             async move { floe.ingest(Some(t), vec![input], opts).await }

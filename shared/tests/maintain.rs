@@ -61,6 +61,7 @@ async fn commit(floe: &Embedded, ident: &TableIdent, name: &str, text: String) {
         source: format!("file:/{name}"),
         kind: SourceKind::Kafka,
         reader: Box::new(Cursor::new(text.into_bytes())),
+        path: None,
     };
     let r = floe
         .ingest(Some(ident), vec![input], &options())
