@@ -26,10 +26,14 @@ locals {
   ] : ["${local.warehouse_arn}/*"]
   # Metadata files the commit engine deletes when they fall out of the
   # metadata log (write.metadata.delete-after-commit.enabled), or after a
-  # conflicting commit.
-  metadata_object_arns = var.catalog_type == "glue" ? [
-    for db in var.glue_databases : "${local.warehouse_arn}/${db}.db/*/metadata/*"
-  ] : ["${local.warehouse_arn}/*/metadata/*"]
+  # conflicting commit; ledger files it retires (beside the tables, in
+  # <namespace>/_floe/ledger/, where no engine's orphan cleanup looks).
+  metadata_object_arns = var.catalog_type == "glue" ? flatten([
+    for db in var.glue_databases : [
+      "${local.warehouse_arn}/${db}.db/*/metadata/*",
+      "${local.warehouse_arn}/${db}.db/_floe/ledger/*",
+    ]
+  ]) : ["${local.warehouse_arn}/*/metadata/*", "${local.warehouse_arn}/*/_floe/ledger/*"]
 
   glue_catalog_id  = var.glue_catalog_id != "" ? var.glue_catalog_id : local.account_id
   glue_catalog_arn = "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:catalog"

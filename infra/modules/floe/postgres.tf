@@ -10,8 +10,9 @@ locals {
     "${local.warehouse_arn}/${var.pg_namespace}.db/*"
   ] : ["${local.warehouse_arn}/*"]
   pg_metadata_object_arns = var.catalog_type == "glue" ? [
-    "${local.warehouse_arn}/${var.pg_namespace}.db/*/metadata/*"
-  ] : ["${local.warehouse_arn}/*/metadata/*"]
+    "${local.warehouse_arn}/${var.pg_namespace}.db/*/metadata/*",
+    "${local.warehouse_arn}/${var.pg_namespace}.db/_floe/ledger/*",
+  ] : ["${local.warehouse_arn}/*/metadata/*", "${local.warehouse_arn}/*/_floe/ledger/*"]
   pg_glue_database_arn = "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:database/${var.pg_namespace}"
   pg_glue_table_arn    = "arn:${local.partition}:glue:${local.region}:${local.glue_catalog_id}:table/${var.pg_namespace}/*"
   pg_secret_arns       = concat(local.catalog_secret_arns, compact([var.pg_secret_arn]))
