@@ -279,9 +279,22 @@ fn a_new_export_with_the_same_first_64_kib_commits_its_new_records() {
     let (ok, r, err) = ingest(&wh, "t.a", None, same_start.as_bytes(), &[], &[]);
     assert!(ok, "{err}");
     assert_eq!(r["records_committed"], 0, "the same stdin again: {r}");
+    // Another export on stdin, then the first one retried: only the
+    // retry's new lines commit.
+    let other = events(3000..3005);
+    let (ok, r, err) = ingest(&wh, "t.a", None, other.as_bytes(), &[], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(r["records_committed"], 5, "{r}");
+    let retried = format!("{same_start}{}", events(4000..4002));
+    let (ok, r, err) = ingest(&wh, "t.a", None, retried.as_bytes(), &[], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        r["records_committed"], 2,
+        "a retry of the first export after another: {r}"
+    );
     let ids = table_ids(&wh, "t.a");
-    assert_eq!(ids.len(), 1000 + 610 + 610);
-    assert_eq!(ids.iter().filter(|i| **i >= 2000).count(), 20);
+    assert_eq!(ids.len(), 1000 + 610 + 610 + 5 + 2);
+    assert_eq!(ids.iter().filter(|i| **i >= 2000).count(), 20 + 5 + 2);
 }
 
 #[test]

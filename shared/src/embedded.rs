@@ -751,29 +751,26 @@ impl Reading {
             input.kind,
             SourceKind::Kafka | SourceKind::Kinesis | SourceKind::DynamoDb | SourceKind::Postgres
         );
-        let before = if stream {
-            None
+        let mut versions = if stream {
+            rerun::Versions::default()
         } else {
             self.runtime
                 .block_on(self.checkpoints.load(&input.source))
                 .map_err(ck_err)?
         };
-        let (mut reader, continued) = match &before {
-            Some(ck) => {
-                rerun::continues(input.reader, input.path.as_deref(), ck).map_err(io_err)?
-            }
-            None => (input.reader, false),
-        };
+        let (mut reader, found) =
+            rerun::continues(input.reader, input.path.as_deref(), &versions.list)
+                .map_err(io_err)?;
         let mut prefix = Vec::with_capacity(rerun::NAME_PREFIX);
         (&mut reader)
             .take(rerun::NAME_PREFIX as u64)
             .read_to_end(&mut prefix)
             .map_err(io_err)?;
-        let source = match &before {
+        let source = match found {
             _ if stream => input.source.clone(),
-            Some(ck) if continued => ck.source.clone(),
-            before => {
-                let source = rerun::new_source(&input.source, &prefix, before.as_ref());
+            Some(i) => versions.list[i].source.clone(),
+            None => {
+                let source = rerun::new_source(&input.source, &prefix, versions.list.first());
                 // Saved before any batch of the new source leaves, so a rerun
                 // after a crash continues it.
                 let ck = Checkpoint {
@@ -783,7 +780,7 @@ impl Reading {
                     hash: xxhash_rust::xxh3::xxh3_64(&prefix),
                 };
                 self.runtime
-                    .block_on(self.checkpoints.save(&ck))
+                    .block_on(self.checkpoints.save(&ck, &mut versions))
                     .map_err(ck_err)?;
                 source
             }
@@ -840,7 +837,7 @@ impl Reading {
                 hash: read.digest(),
             };
             self.runtime
-                .block_on(self.checkpoints.save(&ck))
+                .block_on(self.checkpoints.save(&ck, &mut versions))
                 .map_err(ck_err)?;
         }
         let left = chunker.unfinished() as u64;

@@ -3,12 +3,14 @@
 //! An input's lines are positions of one source, and the ledger commits
 //! each position once. Whether a rerun reads the same source again is
 //! decided here, from a checkpoint per input under
-//! `<warehouse>/_floe/inputs/`: the bytes the last run read and their hash.
-//! When the input still starts with exactly those bytes (it was read again
-//! or grew at its end) the rerun continues that source, and only its new
-//! lines commit; otherwise (rewritten, truncated, another export on stdin)
-//! it is a new source whose name chains the previous one, so even content
-//! that shares a long prefix with it commits in full.
+//! `<warehouse>/_floe/inputs/`: for each of the input's last [`KEPT`]
+//! versions, its source and the bytes a run read of it, with their hash.
+//! When the input still starts with exactly the bytes of one of them (it was
+//! read again, grew at its end, or is a retry of an earlier version after
+//! another ran) the rerun continues that source, and only its new lines
+//! commit; otherwise (rewritten, truncated, another export on stdin) it is a
+//! new source whose name chains the newest one, so even content that shares
+//! a long prefix with it commits in full.
 //!
 //! The checkpoint names a source; it never says what was committed (the
 //! ledger does), so a run that dies anywhere leaves it at worst naming the
@@ -26,6 +28,9 @@ pub const DIR: &str = "_floe/inputs";
 
 /// Bytes of a first read that name its source, with its path.
 pub const NAME_PREFIX: usize = 64 * 1024;
+
+/// Versions of one input a checkpoint remembers.
+pub const KEPT: usize = 16;
 
 /// Input bytes a stdin rerun keeps in memory while it compares them with
 /// the checkpoint; beyond, they go to a temporary file.
@@ -54,6 +59,15 @@ pub struct CheckpointError {
     pub reason: String,
 }
 
+/// The versions of one input runs read, newest first, as saved.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Versions {
+    /// How many saves came before: the newer of the two slots wins.
+    pub seq: u64,
+    /// The versions.
+    pub list: Vec<Checkpoint>,
+}
+
 /// The checkpoints of one warehouse.
 #[derive(Debug, Clone)]
 pub struct Checkpoints {
@@ -70,109 +84,154 @@ impl Checkpoints {
         }
     }
 
-    fn path(&self, input: &str) -> String {
-        format!("{}/{:016x}.json", self.dir, xxh3_64(input.as_bytes()))
+    /// Saves alternate between two files, so a save a crash cuts short
+    /// (a local file is not replaced atomically) leaves the one before.
+    fn path(&self, input: &str, seq: u64) -> String {
+        let slot = if seq.is_multiple_of(2) { 'a' } else { 'b' };
+        format!(
+            "{}/{:016x}.{slot}.json",
+            self.dir,
+            xxh3_64(input.as_bytes())
+        )
     }
 
-    /// The last run's checkpoint of `input`, if any.
-    pub async fn load(&self, input: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        let path = self.path(input);
-        let err = |reason: String| CheckpointError {
-            path: path.clone(),
-            reason,
-        };
-        if !self
-            .file_io
-            .exists(&path)
-            .await
-            .map_err(|e| err(e.to_string()))?
-        {
-            return Ok(None);
+    /// The versions of `input` runs read.
+    pub async fn load(&self, input: &str) -> Result<Versions, CheckpointError> {
+        let mut newest = Versions::default();
+        for slot in 0..2 {
+            let path = self.path(input, slot);
+            let err = |reason: String| CheckpointError {
+                path: path.clone(),
+                reason,
+            };
+            let io = &self.file_io;
+            if !io.exists(&path).await.map_err(|e| err(e.to_string()))? {
+                continue;
+            }
+            let input_file = io.new_input(&path).map_err(|e| err(e.to_string()))?;
+            let bytes = input_file.read().await.map_err(|e| err(e.to_string()))?;
+            // A save cut short is not JSON; the other slot holds the one before.
+            let Ok(mut saved) = serde_json::from_slice::<Versions>(&bytes) else {
+                continue;
+            };
+            // Two inputs whose names share a hash: neither's versions count.
+            saved.list.retain(|v| v.input == input);
+            if saved.seq >= newest.seq {
+                newest = saved;
+            }
         }
-        let bytes = self
-            .file_io
-            .new_input(&path)
-            .map_err(|e| err(e.to_string()))?
-            .read()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        let ck: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
-        // Two inputs whose names share a hash: neither's checkpoint counts.
-        Ok((ck.input == input).then_some(ck))
+        Ok(newest)
     }
 
-    /// Saves `ck` as its input's checkpoint.
-    pub async fn save(&self, ck: &Checkpoint) -> Result<(), CheckpointError> {
-        let path = self.path(&ck.input);
+    /// Saves `ck` as its input's newest version, before the others of
+    /// `versions` (its source's earlier read among them is dropped), and
+    /// makes `versions` what was saved.
+    pub async fn save(
+        &self,
+        ck: &Checkpoint,
+        versions: &mut Versions,
+    ) -> Result<(), CheckpointError> {
+        let list: Vec<Checkpoint> = std::iter::once(ck.clone())
+            .chain(
+                versions
+                    .list
+                    .iter()
+                    .filter(|v| v.source != ck.source)
+                    .cloned(),
+            )
+            .take(KEPT)
+            .collect();
+        let next = Versions {
+            seq: versions.seq + 1,
+            list,
+        };
+        let path = self.path(&ck.input, next.seq);
         let err = |reason: String| CheckpointError {
             path: path.clone(),
             reason,
         };
-        let body = serde_json::to_vec(ck).map_err(|e| err(e.to_string()))?;
+        let body = serde_json::to_vec(&next).map_err(|e| err(e.to_string()))?;
         self.file_io
             .new_output(&path)
             .map_err(|e| err(e.to_string()))?
             .write(body.into())
             .await
-            .map_err(|e| err(e.to_string()))
+            .map_err(|e| err(e.to_string()))?;
+        *versions = next;
+        Ok(())
     }
 }
 
-/// Whether an input still starts with the bytes `ck` describes: the input
-/// to read from its start (with what the comparison consumed put back), and
-/// the answer. A file is compared through a second handle; stdin through
-/// a spill of the compared bytes.
+/// Which of `versions` the input still starts with (the longest, since a
+/// version read only in part names fewer bytes): the input to read from its
+/// start (with what the comparison consumed put back), and that version's
+/// index. A file is compared through a second handle; stdin through a
+/// spill of the compared bytes. One pass, as long as the longest version.
 pub fn continues(
     reader: Box<dyn Read + Send>,
     path: Option<&std::path::Path>,
-    ck: &Checkpoint,
-) -> std::io::Result<(Box<dyn Read + Send>, bool)> {
+    versions: &[Checkpoint],
+) -> std::io::Result<(Box<dyn Read + Send>, Option<usize>)> {
+    if versions.is_empty() {
+        return Ok((reader, None));
+    }
     if let Some(path) = path {
-        let mut again = std::fs::File::open(path)?;
-        let same = hash_of(&mut again, ck.bytes)? == Some(ck.hash);
-        return Ok((reader, same));
+        let found = matching(
+            &mut std::fs::File::open(path)?,
+            versions,
+            &mut std::io::sink(),
+        )?;
+        return Ok((reader, found));
     }
     let mut reader = reader;
     let mut spill = tempfile::SpooledTempFile::new(SPILL_IN_MEMORY);
-    let mut hasher = Xxh3::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut left = ck.bytes;
-    while left > 0 {
-        let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-        let n = reader.read(&mut buf[..want])?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        std::io::Write::write_all(&mut spill, &buf[..n])?;
-        left -= n as u64;
-    }
-    let same = left == 0 && hasher.digest() == ck.hash;
+    let found = matching(&mut reader, versions, &mut spill)?;
     spill.rewind()?;
-    Ok((Box::new(spill.chain(reader)), same))
+    Ok((Box::new(spill.chain(reader)), found))
 }
 
-/// xxh3 of the first `bytes` bytes of `r`; `None` when it is shorter.
-fn hash_of(r: &mut impl Read, bytes: u64) -> std::io::Result<Option<u64>> {
+/// Reads `r` as far as the longest of `versions` (copying what it read to
+/// `copy`), and finds the longest version whose bytes `r` starts with.
+fn matching(
+    r: &mut impl Read,
+    versions: &[Checkpoint],
+    copy: &mut impl std::io::Write,
+) -> std::io::Result<Option<usize>> {
+    let mut ends: Vec<u64> = versions.iter().map(|v| v.bytes).collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let mut hashes = std::collections::HashMap::new();
     let mut hasher = Xxh3::new();
     let mut buf = vec![0u8; 1 << 16];
-    let mut left = bytes;
-    while left > 0 {
-        let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-        let n = r.read(&mut buf[..want])?;
-        if n == 0 {
-            return Ok(None);
+    let mut at = 0u64;
+    for end in ends {
+        while at < end {
+            let want = usize::try_from((end - at).min(buf.len() as u64)).unwrap_or(buf.len());
+            let n = r.read(&mut buf[..want])?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            copy.write_all(&buf[..n])?;
+            at += n as u64;
         }
-        hasher.update(&buf[..n]);
-        left -= n as u64;
+        if at < end {
+            break;
+        }
+        hashes.insert(end, hasher.digest());
     }
-    Ok(Some(hasher.digest()))
+    Ok(versions
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| hashes.get(&v.bytes) == Some(&v.hash))
+        .max_by_key(|(i, v)| (v.bytes, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i))
 }
 
 /// The source a new read of `input` starts, from its first bytes `prefix`
 /// (up to [`NAME_PREFIX`]): named by them alone on a first read, as
-/// earlier releases named every read; chained to the source `before` read
-/// when there was one, so a rewrite that starts as it did is new.
+/// earlier releases named every read; chained to the newest version
+/// `before` when there was one, so a rewrite that starts as it did is new.
 pub fn new_source(input: &str, prefix: &[u8], before: Option<&Checkpoint>) -> String {
     let hash = match before {
         None => xxh3_64(prefix),
@@ -208,19 +267,53 @@ mod tests {
 
     #[test]
     fn stdin_that_grew_continues_and_is_read_whole() {
-        let (r, same) = continues(Box::new(&b"a\nb\nc\n"[..]), None, &ck(b"a\nb\n")).unwrap();
-        assert!(same);
+        let (r, found) = continues(Box::new(&b"a\nb\nc\n"[..]), None, &[ck(b"a\nb\n")]).unwrap();
+        assert_eq!(found, Some(0));
         assert_eq!(read_all(r), b"a\nb\nc\n");
     }
 
     #[test]
     fn rewritten_or_shorter_input_does_not_continue() {
-        let (r, same) = continues(Box::new(&b"a\nX\nc\n"[..]), None, &ck(b"a\nb\n")).unwrap();
-        assert!(!same);
+        let (r, found) = continues(Box::new(&b"a\nX\nc\n"[..]), None, &[ck(b"a\nb\n")]).unwrap();
+        assert_eq!(found, None);
         assert_eq!(read_all(r), b"a\nX\nc\n");
-        let (r, same) = continues(Box::new(&b"a\n"[..]), None, &ck(b"a\nb\n")).unwrap();
-        assert!(!same);
+        let (r, found) = continues(Box::new(&b"a\n"[..]), None, &[ck(b"a\nb\n")]).unwrap();
+        assert_eq!(found, None);
         assert_eq!(read_all(r), b"a\n");
+    }
+
+    #[test]
+    fn an_earlier_version_is_found_behind_a_later_one() {
+        let versions = [ck(b"B\nB\nB\n"), ck(b"a\n"), ck(b"a\nb\n")];
+        let (r, found) = continues(Box::new(&b"a\nb\nmore\n"[..]), None, &versions).unwrap();
+        assert_eq!(found, Some(2), "the longest that matches");
+        assert_eq!(read_all(r), b"a\nb\nmore\n");
+    }
+
+    #[tokio::test]
+    async fn a_save_cut_short_leaves_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let warehouse = format!("file://{}", dir.path().display());
+        let cps = Checkpoints::new(FileIO::new_with_fs(), &warehouse);
+        let mut versions = cps.load("stdin").await.unwrap();
+        let first = ck(b"a\n");
+        cps.save(&first, &mut versions).await.unwrap();
+        let second = Checkpoint {
+            source: "stdin@2".into(),
+            ..ck(b"b\n")
+        };
+        cps.save(&second, &mut versions).await.unwrap();
+        assert_eq!(
+            cps.load("stdin").await.unwrap().list,
+            vec![second, first.clone()]
+        );
+        // The second save's file, as a crash mid-write leaves it.
+        let torn = cps
+            .path("stdin", 2)
+            .trim_start_matches("file://")
+            .to_string();
+        std::fs::write(&torn, b"{\"seq\":2,\"list\":[{\"inp").unwrap();
+        assert_eq!(cps.load("stdin").await.unwrap().list, vec![first]);
     }
 
     #[test]
@@ -229,8 +322,8 @@ mod tests {
         let path = dir.path().join("in.ndjson");
         std::fs::write(&path, b"a\nb\nmore\n").unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        let (r, same) = continues(Box::new(file), Some(&path), &ck(b"a\nb\n")).unwrap();
-        assert!(same);
+        let (r, found) = continues(Box::new(file), Some(&path), &[ck(b"a\nb\n")]).unwrap();
+        assert_eq!(found, Some(0));
         assert_eq!(read_all(r), b"a\nb\nmore\n");
     }
 
