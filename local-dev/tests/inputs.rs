@@ -148,16 +148,9 @@ impl Model {
     }
 }
 
+/// The table's ids as pyiceberg reads them, sorted, repeats kept.
 fn table_ids(wh: &Warehouse, table: &str) -> Vec<u64> {
-    let read = wh.read(table, None);
-    let mut ids: Vec<u64> = read["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| r["id"].as_u64().expect("id"))
-        .collect();
-    ids.sort_unstable();
-    ids
+    common::ids(&wh.read(table, None))
 }
 
 /// One seeded schedule on a file (or stdin): grows, rewrites, unfinished

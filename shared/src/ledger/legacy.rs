@@ -21,15 +21,7 @@ pub fn head(metadata: &TableMetadata) -> Head {
         let ms = snapshot.timestamp_ms();
         let props = &snapshot.summary().additional_properties;
         if let Some(ids) = props.get(BATCH_IDS) {
-            head.recent
-                .extend(ids.split(',').filter(|s| !s.is_empty()).map(|id| Entry {
-                    ms,
-                    id: id.to_string(),
-                    at: ms,
-                    spans: Vec::new(),
-                    keys: Default::default(),
-                    kf: None,
-                }));
+            head.recent.extend(batch_entries(ids, ms));
         }
         for (key, value) in props {
             if let Some(k) = key.strip_prefix(STATE_PREFIX) {
@@ -76,4 +68,18 @@ fn lineage(metadata: &TableMetadata) -> Vec<&SnapshotRef> {
         out.extend(older);
     }
     out
+}
+
+/// The entries a snapshot's `floe.batch-ids` summary names, committed at `ms`.
+pub(super) fn batch_entries(ids: &str, ms: i64) -> impl Iterator<Item = Entry> + '_ {
+    ids.split(',')
+        .filter(|s| !s.is_empty())
+        .map(move |id| Entry {
+            ms,
+            id: id.to_string(),
+            at: ms,
+            spans: Vec::new(),
+            keys: Default::default(),
+            kf: None,
+        })
 }

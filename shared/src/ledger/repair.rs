@@ -11,11 +11,9 @@
 //! page's positions count as committed, so a redelivery of them is never
 //! committed twice.
 
-use std::collections::BTreeMap;
-
 use iceberg::spec::TableMetadata;
 
-use super::head::{self, Entry, Head};
+use super::head::{self, Head};
 use super::marks::Marks;
 use super::{BATCH_IDS, HWM_PREFIX, LedgerError, LedgerStore, SPANS_PREFIX, STATE_PREFIX, archive};
 use crate::source::Position;
@@ -59,15 +57,7 @@ pub async fn rebuild(
         let ms = snapshot.timestamp_ms();
         let props = &snapshot.summary().additional_properties;
         if let Some(ids) = props.get(BATCH_IDS) {
-            head.recent
-                .extend(ids.split(',').filter(|s| !s.is_empty()).map(|id| Entry {
-                    ms,
-                    id: id.to_string(),
-                    at: ms,
-                    spans: Vec::new(),
-                    keys: BTreeMap::new(),
-                    kf: None,
-                }));
+            head.recent.extend(super::legacy::batch_entries(ids, ms));
         }
         for (key, value) in props {
             if let Some(k) = key.strip_prefix(STATE_PREFIX)
