@@ -335,9 +335,19 @@ async fn a_table_that_cannot_commit_never_stops_the_others() {
     let wh = Warehouse::new();
     wh.create_table("web.good", SCHEMA, &[]);
     wh.create_table("web.bad", SCHEMA, &[]);
-    // web.bad's ledger directory is a file: each of its commits fails with
-    // a storage error, which a retry may cure.
-    let ledger = wh.path().join("web/bad/metadata/floe-ledger");
+    // web.bad's ledger directory (beside the table, named by its uuid) is a
+    // file: each of its commits fails with a storage error, which a retry
+    // may cure.
+    let metadata = std::fs::read_dir(wh.path().join("web/bad/metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(metadata).unwrap()).unwrap();
+    let uuid = metadata["table-uuid"].as_str().unwrap().replace('-', "");
+    let ledger = wh.path().join("web/_floe/ledger").join(&uuid);
+    std::fs::create_dir_all(ledger.parent().unwrap()).unwrap();
     std::fs::write(&ledger, "in the way").unwrap();
     let client = reqwest::Client::new();
     let server = Server::start(&wh, CONFIG);
@@ -355,7 +365,7 @@ async fn a_table_that_cannot_commit_never_stops_the_others() {
     assert_eq!(status, 202, "{answer}");
     assert_eq!(answer["committed"], false, "{answer}");
     let why = answer["commit_error"].as_str().unwrap_or_default();
-    assert!(why.contains("floe-ledger"), "{answer}");
+    assert!(why.contains(&uuid), "{answer}");
 
     // The healthy table commits, however often the other fails meanwhile.
     for i in 0..6 {
