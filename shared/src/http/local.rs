@@ -20,7 +20,7 @@ use crate::config::Location;
 use crate::deploy::Deployment;
 use crate::pipeline::{CommitReport, Committer};
 use crate::queue::spool::SPOOL_DIR;
-use crate::queue::{CommitQueue, Delivery, QueueError, QueueRef, SpoolQueue};
+use crate::queue::{CommitQueue, Delivery, QueueError, QueueRef, SpoolQueue, gather};
 
 /// Most requests one commit run takes.
 const MAX_REQUESTS: usize = 10_000;
@@ -143,7 +143,7 @@ async fn run(
     window: Duration,
 ) {
     loop {
-        let deliveries = match gather(spool.as_ref(), window).await {
+        let deliveries = match gather(spool.as_ref(), MAX_REQUESTS, IDLE_WAIT, window).await {
             Ok(d) => d,
             Err(QueueError::Closed) => return,
             Err(e) => {
@@ -164,26 +164,6 @@ async fn run(
         let _ = spool.ack(&report.done()).await;
         let _ = spool.release(&report.failed()).await;
     }
-}
-
-/// The requests of one run: the first to arrive and whatever follows
-/// within `window`.
-async fn gather(queue: &dyn CommitQueue, window: Duration) -> Result<Vec<Delivery>, QueueError> {
-    let mut deliveries = queue.receive(MAX_REQUESTS, IDLE_WAIT).await?;
-    let started = Instant::now();
-    while !deliveries.is_empty() && deliveries.len() < MAX_REQUESTS {
-        let left = window.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            break;
-        }
-        match queue.receive(MAX_REQUESTS - deliveries.len(), left).await {
-            Ok(more) if more.is_empty() => break,
-            Ok(more) => deliveries.extend(more),
-            Err(QueueError::Closed) => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deliveries)
 }
 
 /// Tells the watch what the run did to each table and batch.

@@ -374,24 +374,11 @@ impl Committer {
         window: Duration,
         idle_wait: Duration,
     ) -> Result<Option<(CommitReport, Vec<Delivery>)>, QueueError> {
-        let mut deliveries = match queue.receive(max, idle_wait).await {
+        let deliveries = match crate::queue::gather(queue, max, idle_wait, window).await {
             Ok(d) => d,
             Err(QueueError::Closed) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let started = Instant::now();
-        while !deliveries.is_empty() && deliveries.len() < max {
-            let left = window.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            match queue.receive(max - deliveries.len(), left).await {
-                Ok(more) if more.is_empty() => break,
-                Ok(more) => deliveries.extend(more),
-                Err(QueueError::Closed) => break,
-                Err(e) => return Err(e),
-            }
-        }
         let report = self.commit(deliveries.clone()).await;
         queue.ack(&report.done()).await?;
         queue.release(&report.failed()).await?;

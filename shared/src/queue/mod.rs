@@ -90,3 +90,30 @@ pub trait CommitQueue: Debug + Send + Sync {
 
 /// A shared queue handle.
 pub type QueueRef = Arc<dyn CommitQueue>;
+
+/// The requests of one committer run: up to `max`, the first waited for up
+/// to `first_wait`, then whatever else arrives within `window` of it.
+/// [`QueueError::Closed`] only when the first receive finds the queue
+/// closed and drained; a close later ends the gathering.
+pub async fn gather(
+    queue: &dyn CommitQueue,
+    max: usize,
+    first_wait: Duration,
+    window: Duration,
+) -> Result<Vec<Delivery>, QueueError> {
+    let mut deliveries = queue.receive(max, first_wait).await?;
+    let started = std::time::Instant::now();
+    while !deliveries.is_empty() && deliveries.len() < max {
+        let left = window.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        match queue.receive(max - deliveries.len(), left).await {
+            Ok(more) if more.is_empty() => break,
+            Ok(more) => deliveries.extend(more),
+            Err(QueueError::Closed) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deliveries)
+}
