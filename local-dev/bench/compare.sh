@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # floe beside its peers on the same 1M benchmark events, same machine, same run.
-# Usage: local-dev/bench/compare.sh [RECORDS]   (needs ../shared/bench beside the repo)
+# Usage: local-dev/bench/compare.sh [RECORDS]   (peers: local-dev/bench/peers)
 # Prints one markdown row per run: what, records/s, snapshots, ratio to pyiceberg.
 # FLOE_BIN=path runs that floe binary instead of building this checkout's (an
 # earlier build, for a before/after in the same window).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000000}"
-peers="${FLOE_PEERS:-../shared/bench}"
+peers="${FLOE_PEERS:-local-dev/bench/peers}"
 # The quick start's build (`cargo run --release --bin floe`, its target
 # directory): no -p and no other target dir, so nothing compiles twice.
 venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"

@@ -84,7 +84,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-/// The events of Redpanda Connect's benchmark (as `../shared/bench/gen_events.py`).
+/// The events of Redpanda Connect's benchmark (as `local-dev/bench/peers/gen_events.py`).
 pub fn generate(n: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(n as usize * 140);
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
