@@ -1,6 +1,8 @@
 //! The commit queue on Amazon SQS.
 //!
-//! A standard queue by default (see DESIGN.md for why); a queue whose URL ends
+//! A standard queue by default: a committer batch takes up to 10,000 requests
+//! where FIFO takes 10, and the ledger makes order and duplicates harmless;
+//! a queue whose URL ends
 //! in `.fifo` gets one message group per table and a deduplication id from the
 //! body's hash, so a writer's retried send is dropped by SQS itself.
 //!
