@@ -2,9 +2,9 @@
 //!
 //! A standard queue by default: a committer batch takes up to 10,000 requests
 //! where FIFO takes 10, and the ledger makes order and duplicates harmless;
-//! a queue whose URL ends
-//! in `.fifo` gets one message group per table and a deduplication id from the
-//! body's hash, so a writer's retried send is dropped by SQS itself.
+//! a queue whose URL ends in `.fifo` gets one message group per table and a
+//! deduplication id from the body's hash, so a writer's retried send is
+//! dropped by SQS itself.
 //!
 //! Claim check: SQS takes at most 256 KiB per message, and a commit request for
 //! a batch with many files can exceed it. Bodies over [`CLAIM_CHECK_THRESHOLD`]
