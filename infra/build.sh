@@ -56,7 +56,8 @@ done
 tf_vars=(-var "artifacts_dir=$artifacts" -var "architecture=$arch")
 
 # The `lambda` profile (Cargo.toml): no debug info, stripped, thin LTO.
-build=(cargo lambda build --profile lambda --output-format zip "${bins[@]}")
+# --workspace: the functions are not among the default members (the CLI is).
+build=(cargo lambda build --profile lambda --output-format zip --workspace "${bins[@]}")
 [[ "$arch" == arm64 ]] && build+=(--arm64)
 echo "+ ${build[*]}" >&2
 (cd "$repo" && CARGO_TARGET_DIR="$target_dir" "${build[@]}")

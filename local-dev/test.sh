@@ -20,33 +20,43 @@ if ! cmp -s "$req" "$stamp" 2>/dev/null; then
 fi
 export FLOE_PYTHON="$venv/bin/python"
 
+# Each step's start, in seconds since the suite began (docs/benchmarks.md
+# names the slow ones).
+step() { echo "== $* [${SECONDS} s]"; }
+
 # Every optional part of floe-core is tested: the AWS storage, queue and
 # catalogs against moto (local-dev/aws.sh) and the Postgres source against a
 # local cluster (local-dev/pg.sh), the REST catalog against lakana-server
-# (local-dev/rest.sh); the tests start them themselves.
-features="floe-core/aws,floe-core/postgres,floe-core/rest"
+# (local-dev/rest.sh); the tests start them themselves. The CLI's tests run
+# its full build (`floe local`, `floe pg`, deployments).
+features="floe-core/aws,floe-core/postgres,floe-core/rest,floe-cli/full"
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --workspace --all-targets --locked --features "$features" -- -D warnings
 # The step above builds floe-core with every feature on, so no
 # cfg(not(feature = …)) branch of it compiles there: floe-core's library
 # alone with none of its features, then with each one alone.
 for feature in "" aws postgres rest; do
-  echo "== cargo clippy -p floe-core --no-default-features${feature:+ --features $feature}"
+  step "cargo clippy -p floe-core --no-default-features${feature:+ --features $feature}"
   cargo clippy -p floe-core --lib --locked --no-default-features ${feature:+--features "$feature"} -- -D warnings
 done
-echo "== import cycles"
+# The quick-start CLI (no features): its stand-ins for the parts it leaves out.
+step "cargo clippy -p floe-cli (the quick start)"
+cargo clippy -p floe-cli --bins --locked -- -D warnings
+step "feature pins"
+python3 local-dev/feature-pins.py
+step "import cycles"
 python3 local-dev/cycles.py
 # The Terraform module and examples: fmt, validate and `terraform test` where
 # the AWS provider is installable offline, and checkov.
 local-dev/infra-check.sh
 # The second S3 implementation of the local-stack test (`cargo install
 # s3s-fs` on first use, a few minutes; cached under ~/.cache/floe-s3s).
-echo "== s3s-fs"
+step "s3s-fs"
 bash local-dev/s3s.sh >/dev/null
-echo "== cargo test"
+step "cargo test"
 log="$(mktemp)"
 # The delivery harnesses append their verdicts here.
 export FLOE_HARNESS_REPORT="$log.harness"
@@ -54,6 +64,10 @@ trap 'rm -f "$log" "$log.harness"' EXIT
 # A hang fails the run well inside CI's 90 minutes instead of eating them.
 timeout 2700 cargo test --workspace --all-targets --no-fail-fast --locked --features "$features" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+step "done"
+# The slowest test binaries, by the time their tests ran.
+awk '/^     Running / { name = $2 } /^test result:/ { sub("s$", "", $NF); print $NF, name }' "$log" |
+  sort -rn | head -5 | awk '{ printf "slowest: %s s %s\n", $1, $2 }'
 # One closing line for the whole suite: cargo prints one result per target,
 # and the last target (the CLI binary) has no unit tests of its own.
 harness=$(sed 's/; independent readers.*//' "$log.harness" 2>/dev/null | paste -sd ';' -)

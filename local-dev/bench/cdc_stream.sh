@@ -23,7 +23,7 @@ py="$venv/bin/python"
 if [ -n "${FLOE_BIN:-}" ]; then
   floe="$FLOE_BIN"
 else
-  cargo build --release --locked --bin floe >/dev/null
+  cargo build --release --locked --bin floe --features full >/dev/null
   floe="${CARGO_TARGET_DIR:-target}/release/floe"
 fi
 port="${FLOE_BENCH_PG_PORT:-54339}"

@@ -14,7 +14,7 @@
 #   local-dev/bench/pg-consistency.sh            # 2,000,000 rows
 #   ROWS=200000 local-dev/bench/pg-consistency.sh
 #
-# Needs a release build (cargo build --release --bin floe) and the test venv
+# Needs the full release build (cargo build --release --bin floe --features full) and the test venv
 # (local-dev/test.sh makes it). Environment: ROWS, RATE (client tx/s, 300),
 # FLOE (the binary), FLOE_PYTHON, CARGO_TARGET_DIR.
 set -euo pipefail
@@ -24,7 +24,7 @@ rows="${ROWS:-2000000}"
 rate="${RATE:-300}"
 floe="${FLOE_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/floe}"
 python="${FLOE_PYTHON:-$HOME/.cache/floe-venv/bin/python}"
-[ -x "$floe" ] || { echo "no release floe at $floe: cargo build --release --bin floe" >&2; exit 2; }
+[ -x "$floe" ] || { echo "no release floe at $floe: cargo build --release --bin floe --features full" >&2; exit 2; }
 
 base="$("$repo/local-dev/pg.sh" | tail -n 1)"
 db=floe_bench

@@ -112,7 +112,7 @@ pub fn default_writers() -> usize {
 pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> Result<()> {
     // The deployment's queue sends each table's requests to its shard, as
     // the writer function's does.
-    let queue: Option<QueueRef> = match (deployment.shards.is_empty(), args.via_queue) {
+    let queue: Option<QueueRef> = match (deployment.queue_urls().is_empty(), args.via_queue) {
         (false, true) => Some(deployment.queue.clone()),
         (true, true) => anyhow::bail!(
             "--via-queue sends to the deployment's SQS commit queue: set queue.url (FLOE_QUEUE_URL), or its shards in queue.urls"

@@ -6,14 +6,17 @@ mod demo;
 mod dlq;
 mod ingest;
 mod ledger;
+#[cfg(feature = "aws")]
 mod local;
 mod maintain;
+#[cfg(feature = "postgres")]
 mod pg;
 mod progress;
 mod report;
 mod serve;
 mod status;
 mod table;
+mod unbuilt;
 
 use std::path::PathBuf;
 
@@ -59,7 +62,12 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The four functions on local stand-ins of S3, SQS and Glue, fed by
     /// emulated event source mappings.
+    #[cfg(feature = "aws")]
     Local(local::LocalArgs),
+    /// The four functions on local stand-ins of S3, SQS and Glue (needs
+    /// the full build: `--features full`).
+    #[cfg(not(feature = "aws"))]
+    Local(unbuilt::Unbuilt),
     /// Generate the Redpanda Connect benchmark's events and ingest them.
     Demo(demo::DemoArgs),
     /// Benchmark inputs and runs (see local-dev/bench/sweep.sh).
@@ -68,8 +76,13 @@ enum Command {
     /// Compact, merge manifests, expire snapshots and remove orphan files.
     Maintain(maintain::MaintainArgs),
     /// Replicate Postgres tables through a logical replication slot.
+    #[cfg(feature = "postgres")]
     #[command(subcommand)]
     Pg(pg::PgCommand),
+    /// Replicate Postgres tables through a logical replication slot (needs
+    /// the full build: `--features full`).
+    #[cfg(not(feature = "postgres"))]
+    Pg(unbuilt::Unbuilt),
     /// Show or repair a table's idempotency ledger.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
@@ -100,7 +113,10 @@ fn main() -> Result<()> {
     }
     runtime.block_on(async move {
         match cli.command {
+            #[cfg(feature = "aws")]
             Command::Local(args) => local::run(config, args).await,
+            #[cfg(not(feature = "aws"))]
+            Command::Local(_) => Err(unbuilt::command("local", "aws")),
             Command::Serve(args) => serve::run(open(config, faults).await?.0, args).await,
             Command::Table(cmd) => table::run(&open(config, faults).await?.1, cmd).await,
             Command::Ingest(args) => {
@@ -121,7 +137,10 @@ fn main() -> Result<()> {
                 let (deployment, floe) = open(config, faults).await?;
                 ledger::run(&floe, &deployment, cmd).await
             }
+            #[cfg(feature = "postgres")]
             Command::Pg(cmd) => pg::run(&open(config, faults).await?.1, cmd).await,
+            #[cfg(not(feature = "postgres"))]
+            Command::Pg(_) => Err(unbuilt::command("pg", "postgres")),
             Command::Bench(cmd) => bench::run(&open(config, faults).await?.1, cmd).await,
         }
     })
@@ -130,9 +149,13 @@ fn main() -> Result<()> {
 /// The deployment the config describes (the embedded warehouse by default),
 /// and the in-process pipeline on it.
 async fn open(config: Config, faults: Faults) -> Result<(Deployment, Embedded)> {
-    let deployment = Deployment::from_config(config, faults, Role::Cli)
-        .await
-        .context("cannot open the deployment the config describes")?;
+    let deployment = match Deployment::from_config(config, faults, Role::Cli).await {
+        Ok(deployment) => deployment,
+        Err(e) => match unbuilt::deployment(&e) {
+            Some(unbuilt) => return Err(unbuilt),
+            None => return Err(e).context("cannot open the deployment the config describes"),
+        },
+    };
     let floe = Embedded::from_deployment(&deployment);
     Ok((deployment, floe))
 }

@@ -40,7 +40,7 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
     // Without an SQS queue, the writers' requests wait in a spool under the
     // warehouse for the committer here: a POST is answered once its request
     // is on disk, and what a killed process left is committed first.
-    let local = if deployment.shards.is_empty() {
+    let local = if deployment.queue_urls().is_empty() {
         let window = Duration::from_millis(args.commit_window_ms);
         let commits = LocalCommits::start(&deployment, window)
             .await
@@ -59,7 +59,7 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
     println!("floe serve: listening on http://{addr}");
-    match (&local, &deployment.shards[..]) {
+    match (&local, &deployment.queue_urls()[..]) {
         (Some(commits), _) => {
             println!(
                 "floe serve: committing in this process; accepted requests wait in {} until committed",
@@ -72,17 +72,12 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
                 );
             }
         }
-        (None, [q]) => println!(
-            "floe serve: commit requests go to {} for the deployment's committer",
-            q.url()
-        ),
-        (None, shards) => println!(
+        (None, [url]) => {
+            println!("floe serve: commit requests go to {url} for the deployment's committer")
+        }
+        (None, urls) => println!(
             "floe serve: commit requests go to their table's shard of {} for the deployment's committers",
-            shards
-                .iter()
-                .map(|q| q.url())
-                .collect::<Vec<_>>()
-                .join(", ")
+            urls.join(", ")
         ),
     }
     serve_http(listener, Arc::new(api), shutdown_signal()).await;

@@ -184,6 +184,14 @@ fn table_line(t: &TableIdent, m: &TableMetadata, window: usize, now: i64) -> Tab
 
 /// The depth of each shard of the SQS commit queue (one, unless sharded)
 /// and of its dead-letter queue; empty when the deployment has none.
+#[cfg(not(feature = "aws"))]
+async fn queue_depths(_deployment: &Deployment) -> Result<Vec<serde_json::Value>> {
+    Ok(Vec::new())
+}
+
+/// The depth of each shard of the SQS commit queue (one, unless sharded)
+/// and of its dead-letter queue; empty when the deployment has none.
+#[cfg(feature = "aws")]
 async fn queue_depths(deployment: &Deployment) -> Result<Vec<serde_json::Value>> {
     let mut out = Vec::with_capacity(deployment.shards.len());
     for sqs in &deployment.shards {
@@ -193,6 +201,7 @@ async fn queue_depths(deployment: &Deployment) -> Result<Vec<serde_json::Value>>
 }
 
 /// One SQS commit queue's depth and its dead-letter queue's.
+#[cfg(feature = "aws")]
 async fn queue_depth(
     deployment: &Deployment,
     sqs: &floe_core::queue::SqsQueue,

@@ -32,6 +32,16 @@ pub enum DeployError {
         /// What is missing and what to do.
         message: String,
     },
+    /// The config asks for a part this build was compiled without.
+    #[error("config key {key}: {what} needs floe built with its `{feature}` feature")]
+    NotBuilt {
+        /// The key at fault.
+        key: &'static str,
+        /// The part the key asks for.
+        what: &'static str,
+        /// The cargo feature of floe-core that brings it.
+        feature: &'static str,
+    },
     /// The config lacks a key this deployment needs.
     #[error("config key {key}: {message}")]
     Missing {
@@ -211,6 +221,15 @@ impl Deployment {
             .init();
     }
 
+    /// The URLs of the SQS commit queue's shards (one unless sharded); none
+    /// when requests are committed in process.
+    pub fn queue_urls(&self) -> Vec<&str> {
+        #[cfg(feature = "aws")]
+        return self.shards.iter().map(|q| q.url()).collect();
+        #[cfg(not(feature = "aws"))]
+        Vec::new()
+    }
+
     /// The deployment a function's environment describes (`FLOE_CONFIG`,
     /// `FLOE_CONFIG_TOML`, `FLOE_<SECTION>_<KEY>`, `FLOE_FAULT`), for its init
     /// phase: a bad config fails it, naming the key, before any event is taken.
@@ -297,9 +316,10 @@ impl Deployment {
         _faults: Faults,
         _role: Role,
     ) -> Result<Self, DeployError> {
-        Err(DeployError::Unsupported {
+        Err(DeployError::NotBuilt {
             key: "warehouse.uri",
-            message: "an object-store warehouse needs floe built with the `aws` feature".into(),
+            what: "an object-store warehouse",
+            feature: "aws",
         })
     }
 
@@ -327,9 +347,10 @@ impl Deployment {
 
     #[cfg(not(feature = "aws"))]
     async fn glue(_config: Config, _faults: Faults, _role: Role) -> Result<Self, DeployError> {
-        Err(DeployError::Unsupported {
+        Err(DeployError::NotBuilt {
             key: "catalog.type",
-            message: "\"glue\" needs floe built with the `aws` feature".into(),
+            what: "the Glue catalog",
+            feature: "aws",
         })
     }
 
@@ -353,9 +374,10 @@ impl Deployment {
 
     #[cfg(not(feature = "rest"))]
     async fn rest(_config: Config, _faults: Faults, _role: Role) -> Result<Self, DeployError> {
-        Err(DeployError::Unsupported {
+        Err(DeployError::NotBuilt {
             key: "catalog.type",
-            message: "\"rest\" needs floe built with the `rest` feature".into(),
+            what: "a REST catalog",
+            feature: "rest",
         })
     }
 
