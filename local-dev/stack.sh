@@ -8,8 +8,9 @@
 #   ./local-dev/stack.sh                 # HTTP on 127.0.0.1:8080, token "local"
 #   ./local-dev/stack.sh --http 127.0.0.1:9000 --batching-window-ms 5000
 #
-# It builds floe exactly as the README's quick start does, so after
-# `cargo run --release --bin floe -- demo` nothing is compiled again.
+# It builds the full CLI (`--features full`: the AWS SDK and the functions'
+# handlers) in the quick start's target directory and profile, so after
+# `cargo run --release --bin floe -- demo` only those parts compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +21,16 @@ export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-testing}"
 export AWS_EC2_METADATA_DISABLED=true
 
 if [ -z "${FLOE_BIN:-}" ]; then
-  cargo build --release --locked --bin floe
+  cargo build --release --locked --bin floe --features full
   FLOE_BIN="${CARGO_TARGET_DIR:-target}/release/floe"
 fi
+# What the follow-up commands in another shell need: the same credentials
+# (without them the SDK asks the EC2 metadata service, and fails).
+mkdir -p floe-local
+cat > floe-local/env <<EOF
+export AWS_ACCESS_KEY_ID='$AWS_ACCESS_KEY_ID' AWS_SECRET_ACCESS_KEY='$AWS_SECRET_ACCESS_KEY'
+export AWS_EC2_METADATA_DISABLED=true
+alias floe='$(cd "$(dirname "$FLOE_BIN")" && pwd)/$(basename "$FLOE_BIN")'
+EOF
+echo "stack.sh: in another shell, \`. floe-local/env\` first (the credentials and a floe alias for the commands below)"
 exec "$FLOE_BIN" local --endpoint "$endpoint" "$@"
