@@ -5,6 +5,7 @@
 //! `write.parquet.row-group-size-bytes` never binds before the batch ends.
 
 mod dictionary;
+pub mod footer;
 pub mod position;
 mod properties;
 pub mod rows;

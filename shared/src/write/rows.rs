@@ -126,29 +126,7 @@ pub async fn read(
     path: &str,
     size: u64,
 ) -> iceberg::Result<Option<Vec<RowId>>> {
-    use iceberg::io::FileRead;
-    use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
-
-    let invalid = |what: String| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, what);
-    if size < 12 {
-        return Err(invalid(format!(
-            "{path}: {size} bytes is too short for Parquet"
-        )));
-    }
-    let reader = file_io.new_input(path)?.reader().await?;
-    let tail = reader.read(size - 8..size).await?;
-    let tail: [u8; 8] = tail[..]
-        .try_into()
-        .map_err(|_| invalid(format!("{path}: short read of the footer")))?;
-    let len = FooterTail::try_new(&tail)
-        .map_err(|e| invalid(format!("{path}: {e}")))?
-        .metadata_length() as u64;
-    if len + 8 > size {
-        return Err(invalid(format!("{path}: footer longer than the file")));
-    }
-    let footer = reader.read(size - 8 - len..size - 8).await?;
-    let meta = ParquetMetaDataReader::decode_metadata(&footer)
-        .map_err(|e| invalid(format!("{path}: {e}")))?;
+    let meta = super::footer::read(file_io, path, size).await?;
     Ok(meta
         .file_metadata()
         .key_value_metadata()
