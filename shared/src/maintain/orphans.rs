@@ -55,7 +55,18 @@ impl Lister {
     /// Every file under `location`.
     pub async fn list(&self, location: &str) -> Result<Vec<Listed>, ListError> {
         match self {
-            Self::Local => {
+            #[cfg(feature = "aws")]
+            Self::S3(client) if !is_local(location) => {
+                Ok(crate::storage::s3::list_files(client, location)
+                    .await?
+                    .into_iter()
+                    .map(|(uri, modified_ms)| Listed { uri, modified_ms })
+                    .collect())
+            }
+            // The local filesystem, under an S3 lister too: a deployment's
+            // catalog may keep tables on a local disk (a REST catalog over
+            // a file:// warehouse).
+            _ => {
                 // Another engine may spell the location `file:/w/t`.
                 let canonical = crate::uri::normalize(location);
                 let location = canonical.as_deref().unwrap_or(location);
@@ -73,14 +84,14 @@ impl Lister {
                 walk(&dir, &mut out)?;
                 Ok(out)
             }
-            #[cfg(feature = "aws")]
-            Self::S3(client) => Ok(crate::storage::s3::list_files(client, location)
-                .await?
-                .into_iter()
-                .map(|(uri, modified_ms)| Listed { uri, modified_ms })
-                .collect()),
         }
     }
+}
+
+/// A `file:` URI or a plain path.
+#[cfg(feature = "aws")]
+fn is_local(location: &str) -> bool {
+    location.starts_with("file:") || !location.contains("://")
 }
 
 fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {
@@ -112,4 +123,28 @@ fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {
         }
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "aws"))]
+mod tests {
+    use super::*;
+
+    /// Maintenance on a REST catalog over a file:// warehouse failed after
+    /// its compaction landed: the deployment's S3 lister refused the
+    /// table's location ("… is not an s3://bucket/key location").
+    #[tokio::test]
+    async fn an_s3_lister_lists_a_table_on_a_local_disk() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("data")).expect("mkdir");
+        std::fs::write(dir.path().join("data/a.parquet"), b"x").expect("write");
+        let conf = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new("us-east-1"))
+            .build();
+        let lister = Lister::S3(aws_sdk_s3::Client::from_conf(conf));
+        let location = format!("file://{}", dir.path().display());
+        let listed = lister.list(&location).await.expect("listed");
+        let uris: Vec<&str> = listed.iter().map(|l| l.uri.as_str()).collect();
+        assert_eq!(uris, [format!("{location}/data/a.parquet")]);
+    }
 }
