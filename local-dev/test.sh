@@ -49,6 +49,8 @@ step "feature pins"
 python3 local-dev/feature-pins.py
 step "import cycles"
 python3 local-dev/cycles.py
+step "links"
+python3 local-dev/links.py
 # The Terraform module and examples: fmt, validate and `terraform test` where
 # the AWS provider is installable offline, and checkov.
 local-dev/infra-check.sh
