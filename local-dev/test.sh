@@ -68,8 +68,10 @@ timeout 2700 cargo test --workspace --all-targets --no-fail-fast --locked --feat
 status=${PIPESTATUS[0]}
 step "done"
 # The slowest test binaries, by the time their tests ran.
-awk '/^     Running / { name = $2 } /^test result:/ { sub("s$", "", $NF); print $NF, name }' "$log" |
-  sort -rn | head -5 | awk '{ printf "slowest: %s s %s\n", $1, $2 }'
+# Unit-test binaries are all "src/lib.rs": name them by their crate instead.
+awk '/^     Running / { name = $2; if (name == "unittests") { name = $NF; sub(/.*\/deps\//, "", name); sub(/-[0-9a-f]+\)$/, "", name); name = name " (unit tests)" } }
+  /^test result:/ { sub("s$", "", $NF); print $NF, name }' "$log" |
+  sort -rn | head -5 | awk '{ t = $1; $1 = ""; printf "slowest: %s s%s\n", t, $0 }'
 # One closing line for the whole suite: cargo prints one result per target,
 # and the last target (the CLI binary) has no unit tests of its own.
 harness=$(sed 's/; independent readers.*//' "$log.harness" 2>/dev/null | paste -sd ';' -)
