@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of floe: formatting, lints, unit and integration tests.
 # Installs what the tests need (a Python venv with pyiceberg, DuckDB and
-# python-hcl2; checkov in its own venv) on first use and
+# python-hcl2; checkov in its own venv; Iceberg Java through PySpark) on
+# first use and
 # reuses a cargo target directory outside the clone so reruns are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,11 @@ local-dev/infra-check.sh
 # s3s-fs` on first use, a few minutes; cached under ~/.cache/floe-s3s).
 step "s3s-fs"
 bash local-dev/s3s.sh >/dev/null
+# Iceberg Java through PySpark, the third independent reader
+# (local-dev/tests/read_java.py): about a minute once, cached under
+# ~/.cache/floe-java and the venv.
+step "iceberg java"
+FLOE_VENV="$venv" bash local-dev/java.sh
 step "cargo test"
 log="$(mktemp)"
 # The delivery harnesses append their verdicts here.
