@@ -1,12 +1,12 @@
-//! `floe table create|show`.
+//! `floe table create|show|alter`.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::embedded::Embedded;
-use floe_core::iceberg::spec::{PrimitiveType, TableMetadata};
+use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, TableMetadata};
 use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
 
@@ -18,7 +18,7 @@ pub enum TableCommand {
     Create(CreateArgs),
     /// Show a table's schema, partitioning and snapshots.
     Show(ShowArgs),
-    /// Change a table's schema: promote column types.
+    /// Change a table: promote column types, upgrade its format version.
     Alter(AlterArgs),
 }
 
@@ -27,8 +27,12 @@ pub struct AlterArgs {
     /// NAMESPACE.TABLE
     table: String,
     /// Promote a column: `COLUMN=TYPE` (int→long, float→double, decimal(p,s)→decimal(P,s)); repeatable.
-    #[arg(long = "widen", required = true)]
+    #[arg(long = "widen", required_unless_present = "format_version")]
     widen: Vec<String>,
+    /// Upgrade the table's Iceberg format version in place (2 or 3; 3 brings
+    /// row lineage and deletion vectors, and is not read by Athena).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
+    format_version: Option<u8>,
 }
 
 #[derive(Debug, Args)]
@@ -79,10 +83,33 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
     }
     let engine = CommitEngine::new(floe.catalog(), RetryPolicy::default());
     let loaded = floe.catalog().load_table(&ident).await?;
+    let version = args.format_version.map(|v| match v {
+        3 => FormatVersion::V3,
+        _ => FormatVersion::V2,
+    });
+    if let Some(version) = version.filter(|v| *v < loaded.metadata.format_version()) {
+        bail!(
+            "{} is at format v{}, not v{}: a table is never downgraded",
+            ident::display(&ident),
+            loaded.metadata.format_version() as u8,
+            version as u8
+        );
+    }
     // Check every promotion up front so a bad one changes nothing.
     let mut schema = (**loaded.metadata.current_schema()).clone();
     for (column, ty) in &changes {
         schema = evolve::widen_column(&schema, column, ty).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(version) = version {
+        let loaded = engine.upgrade_format_version(&ident, version).await?;
+        println!(
+            "{} now at format v{}",
+            ident::display(&ident),
+            loaded.metadata.format_version() as u8
+        );
+    }
+    if changes.is_empty() {
+        return Ok(());
     }
     let loaded = engine
         .update_schema(&ident, |m| {

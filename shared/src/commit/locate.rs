@@ -1,6 +1,6 @@
 //! Where each key of a keyed table lives: for every data file, its rows' key
 //! digests (by typed value, see [`crate::rowkey`]) sorted for lookup, and for
-//! every position-delete file, the rows it deletes. Files never change once
+//! every position-delete file and deletion vector, the rows it deletes. Files never change once
 //! written, so each is read once and kept (bounded): a warm committer resolves
 //! a batch's keys to the rows they replace without reading the table again,
 //! only the files new since its last commit. Nothing is persisted beside the
@@ -17,7 +17,7 @@ use iceberg::spec::{DataFile, SchemaRef};
 
 use super::read::read_file;
 use crate::rowkey;
-use crate::write::position;
+use crate::write::{position, vector};
 
 /// Rows per cache (keys of data files plus deleted positions) before the
 /// least recently used files are dropped: about 1 GiB at 21 bytes a row.
@@ -151,16 +151,35 @@ impl Locator {
         Ok(keys)
     }
 
-    /// The rows a position-delete file deletes.
+    /// The rows a position-delete file or deletion vector deletes.
     pub async fn deleted(
         &self,
         file_io: &FileIO,
         file: &DataFile,
     ) -> iceberg::Result<Arc<DeletedRows>> {
-        let path = file.file_path();
-        if let Some(d) = lock(&self.deleted).get(path) {
+        let key = vector::file_key(file);
+        if let Some(d) = lock(&self.deleted).get(&key) {
             return Ok(d);
         }
+        if vector::is_vector(file) {
+            let (target, rows) = vector::read(file_io, file).await?;
+            let positions = rows
+                .iter()
+                .map(|r| {
+                    u32::try_from(r).map_err(|_| {
+                        iceberg::Error::new(
+                            iceberg::ErrorKind::DataInvalid,
+                            format!("{key}: position {r} out of range"),
+                        )
+                    })
+                })
+                .collect::<iceberg::Result<Vec<u32>>>()?;
+            let n = positions.len();
+            let rows = Arc::new(HashMap::from([(target, positions)]));
+            lock(&self.deleted).put(&key, rows.clone(), n);
+            return Ok(rows);
+        }
+        let path = file.file_path();
         let schema = Arc::new(position::schema()?);
         let batches = read_file(
             file_io,
@@ -191,7 +210,7 @@ impl Locator {
             }
         }
         let rows = Arc::new(rows);
-        lock(&self.deleted).put(path, rows.clone(), n);
+        lock(&self.deleted).put(&key, rows.clone(), n);
         Ok(rows)
     }
 }

@@ -14,6 +14,7 @@
 pub mod append;
 pub mod copy_on_write;
 pub mod late;
+pub mod lineage;
 pub mod live;
 pub mod locate;
 pub mod mask;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::{Schema, TableMetadata, TableMetadataBuilder};
+use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
 use tracing::{info, warn};
 
@@ -697,11 +698,51 @@ impl CommitEngine {
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
     /// on every attempt, so writers evolving one table at once converge: a
     /// column another writer added meanwhile is found, not added twice.
-    #[tracing::instrument(skip_all, fields(table = %display(ident)))]
     pub async fn update_schema(
         &self,
         ident: &TableIdent,
         evolve: impl Fn(&TableMetadata) -> Option<Schema>,
+    ) -> Result<LoadedTable, CommitError> {
+        self.update_metadata(
+            ident,
+            |m, b| evolve(m).map(|schema| b.add_current_schema(schema)),
+            |m| TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: m.current_schema_id(),
+            },
+        )
+        .await
+    }
+
+    /// Upgrades the table to format `version` in place (data and manifests
+    /// stay as they are; v3 row lineage starts with the next snapshot, which
+    /// hands the rows already in the table their ids). Never downgrades.
+    pub async fn upgrade_format_version(
+        &self,
+        ident: &TableIdent,
+        version: FormatVersion,
+    ) -> Result<LoadedTable, CommitError> {
+        self.update_metadata(
+            ident,
+            |m, b| (m.format_version() < version).then(|| b.upgrade_format_version(version)),
+            |m| TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: m.current_snapshot_id(),
+            },
+        )
+        .await
+    }
+
+    /// Commits `change` (`None`: nothing to do) to the table as it is on each
+    /// attempt, guarded by the table's identity and `requirement`.
+    #[tracing::instrument(skip_all, fields(table = %display(ident)))]
+    async fn update_metadata(
+        &self,
+        ident: &TableIdent,
+        change: impl Fn(
+            &TableMetadata,
+            TableMetadataBuilder,
+        ) -> Option<iceberg::Result<TableMetadataBuilder>>,
+        requirement: impl Fn(&TableMetadata) -> TableRequirement,
     ) -> Result<LoadedTable, CommitError> {
         let table = display(ident);
         let mut attempts = Attempts::new(&self.retry);
@@ -709,29 +750,26 @@ impl CommitEngine {
         while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            let Some(schema) = evolve(&base.metadata) else {
-                return Ok(base);
-            };
-            let build_err = |source| CommitError::Build {
-                table: table.clone(),
-                source: Box::new(source),
-            };
-            let result = TableMetadataBuilder::new_from_metadata(
+            let builder = TableMetadataBuilder::new_from_metadata(
                 (*base.metadata).clone(),
                 Some(base.metadata_location.clone()),
-            )
-            .add_current_schema(schema)
-            .and_then(|b| b.build())
-            .map_err(build_err)?;
+            );
+            let Some(builder) = change(&base.metadata, builder) else {
+                return Ok(base);
+            };
+            let result = builder
+                .and_then(|b| b.build())
+                .map_err(|source| CommitError::Build {
+                    table: table.clone(),
+                    source: Box::new(source),
+                })?;
             let versions = expired_versions(&result);
             let commit = TableCommit {
                 requirements: vec![
                     TableRequirement::UuidMatch {
                         uuid: base.metadata.uuid(),
                     },
-                    TableRequirement::CurrentSchemaIdMatch {
-                        current_schema_id: base.metadata.current_schema_id(),
-                    },
+                    requirement(&base.metadata),
                 ],
                 base,
                 metadata: result.metadata,
@@ -743,12 +781,13 @@ impl CommitEngine {
                     info!(
                         attempt,
                         schema_id = loaded.metadata.current_schema_id(),
-                        "schema evolved"
+                        format_version = loaded.metadata.format_version() as u8,
+                        "table metadata updated"
                     );
                     return Ok(loaded);
                 }
                 Err(e) if e.is_retryable() => {
-                    warn!(attempt, error = %e, "schema update did not apply; reloading");
+                    warn!(attempt, error = %e, "metadata update did not apply; reloading");
                     last_err = Some(e);
                 }
                 Err(e) => return Err(e.into()),

@@ -8,12 +8,14 @@
 //! applied in source order: a later request's change to a key deletes the
 //! earlier one's new row in the same snapshot (position deletes apply to data
 //! files of their own sequence number), a key moved to another partition is
-//! deleted in the partition it left.
+//! deleted in the partition it left. On format v3 tables the deletes are
+//! deletion vectors: a file's new vector holds its earlier one's rows too and
+//! replaces it in the same snapshot, so no data file ever has two.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use iceberg::spec::{DataContentType, DataFile, Operation, Struct};
+use iceberg::spec::{DataContentType, DataFile, FormatVersion, Operation, Struct};
 use tracing::info;
 use uuid::Uuid;
 
@@ -24,7 +26,8 @@ use super::snapshot::SnapshotPlan;
 use super::{CommitError, PlanContext};
 use crate::ledger;
 use crate::request::CommitRequest;
-use crate::write::TableWriter;
+use crate::write::vector::{file_key, is_vector};
+use crate::write::{FileDeletes, TableWriter};
 
 /// Summary key: rows the snapshot's position deletes remove.
 pub const ROWS_DELETED: &str = "floe.pos.rows-deleted";
@@ -44,6 +47,9 @@ struct Target {
     gone: HashSet<u32>,
     /// Rows this commit deletes.
     deleted: Vec<u32>,
+    /// The deletion vector the table holds for it (its key), which a new one
+    /// replaces.
+    vector: Option<String>,
 }
 
 /// Plans ONE snapshot applying `ordered` (source order) with position deletes.
@@ -112,6 +118,7 @@ pub async fn plan(
                 keys,
                 gone: HashSet::new(),
                 deleted: Vec::new(),
+                vector: None,
             });
             added.push((r.spec_id, file));
         }
@@ -122,6 +129,14 @@ pub async fn plan(
         plan.written.push(f.1.file_path().to_string());
     }
     plan.added_deletes = deletes;
+    if ctx.metadata().format_version() >= FormatVersion::V3 {
+        plan.removed_data.extend(
+            targets
+                .iter()
+                .filter(|t| !t.deleted.is_empty())
+                .filter_map(|t| t.vector.clone()),
+        );
+    }
     if plan.added_deletes.is_empty() && !plan.truncate {
         plan.operation = Operation::Append;
     }
@@ -180,10 +195,14 @@ async fn table_targets(
 ) -> Result<(Vec<Target>, HashMap<u128, i64>), CommitError> {
     let mut gone: HashMap<&str, Vec<u32>> = HashMap::new();
     let mut equality: HashMap<u128, i64> = HashMap::new();
+    let mut vectors: HashMap<String, String> = HashMap::new();
     let mut deleted_sets = Vec::new();
     for d in &live.deletes {
         match d.file.content_type() {
             DataContentType::PositionDeletes => {
+                if let Some(target) = d.file.referenced_data_file().filter(|_| is_vector(&d.file)) {
+                    vectors.insert(target, file_key(&d.file).into_owned());
+                }
                 deleted_sets.push(
                     ctx.locator
                         .deleted(ctx.file_io, &d.file)
@@ -237,39 +256,37 @@ async fn table_targets(
                 .map(|rows| rows.iter().copied().collect())
                 .unwrap_or_default(),
             deleted: Vec::new(),
+            vector: vectors.remove(file.file_path()),
         });
     }
     Ok((targets, equality))
 }
 
-/// One position-delete file per partition, naming the rows this commit
-/// deletes.
+/// The rows this commit deletes, as the table's format asks: position-delete
+/// files naming them, or (v3) each touched file's whole new vector.
 async fn write_deletes(
     ctx: &PlanContext<'_>,
     targets: &[Target],
 ) -> Result<Vec<(i32, DataFile)>, CommitError> {
-    let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
-    for t in targets.iter().filter(|t| !t.deleted.is_empty()) {
-        groups
-            .entry((t.spec_id, t.partition.clone()))
-            .or_default()
-            .extend(
-                t.deleted
-                    .iter()
-                    .map(|row| (t.path.clone(), i64::from(*row))),
-            );
-    }
     let meta = ctx.metadata();
+    let whole = meta.format_version() >= FormatVersion::V3;
+    let deletes = targets
+        .iter()
+        .filter(|t| !t.deleted.is_empty())
+        .map(|t| FileDeletes {
+            data_file: t.path.clone(),
+            spec_id: t.spec_id,
+            partition: t.partition.clone(),
+            rows: if whole {
+                let mut rows: Vec<u32> = t.gone.iter().copied().collect();
+                rows.sort_unstable();
+                rows
+            } else {
+                t.deleted.clone()
+            },
+        })
+        .collect();
     let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
-    let mut out = Vec::new();
-    for ((spec_id, partition), mut rows) in groups {
-        let name = format!("pos-{}", Uuid::now_v7().simple());
-        for f in writer
-            .write_position_deletes(spec_id, &partition, &mut rows, &name)
-            .await?
-        {
-            out.push((spec_id, f));
-        }
-    }
-    Ok(out)
+    let name = format!("pos-{}", Uuid::now_v7().simple());
+    Ok(writer.write_row_deletes(deletes, &name).await?)
 }

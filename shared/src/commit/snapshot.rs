@@ -8,15 +8,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
-    ManifestFile, ManifestList, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
-    Operation, PartitionSpecRef, SchemaRef, Snapshot, SnapshotSummaryCollector, Summary,
-    TableMetadata, TableMetadataBuildResult, TableMetadataBuilder,
+    ManifestEntry, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, PartitionSpecRef, SchemaRef, Snapshot,
+    SnapshotSummaryCollector, Summary, TableMetadata, TableMetadataBuildResult,
+    TableMetadataBuilder,
 };
 use iceberg::{Error, ErrorKind, TableRequirement};
 use uuid::Uuid;
 
+use super::lineage;
 use crate::catalog::LoadedTable;
 use crate::clock::wall_ms;
+use crate::write::vector::{file_key, is_vector};
 
 /// One snapshot to add: what it changes and what its summary records.
 #[derive(Debug, Default)]
@@ -27,8 +30,9 @@ pub struct SnapshotPlan {
     pub added_data: Vec<(i32, DataFile)>,
     /// Delete files the snapshot adds, with their partition spec ids.
     pub added_deletes: Vec<(i32, DataFile)>,
-    /// Live data files the snapshot removes (by path), e.g. files a copy-on-write
-    /// commit rewrote.
+    /// Live files the snapshot removes, by path (a deletion vector by its
+    /// [`file_key`]), e.g. files a copy-on-write commit rewrote. The deletion
+    /// vectors of data files it removes go with them.
     pub removed_data: Vec<String>,
     /// Removes every live data and delete file first (a TRUNCATE).
     pub truncate: bool,
@@ -75,6 +79,8 @@ pub struct SnapshotProducer<'a> {
     manifests: Vec<ManifestFile>,
     totals: HashMap<String, u64>,
     next_seq: i64,
+    /// The table's next row id (format v3 and later, which track row lineage).
+    next_row_id: Option<u64>,
     last_ts: i64,
     commit_id: Uuid,
     files: u32,
@@ -108,6 +114,7 @@ impl<'a> SnapshotProducer<'a> {
             manifests,
             totals,
             next_seq: meta.next_sequence_number(),
+            next_row_id: (meta.format_version() >= FormatVersion::V3).then(|| meta.next_row_id()),
             last_ts: meta.last_updated_ms(),
             commit_id: Uuid::now_v7(),
             files: 0,
@@ -182,16 +189,25 @@ impl<'a> SnapshotProducer<'a> {
             meta.location().trim_end_matches('/'),
             self.commit_id
         );
+        // New manifests first: readers plan newest files first, as Java does.
+        new_manifests.append(&mut self.manifests);
+        let first_row_id = self.next_row_id;
+        let row_range = match first_row_id {
+            Some(first) => {
+                let next = lineage::assign(&mut new_manifests, first)?;
+                self.next_row_id = Some(next);
+                Some((first, next - first))
+            }
+            None => None,
+        };
         let out = self.file_io.new_output(&list_path)?.writer().await?;
         let mut list = match meta.format_version() {
             FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, self.parent),
             FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, self.parent, seq),
             FormatVersion::V3 => {
-                ManifestListWriter::v3(out, snapshot_id, self.parent, seq, Some(meta.next_row_id()))
+                ManifestListWriter::v3(out, snapshot_id, self.parent, seq, first_row_id)
             }
         };
-        // New manifests first: readers plan newest files first, as Java does.
-        new_manifests.append(&mut self.manifests);
         list.add_manifests(new_manifests.clone().into_iter())?;
         list.close().await?;
         self.written.0.push(list_path.clone());
@@ -220,8 +236,11 @@ impl<'a> SnapshotProducer<'a> {
             .with_summary(Summary {
                 operation: plan.operation,
                 additional_properties: summary,
-            })
-            .build();
+            });
+        let snapshot = match row_range {
+            Some((first, added)) => snapshot.with_row_range(first, added).build(),
+            None => snapshot.build(),
+        };
         let builder = self.builder.take().ok_or_else(finished)?;
         self.builder = Some(builder.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
         self.parent = Some(snapshot_id);
@@ -306,7 +325,18 @@ impl<'a> SnapshotProducer<'a> {
         merge: bool,
         collector: &mut SnapshotSummaryCollector,
     ) -> iceberg::Result<Vec<ManifestFile>> {
-        let removes = |path: &str| only.is_none_or(|set| set.contains(path));
+        let named =
+            |e: &ManifestEntry| only.is_none_or(|set| set.contains(&*file_key(e.data_file())));
+        // A vector names the one data file it applies to: it goes with it.
+        let follows = |e: &ManifestEntry| {
+            only.is_some_and(|set| {
+                is_vector(e.data_file())
+                    && e.data_file()
+                        .referenced_data_file()
+                        .is_some_and(|target| set.contains(target.as_str()))
+            })
+        };
+        let removes = |e: &ManifestEntry| named(e) || follows(e);
         let mut kept = Vec::new();
         let mut groups: BTreeMap<(bool, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
         for m in std::mem::take(&mut self.manifests) {
@@ -321,7 +351,7 @@ impl<'a> SnapshotProducer<'a> {
             let touched = manifest
                 .entries()
                 .iter()
-                .any(|e| e.is_alive() && removes(e.file_path()));
+                .any(|e| e.is_alive() && removes(e));
             if !touched && !merge {
                 kept.push(m);
                 continue;
@@ -339,7 +369,7 @@ impl<'a> SnapshotProducer<'a> {
                 !manifest
                     .entries()
                     .iter()
-                    .any(|e| e.is_alive() && removes(e.file_path()))
+                    .any(|e| e.is_alive() && removes(e))
             };
             if merge && members.len() == 1 && members.iter().all(untouched) {
                 kept.extend(members.into_iter().map(|(m, _)| m));
@@ -371,16 +401,27 @@ impl<'a> SnapshotProducer<'a> {
                 let (path, mut writer) =
                     self.manifest_writer(snapshot_id, schema, &spec, content)?;
                 for (m, manifest) in &batch {
-                    for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+                    // Row ids handed out by inheritance are written out, or
+                    // the new manifest's own range would renumber the rows.
+                    let row_ids = lineage::first_row_ids(m, manifest);
+                    for (e, row_id) in manifest.entries().iter().zip(row_ids) {
+                        if !e.is_alive() {
+                            continue;
+                        }
                         let seq = e.sequence_number().ok_or_else(|| {
                             Error::new(
                                 ErrorKind::DataInvalid,
                                 format!("manifest entry {} has no sequence number", e.file_path()),
                             )
                         })?;
-                        let file = e.data_file().clone();
-                        if removes(e.file_path()) {
-                            found += 1;
+                        let file = match row_id {
+                            Some(id) if e.data_file().first_row_id().is_none() => {
+                                lineage::with_first_row_id(e.data_file(), spec_id, id)?
+                            }
+                            _ => e.data_file().clone(),
+                        };
+                        if removes(e) {
+                            found += usize::from(named(e));
                             collector.remove_file(&file, schema.clone(), spec.clone());
                             writer.add_delete_file(file, seq, e.file_sequence_number)?;
                         } else {

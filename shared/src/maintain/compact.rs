@@ -27,7 +27,7 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
 use async_trait::async_trait;
-use iceberg::spec::{DataContentType, DataFile, Operation, Struct, TableMetadata};
+use iceberg::spec::{DataContentType, DataFile, Operation, TableMetadata};
 use tracing::info;
 use uuid::Uuid;
 
@@ -38,7 +38,8 @@ use crate::commit::read::read_file;
 use crate::commit::snapshot::SnapshotPlan;
 use crate::commit::{Action, CommitError, PlanContext};
 use crate::request::CommitRequest;
-use crate::write::{FileSettings, TableWriter};
+use crate::write::vector::file_key;
+use crate::write::{FileDeletes, FileSettings, TableWriter};
 
 /// A file is small below this share of the target size.
 const SMALL: f64 = 0.75;
@@ -194,7 +195,7 @@ pub async fn rewrite(
         seen_deletes: live
             .deletes
             .iter()
-            .map(|d| d.file.file_path().to_string())
+            .map(|d| file_key(&d.file).into_owned())
             .collect(),
         ..Default::default()
     };
@@ -278,7 +279,7 @@ pub async fn rewrite(
             _ => left.iter().any(|f| f.sequence_number < d.sequence_number),
         };
         if !needed {
-            out.removed_deletes.push(d.file.file_path().to_string());
+            out.removed_deletes.push(file_key(&d.file).into_owned());
         }
     }
     info!(
@@ -426,18 +427,13 @@ impl Action for Compact {
             let live = LiveFiles::load(ctx.file_io, ctx.metadata())
                 .await
                 .map_err(|e| ctx.build_err(e))?;
-            let paths: HashSet<&str> = live
-                .data
+            let data: HashSet<&str> = live.data.iter().map(|f| f.file.file_path()).collect();
+            let deletes: HashSet<String> = live
+                .deletes
                 .iter()
-                .chain(&live.deletes)
-                .map(|f| f.file.file_path())
+                .map(|f| file_key(&f.file).into_owned())
                 .collect();
-            if let Some(gone) = r
-                .removed_data
-                .iter()
-                .chain(&r.removed_deletes)
-                .find(|p| !paths.contains(p.as_str()))
-            {
+            if let Some(gone) = r.removed_data.iter().find(|p| !data.contains(p.as_str())) {
                 return Err(CommitError::Superseded {
                     table: ctx.table_name(),
                     reason: format!("compaction input {gone} was removed meanwhile"),
@@ -449,10 +445,12 @@ impl Action for Compact {
             plan.added_deletes = translated;
             plan.added_data = r.added.clone();
             plan.data_sequence_number = Some(r.sequence_number);
+            // A delete file removed meanwhile needs no removing: on v3, a
+            // newer vector replaced it, and goes with its data file.
             plan.removed_data = r
                 .removed_data
                 .iter()
-                .chain(&r.removed_deletes)
+                .chain(r.removed_deletes.iter().filter(|k| deletes.contains(*k)))
                 .cloned()
                 .collect();
         }
@@ -477,10 +475,10 @@ async fn translate(
     r: &Rewrite,
     live: &LiveFiles,
 ) -> Result<Vec<(i32, DataFile)>, CommitError> {
-    let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
+    let mut moved_deletes: HashMap<&str, FileDeletes> = HashMap::new();
     for d in live.deletes.iter().filter(|d| {
         d.file.content_type() == DataContentType::PositionDeletes
-            && !r.seen_deletes.contains(d.file.file_path())
+            && !r.seen_deletes.contains(&*file_key(&d.file))
     }) {
         let rows = ctx
             .locator
@@ -508,23 +506,26 @@ async fn translate(
                     ));
                 };
                 let (spec_id, out) = &r.added[*file];
-                groups
-                    .entry((*spec_id, out.partition().clone()))
-                    .or_default()
-                    .push((out.file_path().to_string(), i64::from(start + (i - first))));
+                moved_deletes
+                    .entry(out.file_path())
+                    .or_insert_with(|| FileDeletes {
+                        data_file: out.file_path().to_string(),
+                        spec_id: *spec_id,
+                        partition: out.partition().clone(),
+                        rows: Vec::new(),
+                    })
+                    .rows
+                    .push(start + (i - first));
             }
         }
     }
     let writer = TableWriter::new(&ctx.table.ident, ctx.metadata(), ctx.file_io.clone())?;
-    let mut out = Vec::new();
-    for ((spec_id, partition), mut rows) in groups {
-        let name = format!("moved-{}", Uuid::now_v7().simple());
-        for f in writer
-            .write_position_deletes(spec_id, &partition, &mut rows, &name)
-            .await?
-        {
-            out.push((spec_id, f));
-        }
+    let mut deletes: Vec<FileDeletes> = moved_deletes.into_values().collect();
+    for d in &mut deletes {
+        // Two concurrent commits may have deleted the same row.
+        d.rows.sort_unstable();
+        d.rows.dedup();
     }
-    Ok(out)
+    let name = format!("moved-{}", Uuid::now_v7().simple());
+    Ok(writer.write_row_deletes(deletes, &name).await?)
 }

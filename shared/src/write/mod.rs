@@ -9,6 +9,7 @@ pub mod footer;
 pub mod position;
 mod properties;
 pub mod rows;
+pub mod vector;
 
 use std::sync::Arc;
 
@@ -18,12 +19,13 @@ use iceberg::TableIdent;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, PartitionKey, PartitionSpecRef, Schema, SchemaRef,
-    TableMetadata,
+    DataContentType, DataFile, DataFileBuilder, FormatVersion, PartitionKey, PartitionSpecRef,
+    Schema, SchemaRef, TableMetadata,
 };
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use parquet::file::metadata::KeyValue;
+pub use position::FileDeletes;
 pub use properties::*;
 use rows::RowId;
 
@@ -78,6 +80,8 @@ pub struct TableWriter {
     data_location: String,
     settings: FileSettings,
     splitter: Option<RecordBatchPartitionSplitter>,
+    /// Decides how row deletes are written (deletion vectors from v3 on).
+    format_version: FormatVersion,
 }
 
 impl TableWriter {
@@ -163,6 +167,7 @@ impl TableWriter {
             data_location,
             settings,
             splitter,
+            format_version: metadata.format_version(),
         })
     }
 

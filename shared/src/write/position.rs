@@ -1,15 +1,19 @@
-//! Position-delete files: `(file_path, pos)` rows naming the rows of data
-//! files that are gone, with the field ids the Iceberg spec reserves for
-//! them, sorted by path and position as the spec asks. Every Iceberg reader
-//! reads them (pyiceberg 0.12 and Snowflake included, which refuse equality
-//! deletes). A position-delete file applies to data files of its own
-//! partition only, so a commit writes one per partition it deletes from.
+//! Row deletes by position, in the form the table's format asks for:
+//! position-delete files before v3, `(file_path, pos)` rows with the field
+//! ids the Iceberg spec reserves for them, sorted by path and position, read
+//! by every Iceberg reader (pyiceberg 0.12 and Snowflake included, which
+//! refuse equality deletes), one per partition since it applies to data
+//! files of its own partition only; deletion vectors from v3 on
+//! ([`super::vector`]), where new position-delete files are not allowed.
 
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use std::collections::HashMap;
+
 use iceberg::spec::{
-    DataContentType, DataFile, NestedField, PartitionKey, PrimitiveType, Schema, Struct, Type,
+    DataContentType, DataFile, FormatVersion, NestedField, PartitionKey, PrimitiveType, Schema,
+    Struct, Type,
 };
 
 use super::{TableWriter, WriteError};
@@ -37,10 +41,62 @@ pub fn schema() -> iceberg::Result<Schema> {
         .build()
 }
 
+/// Deleted rows of one data file.
+#[derive(Debug, Clone)]
+pub struct FileDeletes {
+    /// The data file's path.
+    pub data_file: String,
+    /// The data file's partition spec.
+    pub spec_id: i32,
+    /// The data file's partition.
+    pub partition: Struct,
+    /// Row positions: from v3 on, every row of the file deleted so far (its
+    /// one vector replaces the one before); before v3, the rows this commit
+    /// deletes.
+    pub rows: Vec<u32>,
+}
+
 impl TableWriter {
+    /// Writes `deletes` as the table's format asks: position-delete files
+    /// before v3, deletion vectors in one Puffin file from v3 on. Files are
+    /// named after `name`; each comes with its partition spec id.
+    pub async fn write_row_deletes(
+        &self,
+        deletes: Vec<FileDeletes>,
+        name: &str,
+    ) -> Result<Vec<(i32, DataFile)>, WriteError> {
+        let deletes: Vec<FileDeletes> =
+            deletes.into_iter().filter(|d| !d.rows.is_empty()).collect();
+        if deletes.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.format_version >= FormatVersion::V3 {
+            return self.write_vectors(&deletes, name).await;
+        }
+        let mut groups: HashMap<(i32, Struct), Vec<(String, i64)>> = HashMap::new();
+        for d in deletes {
+            groups.entry((d.spec_id, d.partition)).or_default().extend(
+                d.rows
+                    .iter()
+                    .map(|row| (d.data_file.clone(), i64::from(*row))),
+            );
+        }
+        let mut out = Vec::new();
+        for (n, ((spec_id, partition), mut rows)) in groups.into_iter().enumerate() {
+            let name = format!("{name}-{n}");
+            for f in self
+                .write_position_deletes(spec_id, &partition, &mut rows, &name)
+                .await?
+            {
+                out.push((spec_id, f));
+            }
+        }
+        Ok(out)
+    }
+
     /// Writes one position-delete file for rows of data files of partition
     /// `partition` of spec `spec_id`; `rows` in any order.
-    pub async fn write_position_deletes(
+    async fn write_position_deletes(
         &self,
         spec_id: i32,
         partition: &Struct,

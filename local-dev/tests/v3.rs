@@ -1,0 +1,495 @@
+//! Format v3 tables through the `floe` binary, against a model: row lineage
+//! on every commit and maintenance run (each snapshot's id range, every live
+//! data file's first row id, none overlapping), deletion vectors for keyed
+//! tables (at most one per data file in any snapshot, holding the rows of the
+//! one before, gone with their data file), every merge strategy, and an
+//! in-place upgrade from v2. Read back by pyiceberg and DuckDB, and by
+//! Iceberg Java (Spark), which also writes into one of them.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+use common::{EVENT_SCHEMA, Warehouse, events};
+use serde_json::{Value, json};
+
+const KV_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"},
+  {"id":2,"name":"v","required":false,"type":"string"},
+  {"id":3,"name":"n","required":false,"type":"long"}]}"#;
+
+/// xorshift, so a failure reproduces.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The keyed table's expected rows, by id.
+type Model = BTreeMap<u64, (String, u64)>;
+
+/// One round of `n` changes over `keys` keys (one in five a delete), applied
+/// to `model`, as NDJSON change records.
+fn round(rng: &mut Rng, model: &mut Model, round: usize, n: usize, keys: u64) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let id = rng.next() % keys;
+        if rng.next().is_multiple_of(5) {
+            model.remove(&id);
+            text.push_str(&format!("{{\"_op\":\"d\",\"id\":{id}}}\n"));
+        } else {
+            let (v, k) = (format!("r{round}c{i}"), rng.next() % 1000);
+            text.push_str(&format!(
+                "{{\"_op\":\"u\",\"id\":{id},\"v\":\"{v}\",\"n\":{k}}}\n"
+            ));
+            model.insert(id, (v, k));
+        }
+    }
+    text
+}
+
+fn expected(model: &Model) -> Vec<Value> {
+    model
+        .iter()
+        .map(|(id, (v, n))| json!({"id": id, "v": v, "n": n}))
+        .collect()
+}
+
+/// `v3_facts.py`: lineage, delete files and both readers' rows.
+fn facts(wh: &Warehouse, table: &str, columns: &[&str]) -> Value {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/v3_facts.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(wh.path())
+        .arg(table)
+        .args(columns)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running {python}: {e}; ./local-dev/test.sh installs pyiceberg")
+        });
+    assert!(
+        out.status.success(),
+        "v3_facts.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("v3_facts.py JSON")
+}
+
+/// Row lineage as the spec asks: every snapshot has an id range, ranges do
+/// not overlap and stay below the table's next row id, every live data file
+/// has a first row id with no two files' rows sharing one, and a file keeps
+/// the id it was given (`seen`, across calls) when its manifest is rewritten.
+fn assert_lineage(f: &Value, seen: &mut HashMap<String, u64>) {
+    assert_eq!(f["format_version"], 3, "{f}");
+    let next = f["next_row_id"].as_u64().expect("next-row-id");
+    let mut ranges: Vec<(u64, u64)> = f["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let first = s["first_row_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no first-row-id: {s}"));
+            (first, first + s["added_rows"].as_u64().expect("added-rows"))
+        })
+        .collect();
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
+        assert!(w[0].1 <= w[1].0, "snapshot row ranges overlap: {ranges:?}");
+    }
+    assert!(
+        ranges.last().is_none_or(|r| r.1 <= next),
+        "{ranges:?} past {next}"
+    );
+    let mut files: Vec<(u64, u64)> = f["data_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let first = d["first_row_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a live file without a row id: {d}"));
+            let path = d["path"].as_str().unwrap().to_string();
+            assert_eq!(
+                *seen.entry(path).or_insert(first),
+                first,
+                "a file's row ids changed: {d}"
+            );
+            (first, first + d["records"].as_u64().unwrap())
+        })
+        .collect();
+    files.sort_unstable();
+    for w in files.windows(2) {
+        assert!(w[0].1 <= w[1].0, "two data files share row ids: {files:?}");
+    }
+    assert!(
+        files.last().is_none_or(|r| r.1 <= next),
+        "{files:?} past {next}"
+    );
+}
+
+/// At most one deletion vector per data file, each naming a live data file,
+/// and no new position-delete file (`parquet_deletes` of them are allowed:
+/// written before an upgrade). Returns the number of vectors.
+fn assert_vectors(f: &Value, parquet_deletes: usize) -> usize {
+    let live: Vec<&str> = f["data_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    let mut per_file: HashMap<&str, usize> = HashMap::new();
+    let mut parquet = 0;
+    for d in f["deletes"].as_array().unwrap() {
+        if d["format"] != "puffin" {
+            parquet += 1;
+            continue;
+        }
+        assert_eq!(d["content"], "position", "{d}");
+        assert!(
+            d["content_offset"].as_u64().is_some() && d["content_size_in_bytes"].as_u64().is_some(),
+            "{d}"
+        );
+        let target = d["referenced_data_file"]
+            .as_str()
+            .expect("referenced_data_file");
+        assert!(
+            live.contains(&target),
+            "a vector outlived its data file: {d}"
+        );
+        *per_file.entry(target).or_default() += 1;
+    }
+    assert!(
+        parquet <= parquet_deletes,
+        "{parquet} position-delete files: {}",
+        f["deletes"]
+    );
+    assert!(
+        per_file.values().all(|n| *n == 1),
+        "two vectors for one data file: {per_file:?}"
+    );
+    per_file.len()
+}
+
+/// `f` without the snapshots from before an upgrade to v3, which have no
+/// row range (the files they added all get one with the first v3 snapshot).
+fn since_upgrade(f: &Value) -> Value {
+    let mut f = f.clone();
+    let v3: Vec<Value> = f["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !s["first_row_id"].is_null())
+        .cloned()
+        .collect();
+    f["snapshots"] = json!(v3);
+    f
+}
+
+fn assert_rows(f: &Value, model: &Model, pyiceberg: bool) {
+    let want = expected(model);
+    assert_eq!(f["duckdb"].as_array().unwrap(), &want, "DuckDB");
+    if pyiceberg {
+        assert_eq!(f["pyiceberg"].as_array().unwrap(), &want, "pyiceberg");
+    }
+}
+
+/// A keyed table `silver.kv` configured by `extra` (TOML lines).
+fn keyed(wh: &Warehouse, extra: &str) -> String {
+    wh.file("kv.json", KV_SCHEMA);
+    let config = wh.file(
+        "floe.toml",
+        &format!("[tables.\"silver.kv\"]\nschema = \"kv.json\"\n{extra}"),
+    );
+    config.display().to_string()
+}
+
+fn ingest(wh: &Warehouse, cfg: &str, table: &str, name: &str, text: &str) {
+    let file = wh.file(name, text);
+    let report: Value = serde_json::from_str(
+        wh.floe(&[
+            "--config",
+            cfg,
+            "ingest",
+            table,
+            "--json",
+            file.to_str().unwrap(),
+        ])
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(report["rejected"], 0, "{report}");
+}
+
+fn maintain(wh: &Warehouse, cfg: &str, table: &str) -> Value {
+    let out = wh.floe(&["--config", cfg, "maintain", table, "--json"]);
+    serde_json::from_str(out.lines().next().unwrap()).expect("maintain report")
+}
+
+#[test]
+fn a_keyed_v3_table_keeps_one_vector_per_data_file_through_commits_and_compaction() {
+    let wh = Warehouse::new();
+    let cfg = keyed(&wh, "format_version = 3\n");
+    let mut rng = Rng(0x3a3a);
+    let mut model = Model::new();
+    let mut seen = HashMap::new();
+    let mut most = 0;
+    for r in 0..14 {
+        let text = round(&mut rng, &mut model, r, 40, 60);
+        ingest(&wh, &cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+        if r == 7 {
+            let report = maintain(&wh, &cfg, "silver.kv");
+            assert!(report["compacted_files"].as_u64().unwrap() > 1, "{report}");
+            assert!(
+                report["compacted_deleted_rows"].as_u64().unwrap() > 0,
+                "{report}"
+            );
+        }
+        let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+        assert_lineage(&f, &mut seen);
+        most = most.max(assert_vectors(&f, 0));
+        assert_rows(&f, &model, true);
+    }
+    assert!(most > 1, "the rounds deleted rows of several files: {most}");
+    // Compaction folds the vectors into the rows and drops them with their files.
+    maintain(&wh, &cfg, "silver.kv");
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_lineage(&f, &mut seen);
+    assert_eq!(assert_vectors(&f, 0), 0, "{}", f["deletes"]);
+    assert_rows(&f, &model, true);
+}
+
+#[test]
+fn v3_tables_of_every_other_merge_strategy_read_as_the_model_with_row_lineage() {
+    for (strategy, pyiceberg) in [("equality-deletes", false), ("copy-on-write", true)] {
+        let wh = Warehouse::new();
+        let cfg = keyed(
+            &wh,
+            &format!("format_version = 3\nmerge_strategy = \"{strategy}\"\n"),
+        );
+        let mut rng = Rng(0x77);
+        let mut model = Model::new();
+        let mut seen = HashMap::new();
+        for r in 0..6 {
+            let text = round(&mut rng, &mut model, r, 30, 40);
+            ingest(&wh, &cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+            if r == 3 {
+                maintain(&wh, &cfg, "silver.kv");
+            }
+            let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+            assert_lineage(&f, &mut seen);
+            assert_rows(&f, &model, pyiceberg);
+        }
+    }
+}
+
+#[test]
+fn v2_tables_upgraded_to_v3_keep_their_rows_and_continue() {
+    // A keyed table with position-delete files, then vectors that hold them.
+    let wh = Warehouse::new();
+    let cfg = keyed(&wh, "");
+    let mut rng = Rng(0xabc);
+    let mut model = Model::new();
+    let mut seen = HashMap::new();
+    for r in 0..4 {
+        let text = round(&mut rng, &mut model, r, 40, 50);
+        ingest(&wh, &cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+    }
+    let before = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_eq!(before["format_version"], 2);
+    let parquet = before["deletes"].as_array().unwrap().len();
+    assert!(parquet > 0, "the v2 rounds wrote position deletes");
+    let out = wh.floe(&[
+        "--config",
+        &cfg,
+        "table",
+        "alter",
+        "silver.kv",
+        "--format-version",
+        "3",
+    ]);
+    assert!(out.contains("now at format v3"), "{out}");
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_eq!(f["format_version"], 3);
+    assert_rows(&f, &model, true);
+    for r in 4..9 {
+        let text = round(&mut rng, &mut model, r, 40, 50);
+        ingest(&wh, &cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+        let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+        assert_lineage(&since_upgrade(&f), &mut seen);
+        assert_vectors(&f, parquet);
+        assert_rows(&f, &model, true);
+    }
+    // Asking again, or for v2, changes nothing.
+    let out = wh.floe_env(
+        &[
+            "--config",
+            &cfg,
+            "table",
+            "alter",
+            "silver.kv",
+            "--format-version",
+            "2",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never downgraded"));
+
+    // An append table: rows written before and after, compacted and expired.
+    let ev = Warehouse::new();
+    let schema = ev.file("events.json", EVENT_SCHEMA);
+    ev.floe(&[
+        "table",
+        "create",
+        "bronze.events",
+        "--schema",
+        schema.to_str().unwrap(),
+    ]);
+    for (i, ids) in [0..300u64, 300..700].into_iter().enumerate() {
+        let f = ev.file(&format!("e{i}.ndjson"), &events(ids));
+        ev.ingest("bronze.events", &[&f], &[]);
+    }
+    ev.floe(&["table", "alter", "bronze.events", "--format-version", "3"]);
+    for (i, ids) in [700..900u64, 900..1000].into_iter().enumerate() {
+        let f = ev.file(&format!("f{i}.ndjson"), &events(ids));
+        ev.ingest("bronze.events", &[&f], &[]);
+    }
+    let cfg = ev.file("floe.toml", "");
+    let mut seen = HashMap::new();
+    let f = facts(&ev, "bronze.events", &["id"]);
+    assert_lineage(&since_upgrade(&f), &mut seen);
+    maintain(&ev, cfg.to_str().unwrap(), "bronze.events");
+    let f = facts(&ev, "bronze.events", &["id"]);
+    let want: Vec<Value> = (0..1000u64).map(|id| json!({"id": id})).collect();
+    assert_eq!(f["duckdb"].as_array().unwrap(), &want);
+    assert_eq!(f["pyiceberg"].as_array().unwrap(), &want);
+    assert_lineage(&since_upgrade(&f), &mut seen);
+}
+
+/// `read_java.py`: Iceberg Java's reading of each table, by location, after
+/// `spark_sql` ran on `warehouse`'s catalog (`floe`).
+fn java(
+    warehouse: &Warehouse,
+    tables: &[&str],
+    locations: &[&str],
+    spark_sql: &[&str],
+) -> Vec<Value> {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_java.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(&script)
+        .arg("--warehouse")
+        .arg(warehouse.path())
+        .args(tables)
+        .args(["--sort", "id"]);
+    for l in locations {
+        cmd.args(["--metadata", l]);
+    }
+    for sql in spark_sql {
+        cmd.args(["--spark-sql", sql]);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}"));
+    assert!(
+        out.status.success(),
+        "read_java.py (./local-dev/test.sh installs Iceberg Java with local-dev/java.sh): {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("read_java.py JSON"))
+        .collect()
+}
+
+#[test]
+fn iceberg_java_reads_v2_v3_and_upgraded_tables_and_writes_beside_floe() {
+    // A v3 keyed table with deletion vectors, uncompacted.
+    let dv = Warehouse::new();
+    let dv_cfg = keyed(&dv, "format_version = 3\n");
+    let mut rng = Rng(0x1a1a);
+    let mut dv_model = Model::new();
+    for r in 0..6 {
+        let text = round(&mut rng, &mut dv_model, r, 40, 50);
+        ingest(&dv, &dv_cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+    }
+    // A v2 keyed table with position deletes, then upgraded and changed again.
+    let up = Warehouse::new();
+    let up_cfg = keyed(&up, "");
+    let mut up_model = Model::new();
+    for r in 0..6 {
+        if r == 3 {
+            up.floe(&[
+                "--config",
+                &up_cfg,
+                "table",
+                "alter",
+                "silver.kv",
+                "--format-version",
+                "3",
+            ]);
+        }
+        let text = round(&mut rng, &mut up_model, r, 40, 50);
+        ingest(&up, &up_cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+    }
+    let f = facts(&up, "silver.kv", &["id", "v", "n"]);
+    assert!(
+        f["deletes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["format"] == "puffin")
+    );
+    assert!(
+        f["deletes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["format"] == "parquet")
+    );
+    let upgraded = f["metadata_location"].as_str().unwrap().to_string();
+
+    // Spark inserts a row into the v3 table through floe's own catalog.db.
+    let insert = "INSERT INTO floe.silver.kv VALUES (1000, 'spark', 7)";
+    let read = java(&dv, &["silver.kv"], &[&upgraded], &[insert]);
+    dv_model.insert(1000, ("spark".into(), 7));
+    for (got, model, version) in [(&read[0], &dv_model, 3), (&read[1], &up_model, 3)] {
+        assert!(got.get("error").is_none(), "{got}");
+        assert_eq!(got["format_version"], version, "{got}");
+        assert_eq!(
+            got["rows"].as_array().unwrap(),
+            &expected(model),
+            "Java: {}",
+            got["table"]
+        );
+    }
+    assert!(
+        read[0]["delete_files"].as_u64().unwrap() > 0,
+        "read through vectors: {}",
+        read[0]
+    );
+
+    // floe then changes Spark's row and others: its vector names Spark's file.
+    let text = "{\"_op\":\"u\",\"id\":1000,\"v\":\"floe\",\"n\":8}\n".to_string()
+        + &round(&mut rng, &mut dv_model, 99, 30, 50);
+    dv_model.insert(1000, ("floe".into(), 8));
+    ingest(&dv, &dv_cfg, "silver.kv", "after-spark.ndjson", &text);
+    let f = facts(&dv, "silver.kv", &["id", "v", "n"]);
+    assert_vectors(&f, 0);
+    assert_rows(&f, &dv_model, true);
+    let read = java(&dv, &["silver.kv"], &[], &[]);
+    assert_eq!(
+        read[0]["rows"].as_array().unwrap(),
+        &expected(&dv_model),
+        "Java after floe"
+    );
+}
