@@ -35,12 +35,26 @@ work="$(mktemp -d)"
 wh="$work/warehouse"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 # FLOE_BENCH_MERGE=copy-on-write (or equality-deletes) measures that merge
-# strategy instead of position deletes.
+# strategy instead of position deletes; FLOE_BENCH_FORMAT=3 a format v3
+# table (deletion vectors instead of position-delete files).
 cfg=()
-if [ -n "${FLOE_BENCH_MERGE:-}" ]; then
-  printf '[defaults]\nmerge_strategy = "%s"\n' "$FLOE_BENCH_MERGE" >"$work/floe.toml"
+if [ -n "${FLOE_BENCH_MERGE:-}${FLOE_BENCH_FORMAT:-}" ]; then
+  {
+    echo '[defaults]'
+    [ -z "${FLOE_BENCH_MERGE:-}" ] || echo "merge_strategy = \"$FLOE_BENCH_MERGE\""
+    [ -z "${FLOE_BENCH_FORMAT:-}" ] || echo "format_version = $FLOE_BENCH_FORMAT"
+  } >"$work/floe.toml"
   cfg=(--config "$work/floe.toml")
 fi
+# Iceberg Java's scan too (before and after the last compaction), when
+# local-dev/java.sh has installed it.
+java_scan() {
+  if [ -f "$HOME/.cache/floe-java/.installed" ]; then
+    "$py" local-dev/bench/java_scan.py "$(ls -t "$wh"/raw/bench_orders/metadata/*.metadata.json | head -n 1)" 2>/dev/null || echo "fails"
+  else
+    echo "-"
+  fi
+}
 
 psql -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'floe_bench'" >/dev/null
 psql -c "DROP TABLE IF EXISTS bench_orders; DROP PUBLICATION IF EXISTS floe_bench" >/dev/null
@@ -151,16 +165,16 @@ wait "$sync_pid" 2>/dev/null || true
 read -r snaps dfiles delfiles < <(files)
 read -r duck pyi n < <(scan)
 echo
-echo "| after the run | snapshots | data files | delete files | DuckDB scan (s) | pyiceberg scan (s) |"
-echo "|---|---:|---:|---:|---:|---:|"
-echo "| before compaction | $snaps | $dfiles | $delfiles | $duck | $pyi |"
+echo "| after the run | snapshots | data files | delete files | DuckDB scan (s) | pyiceberg scan (s) | Iceberg Java scan (s) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| before compaction | $snaps | $dfiles | $delfiles | $duck | $pyi | $(java_scan) |"
 /usr/bin/time -v "$floe" "${cfg[@]}" --warehouse "$wh" maintain raw.bench_orders --max-snapshot-age-ms 0 \
   >/dev/null 2>"$work/maintain.time"
 secs=$(grep "Elapsed (wall" "$work/maintain.time" | awk '{print $NF}')
 rss=$(grep "Maximum resident" "$work/maintain.time" | awk '{print int($NF/1024)}')
 read -r snaps dfiles delfiles < <(files)
 read -r duck pyi n < <(scan)
-echo "| after compaction ($secs, peak $rss MiB) | $snaps | $dfiles | $delfiles | $duck | $pyi |"
+echo "| after compaction ($secs, peak $rss MiB) | $snaps | $dfiles | $delfiles | $duck | $pyi | $(java_scan) |"
 
 # Equal to Postgres: count and the MD5 of every row, in key order.
 pg=$(psql -At -F ' ' -c "SELECT count(*), md5(string_agg(id || '|' || amount || '|' || status, ',' ORDER BY id)) FROM bench_orders")

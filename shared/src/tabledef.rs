@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use iceberg::TableCreation;
 use iceberg::spec::{
-    FormatVersion, NestedField, NullOrder, Schema, SortDirection, SortField, SortOrder, Transform,
-    UnboundPartitionSpec,
+    FormatVersion, NestedField, NullOrder, PrimitiveType, Schema, SortDirection, SortField,
+    SortOrder, Transform, Type, UnboundPartitionSpec,
 };
 
 use crate::config::ResolvedTable;
@@ -43,6 +43,18 @@ pub enum TableDefError {
     /// An identifier field names no top-level column.
     #[error("identifier field `{0}`: no such top-level column")]
     Identifier(String),
+    /// A column's type needs a later format version than the table's.
+    #[error(
+        "column `{column}`: {type_name} needs format version 3 (format_version = 3 in the table's config section), the table would be v{version}"
+    )]
+    FormatVersion {
+        /// The column (dotted for nested fields).
+        column: String,
+        /// Its type.
+        type_name: String,
+        /// The table's format version.
+        version: u8,
+    },
 }
 
 /// Parses an Iceberg schema from its JSON form.
@@ -210,6 +222,16 @@ pub fn configured_creation(
         3 => FormatVersion::V3,
         _ => FormatVersion::V2,
     };
+    if format_version < FormatVersion::V3 {
+        let root = Type::Struct(schema.as_struct().clone());
+        if let Some((column, type_name)) = v3_type(&root, "") {
+            return Err(TableDefError::FormatVersion {
+                column,
+                type_name,
+                version: format_version as u8,
+            });
+        }
+    }
     let mut creation = creation(
         name,
         schema,
@@ -221,9 +243,38 @@ pub fn configured_creation(
     Ok(creation)
 }
 
+/// The first column (dotted path) under `path` whose type only v3 tables
+/// may hold, with that type.
+fn v3_type(ty: &Type, path: &str) -> Option<(String, String)> {
+    let join = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    match ty {
+        Type::Primitive(p @ (PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs)) => {
+            Some((path.to_string(), p.to_string()))
+        }
+        Type::Primitive(_) => None,
+        Type::Struct(s) => s
+            .fields()
+            .iter()
+            .find_map(|f| v3_type(&f.field_type, &join(&f.name))),
+        Type::List(l) => v3_type(&l.element_field.field_type, path),
+        Type::Map(m) => v3_type(&m.key_field.field_type, path)
+            .or_else(|| v3_type(&m.value_field.field_type, path)),
+    }
+}
+
 /// Table property floe sets on the tables it creates: maintenance looks
 /// after them without being told to (see `maintain::owned`).
 pub const MANAGED: &str = "floe.managed";
+
+/// `commit.retry.num-retries` on tables floe creates, for the other engines
+/// that write them (floe follows it too).
+pub const RETRIES_FOR_OTHER_WRITERS: u32 = 20;
 
 /// A table creation with floe's defaults (format v2, zstd) under the given settings.
 pub fn creation(
@@ -240,6 +291,11 @@ pub fn creation(
     properties
         .entry(crate::commit::DELETE_AFTER_COMMIT.to_string())
         .or_insert_with(|| "true".to_string());
+    // Spark's and Flink's writers retry a lost commit 4 times by default:
+    // too few beside a committer that lands a snapshot every few seconds.
+    properties
+        .entry(crate::commit::retry::NUM_RETRIES.to_string())
+        .or_insert_with(|| RETRIES_FOR_OTHER_WRITERS.to_string());
     // Keyed tables take position deletes, which every engine reads, unless
     // their properties choose another way.
     let chosen = crate::commit::copy_on_write::MODE_PROPERTIES
@@ -309,5 +365,30 @@ mod tests {
             parse_properties(&["a=b=c".into()]).unwrap()["a"],
             "b=c".to_string()
         );
+    }
+
+    #[test]
+    fn nanosecond_timestamps_need_a_v3_table_wherever_they_nest() {
+        let schema = parse_schema(
+            r#"{"type":"struct","schema-id":0,"fields":[
+              {"id":1,"name":"id","required":true,"type":"long"},
+              {"id":2,"name":"attrs","required":false,"type":{"type":"map","key-id":3,"key":"string",
+                "value-id":4,"value":{"type":"struct","fields":[
+                  {"id":5,"name":"at","required":false,"type":"timestamptz_ns"}]},"value-required":false}}]}"#,
+        )
+        .unwrap();
+        let config = crate::config::Config::from_toml_str(
+            "[tables.\"a.v3\"]\nformat_version = 3\n",
+            std::path::Path::new("."),
+            &|_| None,
+        )
+        .unwrap();
+        let err = configured_creation("t", schema.clone(), &config.table("a.v2")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "column `attrs.at`: timestamptz_ns needs format version 3 (format_version = 3 in the table's config section), the table would be v2"
+        );
+        let v3 = configured_creation("t", schema, &config.table("a.v3")).unwrap();
+        assert_eq!(v3.format_version, FormatVersion::V3);
     }
 }

@@ -141,7 +141,7 @@
 //! | `evolution` | boolean | `true` | Add columns and widen types (int → long, float → double, decimal precision) as records need them. |
 //! | `widen_types` | boolean | `true` | With `evolution`, whether types widen too; `false` keeps types fixed, so values that do not fit go to the dead letter location (widen by hand with `floe table alter --widen`, then `floe dlq replay`). |
 //! | `unknown_fields` | `"ignore"` or `"reject"` | `"ignore"` | With `evolution = false`, what happens to a record field that the table has no column for: dropped, or the whole record goes to the dead letter location. |
-//! | `format_version` | 1, 2 or 3 | `2` | Iceberg format version of tables that floe creates. |
+//! | `format_version` | 1, 2 or 3 | `2` | Iceberg format version of tables that floe creates. 3 brings row lineage, deletion vectors for keyed tables' deletes and the `timestamp_ns`/`timestamptz_ns` types; Iceberg Java (Spark, Flink, Trino), DuckDB and pyiceberg read it, Athena does not ([cdc.md](cdc.md#format-v3-deletion-vectors-and-row-lineage)). `floe table alter --format-version 3` upgrades an existing table. |
 //! | `properties` | table of strings | `{}` | Iceberg table properties for tables floe creates, e.g. `"write.parquet.compression-codec" = "zstd"`. Numbers and booleans are accepted and stored as text. A table's own `properties` are merged key by key, the table's value winning. |
 //! | `infer_timestamps` | boolean | `true` | In inferred schemas, strings that are ISO-8601 timestamps become `timestamptz` (otherwise `string`). |
 //! | `infer_decimal_scale` | integer 0–38 | — | In inferred schemas, fractional JSON numbers become `decimal(38, N)` with this scale; unset: `double`. |
