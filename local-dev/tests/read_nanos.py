@@ -6,7 +6,6 @@ that cannot give nanoseconds reports its error, or its type, instead.
 Usage: read_nanos.py WAREHOUSE NS.TABLE KEY COLUMN...
 Prints {"pyiceberg": [[key, ns, ...], ...] | {"error": ...}, "duckdb": ...}."""
 import json
-import pathlib
 import sys
 
 import duckdb
@@ -14,10 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog.sql import SqlCatalog
 
-
-def extension(name):
-    module = __import__(f"duckdb_extension_{name}")
-    return str(next(pathlib.Path(module.__path__[0]).glob(f"extensions/*/{name}.duckdb_extension")))
+from v3_facts import extension
 
 
 def by_pyiceberg(table, key, columns):

@@ -61,25 +61,34 @@ fn expected(model: &Model) -> Vec<Value> {
         .collect()
 }
 
-/// `v3_facts.py`: lineage, delete files and both readers' rows.
-fn facts(wh: &Warehouse, table: &str, columns: &[&str]) -> Value {
+/// Runs the test script `name` (under tests/) with the venv's Python;
+/// returns its stdout, after asserting it succeeded.
+fn script(name: &str, args: &[&str]) -> Vec<u8> {
     let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/v3_facts.py");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     let out = Command::new(&python)
-        .arg(&script)
-        .arg(wh.path())
-        .arg(table)
-        .args(columns)
+        .arg(&path)
+        .args(args)
         .output()
         .unwrap_or_else(|e| {
-            panic!("running {python}: {e}; ./local-dev/test.sh installs pyiceberg")
+            panic!("running {python}: {e}; ./local-dev/test.sh installs the readers")
         });
     assert!(
         out.status.success(),
-        "v3_facts.py: {}",
+        "{name} (./local-dev/test.sh installs the readers): {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("v3_facts.py JSON")
+    out.stdout
+}
+
+/// `v3_facts.py`: lineage, delete files and both readers' rows.
+fn facts(wh: &Warehouse, table: &str, columns: &[&str]) -> Value {
+    let mut args = vec![wh.path().to_str().unwrap(), table];
+    args.extend(columns);
+    serde_json::from_slice(&script("v3_facts.py", &args)).expect("v3_facts.py JSON")
 }
 
 /// Row lineage as the spec asks: every snapshot has an id range, ranges do
@@ -89,7 +98,7 @@ fn facts(wh: &Warehouse, table: &str, columns: &[&str]) -> Value {
 fn assert_lineage(f: &Value, seen: &mut HashMap<String, u64>) {
     assert_eq!(f["format_version"], 3, "{f}");
     let next = f["next_row_id"].as_u64().expect("next-row-id");
-    let mut ranges: Vec<(u64, u64)> = f["snapshots"]
+    let ranges: Vec<(u64, u64)> = f["snapshots"]
         .as_array()
         .unwrap()
         .iter()
@@ -100,15 +109,8 @@ fn assert_lineage(f: &Value, seen: &mut HashMap<String, u64>) {
             (first, first + s["added_rows"].as_u64().expect("added-rows"))
         })
         .collect();
-    ranges.sort_unstable();
-    for w in ranges.windows(2) {
-        assert!(w[0].1 <= w[1].0, "snapshot row ranges overlap: {ranges:?}");
-    }
-    assert!(
-        ranges.last().is_none_or(|r| r.1 <= next),
-        "{ranges:?} past {next}"
-    );
-    let mut files: Vec<(u64, u64)> = f["data_files"]
+    assert_disjoint(ranges, next, "snapshot row ranges");
+    let files: Vec<(u64, u64)> = f["data_files"]
         .as_array()
         .unwrap()
         .iter()
@@ -125,13 +127,18 @@ fn assert_lineage(f: &Value, seen: &mut HashMap<String, u64>) {
             (first, first + d["records"].as_u64().unwrap())
         })
         .collect();
-    files.sort_unstable();
-    for w in files.windows(2) {
-        assert!(w[0].1 <= w[1].0, "two data files share row ids: {files:?}");
+    assert_disjoint(files, next, "data files' row ids");
+}
+
+/// `ranges` (half-open) overlap nowhere and end by `next`.
+fn assert_disjoint(mut ranges: Vec<(u64, u64)>, next: u64, what: &str) {
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
+        assert!(w[0].1 <= w[1].0, "{what} overlap: {ranges:?}");
     }
     assert!(
-        files.last().is_none_or(|r| r.1 <= next),
-        "{files:?} past {next}"
+        ranges.last().is_none_or(|r| r.1 <= next),
+        "{what} {ranges:?} past the next row id {next}"
     );
 }
 
@@ -382,30 +389,17 @@ fn java(
     locations: &[&str],
     spark_sql: &[&str],
 ) -> Vec<Value> {
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_java.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .arg("--warehouse")
-        .arg(warehouse.path())
-        .args(tables)
-        .args(["--sort", "id"]);
+    let mut args = vec!["--warehouse", warehouse.path().to_str().unwrap()];
+    args.extend(tables);
+    args.extend(["--sort", "id"]);
     for l in locations {
-        cmd.args(["--metadata", l]);
+        args.extend(["--metadata", l]);
     }
     for sql in spark_sql {
-        cmd.args(["--spark-sql", sql]);
+        args.extend(["--spark-sql", sql]);
     }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {python}: {e}"));
-    assert!(
-        out.status.success(),
-        "read_java.py (./local-dev/test.sh installs Iceberg Java with local-dev/java.sh): {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    let out = script("read_java.py", &args);
+    String::from_utf8_lossy(&out)
         .lines()
         .map(|l| serde_json::from_str(l).expect("read_java.py JSON"))
         .collect()
@@ -582,20 +576,12 @@ fn nanosecond_timestamps_keep_every_digit_on_a_v3_table() {
     let dlq = wh.floe(&["--config", cfg.to_str().unwrap(), "dlq", "list", "--json"]);
     assert!(dlq.contains("ts") && dlq.contains("truncate"), "{dlq}");
 
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/read_nanos.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .arg(wh.path())
-        .args(["bronze.ns", "id", "ts", "tstz"])
-        .output()
-        .expect("run read_nanos.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let warehouse = wh.path().to_str().unwrap();
+    let out = script(
+        "read_nanos.py",
+        &[warehouse, "bronze.ns", "id", "ts", "tstz"],
     );
-    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read: Value = serde_json::from_slice(&out).unwrap();
     let at = 1_796_292_000_123_456_789u64;
     let want = json!([
         [1, at, at],
