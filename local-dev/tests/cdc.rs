@@ -6,24 +6,13 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::Warehouse;
+use common::{Rng, Warehouse};
 use serde_json::{Value, json};
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
   {"id":2,"name":"v","required":false,"type":"string"},
   {"id":3,"name":"amount","required":false,"type":"decimal(38, 9)"}]}"#;
-
-/// xorshift, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Changes over `keys` keys split into `files` inputs (a key always in the
 /// same one, so its order holds), the model state, and the ops in order.

@@ -12,24 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
-use common::{EVENT_SCHEMA, Warehouse, events};
+use common::{EVENT_SCHEMA, Rng, Warehouse, events};
 use serde_json::{Value, json};
 
 const KV_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
   {"id":2,"name":"v","required":false,"type":"string"},
   {"id":3,"name":"n","required":false,"type":"long"}]}"#;
-
-/// xorshift, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// The keyed table's expected rows, by id.
 type Model = BTreeMap<u64, (String, u64)>;

@@ -149,3 +149,15 @@ pub fn ids(table: &Value) -> Vec<u64> {
     ids.sort_unstable();
     ids
 }
+
+/// xorshift, so a failure reproduces.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
