@@ -129,14 +129,13 @@ pub async fn plan(
         plan.written.push(f.1.file_path().to_string());
     }
     plan.added_deletes = deletes;
-    if ctx.metadata().format_version() >= FormatVersion::V3 {
-        plan.removed_data.extend(
-            targets
-                .iter()
-                .filter(|t| !t.deleted.is_empty())
-                .filter_map(|t| t.vector.clone()),
-        );
-    }
+    // A file with new deletes has a new vector (only v3 tables have any).
+    plan.removed_data.extend(
+        targets
+            .iter()
+            .filter(|t| !t.deleted.is_empty())
+            .filter_map(|t| t.vector.clone()),
+    );
     if plan.added_deletes.is_empty() && !plan.truncate {
         plan.operation = Operation::Append;
     }
