@@ -68,10 +68,18 @@ step "cargo test"
 log="$(mktemp)"
 # The delivery harnesses append their verdicts here.
 export FLOE_HARNESS_REPORT="$log.harness"
-trap 'rm -f "$log" "$log.harness"' EXIT
+trap 'rm -f "$log" "$log.harness" "$log.docs"' EXIT
 # A hang fails the run well inside CI's 90 minutes instead of eating them.
-timeout 2700 cargo test --workspace --all-targets --no-fail-fast --locked --features "$features" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+# `|| status=$?`: under pipefail a failure would otherwise end the script
+# here, before the summary below.
+status=0
+timeout 2700 cargo test --workspace --all-targets --no-fail-fast --locked --features "$features" 2>&1 | tee "$log" || status=$?
+# The README's and the how-tos' shell and Python blocks, run as written from
+# a fresh directory against the debug CLI cargo test just built, their
+# output checked against the text blocks after them (local-dev/doctest.py).
+step "docs"
+docs=0
+FLOE_BIN="$CARGO_TARGET_DIR/debug/floe" python3 local-dev/doctest.py 2>&1 | tee "$log.docs" || docs=$?
 step "done"
 # The slowest test binaries, by the time their tests ran.
 # Unit-test binaries are all "src/lib.rs": name them by their crate instead.
@@ -80,6 +88,9 @@ awk '/^     Running / { name = $2; if (name == "unittests") { name = $NF; sub(/.
   sort -rn | head -5 | awk '{ t = $1; $1 = ""; printf "slowest: %s s%s\n", t, $0 }'
 # One closing line for the whole suite: cargo prints one result per target,
 # and the last target (the CLI binary) has no unit tests of its own.
-harness=$(sed 's/; independent readers.*//' "$log.harness" 2>/dev/null | paste -sd ';' -)
+# (None when the harnesses did not run: a build failure.)
+harness=$({ sed 's/; independent readers.*//' "$log.harness" 2>/dev/null || true; } | paste -sd ';' -)
 awk -v h="$harness" '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed%s\n", p, f, (h == "" ? "" : "; " h) }' "$log"
-exit "$status"
+echo "docs: $(tail -n 1 "$log.docs")"
+if [ "$status" -ne 0 ]; then exit "$status"; fi
+exit "$docs"
