@@ -642,15 +642,34 @@ impl Embedded {
         }
         let report = self.run(readers, opts, None).await?;
         for p in &paths {
-            self.file_io
-                .delete(p)
-                .await
-                .map_err(|source| EmbeddedError::DeadLetter {
-                    path: p.clone(),
-                    source: Box::new(source),
-                })?;
+            self.delete_dead_letter(p).await?;
         }
         Ok((report, paths))
+    }
+
+    /// Deletes dead-letter files (of one table, or all) without replaying
+    /// them: records no fix will make fit. Returns the files with their
+    /// record counts.
+    pub async fn purge_dead_letters(
+        &self,
+        table: Option<&TableIdent>,
+    ) -> Result<Vec<(String, usize)>, EmbeddedError> {
+        let mut purged = Vec::new();
+        for file in self.dead_letter_files(table).await? {
+            self.delete_dead_letter(&file.path).await?;
+            purged.push((file.path, file.entries.len()));
+        }
+        Ok(purged)
+    }
+
+    async fn delete_dead_letter(&self, path: &str) -> Result<(), EmbeddedError> {
+        self.file_io
+            .delete(path)
+            .await
+            .map_err(|source| EmbeddedError::DeadLetter {
+                path: path.to_string(),
+                source: Box::new(source),
+            })
     }
 }
 

@@ -87,6 +87,10 @@ impl Catalog for Delayed {
         self.inner.list_tables().await
     }
 
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        self.inner.drop_table(ident).await
+    }
+
     fn swaps_pointer(&self) -> bool {
         self.inner.swaps_pointer()
     }

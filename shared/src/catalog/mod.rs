@@ -253,6 +253,14 @@ pub trait Catalog: Debug + Send + Sync {
             "{self:?} cannot list its tables; name them (maintenance.tables)"
         )))
     }
+
+    /// Removes the table from the catalog; its files stay where they are.
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        Err(CatalogError::Store(format!(
+            "{self:?} cannot drop {}",
+            crate::ident::display(ident)
+        )))
+    }
 }
 
 /// A shared catalog handle.

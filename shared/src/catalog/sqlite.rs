@@ -247,6 +247,23 @@ impl Catalog for SqliteCatalog {
             .collect()
     }
 
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        let ns = ident.namespace().join(".");
+        let deleted = self.with_conn(|c| {
+            c.execute(
+                "DELETE FROM iceberg_tables
+                 WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+                params![self.name, ns, ident.name()],
+            )
+        })?;
+        match deleted {
+            0 => Err(CatalogError::NoSuchTable {
+                table: display(ident),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
         let location = self
             .current_location(ident)?

@@ -96,11 +96,7 @@ struct Deleted {
 /// The data files worth compacting, in the order a step takes them: files
 /// equality deletes may reach, files position deletes took a tenth of, and
 /// the small files of each partition that holds at least two.
-pub fn select(live: &LiveFiles, meta: &TableMetadata) -> Vec<String> {
-    select_with(live, meta, &HashMap::new())
-}
-
-fn select_with(
+fn select(
     live: &LiveFiles,
     meta: &TableMetadata,
     deleted_rows: &HashMap<String, usize>,
@@ -141,6 +137,52 @@ fn select_with(
     out
 }
 
+/// What compaction would take, without writing: the files the run selects
+/// (read with the same deletes), their rows less the rows position deletes
+/// remove, and whether equality deletes may remove more (then the rows are
+/// an upper bound: which keys they hit shows only when the files are read).
+pub async fn preview(ctx: &PlanContext<'_>) -> Result<Preview, CommitError> {
+    let meta = ctx.metadata();
+    let live = LiveFiles::load(ctx.file_io, meta)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    let deleted = read_deletes(ctx, &live).await?;
+    let counts: HashMap<String, usize> = deleted
+        .positions
+        .iter()
+        .map(|(p, rows)| (p.clone(), rows.len()))
+        .collect();
+    let selected: HashSet<String> = select(&live, meta, &counts).into_iter().collect();
+    let mut preview = Preview::default();
+    for f in live
+        .data
+        .iter()
+        .filter(|f| selected.contains(f.file.file_path()))
+    {
+        let removed = counts.get(f.file.file_path()).copied().unwrap_or(0) as u64;
+        preview.files += 1;
+        preview.rows += f.file.record_count().saturating_sub(removed);
+        preview.dropped += removed;
+        preview.rows_at_most |= deleted
+            .newest_equality
+            .is_some_and(|s| s > f.sequence_number);
+    }
+    Ok(preview)
+}
+
+/// What [`preview`] found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Preview {
+    /// Data files the run would replace.
+    pub files: usize,
+    /// Rows it would write.
+    pub rows: u64,
+    /// Rows it would drop because position deletes removed them.
+    pub dropped: u64,
+    /// True when equality deletes may drop some of `rows`.
+    pub rows_at_most: bool,
+}
+
 /// Reads and rewrites the next step of files worth compacting; `None` when
 /// nothing is.
 pub async fn rewrite(
@@ -160,7 +202,7 @@ pub async fn rewrite(
         .iter()
         .map(|(p, rows)| (p.clone(), rows.len()))
         .collect();
-    let selected = select_with(&live, meta, &counts);
+    let selected = select(&live, meta, &counts);
     if selected.is_empty() {
         return Ok(None);
     }

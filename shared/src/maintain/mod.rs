@@ -117,6 +117,8 @@ pub struct MaintainReport {
     pub compacted_files: usize,
     /// Rows compaction wrote.
     pub compacted_rows: u64,
+    /// Dry run: equality deletes may drop some of `compacted_rows`.
+    pub compacted_rows_at_most: bool,
     /// Rows compaction dropped because deletes removed them.
     pub compacted_deleted_rows: u64,
     /// Compaction steps committed.
@@ -171,13 +173,11 @@ pub async fn maintain(
     );
     let will_expire = !planned.snapshots.is_empty();
     if opts.dry_run {
-        let live = LiveFiles::load(&file_io, &loaded.metadata)
-            .await
-            .map_err(|source| MaintainError::Iceberg {
-                table: table.clone(),
-                source: Box::new(source),
-            })?;
-        report.compacted_files = compact::select(&live, &loaded.metadata).len();
+        let preview = compact::preview(&engine.context(&loaded)).await?;
+        report.compacted_files = preview.files;
+        report.compacted_rows = preview.rows;
+        report.compacted_deleted_rows = preview.dropped;
+        report.compacted_rows_at_most = preview.rows_at_most;
         report.expired_snapshots = planned.snapshots.len();
         report.expired_refs = planned.refs;
         report.orphans = find_orphans(catalog, &loaded, opts).await?;

@@ -554,6 +554,29 @@ impl Catalog for GlueCatalog {
         .await
     }
 
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        let table = display(ident);
+        let db = Self::database(ident.namespace())?;
+        let sent = self
+            .glue
+            .delete_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&db)
+            .name(ident.name())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
+            {
+                Err(CatalogError::NoSuchTable { table })
+            }
+            Err(e) => Err(store("DeleteTable", &table, &e)),
+        }
+    }
+
     async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let span = tracing::info_span!("glue.commit", table = %display(&commit.base.ident));
         self.swap(commit).instrument(span).await

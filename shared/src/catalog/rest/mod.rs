@@ -610,6 +610,26 @@ impl Catalog for RestCatalog {
         .await
     }
 
+    /// Drops the catalog entry only (`purgeRequested=false`): floe removes
+    /// the files itself when asked, as it does on every catalog.
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        let table = display(ident);
+        let mut url = self.table_url(ident);
+        url.query_pairs_mut().append_pair("purgeRequested", "false");
+        match self.http.call(&Method::DELETE, &url, None).await? {
+            Outcome::Answer(status, _) if status.is_success() => Ok(()),
+            Outcome::Answer(status, body) => Err(wire::load_error(
+                &table,
+                url.as_str(),
+                status.as_u16(),
+                &body,
+            )),
+            Outcome::NotSent(m) | Outcome::Lost(m) => {
+                Err(http_err(&Method::DELETE, &url, m).into())
+            }
+        }
+    }
+
     /// The server applies a commit's updates to whatever the table holds
     /// when its requirements pass.
     fn swaps_pointer(&self) -> bool {
