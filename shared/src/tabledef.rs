@@ -59,7 +59,81 @@ pub enum TableDefError {
 
 /// Parses an Iceberg schema from its JSON form.
 pub fn parse_schema(json: &str) -> Result<Schema, TableDefError> {
-    serde_json::from_str(json).map_err(|e| TableDefError::Schema(e.to_string()))
+    serde_json::from_str(json).map_err(|e| {
+        // iceberg-rust's answer for a bad field is "did not match any variant
+        // of untagged enum": find the field and say what is wrong with it.
+        let found = serde_json::from_str::<serde_json::Value>(json)
+            .ok()
+            .and_then(|v| schema_fault(&v, ""));
+        TableDefError::Schema(found.unwrap_or_else(|| e.to_string()))
+    })
+}
+
+/// Iceberg's primitive type names (`decimal(P,S)` and `fixed[N]` aside).
+const PRIMITIVES: &[&str] = &[
+    "boolean",
+    "int",
+    "long",
+    "float",
+    "double",
+    "date",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "timestamp_ns",
+    "timestamptz_ns",
+    "string",
+    "uuid",
+    "binary",
+];
+
+/// The first field of a schema (or nested type) that cannot parse, described.
+fn schema_fault(ty: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    let at = |what: String| match path {
+        "" => what,
+        p => format!("field `{p}`: {what}"),
+    };
+    match ty {
+        Value::String(name) => {
+            let known = PRIMITIVES.contains(&name.as_str())
+                || name.starts_with("decimal(")
+                || name.starts_with("fixed[");
+            (!known).then(|| {
+                let hint = crate::config::keys::closest(name, PRIMITIVES.iter().copied())
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                at(format!("unknown type `{name}`{hint}; types are {}, decimal(P,S), fixed[N], struct, list and map", PRIMITIVES.join(", ")))
+            })
+        }
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("struct") => {
+                let fields = o.get("fields").and_then(Value::as_array)?;
+                fields.iter().enumerate().find_map(|(i, f)| {
+                    let name = f.get("name").and_then(Value::as_str);
+                    let here = match (path, name) {
+                        (_, None) => return Some(at(format!("field #{} has no \"name\"", i + 1))),
+                        ("", Some(n)) => n.to_string(),
+                        (p, Some(n)) => format!("{p}.{n}"),
+                    };
+                    for key in ["id", "required", "type"] {
+                        if f.get(key).is_none() {
+                            return Some(format!("field `{here}`: no \"{key}\""));
+                        }
+                    }
+                    schema_fault(&f["type"], &here)
+                })
+            }
+            Some("list") => schema_fault(o.get("element")?, &format!("{path}[]")),
+            Some("map") => schema_fault(o.get("key")?, &format!("{path}.key"))
+                .or_else(|| schema_fault(o.get("value")?, &format!("{path}.value"))),
+            Some(other) => Some(at(format!(
+                "unknown nested type `{other}` (struct, list or map)"
+            ))),
+            None => None,
+        },
+        _ => None,
+    }
 }
 
 /// Parses `transform(args, column)` or a bare column (identity).
@@ -317,6 +391,25 @@ pub fn creation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mistyped_type_is_named_with_its_field_and_the_likely_type() {
+        let text = r#"{"type":"struct","fields":[
+            {"id":1,"name":"id","required":true,"type":"long"},
+            {"id":2,"name":"info","required":false,"type":{"type":"struct","fields":[
+                {"id":3,"name":"ts","required":false,"type":"timestamtz"}]}}]}"#;
+        let err = parse_schema(text).unwrap_err().to_string();
+        assert!(err.contains("field `info.ts`"), "{err}");
+        assert!(err.contains("unknown type `timestamtz`"), "{err}");
+        assert!(err.contains("did you mean `timestamptz`?"), "{err}");
+        let err = parse_schema(r#"{"type":"struct","fields":[{"id":1,"name":"n","type":"int"}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `n`: no \"required\""), "{err}");
+        // Broken JSON keeps serde's line and column.
+        let err = parse_schema("{\"type\": ").unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
 
     const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
         {"id":1,"name":"id","required":true,"type":"long"},

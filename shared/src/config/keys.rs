@@ -343,7 +343,10 @@ fn unknown_message<'a>(
 
 /// The known name that `name` most likely misspells: within two edits, else
 /// sharing a prefix of at least four characters (`evolve` → `evolution`).
-fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    name: &str,
+    known: impl Iterator<Item = &'a str> + Clone,
+) -> Option<&'a str> {
     let near = known
         .clone()
         .map(|k| (edit_distance(name, k), k))

@@ -244,7 +244,7 @@
 //! `partition` and `sort` entries are checked against the schema when the table
 //! is created; here they only have to be non-empty.
 
-mod keys;
+pub(crate) mod keys;
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,56 @@
 //! CloudWatch Embedded Metric Format: one JSON line on stdout per invocation,
 //! which CloudWatch Logs turns into metrics without any API call (a Lambda
 //! function's stdout goes to its log group), so metrics cost no latency.
+//! The CLI points them at a file or stderr instead ([`set_sink`]).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Map, Value, json};
+
+/// Where EMF lines go. Lambda reads stdout (the default); the CLI, whose
+/// stdout is a person's terminal, sends them elsewhere or nowhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sink {
+    /// One line each on stdout: the function's log group.
+    Stdout,
+    /// One line each on stderr.
+    Stderr,
+    /// Appended to this file.
+    File(PathBuf),
+    /// Dropped.
+    Off,
+}
+
+static SINK: OnceLock<Mutex<Sink>> = OnceLock::new();
+
+/// Sends every later [`Emf::emit`] of this process to `sink`.
+pub fn set_sink(sink: Sink) {
+    let cell = SINK.get_or_init(|| Mutex::new(Sink::Stdout));
+    if let Ok(mut current) = cell.lock() {
+        *current = sink;
+    }
+}
+
+fn write_line(line: &str) {
+    let sink = SINK
+        .get()
+        .and_then(|s| s.lock().ok().map(|s| s.clone()))
+        .unwrap_or(Sink::Stdout);
+    // Metrics are best effort: a full disk or a closed pipe must not fail
+    // the write they describe.
+    let _ = match sink {
+        Sink::Stdout => writeln!(std::io::stdout(), "{line}"),
+        Sink::Stderr => writeln!(std::io::stderr(), "{line}"),
+        Sink::File(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| writeln!(f, "{line}")),
+        Sink::Off => Ok(()),
+    };
+}
 
 /// The CloudWatch namespace floe's metrics go to.
 pub const NAMESPACE: &str = "floe";
@@ -99,9 +147,10 @@ impl Emf {
         Value::Object(root)
     }
 
-    /// Prints the record as one line on stdout, where Lambda's log agent picks it up.
+    /// Writes the record as one line to the process's [`Sink`] (stdout,
+    /// where Lambda's log agent picks it up, unless [`set_sink`] said otherwise).
     pub fn emit(&self) {
-        println!("{}", self.to_json(crate::clock::now_ms()));
+        write_line(&self.to_json(crate::clock::now_ms()).to_string());
     }
 }
 
