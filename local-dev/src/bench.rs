@@ -5,6 +5,7 @@
 //! commits against long snapshot histories.
 
 use std::io::Write;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use floe_core::source::SourceKind;
 use floe_core::tabledef;
 
 use crate::demo;
+use crate::out::outln;
 
 mod history;
 mod tables;
@@ -63,6 +65,10 @@ pub struct GenArgs {
     high_entropy: bool,
     #[arg(long, default_value_t = 1_000_000)]
     records: u64,
+    /// The first record's `id` (the next file of a series starts where the
+    /// last ended, so their rows differ).
+    #[arg(long, default_value_t = 0)]
+    first_id: u64,
     /// Output file.
     #[arg(long)]
     out: PathBuf,
@@ -117,11 +123,11 @@ pub struct KeyedArgs {
 pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Gen(a) => {
-            let data = generate(a.shape, a.high_entropy, a.records);
+            let data = generate(a.shape, a.high_entropy, a.first_id..a.first_id + a.records);
             std::fs::write(&a.out, data).with_context(|| a.out.display().to_string())
         }
         BenchCommand::Schema { shape } => {
-            println!("{}", schema_json(shape));
+            outln!("{}", schema_json(shape));
             Ok(())
         }
         BenchCommand::Commit(a) => commit_regime(floe, a).await,
@@ -132,14 +138,15 @@ pub async fn run(floe: &Embedded, cmd: BenchCommand) -> Result<()> {
     }
 }
 
-/// NDJSON records of `shape`.
-pub fn generate(shape: Shape, high_entropy: bool, n: u64) -> Vec<u8> {
+/// NDJSON records of `shape`, one per id.
+pub fn generate(shape: Shape, high_entropy: bool, ids: Range<u64>) -> Vec<u8> {
+    let n = ids.end.saturating_sub(ids.start);
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     match (shape, high_entropy) {
-        (Shape::Event, false) => demo::generate(n),
+        (Shape::Event, false) => demo::generate(ids),
         (Shape::Event, true) => {
             let mut out = Vec::with_capacity(n as usize * 160);
-            for i in 0..n {
+            for i in ids {
                 let _ = writeln!(
                     out,
                     r#"{{"id":{i},"user_id":{},"event_type":"{:016x}","value":{},"info":"{:016x}{:016x}{:016x}","ts":"2026-11-30T10:{:02}:{:02}.{:06}Z"}}"#,
@@ -158,7 +165,7 @@ pub fn generate(shape: Shape, high_entropy: bool, n: u64) -> Vec<u8> {
         }
         (Shape::Wide, entropy) => {
             let mut out = Vec::with_capacity(n as usize * 1500);
-            for r in 0..n {
+            for r in ids {
                 out.push(b'{');
                 for i in 0..50u64 {
                     if i > 0 {
@@ -222,7 +229,7 @@ async fn commit_regime(floe: &Embedded, a: CommitArgs) -> Result<()> {
     .await?;
     // One input per writer, as independent producers submitting at once.
     let per = a.records / a.writers.max(1) as u64;
-    let data = demo::generate(per);
+    let data = demo::generate(0..per);
     let inputs = (0..a.writers)
         .map(|w| Input {
             source: format!("bench:w{w}"),
@@ -240,7 +247,7 @@ async fn commit_regime(floe: &Embedded, a: CommitArgs) -> Result<()> {
     };
     let r = floe.ingest(Some(&ident), inputs, &opts).await?;
     let secs = r.elapsed.as_secs_f64().max(1e-9);
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "latency_ms": a.latency_ms, "writers": a.writers, "records": r.records_committed,
@@ -308,7 +315,7 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
     let num = |k: &str| -> f64 { summary.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
     let rewritten = num(copy_on_write::ROWS_REWRITTEN);
     let changed = num(copy_on_write::ROWS_CHANGED);
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "rows": per * a.files, "files": a.files, "keys": a.keys,
@@ -355,7 +362,7 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
     }
     let load_seconds = started.elapsed().as_secs_f64();
     if a.load_only {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"keys": a.keys, "load_seconds": load_seconds})
         );
@@ -383,7 +390,7 @@ async fn keyed(floe: &Embedded, a: KeyedArgs) -> Result<()> {
                 &opts(a.changes),
             )
             .await?;
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "keys": a.keys, "changes": a.changes, "batch": b,

@@ -10,8 +10,9 @@ use floe_core::ident;
 use floe_core::tabledef;
 
 use crate::ingest::Tuning;
+use crate::out::outln;
 use crate::progress::Progress;
-use crate::report;
+use crate::report::{self, Delivery};
 
 /// The benchmark event: id, user_id, event_type, value, info, ts.
 const EVENT_SCHEMA: &str = include_str!("../bench/events.schema.json");
@@ -44,7 +45,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
         Ok(_) | Err(EmbeddedError::Catalog(CatalogError::TableExists { .. })) => {}
         Err(e) => return Err(e.into()),
     }
-    let data = generate(args.records);
+    let data = generate(0..args.records);
     let total = data.len() as u64;
     // Every run is new data: a run id in the source name gives new batch ids.
     let run = std::time::SystemTime::now()
@@ -60,7 +61,7 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
     // The micro-batch regime of the benchmark: 10k-record batches by default.
     let opts = args.tuning.options(args.writers, 10_000);
     if !args.json {
-        println!(
+        outln!(
             "demo: {} events ({:.1} MB NDJSON), {} writers, batches of {} into {}",
             args.records,
             total as f64 / 1e6,
@@ -73,9 +74,9 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
     let result = floe.ingest(Some(&ident), inputs, &opts).await;
     progress.finish();
     let r = result?;
-    report::print(&ident::display(&ident), &r, args.json);
+    report::print(&ident::display(&ident), &r, Delivery::Committed, args.json);
     if !args.json {
-        println!(
+        outln!(
             "  {:.1} MB/s of JSON; warehouse {}",
             total as f64 / 1e6 / r.elapsed.as_secs_f64().max(1e-9),
             floe.location()
@@ -85,10 +86,10 @@ pub async fn run(floe: &Embedded, args: DemoArgs) -> Result<()> {
 }
 
 /// The events of Redpanda Connect's benchmark (as `local-dev/bench/peers/gen_events.py`).
-pub fn generate(n: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n as usize * 140);
+pub fn generate(ids: std::ops::Range<u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids.end.saturating_sub(ids.start) as usize * 140);
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    for i in 0..n {
+    for i in ids {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;

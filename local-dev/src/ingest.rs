@@ -1,6 +1,8 @@
 //! `floe ingest NS.TABLE FILE...`
 
+use std::io::Read;
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -14,13 +16,16 @@ use floe_core::queue::QueueRef;
 use floe_core::shred::EpochUnit;
 
 use crate::progress::Progress;
-use crate::report;
+use crate::report::{self, Delivery};
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// NAMESPACE.TABLE, then NDJSON files (`-` reads stdin); with --routed, only files.
-    #[arg(required = true, value_name = "TABLE] [FILE")]
-    args: Vec<String>,
+    /// The table (NAMESPACE.TABLE); with --routed, the first file instead.
+    #[arg(value_name = "NS.TABLE", required = true)]
+    table: String,
+    /// NDJSON files (`-` reads stdin).
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
     /// Route each record by the config's [routing] rules instead of naming one table.
     #[arg(long)]
     routed: bool,
@@ -34,6 +39,10 @@ pub struct IngestArgs {
     via_queue: bool,
     #[command(flatten)]
     pub tuning: Tuning,
+    /// Exit 0 when some records were rejected (dead-lettered) and the rest
+    /// committed, instead of 3.
+    #[arg(long)]
+    allow_partial: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -109,7 +118,9 @@ pub fn default_writers() -> usize {
         .unwrap_or(1)
 }
 
-pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> Result<()> {
+/// Ingests the files; the exit code says whether every record is in the
+/// table (README, "Exit codes").
+pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> Result<ExitCode> {
     // The deployment's queue sends each table's requests to its shard, as
     // the writer function's does.
     let queue: Option<QueueRef> = match (deployment.queue_urls().is_empty(), args.via_queue) {
@@ -119,14 +130,13 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> 
         ),
         (_, false) => None,
     };
+    // With --routed every positional is a file: clap put the first in `table`.
     let (table, files) = if args.routed {
-        (None, &args.args[..])
+        let mut files = vec![args.table.clone()];
+        files.extend(args.files.iter().cloned());
+        (None, files)
     } else {
-        let (t, rest) = args
-            .args
-            .split_first()
-            .context("name the table (NAMESPACE.TABLE), or pass --routed")?;
-        (Some(ident::parse_table(t)?), rest)
+        (Some(ident::parse_table(&args.table)?), args.files.clone())
     };
     anyhow::ensure!(
         !files.is_empty(),
@@ -134,11 +144,12 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> 
     );
     let mut inputs = Vec::new();
     let mut total = 0;
-    for path in files {
+    for path in &files {
         if path == "-" {
             inputs.push(Input::stdin());
             continue;
         }
+        refuse_json_array(Path::new(path))?;
         let input = Input::file(Path::new(path)).with_context(|| format!("opening {path}"))?;
         total += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         inputs.push(input);
@@ -156,6 +167,27 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: IngestArgs) -> 
         }
         _ => e.into(),
     })?;
-    report::print(&name, &report, args.json);
+    let delivery = match args.via_queue {
+        true => Delivery::Queued,
+        false => Delivery::Committed,
+    };
+    report::print(&name, &report, delivery, args.json);
+    Ok(report::exit_code(&report, args.allow_partial))
+}
+
+/// A file that holds one JSON array would be read line by line, each line
+/// a broken record: say what the CLI reads instead.
+fn refuse_json_array(path: &Path) -> Result<()> {
+    let mut head = [0u8; 512];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .with_context(|| format!("opening {}", path.display()))?;
+    if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        anyhow::bail!(
+            "{} holds a JSON array: `floe ingest` reads NDJSON, one record per line \
+             (convert it with `jq -c '.[]' {0} > records.ndjson`; `floe serve` takes arrays as they are)",
+            path.display()
+        );
+    }
     Ok(())
 }

@@ -13,6 +13,8 @@ use floe_core::embedded::Embedded;
 use floe_core::ident;
 use floe_core::ledger::{self, Ledger, LedgerStore};
 
+use crate::out::outln;
+
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
     /// Where the table's ledger is, its ordered sources with their
@@ -41,9 +43,9 @@ async fn show(floe: &Embedded, table: &str) -> Result<()> {
     let catalog = floe.catalog();
     let loaded = catalog.load_table(&ident).await?;
     let store = Arc::new(LedgerStore::new(catalog.file_io().clone()));
-    println!("directory: {}", ledger::place::dir(&loaded.metadata));
+    outln!("directory: {}", ledger::place::dir(&loaded.metadata));
     if ledger::place::exposed(&loaded.metadata) {
-        println!(
+        outln!(
             "warning: it is under the table's location, where other engines' orphan cleanup deletes it; set the table property {} to a directory outside",
             ledger::place::LOCATION_PROPERTY
         );
@@ -53,16 +55,16 @@ async fn show(floe: &Embedded, table: &str) -> Result<()> {
         .with_context(|| {
             format!("{table}: its ledger cannot be read; `floe ledger repair {table}` rebuilds it")
         })?;
-    println!("head: {}", ledger.head_path().unwrap_or("(none yet)"));
+    outln!("head: {}", ledger.head_path().unwrap_or("(none yet)"));
     let head = ledger.head();
-    println!(
+    outln!(
         "commits since the last seal: {}; sealed segments: {}; archived source buckets: {}",
         head.recent.len(),
         head.segments.len(),
         head.archive.len()
     );
     for (source, marks) in &head.sources {
-        println!(
+        outln!(
             "  {source}: high-water mark {}, {} runs, {} pages{}",
             marks
                 .high_water_mark()
@@ -102,13 +104,13 @@ async fn repair(floe: &Embedded, deployment: &Deployment, table: &str) -> Result
     let engine = CommitEngine::new(catalog, RetryPolicy::default());
     let rebuilt = engine.repair_ledger(&ident, &candidates).await?;
     match &rebuilt.base {
-        Some(base) => println!("{table}: rebuilt from {base}"),
-        None => println!("{table}: no ledger head survived; rebuilt from the table's snapshots"),
+        Some(base) => outln!("{table}: rebuilt from {base}"),
+        None => outln!("{table}: no ledger head survived; rebuilt from the table's snapshots"),
     }
     for path in &rebuilt.missing {
-        println!("  missing, dropped: {path}");
+        outln!("  missing, dropped: {path}");
     }
-    println!(
+    outln!(
         "  read {} snapshot summaries; {} ordered sources, {} commits since the last seal",
         rebuilt.snapshots,
         rebuilt.head.sources.len(),

@@ -39,6 +39,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tracing::{Instrument, info, warn};
 
+use crate::out::outln;
+
 #[derive(Debug, Args)]
 pub struct LocalArgs {
     /// One endpoint for S3, SQS and Glue (moto: `local-dev/aws.sh` prints
@@ -491,8 +493,8 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     ));
     let source = Arc::new(mapping(&source_url, &source_arn, 10, Duration::ZERO));
 
-    println!("floe local: HTTP ingest on http://{addr} (Authorization: Bearer {token})");
-    println!(
+    outln!("floe local: HTTP ingest on http://{addr} (Authorization: Bearer {token})");
+    outln!(
         "floe local: source queue {source_url} -> writer ({} pollers); commit queue {commit_url} -> committer (batch {}, window {} ms, concurrency 1, visibility {} s, {} receives then {}-commits-dlq)",
         args.writers,
         args.batch_size,
@@ -501,15 +503,15 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         args.max_receive_count,
         args.name
     );
-    println!(
+    outln!(
         "floe local: tables under s3://{bucket}/warehouse, catalog {}; config {}",
         args.catalog,
         config_file.display()
     );
-    println!(
+    outln!(
         "  curl -H 'Authorization: Bearer {token}' --data-binary '{{\"id\":1}}' 'http://{addr}/v1/tables/local/events/records?wait=commit'"
     );
-    println!("  floe --config {} status", config_file.display());
+    outln!("  floe --config {} status", config_file.display());
 
     let stop = Arc::new(AtomicBool::new(false));
     let writer = Arc::new(writer);
@@ -554,7 +556,7 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         stop.store(true, Ordering::Relaxed);
     };
     tokio::join!(serving, maintenance_loop);
-    println!("floe local: stopping; the committer drains the commit queue first");
+    outln!("floe local: stopping; the committer drains the commit queue first");
     for t in tasks {
         t.await.context("writer poller")?;
     }
@@ -570,7 +572,7 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
             commits.invoke(committer.as_ref(), &messages).await?;
         }
     }
-    println!("floe local: stopped");
+    outln!("floe local: stopped");
     Ok(())
 }
 

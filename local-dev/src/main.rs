@@ -9,28 +9,46 @@ mod ledger;
 #[cfg(feature = "aws")]
 mod local;
 mod maintain;
+mod out;
 #[cfg(feature = "postgres")]
 mod pg;
 mod progress;
 mod report;
+mod rows;
 mod serve;
 mod status;
 mod table;
 mod unbuilt;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use floe_core::config::Config;
 use floe_core::deploy::{Deployment, Role};
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
+use floe_core::metrics::emf::Sink;
 use tracing_subscriber::EnvFilter;
+
+/// The version with the commit it was built from (build.rs), so a bug
+/// report names the code.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLOE_COMMIT"), ")");
+
+/// What `ingest` and `dlq replay` exit with, for scripts.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done: every record read is in the table (now or from an earlier run)
+  1  error: see the message; nothing was acknowledged that is not in the table
+  2  usage error
+  3  ingest, dlq replay: some records were rejected (dead-lettered), the rest
+     committed; --allow-partial exits 0 instead
+  4  ingest, dlq replay: every record read was rejected; nothing committed";
 
 /// floe: JSON records into Apache Iceberg tables, exactly once.
 #[derive(Debug, Parser)]
-#[command(name = "floe", version, about)]
+#[command(name = "floe", version = VERSION, about, after_help = EXIT_CODES)]
 struct Cli {
     /// Warehouse directory (tables, metadata and the SQLite catalog)
     /// [default: the config's warehouse, else ./warehouse].
@@ -41,6 +59,10 @@ struct Cli {
     /// deployment. Also FLOE_CONFIG or FLOE_CONFIG_TOML.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    /// Where the functions' CloudWatch EMF metric lines go: `off`,
+    /// `stderr`, `stdout` or a file to append to.
+    #[arg(long, global = true, env = "FLOE_METRICS", default_value = "off", value_parser = metrics_sink)]
+    metrics: Sink,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,16 +108,29 @@ enum Command {
     /// Show or repair a table's idempotency ledger.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// Print a shell completion script: `floe completions bash > /etc/bash_completion.d/floe`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        // clap_complete panics on a write error: generate, then print.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "floe", &mut script);
+        out::bytes(&script);
+        return Ok(ExitCode::SUCCESS);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
         .init();
+    floe_core::metrics::emf::set_sink(cli.metrics.clone());
     let faults = Faults::from_env()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -104,6 +139,9 @@ fn main() -> Result<()> {
     match &cli.command {
         Command::Ingest(args) => args.tuning.apply(&mut config),
         Command::Demo(args) => args.tuning.apply(&mut config),
+        Command::Serve(serve::ServeArgs {
+            token: Some(token), ..
+        }) => config.http.token = Some(token.as_str().into()),
         _ => {}
     }
     if let Some(dir) = &cli.warehouse {
@@ -112,18 +150,18 @@ fn main() -> Result<()> {
         config.warehouse.uri = None;
     }
     runtime.block_on(async move {
-        match cli.command {
+        let done = match cli.command {
+            Command::Ingest(args) => {
+                let (deployment, floe) = open(config, faults).await?;
+                return ingest::run(&floe, &deployment, args).await;
+            }
+            Command::Dlq(cmd) => return dlq::run(&open(config, faults).await?.1, cmd).await,
             #[cfg(feature = "aws")]
             Command::Local(args) => local::run(config, args).await,
             #[cfg(not(feature = "aws"))]
             Command::Local(_) => Err(unbuilt::command("local", "aws")),
             Command::Serve(args) => serve::run(open(config, faults).await?.0, args).await,
             Command::Table(cmd) => table::run(&open(config, faults).await?.1, cmd).await,
-            Command::Ingest(args) => {
-                let (deployment, floe) = open(config, faults).await?;
-                ingest::run(&floe, &deployment, args).await
-            }
-            Command::Dlq(cmd) => dlq::run(&open(config, faults).await?.1, cmd).await,
             Command::Status(args) => {
                 let (deployment, floe) = open(config, faults).await?;
                 status::run(&floe, &deployment, args).await
@@ -142,7 +180,20 @@ fn main() -> Result<()> {
             #[cfg(not(feature = "postgres"))]
             Command::Pg(_) => Err(unbuilt::command("pg", "postgres")),
             Command::Bench(cmd) => bench::run(&open(config, faults).await?.1, cmd).await,
-        }
+            Command::Completions { .. } => Ok(()),
+        };
+        done.map(|()| ExitCode::SUCCESS)
+    })
+}
+
+/// `--metrics`: the CLI's stdout is for people, so EMF goes there only when asked.
+fn metrics_sink(value: &str) -> Result<Sink, String> {
+    Ok(match value {
+        "off" => Sink::Off,
+        "stdout" => Sink::Stdout,
+        "stderr" => Sink::Stderr,
+        "" => return Err("give off, stderr, stdout or a file".into()),
+        path => Sink::File(PathBuf::from(path)),
     })
 }
 

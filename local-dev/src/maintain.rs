@@ -11,6 +11,8 @@ use floe_core::ident;
 use floe_core::maintain::owned::select;
 use floe_core::maintain::{MaintainOptions, MaintainReport, maintain};
 
+use crate::out::outln;
+
 #[derive(Debug, Args)]
 pub struct MaintainArgs {
     /// The table (NAMESPACE.TABLE); none: the configured tables, else every
@@ -29,8 +31,10 @@ pub struct MaintainArgs {
     #[arg(long)]
     max_snapshots: Option<usize>,
     /// Leave unreferenced files younger than this (default
-    /// `maintenance.orphan_window_seconds`, 16 days); never shorter than the
-    /// commit queue's or its DLQ's retention.
+    /// `maintenance.orphan_window_seconds`, 16 days). With an SQS commit
+    /// queue never shorter than its or its DLQ's retention; on a local
+    /// warehouse anything, while no `floe serve` request waits in its
+    /// spool (do not run it beside an ingest into the same table).
     #[arg(long)]
     orphan_window_ms: Option<i64>,
     /// Start no compaction step after this many seconds; a large backlog
@@ -45,6 +49,12 @@ pub struct MaintainArgs {
 pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -> Result<()> {
     let config = floe.config();
     let orphan_window_ms = match args.orphan_window_ms {
+        // No commit queue: only the local spool can hold a request whose
+        // files are not in a table yet.
+        Some(ms) if deployment.queue_urls().is_empty() => {
+            refuse_while_spooled(floe, deployment).await?;
+            ms
+        }
         Some(ms) => {
             config
                 .maintenance
@@ -81,7 +91,7 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -
     let mut failed = selection.failed;
     for ident in &selection.tables {
         match maintain(&floe.catalog(), ident, &opts).await {
-            Ok(r) if args.json => println!("{}", serde_json::to_string(&r)?),
+            Ok(r) if args.json => outln!("{}", serde_json::to_string(&r)?),
             Ok(r) => print(&r, args.dry_run),
             Err(e) if args.table.is_some() => return Err(e.into()),
             Err(e) => {
@@ -97,15 +107,48 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: MaintainArgs) -
     Ok(())
 }
 
+/// Refuses a chosen orphan window while `floe serve`'s spool holds
+/// accepted requests: their data files are in no table yet, and cleaning
+/// them would turn an acknowledged batch into a dead-lettered request.
+async fn refuse_while_spooled(floe: &Embedded, deployment: &Deployment) -> Result<()> {
+    let spool = format!(
+        "{}/{}/",
+        floe.location().trim_end_matches('/'),
+        floe_core::queue::spool::SPOOL_DIR
+    );
+    let waiting = deployment.lister.list(&spool).await?.len();
+    if waiting > 0 {
+        bail!(
+            "{waiting} accepted commit requests wait in {spool}: their data files are in no table yet, \
+             so --orphan-window-ms would delete them; start `floe serve` on this warehouse until they \
+             are committed (or leave out --orphan-window-ms)"
+        );
+    }
+    Ok(())
+}
+
 fn print(r: &MaintainReport, dry_run: bool) {
     let verb = if dry_run { "would" } else { "did" };
-    println!(
+    outln!(
         "{}: {} snapshots, {} manifests, {} data files, {} delete files before",
-        r.table, r.before.snapshots, r.before.manifests, r.before.data_files, r.before.delete_files
+        r.table,
+        r.before.snapshots,
+        r.before.manifests,
+        r.before.data_files,
+        r.before.delete_files
     );
-    println!(
-        "  {verb} compact {} files ({} rows), expire {} snapshots and {} refs, delete {} unreferenced files and {} orphans",
+    let dropped = match r.compacted_deleted_rows {
+        0 => String::new(),
+        n => format!(", dropping {n} deleted"),
+    };
+    outln!(
+        "  {verb} compact {} files ({}{} rows kept{dropped}), expire {} snapshots and {} refs, delete {} unreferenced files and {} orphans",
         r.compacted_files,
+        if r.compacted_rows_at_most {
+            "at most "
+        } else {
+            ""
+        },
         r.compacted_rows,
         r.expired_snapshots,
         r.expired_refs.len(),
@@ -113,9 +156,12 @@ fn print(r: &MaintainReport, dry_run: bool) {
         r.orphans.len()
     );
     if !dry_run {
-        println!(
+        outln!(
             "  after: {} snapshots, {} manifests, {} data files, {} delete files",
-            r.after.snapshots, r.after.manifests, r.after.data_files, r.after.delete_files
+            r.after.snapshots,
+            r.after.manifests,
+            r.after.data_files,
+            r.after.delete_files
         );
     }
 }

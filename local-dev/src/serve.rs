@@ -26,6 +26,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
+use crate::out::outln;
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one; the first line printed names it).
@@ -34,9 +36,21 @@ pub struct ServeArgs {
     /// Milliseconds the committer gathers requests after the first arrives.
     #[arg(long, default_value_t = 500)]
     pub commit_window_ms: u64,
+    /// Bearer token callers present (`Authorization: Bearer …`) [default:
+    /// the config's http.token]; main puts it in the config.
+    #[arg(long, env = "FLOE_HTTP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
+    if deployment.config.http.token.is_none() {
+        // Nothing here puts an IAM identity on a request (a Function URL
+        // does), so without a token every POST would be refused.
+        eprintln!(
+            "floe serve: warning: no token configured (--token, FLOE_HTTP_TOKEN or [http] token): \
+             every request will be refused with 401"
+        );
+    }
     // Without an SQS queue, the writers' requests wait in a spool under the
     // warehouse for the committer here: a POST is answered once its request
     // is on disk, and what a killed process left is committed first.
@@ -58,38 +72,38 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
-    println!("floe serve: listening on http://{addr}");
+    outln!("floe serve: listening on http://{addr}");
     match (&local, &deployment.queue_urls()[..]) {
         (Some(commits), _) => {
-            println!(
+            outln!(
                 "floe serve: committing in this process; accepted requests wait in {} until committed",
                 commits.location()
             );
             if commits.recovered() > 0 {
-                println!(
+                outln!(
                     "floe serve: committing {} request(s) a previous run accepted",
                     commits.recovered()
                 );
             }
         }
         (None, [url]) => {
-            println!("floe serve: commit requests go to {url} for the deployment's committer")
+            outln!("floe serve: commit requests go to {url} for the deployment's committer")
         }
-        (None, urls) => println!(
+        (None, urls) => outln!(
             "floe serve: commit requests go to their table's shard of {} for the deployment's committers",
             urls.join(", ")
         ),
     }
     serve_http(listener, Arc::new(api), shutdown_signal()).await;
     if let Some(commits) = local {
-        println!("floe serve: stopping; committing what was acknowledged");
+        outln!("floe serve: stopping; committing what was acknowledged");
         let left = commits
             .stop()
             .await
             .context("committing the acknowledged requests")?;
         report_leftover(&left);
     }
-    println!("floe serve: stopped");
+    outln!("floe serve: stopped");
     Ok(())
 }
 
@@ -99,12 +113,13 @@ fn report_leftover(left: &Leftover) {
     if left.queued == 0 {
         return;
     }
-    println!(
+    outln!(
         "floe serve: {} accepted request(s) stay queued in {}; the next floe serve on this warehouse commits them",
-        left.queued, left.location
+        left.queued,
+        left.location
     );
     for (table, why) in &left.failing {
-        println!("floe serve: commits to {table} are failing: {why}");
+        outln!("floe serve: commits to {table} are failing: {why}");
     }
 }
 

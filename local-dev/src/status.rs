@@ -2,18 +2,23 @@
 //! each table's recent snapshots (last commit, records per commit,
 //! freshness), the commit queue's depth, and the dead letters by reason.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
 use floe_core::clock::now_ms;
+use floe_core::commit::copy_on_write::ROWS_REWRITTEN;
 use floe_core::deploy::Deployment;
 use floe_core::embedded::Embedded;
 use floe_core::iceberg::TableIdent;
-use floe_core::iceberg::spec::TableMetadata;
+use floe_core::iceberg::spec::{Operation, Snapshot, TableMetadata};
 use floe_core::ident;
 use serde::Serialize;
 use serde_json::json;
+
+use crate::dlq;
+use crate::out::outln;
+use crate::rows::{Rows, summary_u64};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -33,6 +38,9 @@ pub struct StatusArgs {
 struct TableLine {
     table: String,
     snapshots: usize,
+    /// Rows a reader sees (`rows.written` less deleted rows).
+    rows: Rows,
+    /// Rows in data files, deleted or not (before: the only count).
     total_records: u64,
     last_commit_ms: Option<i64>,
     freshness_ms: Option<i64>,
@@ -42,6 +50,10 @@ struct TableLine {
     records_per_commit: Option<f64>,
     /// Commit requests those commits held (floe's `floe.requests` summary).
     requests: u64,
+    /// Compaction snapshots (`replace`) among the table's snapshots, and the
+    /// rows they rewrote: moved, not ingested.
+    compactions: usize,
+    rows_compacted: u64,
 }
 
 pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> Result<()> {
@@ -57,23 +69,9 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
         lines.push(table_line(t, &loaded.metadata, args.window, now));
     }
     let queues = queue_depths(deployment).await?;
-    let mut dead: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for file in floe.dead_letter_files(None).await? {
-        if let Some(t) = &args.table
-            && &file.table != t
-        {
-            continue;
-        }
-        let reasons = dead.entry(file.table.clone()).or_default();
-        for e in &file.entries {
-            let field = if e.field.is_empty() {
-                "(record)"
-            } else {
-                &e.field
-            };
-            *reasons.entry(format!("{field}: {}", e.reason)).or_default() += 1;
-        }
-    }
+    let only = args.table.as_deref().map(ident::parse_table).transpose()?;
+    let files = floe.dead_letter_files(only.as_ref()).await?;
+    let dead = dlq::by_reason(&files);
     if args.json {
         let out = json!({
             "tables": lines,
@@ -84,34 +82,43 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
             "dead_letters": dead,
             "dead_letter_location": floe.dead_letter_prefix(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     for l in &lines {
         let age = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), human);
-        println!(
-            "{}: {} records, {} snapshots, last commit {} ago",
+        outln!(
+            "{}: {}, {} snapshots, last commit {} ago",
             l.table,
-            l.total_records,
+            l.rows.describe(),
             l.snapshots,
             age(l.freshness_ms)
         );
         if let Some(rpc) = l.records_per_commit {
-            println!(
-                "  last {} commits: {} records, {rpc:.0} records/commit, {} requests",
-                l.commits, l.records, l.requests
+            outln!(
+                "  last {} ingest commits: {} records, {rpc:.0} records/commit, {} requests",
+                l.commits,
+                l.records,
+                l.requests
+            );
+        }
+        if l.compactions > 0 {
+            outln!(
+                "  {} compactions rewrote {} rows (not counted as ingested)",
+                l.compactions,
+                l.rows_compacted
             );
         }
     }
     if lines.is_empty() {
-        println!("no tables");
+        outln!("no tables");
     }
     for (i, q) in queues.iter().enumerate() {
         let shard = match queues.len() {
             1 => String::new(),
             n => format!(" (shard {i} of {n})"),
         };
-        println!(
+        outln!(
             "queue {}{shard}: {} waiting, {} in flight, {} delayed{}",
             q["url"].as_str().unwrap_or_default(),
             q["visible"],
@@ -127,10 +134,10 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
         );
     }
     if queues.is_empty() {
-        println!("queue: in-process (nothing waits between runs)");
+        outln!("queue: in-process (nothing waits between runs)");
     }
     if dead.is_empty() {
-        println!("no dead letters under {}", floe.dead_letter_prefix());
+        outln!("{}", dlq::none_message(floe, only.as_ref()).await?);
     }
     for (table, reasons) in &dead {
         let name = if table.is_empty() {
@@ -138,9 +145,9 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
         } else {
             table
         };
-        println!("dead letters of {name}: {}", reasons.values().sum::<u64>());
+        outln!("dead letters of {name}: {}", reasons.values().sum::<u64>());
         for (reason, n) in reasons {
-            println!("  {n:>6}  {reason}");
+            outln!("  {n:>6}  {reason}");
         }
     }
     Ok(())
@@ -149,36 +156,44 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
 fn table_line(t: &TableIdent, m: &TableMetadata, window: usize, now: i64) -> TableLine {
     let mut snaps: Vec<_> = m.snapshots().collect();
     snaps.sort_by_key(|s| s.sequence_number());
-    let summary = |s: &floe_core::iceberg::spec::Snapshot, key: &str| -> u64 {
-        s.summary()
-            .additional_properties
-            .get(key)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+    let (compactions, ingests): (Vec<&Arc<Snapshot>>, Vec<_>) = snaps
+        .into_iter()
+        .partition(|s| s.summary().operation == Operation::Replace);
+    // A copy-on-write commit re-adds the unchanged rows of the files it
+    // rewrites; they were ingested before.
+    let ingested = |s: &Snapshot| {
+        summary_u64(s, "added-records").saturating_sub(summary_u64(s, ROWS_REWRITTEN))
     };
-    let recent: Vec<_> = snaps
+    let recent: Vec<_> = ingests
         .iter()
         .rev()
-        .filter(|s| summary(s, "added-records") > 0)
+        .filter(|s| ingested(s) > 0)
         .take(window)
         .collect();
-    let records: u64 = recent.iter().map(|s| summary(s, "added-records")).sum();
+    let records: u64 = recent.iter().map(|s| ingested(s)).sum();
     let requests: u64 = recent
         .iter()
-        .map(|s| summary(s, floe_core::ledger::REQUESTS))
+        .map(|s| summary_u64(s, floe_core::ledger::REQUESTS))
         .sum();
     let current = m.current_snapshot();
     let last = current.map(|s| s.timestamp_ms());
+    let rows = Rows::of(m);
     TableLine {
         table: ident::display(t),
-        snapshots: snaps.len(),
-        total_records: current.map_or(0, |s| summary(s, "total-records")),
+        snapshots: m.snapshots().len(),
+        rows,
+        total_records: rows.written,
         last_commit_ms: last,
         freshness_ms: last.map(|ts| (now - ts).max(0)),
         commits: recent.len(),
         records,
         records_per_commit: (!recent.is_empty()).then(|| records as f64 / recent.len() as f64),
         requests,
+        compactions: compactions.len(),
+        rows_compacted: compactions
+            .iter()
+            .map(|s| summary_u64(s, "added-records"))
+            .sum(),
     }
 }
 

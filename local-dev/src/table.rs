@@ -1,4 +1,4 @@
-//! `floe table create|show|alter`.
+//! `floe table create|list|show|alter|drop`.
 
 use std::path::PathBuf;
 
@@ -10,6 +10,9 @@ use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, TableMetadata};
 use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
 
+use crate::out::outln;
+use crate::rows::Rows;
+
 #[derive(Debug, Subcommand)]
 pub enum TableCommand {
     /// Create a table from an Iceberg schema JSON file, with its config
@@ -20,6 +23,31 @@ pub enum TableCommand {
     Show(ShowArgs),
     /// Change a table: promote column types, upgrade its format version.
     Alter(AlterArgs),
+    /// List the catalog's tables with their rows and last commit.
+    List(ListArgs),
+    /// Remove a table from the catalog (`--purge`: and delete its files and ledger).
+    Drop(DropArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only tables of this namespace.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DropArgs {
+    /// NAMESPACE.TABLE
+    table: String,
+    /// Also delete everything under the table's location (data, metadata)
+    /// and its ledger directory. Without it the files stay, so a table
+    /// dropped by mistake can be registered again from its metadata file.
+    #[arg(long)]
+    purge: bool,
 }
 
 #[derive(Debug, Args)]
@@ -66,7 +94,81 @@ pub async fn run(floe: &Embedded, cmd: TableCommand) -> Result<()> {
         TableCommand::Create(args) => create(floe, args).await,
         TableCommand::Show(args) => show(floe, args).await,
         TableCommand::Alter(args) => alter(floe, args).await,
+        TableCommand::List(args) => list(floe, args).await,
+        TableCommand::Drop(args) => drop(floe, args).await,
     }
+}
+
+async fn list(floe: &Embedded, args: ListArgs) -> Result<()> {
+    let catalog = floe.catalog();
+    let mut out = Vec::new();
+    for ident in catalog.list_tables().await? {
+        let name = ident::display(&ident);
+        if let Some(ns) = &args.namespace
+            && ident.namespace().join(".") != *ns
+        {
+            continue;
+        }
+        let loaded = catalog.load_table(&ident).await?;
+        let m = &loaded.metadata;
+        out.push(json!({
+            "table": name,
+            "rows": Rows::of(m).live(),
+            "rows_exact": Rows::of(m).exact(),
+            "format_version": m.format_version() as u8,
+            "snapshots": m.snapshots().len(),
+            "last_commit_ms": m.current_snapshot().map(|s| s.timestamp_ms()),
+            "metadata_location": loaded.metadata_location,
+        }));
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    if out.is_empty() {
+        outln!("no tables in {}", floe.location());
+    }
+    for t in &out {
+        let rows = match t["rows_exact"].as_bool() {
+            Some(false) => format!("≤{}", t["rows"]),
+            _ => t["rows"].to_string(),
+        };
+        outln!(
+            "{:<32} {:>12} rows  v{}  {} snapshots",
+            t["table"].as_str().unwrap_or_default(),
+            rows,
+            t["format_version"],
+            t["snapshots"]
+        );
+    }
+    Ok(())
+}
+
+async fn drop(floe: &Embedded, args: DropArgs) -> Result<()> {
+    let ident = ident::parse_table(&args.table)?;
+    let name = ident::display(&ident);
+    let loaded = floe.catalog().load_table(&ident).await?;
+    floe.catalog().drop_table(&ident).await?;
+    outln!("dropped {name} from the catalog");
+    if !args.purge {
+        outln!(
+            "  its files stay at {} (last metadata {}); `--purge` deletes them",
+            loaded.metadata.location(),
+            loaded.metadata_location
+        );
+        return Ok(());
+    }
+    let file_io = floe.catalog().file_io().clone();
+    for dir in [
+        format!("{}/", loaded.metadata.location().trim_end_matches('/')),
+        format!("{}/", ledger::place::dir(&loaded.metadata)),
+    ] {
+        file_io.delete_prefix(&dir).await.with_context(|| {
+            format!("{name} is dropped, but deleting {dir} failed; delete it by hand")
+        })?;
+        outln!("  deleted {dir}");
+    }
+    Ok(())
 }
 
 async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
@@ -102,7 +204,7 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
     }
     if let Some(version) = version {
         let loaded = engine.upgrade_format_version(&ident, version).await?;
-        println!(
+        outln!(
             "{} now at format v{}",
             ident::display(&ident),
             loaded.metadata.format_version() as u8
@@ -120,7 +222,7 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
             (s.as_struct() != m.current_schema().as_struct()).then_some(s)
         })
         .await?;
-    println!(
+    outln!(
         "{} now at schema {}",
         ident::display(&ident),
         loaded.metadata.current_schema_id()
@@ -153,7 +255,7 @@ async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {
     let creation = tabledef::configured_creation(ident.name(), schema, &settings)
         .with_context(|| format!("table {name}"))?;
     let loaded = floe.create_table(&ident, creation).await?;
-    println!("created {name} at {}", loaded.metadata.location());
+    outln!("created {name} at {}", loaded.metadata.location());
     Ok(())
 }
 
@@ -163,7 +265,7 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
     let m: &TableMetadata = &loaded.metadata;
     let snapshots = snapshots_json(m);
     let data_files = total(m, "total-data-files");
-    let records = total(m, "total-records");
+    let rows = Rows::of(m);
     if args.json {
         let out = json!({
             "table": ident::display(&ident),
@@ -176,41 +278,48 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
             "properties": m.properties(),
             "current_snapshot_id": m.current_snapshot_id(),
             "data_files": data_files,
-            "records": records,
+            // Rows in data files; `rows` is what a reader sees (null while
+            // equality deletes wait for compaction).
+            "records": rows.written,
+            "rows": rows.exact().then(|| rows.live()),
+            "deleted_rows": rows.deleted,
+            "equality_deletes": rows.equality_deletes,
             "snapshots": snapshots,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!("table     {}", ident::display(&ident));
-    println!("location  {}", m.location());
-    println!("format    v{}", m.format_version() as u8);
-    println!("schema    (id {})", m.current_schema_id());
+    outln!("table     {}", ident::display(&ident));
+    outln!("location  {}", m.location());
+    outln!("format    v{}", m.format_version() as u8);
+    outln!("schema    (id {})", m.current_schema_id());
     for f in m.current_schema().as_struct().fields() {
         let req = if f.required { "required" } else { "optional" };
-        println!("  {:>4}  {:<24} {:<10} {}", f.id, f.name, req, f.field_type);
+        outln!("  {:>4}  {:<24} {:<10} {}", f.id, f.name, req, f.field_type);
     }
     let spec = m.default_partition_spec();
     if spec.is_unpartitioned() {
-        println!("partition unpartitioned");
+        outln!("partition unpartitioned");
     } else {
         for f in spec.fields() {
-            println!(
+            outln!(
                 "partition {} = {}(field {})",
-                f.name, f.transform, f.source_id
+                f.name,
+                f.transform,
+                f.source_id
             );
         }
     }
     let mut props: Vec<_> = m.properties().iter().collect();
     props.sort();
     for (k, v) in props {
-        println!("property  {k}={v}");
+        outln!("property  {k}={v}");
     }
-    println!("files     {data_files}");
-    println!("records   {records}");
-    println!("snapshots {}", m.snapshots().len());
+    outln!("files     {data_files}");
+    outln!("contents  {}", rows.describe());
+    outln!("snapshots {}", m.snapshots().len());
     for s in &snapshots {
-        println!(
+        outln!(
             "  {} seq {} {} +{} records, +{} files, {} requests",
             s["snapshot_id"],
             s["sequence_number"],

@@ -264,6 +264,9 @@ async fn scenario(catalog: Catalog) {
     ]);
     assert_eq!(r["requests"], 1, "{r}");
     assert_eq!(r["records_committed"], 0, "{r}");
+    // Counted as queued, not as "committed 0".
+    assert_eq!(r["queued"], true, "{r}");
+    assert_eq!(r["records_written"], 3, "{r}");
     let status = s.floe_json(&["status", "--table", t, "--json"]);
     let q = &status["queue"];
     assert_eq!(q["url"], s.queue_url.as_str(), "{status}");

@@ -33,12 +33,26 @@ impl Server {
     /// `floe serve` with a commit window of `window_ms` and `env` set
     /// (`FLOE_FAULT`, `FLOE_CLOCK_SHIFT_MS`).
     fn launch(wh: &Warehouse, config: &str, window_ms: u64, env: &[(&str, &str)]) -> Server {
+        Self::launch_with(wh, config, window_ms, env, &[])
+    }
+
+    /// [`Server::launch`] with more command-line arguments.
+    fn launch_with(
+        wh: &Warehouse,
+        config: &str,
+        window_ms: u64,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Server {
         let config = wh.file("serve.toml", config);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_floe"));
         cmd.arg("--config")
             .arg(&config)
             .args(["serve", "--addr", "127.0.0.1:0", "--commit-window-ms"])
             .arg(window_ms.to_string())
+            .args(args)
+            .env_remove("FLOE_HTTP_TOKEN")
+            .env_remove("FLOE_METRICS")
             .env("FLOE_WAREHOUSE", wh.path())
             .env_remove("FLOE_FAULT")
             .env_remove("FLOE_CLOCK_SHIFT_MS")
@@ -236,7 +250,12 @@ wait_seconds = 20
     // Acknowledged, maybe not committed yet, then SIGTERM: committed on the way out.
     let (status, body, _) = call(tok, Some("k-4"), "{\"id\":9,\"name\":\"j\"}").await;
     assert_eq!(status, 200, "{body}");
-    server.stop();
+    let out = server.stop();
+    // Metrics go where --metrics says (off by default), not into the log.
+    assert!(
+        out.iter().all(|l| !l.contains("\"_aws\"")),
+        "EMF on stdout: {out:?}"
+    );
 
     let table = wh.read("web.events", Some("id"));
     assert_eq!(common::ids(&table), vec![1, 2, 6, 7, 8, 9], "{table}");
@@ -489,4 +508,61 @@ async fn a_retry_after_the_ledger_sealed_and_minutes_passed_finds_its_first_comm
     let mut want = vec![1, 2, 50, 50];
     want.extend(100..112);
     assert_eq!(common::ids(&table), want, "{table}");
+}
+
+/// `--token` instead of a config, the warning when no token is set at all
+/// (every request would be refused), and the EMF lines in the file
+/// `--metrics` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_token_from_the_command_line_and_warns_without_one() {
+    let wh = Warehouse::new();
+    wh.create_table("web.events", SCHEMA, &[]);
+    let mut bare = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env("FLOE_WAREHOUSE", wh.path())
+        .env_remove("FLOE_HTTP_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start floe serve");
+    let mut warning = String::new();
+    BufReader::new(bare.stderr.take().expect("stderr"))
+        .read_line(&mut warning)
+        .expect("a line on stderr");
+    let _ = bare.kill();
+    let _ = bare.wait();
+    assert!(
+        warning.contains("no token configured") && warning.contains("401"),
+        "{warning}"
+    );
+
+    let metrics = wh.path().join("metrics.jsonl");
+    let metrics_arg = metrics.display().to_string();
+    let server = Server::launch_with(
+        &wh,
+        "",
+        100,
+        &[],
+        &["--token", "cli-token", "--metrics", &metrics_arg],
+    );
+    let client = reqwest::Client::new();
+    let url = format!("{}?wait=commit", server.records("web.events"));
+    let body = r#"{"id":1,"name":"a"}"#;
+    let (status, _, text) = post(&client, url.clone(), Some("wrong"), None, body).await;
+    assert_eq!(status, 403, "{text}");
+    let (status, answer, text) = post(&client, url, Some("cli-token"), None, body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(answer["committed"], true, "{text}");
+    let out = server.stop();
+    assert!(out.iter().all(|l| !l.contains("\"_aws\"")), "{out:?}");
+    let emf = std::fs::read_to_string(&metrics).expect("the metrics file");
+    let line: Value = serde_json::from_str(emf.lines().next().expect("an EMF line")).unwrap();
+    assert_eq!(
+        line["_aws"]["CloudWatchMetrics"][0]["Namespace"], "floe",
+        "{emf}"
+    );
+    assert_eq!(
+        wh.read("web.events", Some("id"))["rows"],
+        json!([{"id": 1, "name": "a"}])
+    );
 }

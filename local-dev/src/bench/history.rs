@@ -24,6 +24,8 @@ use floe_core::ident;
 use floe_core::tabledef;
 use serde_json::Value;
 
+use crate::out::outln;
+
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Snapshots the table holds before the timed commits.
@@ -109,7 +111,7 @@ pub async fn run(floe: &Embedded, a: HistoryArgs) -> Result<()> {
     let bytes = metadata_bytes(&after.metadata_location)?;
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "table": kind, "snapshots": snapshots,

@@ -43,6 +43,8 @@ use floe_core::tabledef;
 
 use super::Rng;
 
+use crate::out::outln;
+
 /// Lambda hands a function at most 6 MB of event.
 const MAX_EVENT_BYTES: usize = 6 * 1024 * 1024;
 
@@ -551,7 +553,7 @@ fn report(
     all.sort_unstable();
     let sent = shared.sent.load(Ordering::SeqCst);
     let minutes = a.seconds as f64 / 60.0;
-    println!(
+    outln!(
         "{}",
         serde_json::json!({
             "tables": a.tables, "rate": a.rate, "seconds": a.seconds,

@@ -1,0 +1,29 @@
+//! Stamps the binary with the commit it was built from (`floe --version`).
+
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn main() {
+    let commit = git(&["log", "-1", "--format=%h %cs"])
+        .map_or_else(|| "commit unknown".to_string(), |c| format!("commit {c}"));
+    println!("cargo:rustc-env=FLOE_COMMIT={commit}");
+    // Rerun when HEAD moves: a commit changes the branch's ref (loose or
+    // packed), a checkout changes HEAD itself.
+    for path in ["HEAD", "packed-refs"] {
+        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(p) = git(&["rev-parse", "--git-path", &branch])
+    {
+        println!("cargo:rerun-if-changed={p}");
+    }
+}
