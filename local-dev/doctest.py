@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ["README.md", "docs/cdc.md", "docs/maintenance.md"]
+DOCS = ["README.md", "docs/cdc.md", "docs/maintenance.md", "docs/deploy.md"]
 RUN_LANGS = {"sh": "sh", "bash": "sh", "python": "python"}
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 SKIP = re.compile(r"^\s*<!--\s*doctest:\s*skip(?::\s*(.*?))?\s*-->\s*$")
