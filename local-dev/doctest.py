@@ -18,8 +18,10 @@ Conventions (one bash session per document, a fresh directory for each):
   CARGO_TARGET_DIR defaulting to ~/.cache/floe-target). The venv of
   $FLOE_PYTHON is first on PATH, as if activated; HOME is fresh too, with
   DuckDB's extension directory holding the venv's offline extension wheels,
-  so `INSTALL iceberg` needs no network. Background jobs left at the end
-  of a document are killed.
+  so `INSTALL iceberg` needs no network. FLOE_BIN and FLOE_VENV are set to
+  that binary and venv (so local-dev/stack.sh and aws.sh build and install
+  nothing); no other FLOE_* or AWS_* variable is. Background jobs left at
+  the end of a document are killed.
 - A ```text block right after a ```sh or ```python block (only blank lines,
   or one line ending in ":", between them) is its expected stdout+stderr,
   matched line by line with trycmd's wildcards: `[..]` matches anything
@@ -259,10 +261,14 @@ def run_document(path, blocks, floe_bin, python, results):
     (clone / "target" / "release" / "floe").symlink_to(floe_bin)
     (bindir / "floe").symlink_to(floe_bin)
     seed_duckdb(home, python)
-    # A newcomer's shell: none of floe's variables, no backtraces or logs.
+    # A newcomer's shell: none of floe's variables or AWS credentials, no
+    # backtraces or logs. What the suite already built and installed stands
+    # in for the builds and installs the scripts would do: FLOE_BIN (so
+    # stack.sh runs the binary under test) and FLOE_VENV (moto's venv).
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FLOE_", "RUST_")) and k not in ("OLDPWD", "BASH_ENV", "ENV", "CDPATH")}
-    env.update(HOME=str(home), PWD=str(clone), FLOE_PYTHON=python,
+           if not k.startswith(("FLOE_", "RUST_", "AWS_")) and k not in ("OLDPWD", "BASH_ENV", "ENV", "CDPATH")}
+    env.update(HOME=str(home), PWD=str(clone), FLOE_PYTHON=python, FLOE_BIN=str(floe_bin),
+               FLOE_VENV=str(Path(python).parent.parent),
                PATH=os.pathsep.join([str(bindir), str(Path(python).parent), os.environ["PATH"]]))
     session = Session(work, clone, env)
     failed_at = None
