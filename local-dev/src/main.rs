@@ -176,7 +176,7 @@ fn main() -> Result<ExitCode> {
                 ledger::run(&floe, &deployment, cmd).await
             }
             #[cfg(feature = "postgres")]
-            Command::Pg(cmd) => pg::run(&open(config, faults).await?.1, cmd).await,
+            Command::Pg(cmd) => pg::run(config, faults, cmd).await,
             #[cfg(not(feature = "postgres"))]
             Command::Pg(_) => Err(unbuilt::command("pg", "postgres")),
             Command::Bench(cmd) => bench::run(&open(config, faults).await?.1, cmd).await,

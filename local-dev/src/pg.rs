@@ -7,15 +7,19 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use floe_core::config::Config;
 use floe_core::embedded::Embedded;
+use floe_core::faults::Faults;
 use floe_core::iceberg::NamespaceIdent;
 use floe_core::postgres::status::status;
 use floe_core::postgres::sync::{SyncOptions, open, resync, sync};
-use floe_core::postgres::{PgConfig, conn, format_lsn, setup};
+use floe_core::postgres::{PgConfig, conn, format_lsn, setup, setup_sql};
 
 #[derive(Debug, Subcommand)]
 pub enum PgCommand {
-    /// Create the publication and the slot (pgoutput) when missing.
-    Setup(Source),
+    /// Check the role's privileges and the publication, creating the
+    /// publication (or adding tables to it) only when it lacks the tables,
+    /// and create the slot (pgoutput) when missing; or, with --print-sql,
+    /// print the SQL the tables' owner runs once for floe's role.
+    Setup(SetupArgs),
     /// Copy the tables (an initial snapshot, chunk by chunk) and stream their
     /// changes into NAMESPACE.<table>, exactly once, until caught up with
     /// the stream (or --max-seconds, or --max-batches).
@@ -46,6 +50,21 @@ pub struct Source {
     /// A table to replicate, `schema.table` (repeatable).
     #[arg(long = "table")]
     tables: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Print, and run nothing, the least-privilege SQL the tables' owner (or
+    /// a superuser) runs once: REPLICATION and SELECT grants for floe's role
+    /// and the publication (`… --print-sql | psql`). --conninfo is optional.
+    #[arg(long)]
+    print_sql: bool,
+    /// With --print-sql: the role floe connects as [default: the conninfo's
+    /// user, else floe].
+    #[arg(long, requires = "print_sql")]
+    role: Option<String>,
 }
 
 /// A source and the namespace of its Iceberg tables.
@@ -100,32 +119,15 @@ impl Source {
     async fn config(&self, config: &Config) -> Result<PgConfig> {
         let pg = &config.postgres;
         let conninfo = self
-            .conninfo
-            .clone()
-            .or_else(|| pg.conninfo.as_ref().map(|c| c.expose().to_string()))
+            .conninfo(config)
             .context("no Postgres to read: pass --conninfo (or FLOE_PG_CONNINFO, or postgres.conninfo in the config)")?;
-        let tables = if self.tables.is_empty() {
-            pg.tables.clone()
-        } else {
-            self.tables.clone()
-        };
-        anyhow::ensure!(
-            !tables.is_empty(),
-            "no tables to replicate: pass --table schema.table (or postgres.tables in the config)"
-        );
         let mut out = PgConfig::new(
             conninfo,
-            self.slot
-                .clone()
-                .or_else(|| pg.slot.clone())
-                .unwrap_or_else(|| "floe".into()),
-            self.publication
-                .clone()
-                .or_else(|| pg.publication.clone())
-                .unwrap_or_else(|| "floe".into()),
-            tables,
+            self.slot(config),
+            self.publication(config),
+            self.tables(config)?,
         );
-        if let Some(arn) = self.secret_arn.as_ref().or(pg.secret.as_ref()) {
+        if let Some(arn) = self.secret_arn(config) {
             out.secret = Some(conn::login_for(config, arn).await?);
         }
         if let Some(n) = pg.chunk_rows {
@@ -135,6 +137,59 @@ impl Source {
             out.max_changes = usize::try_from(n)?;
         }
         Ok(out)
+    }
+
+    fn conninfo(&self, config: &Config) -> Option<String> {
+        self.conninfo.clone().or_else(|| {
+            let conninfo = config.postgres.conninfo.as_ref();
+            conninfo.map(|c| c.expose().to_string())
+        })
+    }
+
+    fn secret_arn<'a>(&'a self, config: &'a Config) -> Option<&'a String> {
+        self.secret_arn.as_ref().or(config.postgres.secret.as_ref())
+    }
+
+    fn slot(&self, config: &Config) -> String {
+        let slot = self.slot.clone().or_else(|| config.postgres.slot.clone());
+        slot.unwrap_or_else(|| "floe".into())
+    }
+
+    fn publication(&self, config: &Config) -> String {
+        let publication = self.publication.clone();
+        let publication = publication.or_else(|| config.postgres.publication.clone());
+        publication.unwrap_or_else(|| "floe".into())
+    }
+
+    fn tables(&self, config: &Config) -> Result<Vec<String>> {
+        let tables = if self.tables.is_empty() {
+            config.postgres.tables.clone()
+        } else {
+            self.tables.clone()
+        };
+        anyhow::ensure!(
+            !tables.is_empty(),
+            "no tables to replicate: pass --table schema.table (or postgres.tables in the config)"
+        );
+        Ok(tables)
+    }
+
+    /// The role `--print-sql` grants to: `role`, else the conninfo's user,
+    /// else floe. Never the environment's PGUSER: the owner running the
+    /// script is not floe.
+    fn role(&self, config: &Config, role: Option<&String>) -> Result<String> {
+        if let Some(role) = role {
+            return Ok(role.clone());
+        }
+        anyhow::ensure!(
+            self.secret_arn(config).is_none(),
+            "the login floe connects as is in the secret: pass --role with its username"
+        );
+        let Some(conninfo) = self.conninfo(config) else {
+            return Ok("floe".into());
+        };
+        let mut params = conn::parse_conninfo(&conninfo)?;
+        Ok(params.remove("user").unwrap_or_else(|| "floe".into()))
     }
 }
 
@@ -149,78 +204,100 @@ impl Target {
     }
 }
 
-pub async fn run(floe: &Embedded, cmd: PgCommand) -> Result<()> {
-    let config = floe.config();
+/// Runs `cmd`; `setup` opens no deployment, since it writes no table.
+pub async fn run(config: Config, faults: Faults, cmd: PgCommand) -> Result<()> {
+    let open = async |config, faults| Ok::<_, anyhow::Error>(crate::open(config, faults).await?.1);
     match cmd {
-        PgCommand::Setup(source) => {
-            let pg = source.config(config).await?;
-            setup(&pg).await?;
-            println!(
-                "publication {} and slot {} are ready",
-                pg.publication, pg.slot
-            );
-            Ok(())
-        }
-        PgCommand::Sync(args) => sync_command(floe, args).await,
-        PgCommand::Resync(target) => {
-            let pg = target.source.config(config).await?;
-            let opts = SyncOptions::new(target.namespace(config)?);
-            resync(floe, &pg, &opts).await?;
-            println!(
-                "slot {} recreated; the next `floe pg sync` copies {} again",
-                pg.slot,
-                pg.tables.join(", ")
-            );
-            Ok(())
-        }
-        PgCommand::Status(args) => {
-            let pg = args.target.source.config(config).await?;
-            let ns = args.target.namespace(config)?;
-            let s = status(floe, &pg, &ns, floe_core::clock::now_ms()).await?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
-                return Ok(());
-            }
-            match &s.health {
-                None => println!(
-                    "slot {}: MISSING (run `floe pg resync` if it held changes)",
-                    s.slot
-                ),
-                Some(h) => println!(
-                    "slot {}: confirmed {}, server at {}, wal_status {}{}",
-                    s.slot,
-                    h.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
-                    format_lsn(h.current_lsn),
-                    h.wal_status.as_deref().unwrap_or("?"),
-                    if h.is_lost() {
-                        " (LOST: run `floe pg resync`)"
-                    } else {
-                        ""
-                    }
-                ),
-            }
-            let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-            let secs =
-                |v: Option<f64>| v.map(|v| format!("{v:.1} s")).unwrap_or_else(|| "-".into());
-            println!(
-                "slot lag {} bytes, {}; WAL retained {} bytes; oldest change not in Iceberg {}",
-                num(s.slot_lag_bytes),
-                secs(s.slot_lag_seconds),
-                num(s.wal_retained_bytes),
-                secs(s.oldest_uncommitted_change_age_seconds)
-            );
-            for t in &s.tables {
-                println!(
-                    "  {} -> {}: at {}, snapshot {}",
-                    t.table,
-                    t.iceberg,
-                    t.lsn.as_deref().unwrap_or("-"),
-                    t.snapshot
-                );
-            }
-            Ok(())
-        }
+        PgCommand::Setup(args) => setup_command(&config, args).await,
+        PgCommand::Sync(args) => sync_command(&open(config, faults).await?, args).await,
+        PgCommand::Resync(target) => resync_command(&open(config, faults).await?, target).await,
+        PgCommand::Status(args) => status_command(&open(config, faults).await?, args).await,
     }
+}
+
+async fn setup_command(config: &Config, args: SetupArgs) -> Result<()> {
+    let source = &args.source;
+    if args.print_sql {
+        // Only the SQL on stdout: it is piped to psql.
+        print!(
+            "{}",
+            setup_sql(
+                &source.role(config, args.role.as_ref())?,
+                &source.publication(config),
+                &source.slot(config),
+                &source.tables(config)?,
+            )
+        );
+        return Ok(());
+    }
+    let pg = source.config(config).await?;
+    setup(&pg).await?;
+    println!(
+        "publication {} and slot {} are ready",
+        pg.publication, pg.slot
+    );
+    Ok(())
+}
+
+async fn resync_command(floe: &Embedded, target: Target) -> Result<()> {
+    let config = floe.config();
+    let pg = target.source.config(config).await?;
+    let opts = SyncOptions::new(target.namespace(config)?);
+    resync(floe, &pg, &opts).await?;
+    println!(
+        "slot {} recreated; the next `floe pg sync` copies {} again",
+        pg.slot,
+        pg.tables.join(", ")
+    );
+    Ok(())
+}
+
+async fn status_command(floe: &Embedded, args: StatusArgs) -> Result<()> {
+    let config = floe.config();
+    let pg = args.target.source.config(config).await?;
+    let ns = args.target.namespace(config)?;
+    let s = status(floe, &pg, &ns, floe_core::clock::now_ms()).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    match &s.health {
+        None => println!(
+            "slot {}: MISSING (run `floe pg resync` if it held changes)",
+            s.slot
+        ),
+        Some(h) => println!(
+            "slot {}: confirmed {}, server at {}, wal_status {}{}",
+            s.slot,
+            h.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
+            format_lsn(h.current_lsn),
+            h.wal_status.as_deref().unwrap_or("?"),
+            if h.is_lost() {
+                " (LOST: run `floe pg resync`)"
+            } else {
+                ""
+            }
+        ),
+    }
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let secs = |v: Option<f64>| v.map(|v| format!("{v:.1} s")).unwrap_or_else(|| "-".into());
+    println!(
+        "slot lag {} bytes, {}; WAL retained {} bytes; oldest change not in Iceberg {}",
+        num(s.slot_lag_bytes),
+        secs(s.slot_lag_seconds),
+        num(s.wal_retained_bytes),
+        secs(s.oldest_uncommitted_change_age_seconds)
+    );
+    for t in &s.tables {
+        println!(
+            "  {} -> {}: at {}, snapshot {}",
+            t.table,
+            t.iceberg,
+            t.lsn.as_deref().unwrap_or("-"),
+            t.snapshot
+        );
+    }
+    Ok(())
 }
 
 async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Decimal128Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::{Array, RecordBatch};
-use common::Warehouse;
+use common::{Warehouse, psql};
 use floe_core::catalog::{Catalog, SqliteCatalog};
 use floe_core::faults::Faults;
 use floe_core::ident::parse_table;
@@ -27,39 +27,6 @@ use futures::TryStreamExt;
 
 const DB: &str = "floe_cli_e2e";
 const SLOT: &str = "floe_cli_e2e";
-
-fn cluster() -> Option<String> {
-    if std::env::var("FLOE_PG_SKIP").as_deref() == Ok("1") {
-        eprintln!("!!! FLOE_PG_SKIP=1: SKIPPING the Postgres end-to-end test !!!");
-        return None;
-    }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/pg.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .output()
-        .expect("run pg.sh");
-    assert!(
-        out.status.success(),
-        "local-dev/pg.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("UTF-8 conninfo");
-    Some(text.lines().last().expect("a conninfo").to_string())
-}
-
-/// Runs SQL through psql, returning its unaligned output.
-fn psql(conninfo: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([conninfo, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
-        .output()
-        .expect("run psql");
-    assert!(
-        out.status.success(),
-        "psql {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn sync_args<'a>(conninfo: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
@@ -210,7 +177,9 @@ fn content_hash(rows: &Rows) -> u64 {
 
 #[test]
 fn snapshot_while_writing_killed_mid_batch_then_streamed_equals_the_source() {
-    let Some(base) = cluster() else { return };
+    let Some(base) = common::pg_cluster() else {
+        return;
+    };
     let _ = psql(
         &base,
         &format!(

@@ -115,6 +115,42 @@ impl Warehouse {
     }
 }
 
+/// The conninfo of local-dev/pg.sh's Postgres (wal_level=logical, every
+/// local connection trusted), started when not running; `None` with
+/// FLOE_PG_SKIP=1.
+pub fn pg_cluster() -> Option<String> {
+    if std::env::var("FLOE_PG_SKIP").as_deref() == Ok("1") {
+        eprintln!("!!! FLOE_PG_SKIP=1: SKIPPING the Postgres end-to-end test !!!");
+        return None;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/pg.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run pg.sh");
+    assert!(
+        out.status.success(),
+        "local-dev/pg.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8 conninfo");
+    Some(text.lines().last().expect("a conninfo").to_string())
+}
+
+/// Runs SQL through psql, returning its unaligned output.
+pub fn psql(conninfo: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([conninfo, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The 6-field benchmark event schema, with a required id.
 pub const EVENT_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},

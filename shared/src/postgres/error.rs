@@ -46,12 +46,66 @@ pub enum PgError {
     },
     /// The role may not use replication slots.
     #[error(
-        "postgres: role {role} has neither REPLICATION nor superuser; fix: \
+        "postgres: role {role} has neither REPLICATION nor superuser, and creating, reading and \
+         advancing a replication slot needs one; fix: a superuser runs \
          ALTER ROLE {role} WITH REPLICATION;"
     )]
     NoReplicationRole {
         /// The connecting role, quoted as an identifier.
         role: String,
+    },
+    /// The role may not look up tables in a configured table's schema.
+    #[error(
+        "postgres: role {role} may not use schema {schema} (permission denied looking up {table}); \
+         fix: GRANT USAGE ON SCHEMA {schema_ident} TO {role};"
+    )]
+    NoSchemaUsage {
+        /// The connecting role, quoted as an identifier.
+        role: String,
+        /// The schema.
+        schema: String,
+        /// The schema quoted as an identifier.
+        schema_ident: String,
+        /// The table looked up.
+        table: String,
+    },
+    /// The role may not read a configured table.
+    #[error(
+        "postgres: role {role} may not read table {table} (the initial copy, and reading back \
+         large values an update left unchanged, SELECT from it); fix: \
+         GRANT SELECT ON {table_ident} TO {role};"
+    )]
+    NoSelect {
+        /// The connecting role, quoted as an identifier.
+        role: String,
+        /// The table as configured.
+        table: String,
+        /// The quoted table.
+        table_ident: String,
+    },
+    /// The role may not create the publication, or add a table to it: that
+    /// takes ownership of the tables (and CREATE on the database, or
+    /// ownership of the publication), which floe's role needs for nothing
+    /// else, so their owner does it.
+    #[error(
+        "postgres: role {role} may not {action} ({}): that needs {needs}, and the role lacks \
+         {lacks}; fix: {fix}",
+        describe(source)
+    )]
+    PublicationDenied {
+        /// The connecting role.
+        role: String,
+        /// What was refused (`create publication "floe" in database app`).
+        action: String,
+        /// The privileges the action needs.
+        needs: &'static str,
+        /// Those of them the role does not have.
+        lacks: String,
+        /// What to run, and as whom.
+        fix: String,
+        /// The server's refusal.
+        #[source]
+        source: tokio_postgres::Error,
     },
     /// The configured slot does not exist.
     #[error(
@@ -173,6 +227,37 @@ pub enum PgError {
     },
 }
 
+impl PgError {
+    /// True when the same call may succeed later with nothing changed: a
+    /// dropped connection, a server restarting or short of resources, a slot
+    /// another session holds, a lost watermark. A misconfiguration, a missing
+    /// privilege or bad data stays until someone fixes it, so retrying those
+    /// only repeats the error.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PgError::Query { source, .. } => transient(source),
+            PgError::WatermarkLost { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// SQLSTATE classes a retry can outlive: connection exceptions (08),
+/// transaction rollbacks such as serialization failures (40), insufficient
+/// resources (53), objects in use (55), operator intervention (57) and
+/// system errors (58). Without a server error, only a broken connection is.
+fn transient(e: &tokio_postgres::Error) -> bool {
+    match e.code() {
+        Some(code) => matches!(
+            code.code().get(..2),
+            Some("08" | "40" | "53" | "55" | "57" | "58")
+        ),
+        None => {
+            e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        }
+    }
+}
+
 /// A driver error with what it wraps: tokio-postgres prints only its kind
 /// ("db error"), the server's message and the TLS failure sit beneath it.
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
@@ -208,5 +293,29 @@ impl<T> Context<T> for Result<T, tokio_postgres::Error> {
             context: context(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_grants_are_not_transient_a_lost_watermark_is() {
+        let select = PgError::NoSelect {
+            role: "\"floe\"".into(),
+            table: "public.orders".into(),
+            table_ident: "\"public\".\"orders\"".into(),
+        };
+        assert!(!select.is_transient());
+        let replication = PgError::NoReplicationRole {
+            role: "\"floe\"".into(),
+        };
+        assert!(!replication.is_transient());
+        let lost = PgError::WatermarkLost {
+            slot: "floe".into(),
+            id: "1".into(),
+        };
+        assert!(lost.is_transient());
     }
 }

@@ -6,6 +6,7 @@ use tracing::Instrument as _;
 
 use super::conn::ConnSettings;
 use super::error::Context as _;
+use super::privileges::{Role, add_denied, check_select, create_denied, denied};
 use super::schema::table_schema;
 use super::{PgConfig, PgError, TableName, quote_ident};
 
@@ -50,31 +51,55 @@ pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
 
 /// Checks everything floe needs before reading; each error names its fix.
 pub(crate) async fn preflight(client: &Client, config: &PgConfig) -> Result<(), PgError> {
-    let wal_level: String = client
-        .query_one("SELECT current_setting('wal_level')", &[])
-        .await
-        .context(|| "reading wal_level".to_string())?
-        .get(0);
-    if wal_level != "logical" {
-        return Err(PgError::WalLevel { actual: wal_level });
-    }
+    check_wal_level(client).await?;
+    let role = Role::current(client).await?;
+    role.require_replication()?;
+    check_slot(client, config, role.database).await?;
 
-    let role = client
-        .query_one(
-            "SELECT current_user::text, rolsuper, rolreplication, current_database()::text
-               FROM pg_roles WHERE rolname = current_user",
-            &[],
+    let tables = config.table_names();
+    let publication = client
+        .query_opt(
+            "SELECT puballtables FROM pg_publication WHERE pubname = $1",
+            &[&config.publication],
         )
         .await
-        .context(|| "reading the role's attributes".to_string())?;
-    let (user, superuser, replication, database): (String, bool, bool, String) =
-        (role.get(0), role.get(1), role.get(2), role.get(3));
-    if !superuser && !replication {
-        return Err(PgError::NoReplicationRole {
-            role: quote_ident(&user),
+        .context(|| format!("looking up publication {}", config.publication))?;
+    if publication.is_none() {
+        return Err(PgError::PublicationMissing {
+            publication: config.publication.clone(),
+            publication_ident: quote_ident(&config.publication),
+            tables: tables
+                .iter()
+                .map(TableName::quoted)
+                .collect::<Vec<_>>()
+                .join(", "),
         });
     }
+    let published = published_tables(client, &config.publication).await?;
+    for table in &tables {
+        // A missing table is reported as missing, not as unpublished.
+        let schema = table_schema(client, table).await?;
+        check_select(client, table).await?;
+        if !published.contains(table) {
+            return Err(PgError::TableNotPublished {
+                table: table.to_string(),
+                table_ident: table.quoted(),
+                publication: config.publication.clone(),
+                publication_ident: quote_ident(&config.publication),
+            });
+        }
+        if schema.primary_key.is_empty() {
+            return Err(PgError::NoPrimaryKey {
+                table: table.to_string(),
+                table_ident: table.quoted(),
+            });
+        }
+    }
+    Ok(())
+}
 
+/// Errs unless the slot exists and is a pgoutput logical slot of `database`.
+async fn check_slot(client: &Client, config: &PgConfig, database: String) -> Result<(), PgError> {
     let slot = client
         .query_opt(
             "SELECT plugin::text, slot_type, database::text FROM pg_replication_slots
@@ -112,44 +137,18 @@ pub(crate) async fn preflight(client: &Client, config: &PgConfig) -> Result<(), 
             database,
         });
     }
+    Ok(())
+}
 
-    let tables = config.table_names();
-    let publication = client
-        .query_opt(
-            "SELECT puballtables FROM pg_publication WHERE pubname = $1",
-            &[&config.publication],
-        )
+/// Errs unless the server decodes WAL logically.
+async fn check_wal_level(client: &Client) -> Result<(), PgError> {
+    let wal_level: String = client
+        .query_one("SELECT current_setting('wal_level')", &[])
         .await
-        .context(|| format!("looking up publication {}", config.publication))?;
-    if publication.is_none() {
-        return Err(PgError::PublicationMissing {
-            publication: config.publication.clone(),
-            publication_ident: quote_ident(&config.publication),
-            tables: tables
-                .iter()
-                .map(TableName::quoted)
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    let published = published_tables(client, &config.publication).await?;
-    for table in &tables {
-        // A missing table is reported as missing, not as unpublished.
-        let schema = table_schema(client, table).await?;
-        if !published.contains(table) {
-            return Err(PgError::TableNotPublished {
-                table: table.to_string(),
-                table_ident: table.quoted(),
-                publication: config.publication.clone(),
-                publication_ident: quote_ident(&config.publication),
-            });
-        }
-        if schema.primary_key.is_empty() {
-            return Err(PgError::NoPrimaryKey {
-                table: table.to_string(),
-                table_ident: table.quoted(),
-            });
-        }
+        .context(|| "reading wal_level".to_string())?
+        .get(0);
+    if wal_level != "logical" {
+        return Err(PgError::WalLevel { actual: wal_level });
     }
     Ok(())
 }
@@ -170,69 +169,125 @@ async fn published_tables(client: &Client, publication: &str) -> Result<Vec<Tabl
         .collect())
 }
 
-/// Creates what [`PgConfig`] names when missing: the publication (FOR TABLE
-/// the configured tables; tables missing from an existing one are added)
-/// and the pgoutput slot. Safe to run again.
+/// Checks the role may read the tables and use slots, makes sure the
+/// publication covers the tables and creates the pgoutput slot when missing.
+/// A publication is created (FOR TABLE the configured tables), or tables
+/// added to it, only when it lacks them: a role with REPLICATION and SELECT
+/// alone succeeds once the tables' owner has run [`setup_sql`](super::setup_sql).
+/// Safe to run again.
 pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
     let span =
         tracing::info_span!("pg_setup", slot = %config.slot, publication = %config.publication);
     async {
         let client = connect(config).await?;
-        let tables = config.table_names();
-        let exists = client
-            .query_opt(
-                "SELECT 1 FROM pg_publication WHERE pubname = $1",
-                &[&config.publication],
-            )
-            .await
-            .context(|| format!("looking up publication {}", config.publication))?
-            .is_some();
-        let publication = quote_ident(&config.publication);
-        if !exists {
-            let list: Vec<String> = tables.iter().map(TableName::quoted).collect();
-            client
-                .batch_execute(&format!(
-                    "CREATE PUBLICATION {publication} FOR TABLE {}",
-                    list.join(", ")
-                ))
-                .await
-                .context(|| format!("creating publication {}", config.publication))?;
-            tracing::info!("created publication");
-        } else {
-            let published = published_tables(&client, &config.publication).await?;
-            for table in tables.iter().filter(|t| !published.contains(t)) {
-                client
-                    .batch_execute(&format!(
-                        "ALTER PUBLICATION {publication} ADD TABLE {}",
-                        table.quoted()
-                    ))
-                    .await
-                    .context(|| format!("adding {table} to publication {}", config.publication))?;
-                tracing::info!(table = %table, "added table to publication");
-            }
+        check_wal_level(&client).await?;
+        let role = Role::current(&client).await?;
+        // Before anything is created: without it the slot cannot be.
+        role.require_replication()?;
+        for table in &config.table_names() {
+            table_schema(&client, table).await?;
+            check_select(&client, table).await?;
         }
-        let slot_exists = client
-            .query_opt(
-                "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
-                &[&config.slot],
-            )
-            .await
-            .context(|| format!("looking up slot {}", config.slot))?
-            .is_some();
-        if !slot_exists {
-            client
-                .execute(
-                    "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
-                    &[&config.slot],
-                )
-                .await
-                .context(|| format!("creating slot {}", config.slot))?;
-            tracing::info!("created slot");
-        }
-        Ok(())
+        ensure_publication(&client, config, &role).await?;
+        ensure_slot(&client, config, &role).await
     }
     .instrument(span)
     .await
+}
+
+/// Creates the publication, or adds the tables it lacks; touches nothing
+/// when it covers them, so that needs no privilege.
+async fn ensure_publication(
+    client: &Client,
+    config: &PgConfig,
+    role: &Role,
+) -> Result<(), PgError> {
+    let tables = config.table_names();
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&config.publication],
+        )
+        .await
+        .context(|| format!("looking up publication {}", config.publication))?
+        .is_some();
+    let publication = quote_ident(&config.publication);
+    if !exists {
+        let list: Vec<String> = tables.iter().map(TableName::quoted).collect();
+        let created = client
+            .batch_execute(&format!(
+                "CREATE PUBLICATION {publication} FOR TABLE {}",
+                list.join(", ")
+            ))
+            .await;
+        match created {
+            Ok(()) => tracing::info!("created publication"),
+            Err(e) if denied(&e) => return Err(create_denied(client, config, role, e).await),
+            Err(e) => {
+                return Err(PgError::Query {
+                    context: format!("creating publication {}", config.publication),
+                    source: e,
+                });
+            }
+        }
+        return Ok(());
+    }
+    let published = published_tables(client, &config.publication).await?;
+    for table in tables.iter().filter(|t| !published.contains(t)) {
+        let added = client
+            .batch_execute(&format!(
+                "ALTER PUBLICATION {publication} ADD TABLE {}",
+                table.quoted()
+            ))
+            .await;
+        match added {
+            Ok(()) => tracing::info!(table = %table, "added table to publication"),
+            Err(e) if denied(&e) => {
+                return Err(add_denied(client, config, role, table, e).await);
+            }
+            Err(e) => {
+                return Err(PgError::Query {
+                    context: format!("adding {table} to publication {}", config.publication),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the slot when missing.
+async fn ensure_slot(client: &Client, config: &PgConfig, role: &Role) -> Result<(), PgError> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
+            &[&config.slot],
+        )
+        .await
+        .context(|| format!("looking up slot {}", config.slot))?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    match client
+        .execute(
+            "SELECT pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&config.slot],
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!("created slot");
+            Ok(())
+        }
+        Err(e) if denied(&e) => Err(PgError::NoReplicationRole {
+            role: quote_ident(&role.name),
+        }),
+        Err(e) => Err(PgError::Query {
+            context: format!("creating slot {}", config.slot),
+            source: e,
+        }),
+    }
 }
 
 /// Drops the slot (when it exists) and creates it again at the current WAL
@@ -240,6 +295,8 @@ pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
 /// marked to re-snapshot.
 pub(crate) async fn recreate_slot(config: &PgConfig) -> Result<(), PgError> {
     let client = connect(config).await?;
+    // Both slot functions need it: refuse with its fix, not the server's message.
+    Role::current(&client).await?.require_replication()?;
     client
         .execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots

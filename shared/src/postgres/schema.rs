@@ -4,6 +4,7 @@ use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use tokio_postgres::Client;
 
 use super::error::Context as _;
+use super::privileges;
 use super::values::oid;
 use super::{PgError, TableName};
 
@@ -141,11 +142,22 @@ pub(crate) async fn table_schema(
     table: &TableName,
 ) -> Result<TableSchema, PgError> {
     let qualified = table.quoted();
-    let relid: Option<u32> = client
+    let relid: Option<u32> = match client
         .query_one("SELECT to_regclass($1)::oid", &[&qualified])
         .await
-        .context(|| format!("looking up table {table}"))?
-        .get(0);
+    {
+        Ok(row) => row.get(0),
+        // Looking up a name in a schema without USAGE on it is refused.
+        Err(e) if privileges::denied(&e) => {
+            return Err(privileges::schema_denied(client, table).await);
+        }
+        Err(e) => {
+            return Err(PgError::Query {
+                context: format!("looking up table {table}"),
+                source: e,
+            });
+        }
+    };
     let relid = relid.ok_or_else(|| PgError::TableMissing {
         table: table.to_string(),
     })?;
