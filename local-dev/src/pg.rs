@@ -13,6 +13,8 @@ use floe_core::postgres::status::status;
 use floe_core::postgres::sync::{SyncOptions, open, resync, sync};
 use floe_core::postgres::{PgConfig, conn, format_lsn, setup, setup_sql};
 
+use crate::out::{self, outln};
+
 #[derive(Debug, Subcommand)]
 pub enum PgCommand {
     /// Check the role's privileges and the publication, creating the
@@ -219,22 +221,21 @@ async fn setup_command(config: &Config, args: SetupArgs) -> Result<()> {
     let source = &args.source;
     if args.print_sql {
         // Only the SQL on stdout: it is piped to psql.
-        print!(
-            "{}",
-            setup_sql(
-                &source.role(config, args.role.as_ref())?,
-                &source.publication(config),
-                &source.slot(config),
-                &source.tables(config)?,
-            )
+        let sql = setup_sql(
+            &source.role(config, args.role.as_ref())?,
+            &source.publication(config),
+            &source.slot(config),
+            &source.tables(config)?,
         );
+        out::bytes(sql.as_bytes());
         return Ok(());
     }
     let pg = source.config(config).await?;
     setup(&pg).await?;
-    println!(
+    outln!(
         "publication {} and slot {} are ready",
-        pg.publication, pg.slot
+        pg.publication,
+        pg.slot
     );
     Ok(())
 }
@@ -244,7 +245,7 @@ async fn resync_command(floe: &Embedded, target: Target) -> Result<()> {
     let pg = target.source.config(config).await?;
     let opts = SyncOptions::new(target.namespace(config)?);
     resync(floe, &pg, &opts).await?;
-    println!(
+    outln!(
         "slot {} recreated; the next `floe pg sync` copies {} again",
         pg.slot,
         pg.tables.join(", ")
@@ -258,15 +259,15 @@ async fn status_command(floe: &Embedded, args: StatusArgs) -> Result<()> {
     let ns = args.target.namespace(config)?;
     let s = status(floe, &pg, &ns, floe_core::clock::now_ms()).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
     }
     match &s.health {
-        None => println!(
+        None => outln!(
             "slot {}: MISSING (run `floe pg resync` if it held changes)",
             s.slot
         ),
-        Some(h) => println!(
+        Some(h) => outln!(
             "slot {}: confirmed {}, server at {}, wal_status {}{}",
             s.slot,
             h.confirmed_flush_lsn.map(format_lsn).unwrap_or_default(),
@@ -281,7 +282,7 @@ async fn status_command(floe: &Embedded, args: StatusArgs) -> Result<()> {
     }
     let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     let secs = |v: Option<f64>| v.map(|v| format!("{v:.1} s")).unwrap_or_else(|| "-".into());
-    println!(
+    outln!(
         "slot lag {} bytes, {}; WAL retained {} bytes; oldest change not in Iceberg {}",
         num(s.slot_lag_bytes),
         secs(s.slot_lag_seconds),
@@ -289,7 +290,7 @@ async fn status_command(floe: &Embedded, args: StatusArgs) -> Result<()> {
         secs(s.oldest_uncommitted_change_age_seconds)
     );
     for t in &s.tables {
-        println!(
+        outln!(
             "  {} -> {}: at {}, snapshot {}",
             t.table,
             t.iceberg,
@@ -336,7 +337,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
         r.stream_time,
     );
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "batches": r.batches, "lines": r.lines, "skipped": r.skipped,
@@ -354,7 +355,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
             })
         );
     } else {
-        println!(
+        outln!(
             "{} batches, {} changes ({} already held), slot at {lsn}, snapshot {}, stopped: {:?}",
             r.batches,
             r.lines,
@@ -367,9 +368,12 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
             r.stop
         );
         for rej in &r.ingest.rejected {
-            println!(
+            outln!(
                 "rejected: {} at {} (LSN): `{}`: {}",
-                rej.table, rej.position, rej.field, rej.reason
+                rej.table,
+                rej.position,
+                rej.field,
+                rej.reason
             );
         }
     }
