@@ -35,9 +35,15 @@ pub enum PgSyncError {
     /// The source (connection, secret, slot).
     #[error(transparent)]
     Source(#[from] PgError),
-    /// The run.
+    /// The run (boxed: a sync error carries its table, position and source).
     #[error(transparent)]
-    Sync(#[from] SyncError),
+    Sync(Box<SyncError>),
+}
+
+impl From<SyncError> for PgSyncError {
+    fn from(e: SyncError) -> Self {
+        Self::Sync(Box::new(e))
+    }
 }
 
 /// The most a run keeps back from its deadline for the batch in flight.
