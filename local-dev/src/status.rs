@@ -64,9 +64,18 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
     };
     let now = now_ms();
     let mut lines = Vec::new();
+    // One table that cannot be read (its files deleted under the catalog,
+    // no access) must not hide the others' status.
+    let mut unreadable = Vec::new();
     for t in &tables {
-        let loaded = catalog.load_table(t).await?;
-        lines.push(table_line(t, &loaded.metadata, args.window, now));
+        match catalog.load_table(t).await {
+            Ok(loaded) => lines.push(table_line(t, &loaded.metadata, args.window, now)),
+            Err(e) if args.table.is_none() => {
+                tracing::warn!(table = %ident::display(t), error = %e, "cannot be read");
+                unreadable.push(ident::display(t));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let queues = queue_depths(deployment).await?;
     let only = args.table.as_deref().map(ident::parse_table).transpose()?;
@@ -75,6 +84,7 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
     if args.json {
         let out = json!({
             "tables": lines,
+            "unreadable": unreadable,
             // One shard (the default): its depth, as before sharding;
             // every shard's under "queues".
             "queue": match &queues[..] { [only] => only.clone(), _ => serde_json::Value::Null },
@@ -110,8 +120,11 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
             );
         }
     }
-    if lines.is_empty() {
+    if lines.is_empty() && unreadable.is_empty() {
         outln!("no tables");
+    }
+    for t in &unreadable {
+        outln!("{t}: cannot be read (`floe status --table {t}` says why)");
     }
     for (i, q) in queues.iter().enumerate() {
         let shard = match queues.len() {

@@ -276,6 +276,22 @@ async fn scenario(catalog: Catalog) {
         "{status}"
     );
     assert_eq!(status["tables"][0]["total_records"], 5, "{status}");
+    // With a commit queue, orphan cleanup waits as long as a request can
+    // wait there and in its DLQ: the request just queued names files no
+    // table holds yet. (A local warehouse has no queue: tests/newcomer.rs.)
+    let refused = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .arg("--config")
+        .arg(&s.config)
+        .args(["maintain", t, "--orphan-window-ms", "259200000"])
+        .env_remove("FLOE_WAREHOUSE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("259200 s is shorter than queue.dlq_retention_seconds (1209600 s)"),
+        "{stderr}"
+    );
 
     // The writer function: two good records and one whose `n` does not fit
     // an int (dead-lettered on S3 while types may not widen).

@@ -106,8 +106,10 @@ fn a_changing_stream_evolves_one_table_and_dead_letters_only_the_incompatible() 
         assert_eq!(e["field"], "code");
         assert!(e["reason"].as_str().unwrap().contains("string"), "{e}");
     }
-    // Replaying without a fix puts nothing in and loses nothing.
-    wh.floe(&["dlq", "replay"]);
+    // Replaying without a fix puts nothing in and loses nothing: every
+    // record is rejected again, exit 4.
+    let replay = wh.report(&["dlq", "replay", "--json"]);
+    assert_eq!(replay["records_committed"], 0, "{replay}");
     assert_eq!(wh.read("bronze.stream", None)["count"], 95);
     let again: Value = serde_json::from_str(&wh.floe(&["dlq", "list", "--json"])).unwrap();
     let still: usize = again
@@ -144,7 +146,7 @@ fn records_that_need_a_wider_type_replay_exactly_once_after_widening() {
         })
         .collect();
     let f = wh.file("big.ndjson", &lines);
-    let out = wh.floe(&[
+    let report = wh.report(&[
         "--config",
         cfg,
         "ingest",
@@ -152,7 +154,6 @@ fn records_that_need_a_wider_type_replay_exactly_once_after_widening() {
         f.to_str().unwrap(),
         "--json",
     ]);
-    let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["records_committed"], 15);
     assert_eq!(report["rejected"], 5);
     assert!(
@@ -230,7 +231,7 @@ partition = ["country"]
         + "{\"kind\":\"secret\",\"id\":999}\n";
     // `raw.secret` matches no allow pattern.
     let f = wh.file("mixed.ndjson", &lines);
-    let out = wh.floe(&[
+    let report = wh.report(&[
         "--config",
         config.to_str().unwrap(),
         "ingest",
@@ -238,7 +239,6 @@ partition = ["country"]
         f.to_str().unwrap(),
         "--json",
     ]);
-    let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["records_committed"], 300);
     let mut created: Vec<&str> = report["created"]
         .as_array()

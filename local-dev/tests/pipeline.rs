@@ -150,7 +150,7 @@ fn table_show_reports_schema_snapshots_and_records_per_commit() {
         .sum();
     assert_eq!(requests, 3);
     let text = wh.floe(&["table", "show", "bronze.events"]);
-    assert!(text.contains("records   300"), "{text}");
+    assert!(text.contains("contents  300 rows"), "{text}");
 }
 
 #[test]

@@ -549,18 +549,14 @@ fn nanosecond_timestamps_keep_every_digit_on_a_v3_table() {
             "{\"id\":3,\"ts\":\"2026-12-03T10:00:00.1234567891\",\"tstz\":\"2026-12-03T10:00:00Z\"}\n",
         ),
     );
-    let report: Value = serde_json::from_str(
-        wh.floe(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "ingest",
-            "bronze.ns",
-            "--json",
-            file.to_str().unwrap(),
-        ])
-        .trim(),
-    )
-    .unwrap();
+    let report = wh.report(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "ingest",
+        "bronze.ns",
+        "--json",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(report["rejected"], 1, "{report}");
     let dlq = wh.floe(&["--config", cfg.to_str().unwrap(), "dlq", "list", "--json"]);
     assert!(dlq.contains("ts") && dlq.contains("truncate"), "{dlq}");

@@ -9,6 +9,17 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// The exit code `floe ingest` and `dlq replay` owe a report (README, "Exit
+/// codes"): 0 when nothing was rejected, 4 when everything was, else 3.
+pub fn exit_code(report: &Value) -> i32 {
+    let rejected = report["rejected"].as_u64().unwrap_or(0);
+    match rejected {
+        0 => 0,
+        n if n >= report["records_in"].as_u64().unwrap_or(0) => 4,
+        _ => 3,
+    }
+}
+
 /// A fresh warehouse directory with helpers around it.
 pub struct Warehouse {
     dir: tempfile::TempDir,
@@ -49,14 +60,34 @@ impl Warehouse {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Runs `floe ingest ... --json`, asserting success; returns the report.
+    /// Runs `floe ingest ... --json`, asserting it finished with the exit
+    /// code its report calls for; returns the report.
     pub fn ingest(&self, table: &str, files: &[&Path], extra: &[&str]) -> Value {
         let mut args = vec!["ingest", table, "--json"];
         let files: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
         args.extend(files.iter().map(String::as_str));
         args.extend(extra);
-        let out = self.floe(&args);
-        serde_json::from_str(out.trim()).expect("ingest report JSON")
+        self.report(&args)
+    }
+
+    /// Runs an ingest or replay with `--json`; asserts its exit code is the
+    /// one its report calls for ([`exit_code`]) and returns the report.
+    pub fn report(&self, args: &[&str]) -> Value {
+        let out = self.floe_env(args, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let report: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+            panic!(
+                "floe {args:?}: no JSON report ({e}): {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let want = if args.contains(&"--allow-partial") && exit_code(&report) == 3 {
+            0
+        } else {
+            exit_code(&report)
+        };
+        assert_eq!(out.status.code(), Some(want), "floe {args:?}: {report}");
+        report
     }
 
     /// Writes a file in the warehouse's parent temp dir area.
