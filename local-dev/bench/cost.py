@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import re
 
 # USD, us-east-1, list prices (early 2025, from memory; see docs/cost.md).
 PRICES = {
@@ -109,16 +110,15 @@ def main():
         prices[k] = float(v)
 
     rows = []
-    for path in sorted(glob.glob(os.path.join(a.results, f"local-*{a.tag}.json")),
-                       key=lambda p: load(p)["rate_target"]):
-        if path.endswith(".maintain.json"):
-            continue
+    point = re.compile(r"local-\d+" + re.escape(a.tag) + r"\.json$")
+    paths = [p for p in glob.glob(os.path.join(a.results, "local-*.json")) if point.search(os.path.basename(p))]
+    for path in sorted(paths, key=lambda p: load(p)["rate_target"]):
         p = load(path)
         mpath = path[: -len(".json")] + ".maintain.json"
         m = load(mpath) if os.path.exists(mpath) else None
         rows.append((p, m) + floe_point(p, m, prices, a.arch))
 
-    print("| records/s (achieved) | records/POST | GB | GB-s/GB ingest | committer | maintenance "
+    print("| records/s (achieved) | records/POST | GB | Lambda GB-s/GB: HTTP function | committer | maintenance "
           "| S3 PUT+LIST/GB | S3 GET+HEAD/GB | SQS/GB | Glue/GB | invocations/GB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p, m, gb, gbs, counts, _ in rows:

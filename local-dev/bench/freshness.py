@@ -31,6 +31,9 @@ The method:
   timestamp-ms (set by the committer just before its catalog swap, same
   clock) gives a second figure, a lower bound without poll resolution.
 
+`freshness.py table DIR` prints the summaries of a results directory as a
+Markdown table.
+
 The driver's own catalog and S3 reads are counted (`driver_calls`) so the
 cost accounting can take them out of moto's request counts.
 """
@@ -40,6 +43,7 @@ import bisect
 import json
 import os
 import queue
+import re
 import sqlite3
 import threading
 import time
@@ -71,6 +75,8 @@ def count_requests(logs, start, end):
             f.seek(start[svc])
             chunk = f.read(end[svc] - start[svc]).decode(errors="replace")
         c = {}
+        # werkzeug colours the request line of any status but 200 (206, 204, 404...).
+        chunk = re.sub(r"\x1b\[[0-9;]*m", "", chunk)
         for line in chunk.splitlines():
             q = line.find('"')
             if q < 0 or '" ' not in line[q + 1:]:
@@ -94,6 +100,7 @@ def count_requests(logs, start, end):
                 else:
                     kind = "GET"
             c[kind] = c.get(kind, 0) + 1
+        c["log_offsets"] = [start[svc], end[svc]]
         counts[svc] = c
     return counts
 
@@ -126,6 +133,32 @@ def maintain(argv):
               "report": [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")],
               "stderr": p.stderr[-2000:] if p.returncode else ""}
     print(json.dumps(report))
+
+
+def table(argv):
+    """`freshness.py table DIR`: the points' summaries as a Markdown table."""
+    import glob
+
+    rows = []
+    for path in glob.glob(os.path.join(argv[0], "*.json")):
+        if path.endswith(".maintain.json"):
+            continue
+        with open(path) as f:
+            rows.append(json.load(f))
+    rows.sort(key=lambda s: (s["target"] != "serve", s.get("commit_window_ms", 0),
+                             s.get("batching_window_ms", 0), s["rate_target"], s["records_per_request"]))
+    print("| target | window (ms) / batch | records/s target | achieved | records/POST | POST 200 p50 / p99 (s) "
+          "| freshness p50 | p95 | p99 | max | snapshot ts p99 | records/commit | load (1 min) before, after |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    load = lambda u: u.split("load average:")[1].split(",")[0].strip()
+    for s in rows:
+        f, t, a = s["freshness_visible_s"], s["freshness_snapshot_ts_s"], s["ack_latency_s"]
+        window = (s["commit_window_ms"] if s["target"] == "serve"
+                  else f"{s['batching_window_ms']} / {s['batch_size']:,}")
+        print(f"| {s['target']} | {window} | {s['rate_target']:,.0f} | {s['rate_achieved']:,.0f} "
+              f"| {s['records_per_request']:,} | {a['p50']} / {a['p99']} | {f['p50']} | {f['p95']} "
+              f"| **{f['p99']}** | {f['max']} | {t['p99']} | {s['records_per_commit']:,.0f} "
+              f"| {load(s['uptime_before'])}, {load(s['uptime_after'])} |")
 
 
 def emf_totals(path):
@@ -451,5 +484,7 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["maintain"]:
         maintain(sys.argv[2:])
+    elif sys.argv[1:2] == ["table"]:
+        table(sys.argv[2:])
     else:
         main()
