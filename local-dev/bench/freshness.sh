@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Freshness and cost per GB: records POSTed at a sustained rate, the time
+# from each POST's 200 to the first snapshot holding its records (p50, p95,
+# p99), records per commit, and on `floe local` every S3, SQS and Glue
+# request the stack made. Method: local-dev/bench/freshness.py's docstring;
+# results and how to read them: docs/benchmarks.md ("Freshness") and
+# docs/cost.md.
+#
+#   local-dev/bench/freshness.sh [serve|local|all]      # default all
+#
+# Environment (defaults in brackets):
+#   FLOE_BIN                  the floe binary [cargo build --release --features full]
+#   FRESH_RATES               records/s, one point each ["1000 10000 100000"]
+#   FRESH_SECONDS             seconds of sending per point [60]
+#   FRESH_REQUESTS_PER_S      POSTs per second; records per POST = rate / this [20]
+#   FRESH_COMMIT_WINDOW_MS    serve: --commit-window-ms [500, floe serve's default]
+#   FRESH_BATCHING_WINDOW_MS  local: committer batching window [5000, the module's
+#                             committer_batching_window_seconds]
+#   FRESH_BATCH_SIZE          local: committer batch size [10000, the module's]
+#   FRESH_MAX_LOAD            wait (60 s at a time, FRESH_LOAD_WAIT_S at most) while the
+#                             1-min load average is above this; "" to not wait [1.0]
+#   FRESH_LOAD_WAIT_S         [1800]
+#   FRESH_OUT                 results directory [./freshness-results]
+#   FRESH_TAG                 suffix of this run's table names and result files [""]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo="$PWD"
+
+what="${1:-all}"
+rates="${FRESH_RATES:-1000 10000 100000}"
+seconds="${FRESH_SECONDS:-60}"
+rps="${FRESH_REQUESTS_PER_S:-20}"
+commit_window="${FRESH_COMMIT_WINDOW_MS:-500}"
+batching_window="${FRESH_BATCHING_WINDOW_MS:-5000}"
+batch_size="${FRESH_BATCH_SIZE:-10000}"
+max_load="${FRESH_MAX_LOAD-1.0}"
+load_wait="${FRESH_LOAD_WAIT_S:-1800}"
+out="$(mkdir -p "${FRESH_OUT:-freshness-results}" && cd "${FRESH_OUT:-freshness-results}" && pwd)"
+tag="${FRESH_TAG:-}"
+venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
+py="$venv/bin/python"
+driver="$repo/local-dev/bench/freshness.py"
+schema="$repo/local-dev/bench/events.schema.json"
+
+if [ -z "${FLOE_BIN:-}" ]; then
+  cargo build --release --locked --bin floe --features full
+  FLOE_BIN="${CARGO_TARGET_DIR:-target}/release/floe"
+fi
+FLOE_BIN="$(cd "$(dirname "$FLOE_BIN")" && pwd)/$(basename "$FLOE_BIN")"
+if ! "$py" -c "import pyiceberg, boto3" 2>/dev/null; then
+  "$venv/bin/pip" install --quiet -r local-dev/requirements-test.txt
+fi
+
+# The machine is shared: a point measured while others compile says more
+# about them than about floe, so wait for a quiet moment (and record the load).
+quiet() {
+  [ -n "$max_load" ] || return 0
+  local waited=0
+  while awk -v m="$max_load" '{exit !($1 > m)}' /proc/loadavg; do
+    if [ "$waited" -ge "$load_wait" ]; then
+      echo "freshness.sh: load still $(cut -d' ' -f1 /proc/loadavg) after ${waited}s; measuring anyway" >&2
+      return 0
+    fi
+    echo "freshness.sh: load $(cut -d' ' -f1 /proc/loadavg) > $max_load; waiting 60 s" >&2
+    sleep 60
+    waited=$((waited + 60))
+  done
+}
+
+# The server of the point running, stopped on any exit so none outlives us.
+server=""
+trap '[ -z "$server" ] || stop "$server"' EXIT
+trap 'exit 143' TERM INT
+
+wait_port() {  # port pid
+  for _ in $(seq 1 100); do
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "the server exited; its log is in $out" >&2
+      return 1
+    fi
+    if "$py" -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1)" "$1" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+# Stops the server we started (SIGTERM: it commits what it acknowledged) and
+# waits for it.
+stop() {
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+point() {  # target rate table -- driver args...
+  local target="$1" rate="$2" table="$3"
+  shift 4
+  local name="$target-$rate$tag"
+  local before after
+  before="$(uptime)"
+  echo "== $name: $rate records/s for $seconds s ($before)" >&2
+  "$py" "$driver" --table "$table" --rate "$rate" --duration "$seconds" --requests-per-s "$rps" \
+    --out "$out/$name.requests.jsonl" "$@" > "$out/$name.json.tmp"
+  after="$(uptime)"
+  # One summary per point: the driver's, with the load around it and the settings.
+  "$py" - "$out/$name.json.tmp" "$before" "$after" "$target" "$commit_window" "$batching_window" "$batch_size" > "$out/$name.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s.update(target=sys.argv[4], uptime_before=sys.argv[2].strip(), uptime_after=sys.argv[3].strip())
+if s["target"] == "serve":
+    s["commit_window_ms"] = int(sys.argv[5])
+else:
+    s["batching_window_ms"], s["batch_size"] = int(sys.argv[6]), int(sys.argv[7])
+print(json.dumps(s))
+PY
+  rm -f "$out/$name.json.tmp"
+  cat "$out/$name.json"
+}
+
+run_serve() {
+  local wh="$out/serve-warehouse$tag"
+  rm -rf "$wh"
+  for rate in $rates; do
+    local table="bench.r${rate}${tag//-/_}"
+    "$FLOE_BIN" --warehouse "$wh" table create "$table" --schema "$schema" >&2
+    quiet
+    "$FLOE_BIN" --warehouse "$wh" serve --addr 127.0.0.1:18080 --token bench \
+      --commit-window-ms "$commit_window" > "$out/serve-$rate$tag.log" 2>&1 &
+    server=$!
+    wait_port 18080 "$server"
+    point serve "$rate" "$table" -- --url http://127.0.0.1:18080 --token bench \
+      --sqlite "$wh/catalog.db" --poll-ms 50
+    stop "$server"
+    server=""
+  done
+}
+
+# floe local on three moto servers, one per service, so each server's request
+# log counts one service's requests (moto logs S3 requests by method and key,
+# but SQS and Glue requests are all `POST /`).
+run_local() {
+  local s3 sqs glue
+  s3="$(FLOE_MOTO_PORT=5111 bash local-dev/aws.sh)"
+  sqs="$(FLOE_MOTO_PORT=5112 bash local-dev/aws.sh)"
+  glue="$(FLOE_MOTO_PORT=5113 bash local-dev/aws.sh)"
+  local logs="s3=${TMPDIR:-/tmp}/floe-moto-5111.log,sqs=${TMPDIR:-/tmp}/floe-moto-5112.log,glue=${TMPDIR:-/tmp}/floe-moto-5113.log"
+  export AWS_ENDPOINT_URL_S3="$s3" AWS_ENDPOINT_URL_SQS="$sqs" AWS_ENDPOINT_URL_GLUE="$glue"
+  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true
+  local state="$out/local-state"
+  for rate in $rates; do
+    local table="local.r${rate}${tag//-/_}"
+    local emf="$out/local-$rate$tag.emf"
+    rm -f "$emf"
+    quiet
+    # The Terraform module's defaults where floe local has the knob: the
+    # committer's batch size and window, its timeout (300 s) and the commit
+    # queue's visibility (6 x 300 + 30 s) and receive count; hourly
+    # maintenance. One source poller: the HTTP path does not use the source
+    # queue, and its idle polls are taken out of the SQS count.
+    "$FLOE_BIN" local --name floe-fresh --state-dir "$state" --http 127.0.0.1:18081 --token bench \
+      --batch-size "$batch_size" --batching-window-ms "$batching_window" \
+      --function-timeout-s 300 --visibility-timeout-s 1830 --max-receive-count 5 \
+      --writers 1 --maintenance-every-s 3600 --metrics "$emf" > "$out/local-$rate$tag.log" 2>&1 &
+    server=$!
+    wait_port 18081 "$server"
+    "$FLOE_BIN" --config "$state/floe.toml" table create "$table" --schema "$schema" >&2
+    point local "$rate" "$table" -- --url http://127.0.0.1:18081 --token bench \
+      --glue-endpoint "$glue" --s3-endpoint "$s3" --poll-ms 200 --count-logs "$logs" \
+      --idle-pollers 1 --emf "$emf"
+    # Maintenance as the hourly function runs it, on what this point wrote:
+    # its time and requests, for the cost per GB.
+    "$py" "$driver" maintain --floe "$FLOE_BIN" --config "$state/floe.toml" --table "$table" \
+      --count-logs "$logs" > "$out/local-$rate$tag.maintain.json"
+    cat "$out/local-$rate$tag.maintain.json"
+    stop "$server"
+    server=""
+  done
+}
+
+case "$what" in
+  serve) run_serve ;;
+  local) run_local ;;
+  all) run_serve; run_local ;;
+  *) echo "usage: $0 [serve|local|all]" >&2; exit 2 ;;
+esac
+echo "freshness.sh: results in $out" >&2
