@@ -185,6 +185,9 @@ pub struct Setup {
     pub mode: &'static str,
     /// The tables' ledger seal threshold (`floe.ledger.seal-entries`).
     pub seal_entries: usize,
+    /// The tables' Iceberg format version: 3 brings row lineage and, for
+    /// position-delete tables, deletion vectors merged by the committer.
+    pub format_version: u8,
 }
 
 /// One writer invocation: records of the stream, and how it ends.
@@ -308,6 +311,13 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
             arrived_ms: base + ordinal as i64 * 10,
         });
     }
+    // From its own stream, so the schedule of a seed stays what it was
+    // before v3 tables joined: a third of the schedules run on v3 tables.
+    let format_version = if Rng::new(seed ^ 0x0003_F0A7).chance(33) {
+        3
+    } else {
+        2
+    };
     Setup {
         seed,
         kind,
@@ -317,6 +327,7 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         lanes,
         mode,
         seal_entries,
+        format_version,
     }
 }
 
@@ -562,13 +573,11 @@ impl Harness {
                     KEY_WINDOW_MS.to_string(),
                 ),
             ]);
-            catalog
-                .create_table(
-                    &ident,
-                    tabledef::creation(&name, schema, Default::default(), properties),
-                )
-                .await
-                .unwrap();
+            let mut creation = tabledef::creation(&name, schema, Default::default(), properties);
+            if setup.format_version == 3 {
+                creation.format_version = floe_core::iceberg::spec::FormatVersion::V3;
+            }
+            catalog.create_table(&ident, creation).await.unwrap();
             made.push(ident);
         }
         Tables {
@@ -880,9 +889,10 @@ pub async fn run(
     let mut rng = Rng::new(seed ^ 0xD1CE);
     let mut covered = Covered::default();
     let mut trace = vec![format!(
-        "seed {seed}: {:?} {} table, {} records, {} lane(s), ledger seals every {} commits{}",
+        "seed {seed}: {:?} {} v{} table, {} records, {} lane(s), ledger seals every {} commits{}",
         setup.kind,
         setup.mode,
+        setup.format_version,
         setup.records.len(),
         setup.lanes,
         setup.seal_entries,
@@ -1128,6 +1138,11 @@ pub fn compare(
 
 async fn check(setup: &Setup, tables: &Tables, catalog: &dyn Catalog) -> Verdict {
     let mut total = Verdict::default();
+    // iceberg-rust 0.10 reads no deletion vectors: such tables are checked
+    // by DuckDB and pyiceberg, which do, with every table in `run_all`.
+    if setup.format_version == 3 && setup.mode == "position" {
+        return total;
+    }
     for (table, want) in expected(setup, tables) {
         let rows = rows_of(&crate::scan(catalog, &table).await);
         let v = compare(&want, &rows, setup.keyed);
@@ -1194,8 +1209,9 @@ pub async fn run_all(label: &str, seeds: &[u64], kinds: &[Kind], driver: &dyn Dr
         failures.join("\n\n")
     );
     let readers = independent(&h, &checked).await;
+    let v3 = checked.iter().filter(|s| s.format_version == 3).count();
     report(&format!(
-        "{label}: {} schedules ({by_kind:?}) over {:.0} simulated days, {} tables sealed their ledger ({} segments), {} sources settled, {} late redeliveries, {} foreign orphan cleanups; {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
+        "{label}: {} schedules ({by_kind:?}; {v3} on v3 tables) over {:.0} simulated days, {} tables sealed their ledger ({} segments), {} sources settled, {} late redeliveries, {} foreign orphan cleanups; {} lost, {} doubled, {} out of order, {} foreign, {} requests dead-lettered; independent readers: {readers}",
         seeds.len(),
         covered.simulated_ms as f64 / (24 * HOUR_MS) as f64,
         covered.sealed_tables,
