@@ -92,18 +92,23 @@ async fn list(floe: &Embedded, args: ListArgs) -> Result<()> {
     if by_table.is_empty() {
         outln!("{}", none_message(floe, table.as_ref()).await?);
     }
+    print_by_reason(&by_table, "");
+    Ok(())
+}
+
+/// Prints [`by_reason`]'s counts, each table's line after `prefix`.
+pub fn print_by_reason(by_table: &BTreeMap<&str, BTreeMap<String, u64>>, prefix: &str) {
     for (table, reasons) in by_table {
         let name = if table.is_empty() {
             "(unroutable)"
         } else {
             table
         };
-        outln!("{name}: {} records", reasons.values().sum::<u64>());
+        outln!("{prefix}{name}: {} records", reasons.values().sum::<u64>());
         for (reason, count) in reasons {
             outln!("  {count:>6}  {reason}");
         }
     }
-    Ok(())
 }
 
 /// Dead-lettered records per table, then per `field: reason`.

@@ -152,17 +152,7 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
     if dead.is_empty() {
         outln!("{}", dlq::none_message(floe, only.as_ref()).await?);
     }
-    for (table, reasons) in &dead {
-        let name = if table.is_empty() {
-            "(unroutable)"
-        } else {
-            table
-        };
-        outln!("dead letters of {name}: {}", reasons.values().sum::<u64>());
-        for (reason, n) in reasons {
-            outln!("  {n:>6}  {reason}");
-        }
-    }
+    dlq::print_by_reason(&dead, "dead letters of ");
     Ok(())
 }
 

@@ -142,17 +142,13 @@ fn select(
 /// remove, and whether equality deletes may remove more (then the rows are
 /// an upper bound: which keys they hit shows only when the files are read).
 pub async fn preview(ctx: &PlanContext<'_>) -> Result<Preview, CommitError> {
-    let meta = ctx.metadata();
-    let live = LiveFiles::load(ctx.file_io, meta)
-        .await
-        .map_err(|e| ctx.build_err(e))?;
-    let deleted = read_deletes(ctx, &live).await?;
-    let counts: HashMap<String, usize> = deleted
-        .positions
-        .iter()
-        .map(|(p, rows)| (p.clone(), rows.len()))
-        .collect();
-    let selected: HashSet<String> = select(&live, meta, &counts).into_iter().collect();
+    let Candidates {
+        live,
+        deleted,
+        counts,
+        selected,
+    } = candidates(ctx).await?;
+    let selected: HashSet<String> = selected.into_iter().collect();
     let mut preview = Preview::default();
     for f in live
         .data
@@ -168,6 +164,36 @@ pub async fn preview(ctx: &PlanContext<'_>) -> Result<Preview, CommitError> {
             .is_some_and(|s| s > f.sequence_number);
     }
     Ok(preview)
+}
+
+/// The table's live files, what their deletes remove, and the data files
+/// worth compacting: what a run and its dry run both start from.
+struct Candidates {
+    live: LiveFiles,
+    deleted: Deleted,
+    /// Rows position deletes remove, per data file.
+    counts: HashMap<String, usize>,
+    /// In the order a step takes them.
+    selected: Vec<String>,
+}
+
+async fn candidates(ctx: &PlanContext<'_>) -> Result<Candidates, CommitError> {
+    let live = LiveFiles::load(ctx.file_io, ctx.metadata())
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    let deleted = read_deletes(ctx, &live).await?;
+    let counts: HashMap<String, usize> = deleted
+        .positions
+        .iter()
+        .map(|(p, rows)| (p.clone(), rows.len()))
+        .collect();
+    let selected = select(&live, ctx.metadata(), &counts);
+    Ok(Candidates {
+        live,
+        deleted,
+        counts,
+        selected,
+    })
 }
 
 /// What [`preview`] found.
@@ -193,16 +219,12 @@ pub async fn rewrite(
     let Some(current) = meta.current_snapshot() else {
         return Ok(None);
     };
-    let live = LiveFiles::load(ctx.file_io, meta)
-        .await
-        .map_err(|e| ctx.build_err(e))?;
-    let deleted = read_deletes(ctx, &live).await?;
-    let counts: HashMap<String, usize> = deleted
-        .positions
-        .iter()
-        .map(|(p, rows)| (p.clone(), rows.len()))
-        .collect();
-    let selected = select(&live, meta, &counts);
+    let Candidates {
+        live,
+        deleted,
+        selected,
+        ..
+    } = candidates(ctx).await?;
     if selected.is_empty() {
         return Ok(None);
     }
