@@ -111,10 +111,11 @@ async fn list(floe: &Embedded, args: ListArgs) -> Result<()> {
         }
         let loaded = catalog.load_table(&ident).await?;
         let m = &loaded.metadata;
+        let rows = Rows::of(m);
         out.push(json!({
             "table": name,
-            "rows": Rows::of(m).live(),
-            "rows_exact": Rows::of(m).exact(),
+            "rows": rows.live(),
+            "rows_exact": rows.exact(),
             "format_version": m.format_version() as u8,
             "snapshots": m.snapshots().len(),
             "last_commit_ms": m.current_snapshot().map(|s| s.timestamp_ms()),
