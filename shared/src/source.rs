@@ -6,6 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use iceberg::TableIdent;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::dlq::Replayed;
+use crate::envelope::avro::Registered;
 use crate::ndjson::Chunk;
 
 /// The kind of source a record came from.
@@ -128,6 +130,9 @@ pub struct SourceBatch {
     /// When the oldest record reached its source (ms since epoch: SQS
     /// `SentTimestamp`, Kinesis arrival, Kafka timestamp), for freshness.
     pub oldest_ms: Option<i64>,
+    /// The registry schemas of its Avro records, which stay binary until
+    /// the shredder reads them; `None` when it has none.
+    pub avro: Option<Arc<Registered>>,
 }
 
 impl Source {
@@ -152,6 +157,7 @@ impl SourceBatch {
             records,
             state: BTreeMap::new(),
             oldest_ms: None,
+            avro: None,
         }
     }
 
@@ -184,6 +190,12 @@ impl SourceBatch {
     /// When the oldest record reached its source, for freshness.
     pub fn oldest(mut self, ms: Option<i64>) -> Self {
         self.oldest_ms = ms;
+        self
+    }
+
+    /// The registry schemas its Avro records were written with.
+    pub fn with_avro(mut self, avro: Option<Arc<Registered>>) -> Self {
+        self.avro = avro;
         self
     }
 }

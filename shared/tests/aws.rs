@@ -653,6 +653,7 @@ async fn the_pipeline_writer_and_committer_run_on_s3_sqs_and_glue() {
             records: Records::Items(items),
             state: Default::default(),
             oldest_ms: None,
+            avro: None,
         })
         .await
         .unwrap();

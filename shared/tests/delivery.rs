@@ -130,6 +130,7 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
         records: Records::Items(items),
         state: Default::default(),
         oldest_ms: inv.records.iter().map(|r| r.arrived_ms).min(),
+        avro: None,
     }
 }
 

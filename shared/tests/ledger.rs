@@ -132,6 +132,7 @@ impl Rig {
             records: Records::Items(items),
             state: Default::default(),
             oldest_ms: None,
+            avro: None,
         };
         writer.write(batch).await.unwrap();
     }

@@ -60,6 +60,7 @@ fn batch(b: u64) -> SourceBatch {
         records: Records::Items(items),
         state: Default::default(),
         oldest_ms: None,
+        avro: None,
     }
 }
 

@@ -91,10 +91,7 @@ impl WriterFunction {
         let source = batch.source.clone();
         let oldest = batch.oldest_ms;
         let opened = self.opener.open(batch).await?;
-        let mut report = self
-            .writer
-            .write_declared(opened.batch, opened.declared)
-            .await?;
+        let mut report = self.writer.write(opened.batch).await?;
         for (at, object) in opened.objects {
             info!(source = %source.name, record = %at, object = %object.source(), "reading the object a notification names");
             self.write_object(object, source.clone(), oldest, &mut report)

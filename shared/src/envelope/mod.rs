@@ -25,7 +25,6 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
-use iceberg::spec::StructType;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::EnvelopeKind;
@@ -131,9 +130,6 @@ pub struct OpenedBatch {
     pub batch: SourceBatch,
     /// Objects to read, each with the position of the record naming it.
     pub objects: Vec<(String, ObjectRef)>,
-    /// The Iceberg types the batch's Avro schemas declare (every version
-    /// seen, merged), for a table created or evolved from these records.
-    pub declared: Option<Arc<StructType>>,
 }
 
 /// A failure that says nothing about the records: a registry that did not
@@ -176,6 +172,7 @@ impl Opener {
             records,
             state,
             oldest_ms,
+            avro: _,
         } = batch;
         let items = match records {
             Records::Items(items) => items,
@@ -187,7 +184,6 @@ impl Opener {
                         .with_state(state)
                         .oldest(oldest_ms),
                     objects: Vec::new(),
-                    declared: None,
                 });
             }
         };
@@ -200,7 +196,7 @@ impl Opener {
         );
         let mut out: Vec<(String, Bytes)> = Vec::with_capacity(items.len());
         let mut objects = Vec::new();
-        let mut declared: Option<Arc<StructType>> = None;
+        let mut registered = avro::Registered::default();
         for (pos, payload) in items {
             let opened = match open(&payload, settings.envelope) {
                 Ok(o) => o,
@@ -220,11 +216,8 @@ impl Opener {
             for (n, record) in records.into_iter().enumerate() {
                 let record = match self.schemas.decode(&record, &settings).await {
                     Ok(Some(decoded)) => {
-                        declared = Some(match declared.take() {
-                            Some(seen) => merge_declared(&seen, &decoded.declared),
-                            None => decoded.declared,
-                        });
-                        decoded.json
+                        registered.add(&decoded);
+                        decoded.record
                     }
                     Ok(None) => record,
                     Err(avro::AvroError::Record(e)) => Undecodable::record(&record, &e),
@@ -252,27 +245,16 @@ impl Opener {
             batch: SourceBatch::new(source, spans, Records::Items(out))
                 .to_table(table)
                 .with_state(state)
-                .oldest(oldest_ms),
+                .oldest(oldest_ms)
+                .with_avro(
+                    registered
+                        .declared()
+                        .is_some()
+                        .then(|| Arc::new(registered)),
+                ),
             objects,
-            declared,
         })
     }
-}
-
-/// The fields of both structs: `a`'s in its order, then those only `b` has
-/// (a batch may hold records of two versions of one schema; a field a later
-/// version added takes its declared type, one it dropped keeps its own).
-fn merge_declared(a: &Arc<StructType>, b: &Arc<StructType>) -> Arc<StructType> {
-    if Arc::ptr_eq(a, b) {
-        return a.clone();
-    }
-    let mut fields = a.fields().to_vec();
-    for f in b.fields() {
-        if a.field_by_name(&f.name).is_none() {
-            fields.push(f.clone());
-        }
-    }
-    Arc::new(StructType::new(fields))
 }
 
 /// `text` borrowed when it needs no unescaping.

@@ -8,6 +8,7 @@ use super::scope::Scope;
 use crate::change::{self, Change, ChangeFormat, ItemRow};
 use crate::config::Changelog;
 use crate::dlq::Rejected;
+use crate::envelope::avro::Registered;
 use crate::source::Pos;
 
 /// A record with its position, borrowed from the batch unless rewritten.
@@ -38,16 +39,39 @@ pub(super) struct Classified<'a> {
     pub log_rows: Vec<Row<'a>>,
 }
 
+/// `records` with those that stayed binary Avro as their JSON text (what
+/// change decoding reads); one that does not render goes to `rejected`.
+pub(super) fn as_json<'a>(
+    records: Vec<Row<'a>>,
+    avro: Option<&Registered>,
+    scope: &Scope<'_>,
+    rejected: &mut Vec<Rejected>,
+) -> Vec<Row<'a>> {
+    let Some(avro) = avro else {
+        return records;
+    };
+    let mut out = Vec::with_capacity(records.len());
+    for (pos, r) in records {
+        match avro.json(&r) {
+            Ok(Cow::Borrowed(_)) => out.push((pos, r)),
+            Ok(Cow::Owned(json)) => out.push((pos, Cow::Owned(json))),
+            Err(e) => rejected.push(scope.reject(pos, &e.field, &e.reason, &r)),
+        }
+    }
+    out
+}
+
 /// Sorts `records` for a table of `shape`; records that cannot be decoded
 /// go to `rejected`.
 pub(super) fn classify<'a>(
     records: Vec<Row<'a>>,
     shape: &Shape<'_>,
+    avro: Option<&Registered>,
     scope: &Scope<'_>,
     rejected: &mut Vec<Rejected>,
 ) -> Classified<'a> {
     if !shape.keyed && shape.changelog == Changelog::Off {
-        let rows = plain(records, shape.items, scope, rejected);
+        let rows = plain(records, shape.items, avro, scope, rejected);
         return Classified {
             rows,
             ..Classified::default()
@@ -76,7 +100,7 @@ pub(super) fn classify<'a>(
     } else if !shape.keyed {
         // A changelog beside an append-only table: the table takes the
         // records as they came.
-        out.rows = plain(records, shape.items, scope, rejected);
+        out.rows = plain(records, shape.items, avro, scope, rejected);
     }
     out
 }
@@ -86,11 +110,18 @@ pub(super) fn classify<'a>(
 fn plain<'a>(
     records: Vec<Row<'a>>,
     items: Option<ItemRow>,
+    avro: Option<&Registered>,
     scope: &Scope<'_>,
     rejected: &mut Vec<Rejected>,
 ) -> Vec<Row<'a>> {
     let mut rows = Vec::with_capacity(records.len());
     for (pos, r) in records {
+        // Registry Avro is a row as it is: never a tombstone, never a
+        // DynamoDB stream record (whose bytes it may happen to hold).
+        if avro.is_some_and(|a| a.binary(&r).is_some()) {
+            rows.push((pos, r));
+            continue;
+        }
         if change::tombstone_key(&r).is_some() {
             continue;
         }

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use iceberg::TableIdent;
-use iceberg::spec::StructType;
 use tracing::info;
 
 use super::PipelineError;
-use super::part::{Group, TableContext, infer_options, shred_err, shred_options};
+use super::part::{Group, Part, TableContext, infer_options, shred_err, shred_options};
 use super::writer::{WriteReport, Writer};
 use crate::catalog::CatalogError;
+use crate::envelope::avro::{Registered, json_of};
 use crate::evolve::{self, InferOptions};
 use crate::ident::display;
 use crate::shred::{RecordErrorKind, Shredder};
@@ -38,14 +38,17 @@ impl Writer {
     /// misfits up to [`MAX_EVOLUTIONS`] times.
     pub(super) async fn shred_evolving(
         &self,
-        ident: &TableIdent,
-        batch_id: &str,
+        part: &Part<'_>,
         rows: &[(Pos<'_>, Cow<'_, [u8]>)],
-        declared: Option<&Arc<StructType>>,
         report: &mut WriteReport,
     ) -> Result<Shredded, PipelineError> {
+        let (ident, batch_id, declared) = (part.ident, part.batch_id, part.declared);
+        let avro = part.avro.map(|a| a.as_ref());
         let table = display(ident);
-        let group = Group::new(rows.to_vec(), declared.cloned());
+        let group = Group {
+            avro: part.avro.cloned(),
+            ..Group::new(rows.to_vec(), declared.cloned())
+        };
         let mut evolutions = 0;
         loop {
             let Some(ctx) = self.context(ident, &group, report).await? else {
@@ -54,7 +57,7 @@ impl Writer {
                 }
                 .into());
             };
-            let (shredded, misfits) = shred_once(ctx, &table, batch_id, rows)?;
+            let (shredded, misfits) = shred_once(ctx, &table, batch_id, rows, avro)?;
             let settings = &shredded.ctx.settings;
             if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
                 return Ok(shredded);
@@ -62,7 +65,7 @@ impl Writer {
             let values: Vec<serde_json::Value> = misfits
                 .iter()
                 .filter_map(|i| rows.get(*i))
-                .filter_map(|(_, r)| serde_json::from_slice(r).ok())
+                .filter_map(|(_, r)| serde_json::from_slice(&json_of(avro, r).ok()?).ok())
                 .collect();
             let opts = InferOptions {
                 declared: declared.cloned(),
@@ -117,6 +120,7 @@ fn shred_once(
     table: &str,
     batch_id: &str,
     rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+    avro: Option<&Registered>,
 ) -> Result<(Shredded, HashSet<usize>), PipelineError> {
     let settings = &ctx.settings;
     let mut shredder = Shredder::new(
@@ -128,7 +132,11 @@ fn shred_once(
     let mut accepted = Vec::with_capacity(rows.len());
     let mut misfits = HashSet::new();
     for (ordinal, (_, record)) in rows.iter().enumerate() {
-        match shredder.push(record) {
+        let pushed = match avro.and_then(|a| a.binary(record)) {
+            Some((decoder, datum)) => shredder.push_avro(decoder, datum),
+            None => shredder.push(record),
+        };
+        match pushed {
             Ok(()) => accepted.push(ordinal),
             Err(e) => {
                 let evolvable = match e.kind {

@@ -15,9 +15,10 @@ use super::writer::Writer;
 use crate::change;
 use crate::dlq::Rejected;
 use crate::envelope::Undecodable;
+use crate::envelope::avro::json_of;
 use crate::ident::display;
 use crate::metrics::Counters;
-use crate::route::SourceInfo;
+use crate::route::{Router, SourceInfo};
 use crate::source::{Pos, SourceBatch, SourceKind};
 
 impl Writer {
@@ -44,8 +45,15 @@ impl Writer {
         .then(|| self.item_row(&batch.source.name));
         let new_group = || Group {
             items,
+            avro: batch.avro.clone(),
             ..Group::new(Vec::new(), declared.clone())
         };
+        // A router that reads a record's fields reads registry Avro as its
+        // JSON text; the record itself stays binary for the shredder.
+        let avro = batch
+            .avro
+            .as_deref()
+            .filter(|_| fixed.is_none() && self.router.as_ref().is_some_and(Router::reads_fields));
         let mut seen = 0u64;
         for (pos, record) in batch.records.iter() {
             seen += 1;
@@ -69,7 +77,16 @@ impl Writer {
                 }
                 continue;
             }
-            match self.route(fixed.as_ref(), record, &source)? {
+            let json = match json_of(avro, record) {
+                Ok(json) => json,
+                Err(e) => {
+                    let table = String::new();
+                    let scope = Scope::new(&table, &batch.batch_id, batch);
+                    unrouted.push(scope.reject(pos, &e.field, &e.reason, record));
+                    continue;
+                }
+            };
+            match self.route(fixed.as_ref(), &json, &source)? {
                 Ok(t) => Groups::of(&mut tables, t, new_group)
                     .records
                     .push((pos, Cow::Borrowed(record))),

@@ -16,6 +16,7 @@ use crate::catalog::LoadedTable;
 use crate::change;
 use crate::config::{ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::Rejected;
+use crate::envelope::avro::Registered;
 use crate::evolve::InferOptions;
 use crate::ident::display;
 use crate::shred::{ShredError, ShredOptions, UnknownFields};
@@ -39,6 +40,8 @@ pub(super) struct Part<'p> {
     pub batch: &'p SourceBatch,
     /// The types a schema registry declares for the records.
     pub declared: Option<&'p Arc<StructType>>,
+    /// The registry schemas of its records that stayed binary Avro.
+    pub avro: Option<&'p Arc<Registered>>,
 }
 
 /// A group of records bound for one table.
@@ -50,6 +53,9 @@ pub(super) struct Group<'a> {
     /// The types a schema registry declares for the records (Avro), which
     /// a new column takes instead of one inferred from a value.
     pub declared: Option<Arc<StructType>>,
+    /// The registry schemas of records that stayed binary Avro, which read
+    /// them (as JSON where a stage needs JSON).
+    pub avro: Option<Arc<Registered>>,
     /// Records of the batch that could not be opened (an envelope, a
     /// codec or a registry refused them), dead-lettered with the table's
     /// own rejections, in one file per batch id.
@@ -65,6 +71,7 @@ impl<'a> Group<'a> {
             records,
             items: None,
             declared,
+            avro: None,
             rejected: Vec::new(),
         }
     }

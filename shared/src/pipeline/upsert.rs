@@ -94,9 +94,7 @@ impl Writer {
         report: &mut WriteReport,
     ) -> Result<(Arc<TableContext>, RecordBatch, Vec<usize>), PipelineError> {
         let (rows, owners) = states(folded, chosen, None, positions);
-        let shredded = self
-            .shred_evolving(part.ident, part.batch_id, &rows, part.declared, report)
-            .await?;
+        let shredded = self.shred_evolving(part, &rows, report).await?;
         let mut parts = vec![shredded.data];
         let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
         let mut failed: Vec<(usize, String, String)> = shredded

@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::spec::{Schema, StructType};
+use iceberg::spec::Schema;
 use iceberg::{NamespaceIdent, TableIdent};
 use tracing::{info, instrument, warn};
 
 use super::PipelineError;
 use super::changelog;
-use super::classify::{Row, Shape, classify};
+use super::classify::{Row, Shape, as_json, classify};
 use super::identity::Identity;
 use super::part::{Group, Groups, Output, Part, TableContext, infer_options};
 use super::scope::Scope;
@@ -21,6 +21,7 @@ use crate::change::{self, ChangeFormat};
 use crate::commit::CommitEngine;
 use crate::config::{Changelog, Config, ResolvedTable};
 use crate::dlq::{DeadLetters, Rejected};
+use crate::envelope::avro::json_of;
 use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
@@ -162,20 +163,14 @@ impl Writer {
 
     /// Runs the step for one batch; success means every record is durable in a
     /// data file or the dead-letter location, and the commit requests are enqueued.
-    pub async fn write(&self, batch: SourceBatch) -> Result<WriteReport, PipelineError> {
-        self.write_declared(batch, None).await
-    }
-
-    /// [`Self::write`] for records whose types a schema registry declares
-    /// (Avro decoded to JSON): a table created or evolved for them takes
-    /// `declared`'s types for its new columns.
+    ///
+    /// Records from a schema registry (`batch.avro`) shape a table created
+    /// or evolved for them with their declared types, and those that stayed
+    /// binary are read straight into columns.
     #[instrument(skip_all, fields(source = %batch.source.name, batch_id = %batch.batch_id))]
-    pub async fn write_declared(
-        &self,
-        batch: SourceBatch,
-        declared: Option<Arc<StructType>>,
-    ) -> Result<WriteReport, PipelineError> {
+    pub async fn write(&self, batch: SourceBatch) -> Result<WriteReport, PipelineError> {
         let mut report = WriteReport::default();
+        let declared = batch.avro.as_ref().and_then(|a| a.declared().cloned());
         let Groups { tables, unrouted } = self.group(&batch, declared)?;
         if !unrouted.is_empty() {
             let ident = TableIdent::new(NamespaceIdent::new("_unrouted".into()), "records".into());
@@ -287,7 +282,14 @@ impl Writer {
             items: group.items,
         };
         let declared = group.declared.clone();
-        let mut classified = classify(group.records, &shape, &scope, &mut rejected);
+        let avro = group.avro.clone();
+        // Changes are JSON documents: a keyed table and a changelog read
+        // registry Avro as the JSON text the registry path writes.
+        let records = match shape.keyed || changelog != Changelog::Off {
+            true => as_json(group.records, avro.as_deref(), &scope, &mut rejected),
+            false => group.records,
+        };
+        let mut classified = classify(records, &shape, avro.as_deref(), &scope, &mut rejected);
         let log_rows = std::mem::take(&mut classified.log_rows);
         if !log_rows.is_empty() {
             self.write_changelog(ident, &schema, batch_id, batch, log_rows, report)
@@ -299,6 +301,7 @@ impl Writer {
             batch_id,
             batch,
             declared: declared.as_ref(),
+            avro: avro.as_ref(),
         };
         let mut output = if shape.keyed {
             self.upsert(&part, &scope, classified, &key_names, &mut rejected, report)
@@ -324,9 +327,7 @@ impl Writer {
         rejected: &mut Vec<Rejected>,
         report: &mut WriteReport,
     ) -> Result<Output, PipelineError> {
-        let shredded = self
-            .shred_evolving(part.ident, part.batch_id, &rows, part.declared, report)
-            .await?;
+        let shredded = self.shred_evolving(part, &rows, report).await?;
         for (i, field, reason) in &shredded.failed {
             let (pos, record) = &rows[*i];
             rejected.push(scope.reject(*pos, field, reason, record));
@@ -460,6 +461,7 @@ impl Writer {
                     .records
                     .iter()
                     .filter_map(|(pos, r)| {
+                        let r = &json_of(group.avro.as_deref(), r).ok()?;
                         if !changes {
                             return match group.items.filter(|_| change::is_dynamodb_record(r)) {
                                 Some(opts) => {

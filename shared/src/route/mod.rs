@@ -203,6 +203,12 @@ impl Router {
         })
     }
 
+    /// Whether routing reads a record's fields (a `field` rule), so a record
+    /// must be JSON to be routed.
+    pub fn reads_fields(&self) -> bool {
+        matches!(self.rule, Rule::Field { .. })
+    }
+
     /// The table of every record in `fixed` mode, so callers can skip routing.
     pub fn fixed(&self) -> Option<&TableIdent> {
         match &self.rule {

@@ -9,6 +9,7 @@
 //! [`Shredder::take_unknown`], as [`ShredOptions::unknown_fields`] says; every rejection carries
 //! a [`RecordErrorKind`].
 
+mod avro;
 mod binary;
 mod bitmap;
 mod build;
@@ -76,6 +77,8 @@ pub struct Shredder {
     rows: usize,
     options: ShredOptions,
     scratch: Scratch,
+    /// Registry Avro read straight into the columns.
+    avro: avro::State,
 }
 
 impl std::fmt::Debug for Shredder {
@@ -110,6 +113,7 @@ impl Shredder {
                 ..Scratch::default()
             },
             options,
+            avro: avro::State::default(),
         })
     }
 

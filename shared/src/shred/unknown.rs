@@ -78,6 +78,13 @@ impl Collector {
         self.hit = false;
     }
 
+    /// Forgets what the push in progress saw, without ending it: the same
+    /// record is pushed again another way.
+    pub fn discard(&mut self) {
+        self.pending.clear();
+        self.hit = false;
+    }
+
     /// Ends a rejected push: it leaves no trace but its place in the numbering.
     pub fn reject(&mut self) {
         self.pending.clear();

@@ -1,5 +1,6 @@
 //! Unit tests of the shredder, asserting on the values it produces.
 
+mod avro;
 mod kinds;
 mod nested;
 mod primitives;
