@@ -283,7 +283,7 @@ impl Embedded {
     /// The same warehouse with `latency` added to every catalog commit, as a
     /// remote catalog would have (for the commit-regime benchmark).
     pub fn with_commit_latency(mut self, latency: Duration) -> Self {
-        self.catalog = Arc::new(crate::catalog::delayed::Delayed::new(self.catalog, latency));
+        self.catalog = Arc::new(crate::delayed::Delayed::new(self.catalog, latency));
         self.engine = self.engine.with_catalog(self.catalog.clone());
         self
     }

@@ -15,6 +15,7 @@ pub mod change;
 pub mod clock;
 pub mod commit;
 pub mod config;
+pub mod delayed;
 pub mod deploy;
 pub mod dlq;
 pub mod embedded;

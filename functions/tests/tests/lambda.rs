@@ -1457,7 +1457,7 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
     // A catalog that takes a minute per commit, in an invocation with two
     // seconds left: the handler answers in time, naming every message.
     let mut slow = env.deployment(Faults::none()).await;
-    slow.catalog = std::sync::Arc::new(floe_core::catalog::delayed::Delayed::new(
+    slow.catalog = std::sync::Arc::new(floe_core::delayed::Delayed::new(
         slow.catalog.clone(),
         Duration::from_secs(60),
     ));
