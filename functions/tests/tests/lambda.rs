@@ -1379,13 +1379,13 @@ async fn pg_sync_copies_then_streams_a_table_within_its_deadline() {
     let d = Deployment::from_config(config, Faults::none(), Role::PgSync)
         .await
         .unwrap();
-    let source = floe_core::postgres::PgConfig::new(
+    let source = floe_postgres::PgConfig::new(
         conninfo.as_str(),
         name.as_str(),
         name.as_str(),
         vec!["public.events".into()],
     );
-    floe_core::postgres::setup(&source).await.unwrap();
+    floe_postgres::setup(&source).await.unwrap();
     let function = floe_pg_sync::PgSyncFunction::new(&d).unwrap();
 
     // An invocation out of time starts no batch and fails nothing.

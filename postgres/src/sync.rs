@@ -15,28 +15,29 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use floe_core::catalog::{CatalogError, CatalogRef};
+use floe_core::commit::{CommitEngine, CommitError, RetryPolicy};
+use floe_core::config::Config;
+use floe_core::deploy::Deployment;
+use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
+use floe_core::evolve::widen_column;
+use floe_core::ident::display;
+use floe_core::ledger::{Ledger, LedgerError, LedgerStore};
+use floe_core::metrics::Counters;
+use floe_core::pipeline::{PipelineError, Writer, WriterParts};
+use floe_core::queue::{MemoryQueue, QueueError};
+use floe_core::source::SourceKind;
+use floe_core::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
+use floe_core::tabledef;
 use iceberg::spec::{NestedField, Schema, TableMetadata, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use tracing::{info, instrument, warn};
 
-use super::{
+use crate::{
     PgConfig, PgError, PgSource, SlotHealth, SnapshotState, SourceState, TableName, TableProgress,
     format_lsn,
 };
-use crate::catalog::{CatalogError, CatalogRef};
-use crate::commit::{CommitEngine, CommitError, RetryPolicy};
-use crate::config::Config;
-use crate::deploy::Deployment;
-use crate::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
-use crate::ident::display;
-use crate::ledger::{Ledger, LedgerStore};
-use crate::metrics::Counters;
-use crate::pipeline::{PipelineError, Writer, WriterParts};
-use crate::queue::{MemoryQueue, QueueError};
-use crate::source::SourceKind;
-use crate::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
-use crate::source::{Records, Source, SourceBatch};
-use crate::tabledef;
 
 /// The state key of a table's initial-snapshot progress.
 pub const SNAPSHOT_STATE: &str = "pg.snapshot";
@@ -68,7 +69,7 @@ pub enum SyncError {
     Commit(#[from] CommitError),
     /// The table's ledger could not be read.
     #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] LedgerError),
     /// A table cannot be created or evolved.
     #[error("table {table}: {reason}")]
     Table {
@@ -209,7 +210,7 @@ pub trait SyncTarget: Send + Sync {
     /// pays for until maintenance runs. Best effort: a failure leaves the
     /// files to maintenance.
     async fn copied(&self, ident: &TableIdent, deadline: Option<Instant>) {
-        match crate::maintain::compact_table(&self.catalog(), ident, deadline).await {
+        match floe_core::maintain::compact_table(&self.catalog(), ident, deadline).await {
             Ok(r) => info!(
                 table = %display(ident),
                 files = r.compacted_files,
@@ -661,7 +662,7 @@ pub async fn sync(
         }
         if let Some(ms) = batch.last_commit_ms {
             report.last_source_commit_ms = Some(ms);
-            let lag_ms = (crate::clock::now_ms() - ms).max(0);
+            let lag_ms = (floe_core::clock::now_ms() - ms).max(0);
             report.lag = Some(Duration::from_millis(lag_ms as u64));
         }
         info!(
@@ -740,7 +741,7 @@ pub async fn resync(
         );
     }
     target.write(batches, &opts.ingest).await?;
-    super::preflight::recreate_slot(config).await?;
+    crate::preflight::recreate_slot(config).await?;
     info!(
         tables = tables.len(),
         "slot recreated; every table re-snapshots on the next sync"
@@ -810,16 +811,14 @@ fn with_schema_changes(
         match (have.field_type.as_ref(), f.field_type.as_ref()) {
             (a, b) if a == b => {}
             (Type::Primitive(_), Type::Primitive(to)) => {
-                schema = crate::evolve::widen_column(&schema, &f.name, to).map_err(|reason| {
-                    SyncError::Table {
-                        table: display(ident),
-                        reason: format!(
-                            "Postgres changed the type of column {:?} to one Iceberg cannot \
-                             widen to: {reason}; fix: revert the column type, or drop the Iceberg \
-                             table and run `floe pg resync` to copy it again with the new type",
-                            f.name
-                        ),
-                    }
+                schema = widen_column(&schema, &f.name, to).map_err(|reason| SyncError::Table {
+                    table: display(ident),
+                    reason: format!(
+                        "Postgres changed the type of column {:?} to one Iceberg cannot \
+                         widen to: {reason}; fix: revert the column type, or drop the Iceberg \
+                         table and run `floe pg resync` to copy it again with the new type",
+                        f.name
+                    ),
                 })?;
             }
             _ => {}

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
-use super::error::Context as _;
-use super::schema::TableSchema;
-use super::{PgError, TableName, quote_ident, quote_literal};
+use crate::error::Context as _;
+use crate::schema::TableSchema;
+use crate::{PgError, TableName, quote_ident, quote_literal};
 
 /// Message prefix of floe's watermarks in the WAL.
 pub(crate) const WATERMARK_PREFIX: &str = "floe.watermark";
@@ -54,7 +54,7 @@ impl SnapshotState {
     pub fn is_done(&self, tables: &[String]) -> bool {
         tables
             .iter()
-            .all(|t| self.progress(&super::TableName::parse(t).to_string()) == TableProgress::Done)
+            .all(|t| self.progress(&crate::TableName::parse(t).to_string()) == TableProgress::Done)
     }
 }
 
@@ -236,7 +236,7 @@ pub(crate) async fn read_columns(
     keys: &[Vec<String>],
     columns: &[String],
 ) -> Result<HashMap<Vec<String>, HashMap<String, Option<String>>>, PgError> {
-    let key_columns: Vec<&super::PgColumn> = schema
+    let key_columns: Vec<&crate::PgColumn> = schema
         .primary_key
         .iter()
         .filter_map(|k| schema.column(k))

@@ -4,7 +4,7 @@
 //! Everything read from the server is bounds-checked: a cut-short or unknown
 //! message is a [`PgError::Decode`] naming what was being read, never a panic.
 
-use super::PgError;
+use crate::PgError;
 
 /// One pgoutput message.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use tokio_postgres::Client;
 use tracing::Instrument as _;
 
-use super::error::Context as _;
-use super::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
-use super::schema::{PgColumn, TableSchema, table_schema};
-use super::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
-use super::values::{UNAVAILABLE, push_str};
-use super::{
+use crate::error::Context as _;
+use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
+use crate::schema::{PgColumn, TableSchema, table_schema};
+use crate::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
+use crate::values::{UNAVAILABLE, push_str};
+use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
 };
