@@ -264,37 +264,7 @@ impl ConnSettings {
             }
         }
 
-        let sslmode_text = params.remove("sslmode");
-        let root_text = params.remove("sslrootcert");
-        let root_cert = match root_text.as_deref() {
-            Some("system") => Some(RootCert::System),
-            Some(path) => Some(RootCert::File(PathBuf::from(path))),
-            // libpq's default location counts only when the file exists.
-            None => home
-                .map(|h| h.join(".postgresql/root.crt"))
-                .filter(|p| p.is_file())
-                .map(RootCert::File),
-        };
-        let sslmode = match sslmode_text.as_deref() {
-            Some(text) => SslMode::parse(text)?,
-            // libpq 16: sslrootcert=system defaults to verify-full.
-            None if root_cert == Some(RootCert::System) => SslMode::VerifyFull,
-            None => SslMode::Prefer,
-        };
-        if root_cert == Some(RootCert::System) && sslmode != SslMode::VerifyFull {
-            return Err(conninfo_error(format!(
-                "weak sslmode {:?} may not be used with sslrootcert=system; use sslmode=verify-full",
-                sslmode.name()
-            )));
-        }
-        if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
-            return Err(conninfo_error(format!(
-                "sslmode={} needs trusted roots, and ~/.postgresql/root.crt does not exist; fix: \
-                 set sslrootcert=/path/to/ca.pem (for RDS, the global-bundle.pem AWS publishes) or \
-                 sslrootcert=system for the operating system's roots",
-                sslmode.name()
-            )));
-        }
+        let (sslmode, root_cert) = tls_settings(&mut params, home)?;
         // Fail here, naming the key, rather than at connect time.
         driver_config(&params)?;
         Ok(Self {
@@ -470,6 +440,47 @@ impl ConnSettings {
             },
         }
     }
+}
+
+/// The TLS mode and trusted roots the conninfo's `sslmode` and
+/// `sslrootcert` ask for (taken out of `params`), with libpq's defaults and
+/// its refusals of combinations that would not verify the server.
+fn tls_settings(
+    params: &mut BTreeMap<String, String>,
+    home: Option<&Path>,
+) -> Result<(SslMode, Option<RootCert>), PgError> {
+    let sslmode_text = params.remove("sslmode");
+    let root_text = params.remove("sslrootcert");
+    let root_cert = match root_text.as_deref() {
+        Some("system") => Some(RootCert::System),
+        Some(path) => Some(RootCert::File(PathBuf::from(path))),
+        // libpq's default location counts only when the file exists.
+        None => home
+            .map(|h| h.join(".postgresql/root.crt"))
+            .filter(|p| p.is_file())
+            .map(RootCert::File),
+    };
+    let sslmode = match sslmode_text.as_deref() {
+        Some(text) => SslMode::parse(text)?,
+        // libpq 16: sslrootcert=system defaults to verify-full.
+        None if root_cert == Some(RootCert::System) => SslMode::VerifyFull,
+        None => SslMode::Prefer,
+    };
+    if root_cert == Some(RootCert::System) && sslmode != SslMode::VerifyFull {
+        return Err(conninfo_error(format!(
+            "weak sslmode {:?} may not be used with sslrootcert=system; use sslmode=verify-full",
+            sslmode.name()
+        )));
+    }
+    if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
+        return Err(conninfo_error(format!(
+            "sslmode={} needs trusted roots, and ~/.postgresql/root.crt does not exist; fix: \
+             set sslrootcert=/path/to/ca.pem (for RDS, the global-bundle.pem AWS publishes) or \
+             sslrootcert=system for the operating system's roots",
+            sslmode.name()
+        )));
+    }
+    Ok((sslmode, root_cert))
 }
 
 /// The rustls error under a tokio-postgres connect error, if TLS failed.

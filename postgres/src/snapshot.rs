@@ -149,40 +149,7 @@ pub(crate) async fn read_chunk(
         .iter()
         .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
         .collect();
-    let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
-    let columns_sql: Vec<String> = schema
-        .columns
-        .iter()
-        .map(|c| quote_ident(&c.name))
-        .collect();
-    let filter = match after {
-        None => String::new(),
-        Some(values) => {
-            if values.len() != key_columns.len() {
-                return Err(PgError::BadCursor {
-                    table: table.to_string(),
-                    got: values.len(),
-                    want: key_columns.len(),
-                });
-            }
-            let literals: Vec<String> = values
-                .iter()
-                .zip(&key_columns)
-                .map(|(v, &i)| format!("{}::{}", quote_literal(v), schema.columns[i].type_name))
-                .collect();
-            format!(
-                " WHERE ({}) > ({})",
-                keys_sql.join(", "),
-                literals.join(", ")
-            )
-        }
-    };
-    let select = format!(
-        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {limit}",
-        columns_sql.join(", "),
-        table.quoted(),
-        keys_sql.join(", ")
-    );
+    let select = chunk_select(table, &schema, &key_columns, after, limit)?;
     let ctx = || format!("reading a snapshot chunk of {table}");
     client
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -225,6 +192,53 @@ pub(crate) async fn read_chunk(
         last_key,
         visibility,
     })
+}
+
+/// The SELECT of one chunk: the next `limit` rows in primary-key order
+/// after the key `after` (the previous chunk's last), each key value cast
+/// to its column's type.
+fn chunk_select(
+    table: &TableName,
+    schema: &TableSchema,
+    key_columns: &[usize],
+    after: Option<&[String]>,
+    limit: usize,
+) -> Result<String, PgError> {
+    let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
+    let columns_sql: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let filter = match after {
+        None => String::new(),
+        Some(values) => {
+            if values.len() != key_columns.len() {
+                return Err(PgError::BadCursor {
+                    table: table.to_string(),
+                    got: values.len(),
+                    want: key_columns.len(),
+                });
+            }
+            let literals: Vec<String> = values
+                .iter()
+                .zip(key_columns)
+                .map(|(v, &i)| format!("{}::{}", quote_literal(v), schema.columns[i].type_name))
+                .collect();
+            format!(
+                " WHERE ({}) > ({})",
+                keys_sql.join(", "),
+                literals.join(", ")
+            )
+        }
+    };
+    let select = format!(
+        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {limit}",
+        columns_sql.join(", "),
+        table.quoted(),
+        keys_sql.join(", ")
+    );
+    Ok(select)
 }
 
 /// The current text values of `columns` of the rows with these primary keys

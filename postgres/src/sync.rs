@@ -34,6 +34,7 @@ use iceberg::spec::{NestedField, Schema, TableMetadata, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use tracing::{info, instrument, warn};
 
+use crate::source::{PgBatch, TableChanges};
 use crate::{
     PgConfig, PgError, PgSource, SlotHealth, SnapshotState, SourceState, TableName, TableProgress,
     format_lsn,
@@ -499,49 +500,16 @@ pub async fn sync(
     opts: &SyncOptions,
 ) -> Result<SyncReport, SyncError> {
     let mut report = SyncReport::default();
-    let span_source = format!("pg:{}", config.slot);
     let tables = table_pairs(config, &opts.namespace);
-    for (pg, ident) in &tables {
-        let schema = source.table_schema(pg).await?.iceberg_schema()?;
-        ensure_table(target, ident, schema).await?;
-    }
-    let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
-    let health = source.slot_health().await?;
-    check_slot(&config.slot, health.as_ref(), &held)?;
-    if let Some(h) = health
-        .as_ref()
-        .filter(|h| h.wal_status.as_deref() == Some("unreserved"))
-    {
-        warn!(
-            lag_bytes = h.lag_bytes(),
-            "slot is past max_slot_wal_keep_size: Postgres may invalidate it at the next checkpoint"
-        );
-    }
+    prepare(target, source, config, &tables).await?;
     loop {
-        if opts.max_batches.is_some_and(|m| report.batches >= m) {
-            report.stop = Stop::MaxBatches;
+        if let Some(stop) = stop_before(opts, &report) {
+            report.stop = stop;
             break;
         }
-        if let Some(deadline) = opts.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || left < report.longest_batch {
-                info!(
-                    left_ms = left.as_millis() as u64,
-                    "stopping before the deadline"
-                );
-                report.stop = Stop::Deadline;
-                break;
-            }
-        }
         let started = Instant::now();
-        // What each table holds: its slot position and snapshot progress.
         let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
-        let mut snapshot = SnapshotState::default();
-        for (pg, (m, _)) in &held {
-            if let Some(p) = &m.progress {
-                snapshot.tables.insert(pg.clone(), p.clone());
-            }
-        }
+        let snapshot = held_progress(&held);
         let state = SourceState {
             committed_lsn: None,
             snapshot: snapshot.clone(),
@@ -550,136 +518,43 @@ pub async fn sync(
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
             if let Some(wait) = opts.follow {
-                let sleep = opts
-                    .deadline
-                    .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
-                    .unwrap_or(wait);
-                tokio::time::sleep(sleep).await;
+                tokio::time::sleep(until_deadline(wait, opts.deadline)).await;
                 continue;
             }
             report.stop = Stop::Empty;
             break;
         }
-        let mut batches = Vec::new();
-        let whole = SourceSpan {
-            source: span_source.clone(),
-            positions: Positions::Range {
-                first: Position::from(batch.first_lsn),
-                last: Position::from(batch.last_lsn),
-            },
-            stream: true,
-        };
+        let whole = batch.span(&config.slot);
         let id = batch_id(std::slice::from_ref(&whole), None);
-        let mut chunked = false;
-        let mut copied = Vec::new();
+        let mut parts = Parts::new(&config.slot, &whole, &id);
         for (pg, ident) in &tables {
             let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
-            let mark = marks.mark;
-            if mark.is_some_and(|m| m >= batch.last_lsn) {
-                continue;
-            }
             let changes = batch.tables.iter().find(|c| &c.table == pg);
-            if let Some(c) = changes {
-                let relation = c.relation.iceberg_schema()?;
-                // Only a relation that gained columns or widened a type
-                // costs a schema commit.
-                if let Some(m) = &meta
-                    && with_schema_changes(m, &relation, ident)?.is_some()
-                {
-                    evolve(target, ident, &relation).await?;
-                }
-            }
-            let mut items = Vec::new();
-            for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
-                report.lines += 1;
-                let lsn = line_lsn(line).unwrap_or(batch.last_lsn);
-                if mark.is_some_and(|m| lsn <= m) {
-                    report.skipped += 1;
-                    continue;
-                }
-                if line.starts_with(r#"{"_op":"r""#) {
-                    report.snapshot_rows += 1;
-                    chunked = true;
-                }
-                items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
-            }
-            let mut state = BTreeMap::new();
-            let progress = batch.snapshot.tables.get(pg);
-            if progress == Some(&TableProgress::Done)
-                && snapshot.tables.get(pg) != Some(&TableProgress::Done)
+            if let Some(c) = changes
+                && !marks.mark.is_some_and(|m| m >= batch.last_lsn)
             {
-                copied.push(ident.clone());
+                follow_relation(target, ident, meta.as_ref(), c).await?;
             }
-            if progress.is_some() && progress != snapshot.tables.get(pg) {
-                let text = serde_json::to_string(&progress).unwrap_or_default();
-                state.insert(SNAPSHOT_STATE.to_string(), text);
-                chunked = true;
-            }
-            if items.is_empty() && state.is_empty() {
-                continue;
-            }
-            if let Some(ms) = batch.last_commit_ms {
-                state.insert(SOURCE_COMMIT_STATE.to_string(), ms.to_string());
-            }
-            let first = items
-                .first()
-                .and_then(|(lsn, _)| lsn.parse().ok())
-                .unwrap_or(batch.last_lsn);
-            let spans = vec![SourceSpan {
-                positions: Positions::Range {
-                    first: Position::from(first),
-                    last: Position::from(batch.last_lsn),
-                },
-                ..whole.clone()
-            }];
-            batches.push(
-                SourceBatch::new(
-                    Source::new(SourceKind::Postgres, &config.slot),
-                    spans,
-                    Records::Items(items),
-                )
-                .with_id(sub_batch_id(&id, &display(ident)))
-                .to_table(Some(ident.clone()))
-                .with_state(state)
-                .oldest(batch.first_commit_ms),
-            );
+            let part = TablePart {
+                pg,
+                ident,
+                mark: marks.mark,
+                held: snapshot.tables.get(pg),
+            };
+            parts.add(&part, &batch, changes, &mut report);
         }
-        let ingested = target.write(batches, &opts.ingest).await?;
+        let ingested = target.write(parts.batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
-        for ident in &copied {
+        for ident in &parts.copied {
             target.copied(ident, opts.deadline).await;
         }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
-        report.batches += 1;
-        report.confirmed_lsn = Some(batch.last_lsn);
-        let took = started.elapsed();
-        report.longest_batch = report.longest_batch.max(took);
-        if chunked {
-            report.snapshot_time += took;
-        } else {
-            report.stream_time += took;
-        }
-        if let Some(ms) = batch.last_commit_ms {
-            report.last_source_commit_ms = Some(ms);
-            let lag_ms = (floe_core::clock::now_ms() - ms).max(0);
-            report.lag = Some(Duration::from_millis(lag_ms as u64));
-        }
-        info!(
-            batch = report.batches,
-            lines = batch.line_count(),
-            lsn = %format_lsn(batch.last_lsn),
-            ms = took.as_millis() as u64,
-            "batch committed; slot advanced"
-        );
+        report.committed(&batch, started.elapsed(), parts.chunked);
         // Following and drained: let changes gather until the interval is up.
         if opts.follow.is_some() && batch.caught_up {
             let pause = opts.commit_interval.saturating_sub(started.elapsed());
-            let pause = opts
-                .deadline
-                .map(|d| pause.min(d.saturating_duration_since(Instant::now())))
-                .unwrap_or(pause);
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(until_deadline(pause, opts.deadline)).await;
         }
         if opts.follow.is_none() && batch.caught_up && report.snapshot_done {
             // Without this a run beside a steady writer would never end.
@@ -691,6 +566,231 @@ pub async fn sync(
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
     }
     Ok(report)
+}
+
+/// Before the first batch: every table exists, and the slot still holds
+/// what the tables do not (warning when Postgres may soon invalidate it).
+async fn prepare(
+    target: &dyn SyncTarget,
+    source: &PgSource,
+    config: &PgConfig,
+    tables: &[(String, TableIdent)],
+) -> Result<(), SyncError> {
+    for (pg, ident) in tables {
+        let schema = source.table_schema(pg).await?.iceberg_schema()?;
+        ensure_table(target, ident, schema).await?;
+    }
+    let held = table_marks(&target.catalog(), &config.slot, tables).await?;
+    let health = source.slot_health().await?;
+    check_slot(&config.slot, health.as_ref(), &held)?;
+    if let Some(h) = health
+        .as_ref()
+        .filter(|h| h.wal_status.as_deref() == Some("unreserved"))
+    {
+        warn!(
+            lag_bytes = h.lag_bytes(),
+            "slot is past max_slot_wal_keep_size: Postgres may invalidate it at the next checkpoint"
+        );
+    }
+    Ok(())
+}
+
+/// Each table's initial-snapshot progress as the tables hold it, the
+/// state the next batch is read from.
+fn held_progress(held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>) -> SnapshotState {
+    let mut snapshot = SnapshotState::default();
+    for (pg, (m, _)) in held {
+        if let Some(p) = &m.progress {
+            snapshot.tables.insert(pg.clone(), p.clone());
+        }
+    }
+    snapshot
+}
+
+/// Evolves the table when its relation gained columns or widened a type
+/// since (only then does it cost a schema commit).
+async fn follow_relation(
+    target: &dyn SyncTarget,
+    ident: &TableIdent,
+    meta: Option<&TableMetadata>,
+    changes: &TableChanges,
+) -> Result<(), SyncError> {
+    let relation = changes.relation.iceberg_schema()?;
+    if let Some(m) = meta
+        && with_schema_changes(m, &relation, ident)?.is_some()
+    {
+        evolve(target, ident, &relation).await?;
+    }
+    Ok(())
+}
+
+/// Why the run stops before reading another batch, if it does: the batch
+/// limit, or a deadline too close for a batch as long as the longest so far.
+fn stop_before(opts: &SyncOptions, report: &SyncReport) -> Option<Stop> {
+    if opts.max_batches.is_some_and(|m| report.batches >= m) {
+        return Some(Stop::MaxBatches);
+    }
+    let deadline = opts.deadline?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() || left < report.longest_batch {
+        info!(
+            left_ms = left.as_millis() as u64,
+            "stopping before the deadline"
+        );
+        return Some(Stop::Deadline);
+    }
+    None
+}
+
+/// `wait`, cut short to end by `deadline`.
+fn until_deadline(wait: Duration, deadline: Option<Instant>) -> Duration {
+    deadline
+        .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
+        .unwrap_or(wait)
+}
+
+/// One configured table's view of a micro-batch.
+struct TablePart<'t> {
+    pg: &'t String,
+    ident: &'t TableIdent,
+    /// The last LSN the table holds.
+    mark: Option<u64>,
+    /// Its snapshot progress as the table holds it.
+    held: Option<&'t TableProgress>,
+}
+
+/// A micro-batch cut into source batches, one per table with something new.
+struct Parts<'b> {
+    /// The slot, the source's name.
+    slot: &'b str,
+    /// The span of the whole micro-batch.
+    whole: &'b SourceSpan,
+    /// The micro-batch's id, which each table's batch id derives from.
+    id: &'b str,
+    batches: Vec<SourceBatch>,
+    /// Tables whose initial snapshot this batch completes.
+    copied: Vec<TableIdent>,
+    /// The batch copies snapshot rows or progress (its time counts as snapshot time).
+    chunked: bool,
+}
+
+impl<'b> Parts<'b> {
+    fn new(slot: &'b str, whole: &'b SourceSpan, id: &'b str) -> Self {
+        Self {
+            slot,
+            whole,
+            id,
+            batches: Vec::new(),
+            copied: Vec::new(),
+            chunked: false,
+        }
+    }
+
+    /// Adds `part`'s source batch: its lines the table does not hold yet,
+    /// and its snapshot progress and source commit time as state.
+    fn add(
+        &mut self,
+        part: &TablePart<'_>,
+        batch: &PgBatch,
+        changes: Option<&TableChanges>,
+        report: &mut SyncReport,
+    ) {
+        if part.mark.is_some_and(|m| m >= batch.last_lsn) {
+            return;
+        }
+        let mut items = Vec::new();
+        for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
+            report.lines += 1;
+            let lsn = line_lsn(line).unwrap_or(batch.last_lsn);
+            if part.mark.is_some_and(|m| lsn <= m) {
+                report.skipped += 1;
+                continue;
+            }
+            if line.starts_with(r#"{"_op":"r""#) {
+                report.snapshot_rows += 1;
+                self.chunked = true;
+            }
+            items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
+        }
+        let mut state = BTreeMap::new();
+        let progress = batch.snapshot.tables.get(part.pg);
+        if progress == Some(&TableProgress::Done) && part.held != Some(&TableProgress::Done) {
+            self.copied.push(part.ident.clone());
+        }
+        if progress.is_some() && progress != part.held {
+            let text = serde_json::to_string(&progress).unwrap_or_default();
+            state.insert(SNAPSHOT_STATE.to_string(), text);
+            self.chunked = true;
+        }
+        if items.is_empty() && state.is_empty() {
+            return;
+        }
+        if let Some(ms) = batch.last_commit_ms {
+            state.insert(SOURCE_COMMIT_STATE.to_string(), ms.to_string());
+        }
+        let first = items
+            .first()
+            .and_then(|(lsn, _)| lsn.parse().ok())
+            .unwrap_or(batch.last_lsn);
+        let spans = vec![SourceSpan {
+            positions: Positions::Range {
+                first: Position::from(first),
+                last: Position::from(batch.last_lsn),
+            },
+            ..self.whole.clone()
+        }];
+        self.batches.push(
+            SourceBatch::new(
+                Source::new(SourceKind::Postgres, self.slot),
+                spans,
+                Records::Items(items),
+            )
+            .with_id(sub_batch_id(self.id, &display(part.ident)))
+            .to_table(Some(part.ident.clone()))
+            .with_state(state)
+            .oldest(batch.first_commit_ms),
+        );
+    }
+}
+
+impl PgBatch {
+    /// The span of the whole micro-batch: the slot's LSNs it covers.
+    fn span(&self, slot: &str) -> SourceSpan {
+        SourceSpan {
+            source: format!("pg:{slot}"),
+            positions: Positions::Range {
+                first: Position::from(self.first_lsn),
+                last: Position::from(self.last_lsn),
+            },
+            stream: true,
+        }
+    }
+}
+
+impl SyncReport {
+    /// Counts a committed micro-batch that took `took`.
+    fn committed(&mut self, batch: &PgBatch, took: Duration, chunked: bool) {
+        self.batches += 1;
+        self.confirmed_lsn = Some(batch.last_lsn);
+        self.longest_batch = self.longest_batch.max(took);
+        if chunked {
+            self.snapshot_time += took;
+        } else {
+            self.stream_time += took;
+        }
+        if let Some(ms) = batch.last_commit_ms {
+            self.last_source_commit_ms = Some(ms);
+            let lag_ms = (floe_core::clock::now_ms() - ms).max(0);
+            self.lag = Some(Duration::from_millis(lag_ms as u64));
+        }
+        info!(
+            batch = self.batches,
+            lines = batch.line_count(),
+            lsn = %format_lsn(batch.last_lsn),
+            ms = took.as_millis() as u64,
+            "batch committed; slot advanced"
+        );
+    }
 }
 
 /// Starts the initial snapshot of every table over: each table first

@@ -106,29 +106,9 @@ pub async fn plan(
     }
     let schema = meta.current_schema().clone();
     let key_ids: Vec<i32> = schema.identifier_field_ids().collect();
-    let all_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
     let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
 
-    let mut pass = Pass {
-        ctx,
-        schema: &schema,
-        all_ids,
-        writer,
-        files: live
-            .data
-            .into_iter()
-            .map(|l| Candidate {
-                file: l.file,
-                spec_id: l.spec_id,
-                base: true,
-            })
-            .collect(),
-        plan: SnapshotPlan {
-            operation: Operation::Overwrite,
-            ..Default::default()
-        },
-        amp: Amplification::default(),
-    };
+    let mut pass = Pass::new(ctx, &schema, live, writer);
     for r in ordered {
         let key_files = r.delete_files(meta)?;
         let keys = KeySet::read(ctx, &schema, &key_ids, &key_files).await?;
@@ -189,7 +169,36 @@ struct Pass<'p> {
     amp: Amplification,
 }
 
-impl Pass<'_> {
+impl<'p> Pass<'p> {
+    /// A pass over the table's live data files, planning one overwrite.
+    fn new(
+        ctx: &'p PlanContext<'p>,
+        schema: &'p SchemaRef,
+        live: LiveFiles,
+        writer: TableWriter,
+    ) -> Self {
+        Self {
+            ctx,
+            schema,
+            all_ids: schema.as_struct().fields().iter().map(|f| f.id).collect(),
+            writer,
+            files: live
+                .data
+                .into_iter()
+                .map(|l| Candidate {
+                    file: l.file,
+                    spec_id: l.spec_id,
+                    base: true,
+                })
+                .collect(),
+            plan: SnapshotPlan {
+                operation: Operation::Overwrite,
+                ..Default::default()
+            },
+            amp: Amplification::default(),
+        }
+    }
+
     /// Takes `c` out of the table: removed if the table holds it, else (a
     /// file of this plan) obsolete.
     fn drop(&mut self, c: Candidate) {
