@@ -36,7 +36,7 @@ use async_trait::async_trait;
 use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, info_span, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
@@ -216,12 +216,16 @@ impl CommitEngine {
         while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            match self.attempt(&base, &requests, action, &mut memory).await {
-                Ok(Ok(mut outcome)) => {
+            let attempted = self
+                .attempt(&base, &requests, action, &mut memory)
+                .instrument(info_span!("attempt", attempt))
+                .await;
+            match attempted {
+                Ok(Attempted::Done(mut outcome)) => {
                     outcome.attempts = attempt;
                     return Ok(outcome);
                 }
-                Ok(Err(again)) => last_err = again.or(last_err),
+                Ok(Attempted::Again(e)) => last_err = e.or(last_err),
                 Err(Stop::Reread(e)) => swap::retry_if_moved(&self.catalog, &base, e).await?,
                 Err(Stop::Fail(e)) => return Err(e),
             }
@@ -229,18 +233,16 @@ impl CommitEngine {
         Err(swap::exhausted(table, &attempts, last_err))
     }
 
-    /// One attempt on `base`: its outcome when it landed or had nothing to
-    /// commit, else (`Err`) why it must go round again, `None` when the
-    /// ledger it loaded was replaced meanwhile.
+    /// One attempt on `base`, from triage to settle.
     async fn attempt(
         &self,
         base: &LoadedTable,
         requests: &[CommitRequest],
         action: &dyn Action,
         memory: &mut Memory,
-    ) -> Result<Result<CommitOutcome, Option<CatalogError>>, Stop> {
+    ) -> Result<Attempted, Stop> {
         let Some(ledger) = self.open_ledger(base).await? else {
-            return Ok(Err(None));
+            return Ok(Attempted::Again(None));
         };
         let ctx = self.context(base);
         let Triaged {
@@ -261,7 +263,7 @@ impl CommitEngine {
                 refused = outcome.refused.len(),
                 "nothing new to commit"
             );
-            return Ok(Ok(outcome));
+            return Ok(Attempted::Done(outcome));
         }
         let written: Vec<String> = fresh.iter().flat_map(|r| r.written.clone()).collect();
         let ready: Vec<CommitRequest> = fresh.iter().map(|r| r.request.clone()).collect();
@@ -282,11 +284,11 @@ impl CommitEngine {
                 let obsolete = fresh.iter().flat_map(|r| &r.obsolete).chain(&next.obsolete);
                 self.settle(&mut outcome, &ready, snapshot_ids, obsolete)
                     .await;
-                Ok(Ok(outcome))
+                Ok(Attempted::Done(outcome))
             }
             Submitted::Conflict(e) => {
                 warn!("commit conflicted; reloading");
-                Ok(Err(Some(e)))
+                Ok(Attempted::Again(Some(e)))
             }
             Submitted::Ambiguous(e) => {
                 // The reload's ledger decides what landed.
@@ -294,7 +296,7 @@ impl CommitEngine {
                 memory
                     .maybe_landed
                     .extend(ready.iter().map(|r| r.batch_id.clone()));
-                Ok(Err(Some(e)))
+                Ok(Attempted::Again(Some(e)))
             }
         }
     }
@@ -611,6 +613,15 @@ impl CommitEngine {
         }
         Err(swap::exhausted(table, &attempts, last_err))
     }
+}
+
+/// How an attempt ended.
+enum Attempted {
+    /// It landed, or there was nothing left to commit.
+    Done(CommitOutcome),
+    /// It must go round again: the catalog answered a conflict or nothing
+    /// (the error), or the ledger it loaded was replaced meanwhile (`None`).
+    Again(Option<CatalogError>),
 }
 
 /// Table property: how a keyed table's changes reach its older rows:
