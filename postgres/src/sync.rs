@@ -531,7 +531,7 @@ pub async fn sync(
             let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
             let changes = batch.tables.iter().find(|c| &c.table == pg);
             if let Some(c) = changes
-                && !marks.mark.is_some_and(|m| m >= batch.last_lsn)
+                && marks.mark.is_none_or(|m| m < batch.last_lsn)
             {
                 follow_relation(target, ident, meta.as_ref(), c).await?;
             }
