@@ -16,14 +16,18 @@ fn main() {
     println!("cargo:rustc-env=FLOE_COMMIT={commit}");
     // Rerun when HEAD moves: a commit changes the branch's ref (loose or
     // packed), a checkout changes HEAD itself.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+    // A file that does not exist (no packed refs yet) would make cargo
+    // rerun this script, and rebuild the CLI, on every build.
+    let watch = |path: &str| {
+        if let Some(p) = git(&["rev-parse", "--git-path", path])
+            && std::path::Path::new(&p).exists()
+        {
             println!("cargo:rerun-if-changed={p}");
         }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
-        && let Some(p) = git(&["rev-parse", "--git-path", &branch])
-    {
-        println!("cargo:rerun-if-changed={p}");
+    };
+    watch("HEAD");
+    watch("packed-refs");
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch(&branch);
     }
 }

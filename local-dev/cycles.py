@@ -7,22 +7,36 @@ the `//` of "s3://bucket" opens no comment). A module and its own parent or
 children are not compared (a parent re-exporting a child is not a cycle);
 siblings at every level are, and so are top-level modules with each other,
 each taken with everything inside it.
+
+With no argument it checks the `src/` of every workspace member (the root
+Cargo.toml's `members`), so a crate split out of floe-core (floe-postgres)
+stays checked; arguments name the source directories to check instead.
+Between crates, cargo itself refuses a cycle of normal dependencies: an
+integration's crate sits above floe-core, never the other way round.
 """
 import re
 import sys
+import tomllib
 from pathlib import Path
 
-root = Path(sys.argv[1] if len(sys.argv) > 1 else "shared/src")
+
+def workspace_sources() -> list:
+    """The `src/` of each workspace member, in the order Cargo.toml lists them."""
+    repo = Path(__file__).resolve().parent.parent
+    members = tomllib.loads((repo / "Cargo.toml").read_text())["workspace"]["members"]
+    found = [d / "src" for m in members for d in sorted(repo.glob(m)) if (d / "src").is_dir()]
+    # Named from the working directory when inside it (test.sh runs from the root).
+    here = Path.cwd().resolve()
+    return [p.relative_to(here) if p.is_relative_to(here) else p for p in found]
 
 
-def module_of(path: Path) -> tuple:
+def module_of(root: Path, path: Path) -> tuple:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] in ("mod", "lib"):
         parts.pop()
     return tuple(parts)
 
 
-modules = {module_of(p): p for p in root.rglob("*.rs")}
 PATH = re.compile(r"\b(crate|super)((?:::\w+)+)")
 GROUP = re.compile(r"\b(crate|super)::((?:\w+::)*)\{([^}]*)\}")
 
@@ -90,7 +104,7 @@ def body(text: str) -> str:
     return strip_comments(text)
 
 
-def targets(module: tuple, text: str):
+def targets(modules: dict, module: tuple, text: str):
     found = []
     for m in PATH.finditer(text):
         found.append((m.group(1), m.group(2).strip(":").split("::")))
@@ -112,50 +126,59 @@ def targets(module: tuple, text: str):
                 break
 
 
-edges = {}
-for module, path in modules.items():
-    for target in targets(module, body(path.read_text())):
-        # Compare at the level where the two first differ.
-        i = 0
-        while i < min(len(module), len(target)) and module[i] == target[i]:
-            i += 1
-        if i == len(module) or i == len(target):
-            continue  # parent and child
-        a, b = module[: i + 1], target[: i + 1]
-        edges.setdefault(a, set()).add(b)
+def check(root: Path) -> bool:
+    """Prints the cycles among `root`'s modules, or one line saying there are none."""
+    modules = {module_of(root, p): p for p in root.rglob("*.rs")}
+    edges = {}
+    for module, path in modules.items():
+        for target in targets(modules, module, body(path.read_text())):
+            # Compare at the level where the two first differ.
+            i = 0
+            while i < min(len(module), len(target)) and module[i] == target[i]:
+                i += 1
+            if i == len(module) or i == len(target):
+                continue  # parent and child
+            a, b = module[: i + 1], target[: i + 1]
+            edges.setdefault(a, set()).add(b)
 
-cycles = []
-for a, bs in edges.items():
-    for b in bs:
-        if a < b and a in edges.get(b, set()):
-            cycles.append((a, b))
-# Longer cycles: depth-first search for back edges.
-state, stack, long = {}, [], []
+    cycles = []
+    for a, bs in edges.items():
+        for b in bs:
+            if a < b and a in edges.get(b, set()):
+                cycles.append((a, b))
+    # Longer cycles: depth-first search for back edges.
+    state, stack, long = {}, [], []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                cyc = stack[stack.index(m):]
+                if len(cyc) > 2:
+                    long.append(cyc)
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(edges):
+        if n not in state:
+            visit(n)
+
+    name = lambda m: "::".join(m)
+    for a, b in cycles:
+        print(f"cycle in {root}: {name(a)} <-> {name(b)}")
+    for c in long:
+        print(f"cycle in {root}: " + " -> ".join(name(m) for m in c + [c[0]]))
+    if cycles or long:
+        return False
+    print(f"no import cycles among the {len(modules)} modules of {root}")
+    return True
 
 
-def visit(n):
-    state[n] = 1
-    stack.append(n)
-    for m in sorted(edges.get(n, ())):
-        if state.get(m) == 1:
-            cyc = stack[stack.index(m):]
-            if len(cyc) > 2:
-                long.append(cyc)
-        elif m not in state:
-            visit(m)
-    stack.pop()
-    state[n] = 2
-
-
-for n in sorted(edges):
-    if n not in state:
-        visit(n)
-
-name = lambda m: "::".join(m)
-for a, b in cycles:
-    print(f"cycle: {name(a)} <-> {name(b)}")
-for c in long:
-    print("cycle: " + " -> ".join(name(m) for m in c + [c[0]]))
-if cycles or long:
+roots = [Path(a) for a in sys.argv[1:]] or workspace_sources()
+# Every root, even after a failure: one run names every cycle.
+results = [check(root) for root in roots]
+if not all(results):
     sys.exit(1)
-print(f"no import cycles among the {len(modules)} modules of {root}")

@@ -26,11 +26,12 @@ export FLOE_PYTHON="$venv/bin/python"
 step() { echo "== $* [${SECONDS} s]"; }
 
 # Every optional part of floe-core is tested: the AWS storage, queue and
-# catalogs against moto (local-dev/aws.sh) and the Postgres source against a
-# local cluster (local-dev/pg.sh), the REST catalog against lakana-server
-# (local-dev/rest.sh); the tests start them themselves. The CLI's tests run
-# its full build (`floe local`, `floe pg`, deployments).
-features="floe-core/aws,floe-core/postgres,floe-core/rest,floe-cli/full"
+# catalogs against moto (local-dev/aws.sh), the REST catalog against
+# lakana-server (local-dev/rest.sh); and the Postgres source (its own crate,
+# floe-postgres) against a local cluster (local-dev/pg.sh); the tests start
+# them themselves. The CLI's tests run its full build (`floe local`, `floe
+# pg`, deployments).
+features="floe-core/aws,floe-core/rest,floe-postgres/aws,floe-cli/full"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -39,10 +40,13 @@ cargo clippy --workspace --all-targets --locked --features "$features" -- -D war
 # The step above builds floe-core with every feature on, so no
 # cfg(not(feature = …)) branch of it compiles there: floe-core's library
 # alone with none of its features, then with each one alone.
-for feature in "" aws postgres rest; do
+for feature in "" aws rest; do
   step "cargo clippy -p floe-core --no-default-features${feature:+ --features $feature}"
   cargo clippy -p floe-core --lib --locked --no-default-features ${feature:+--features "$feature"} -- -D warnings
 done
+# The Postgres source without `aws` (no Secrets Manager login).
+step "cargo clippy -p floe-postgres --no-default-features"
+cargo clippy -p floe-postgres --lib --locked --no-default-features -- -D warnings
 # The quick-start CLI (no features): its stand-ins for the parts it leaves out.
 step "cargo clippy -p floe-cli (the quick start)"
 cargo clippy -p floe-cli --bins --locked -- -D warnings

@@ -353,6 +353,150 @@ async fn queue_pair(
     arn_of(url).await
 }
 
+/// What `floe local` creates on the endpoint: the bucket and, for each of
+/// the two functions fed by a queue, a queue with its dead-letter queue.
+struct Stack {
+    bucket: String,
+    /// The commit queue's `(url, arn)`.
+    commits: (String, String),
+    /// The source queue's `(url, arn)`.
+    source: (String, String),
+}
+
+impl Stack {
+    /// Creates the bucket and the queues, taking over those an earlier run left.
+    async fn create(clients: &AwsClients, args: &LocalArgs) -> Result<Stack> {
+        let bucket = args.name.clone();
+        create_bucket(&clients.s3, &bucket).await?;
+        let commits = queue_pair(
+            &clients.sqs,
+            &format!("{}-commits", args.name),
+            args.visibility_timeout_s,
+            args.max_receive_count,
+        )
+        .await?;
+        let source = queue_pair(
+            &clients.sqs,
+            &format!("{}-source", args.name),
+            args.visibility_timeout_s,
+            args.max_receive_count,
+        )
+        .await?;
+        Ok(Stack {
+            bucket,
+            commits,
+            source,
+        })
+    }
+}
+
+/// Creates the bucket; one this account already owns is taken as it is.
+async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<()> {
+    match s3.create_bucket().bucket(bucket).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error().is_some_and(|s| {
+                s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()
+            }) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "S3 CreateBucket {bucket}: {}",
+            aws_sdk_s3::error::DisplayErrorContext(&e)
+        )),
+    }
+}
+
+/// Creates the Glue database the stack's tables go to, unless it exists.
+async fn create_glue_database(glue: &aws_sdk_glue::Client, db: &str) -> Result<()> {
+    if let Err(e) = glue
+        .create_database()
+        .database_input(
+            aws_sdk_glue::types::DatabaseInput::builder()
+                .name(db)
+                .build()
+                .context("Glue database input")?,
+        )
+        .send()
+        .await
+        && !e
+            .as_service_error()
+            .is_some_and(|s| s.is_already_exists_exception())
+    {
+        return Err(anyhow::anyhow!(
+            "Glue CreateDatabase {db}: {}",
+            aws_sdk_glue::error::DisplayErrorContext(&e)
+        ));
+    }
+    Ok(())
+}
+
+/// Points the config's deployment sections at the stack, and returns the
+/// HTTP function's bearer token. Routing, tables and defaults stay the
+/// user's, but for a default route and allow-list when it has none.
+fn deploy_into(
+    config: &mut Config,
+    args: &LocalArgs,
+    stack: &Stack,
+    settings: &AwsSettings,
+    catalog: CatalogType,
+    state: &std::path::Path,
+) -> String {
+    config.warehouse.path = None;
+    config.warehouse.uri = Some(format!("s3://{}/warehouse", stack.bucket));
+    config.aws.region = settings.region.clone();
+    config.aws.endpoint = settings.endpoint_url.clone();
+    config.aws.path_style = Some(true);
+    config.catalog.kind = catalog;
+    config.catalog.path = (catalog == CatalogType::Sqlite).then(|| state.join("catalog.db"));
+    config.queue.url = Some(stack.commits.0.clone());
+    if config.routing.table.is_none() && config.routing.template.is_none() {
+        // The source queue's records go to `local.events` unless routed otherwise.
+        config.routing.table = Some("local.events".into());
+    }
+    if config.routing.allow.is_empty() {
+        config.routing.allow = vec!["local.*".into()];
+        config.http.create_tables = true;
+    }
+    let token = args
+        .token
+        .clone()
+        .or_else(|| config.http.token.as_ref().map(|t| t.expose().to_string()))
+        .unwrap_or_else(|| "local".into());
+    config.http.token = Some(Secret::from(token.as_str()));
+    token
+}
+
+/// The four functions, each built from the deployment of its own role.
+struct Functions {
+    committer: CommitterFunction,
+    writer: WriterFunction,
+    maintenance: MaintenanceFunction,
+    http: HttpIngest,
+}
+
+impl Functions {
+    async fn new(config: &Config) -> Result<Functions> {
+        let deployment = |role| {
+            let config = config.clone();
+            async move {
+                Deployment::from_config(config, Faults::none(), role)
+                    .await
+                    .with_context(|| format!("the {} function's deployment", role.name()))
+            }
+        };
+        Ok(Functions {
+            committer: CommitterFunction::new(&deployment(Role::Committer).await?)?,
+            writer: WriterFunction::new(&deployment(Role::Writer).await?)?,
+            maintenance: MaintenanceFunction::new(&deployment(Role::Maintenance).await?),
+            http: HttpIngest::new(&deployment(Role::Ingest).await?)?,
+        })
+    }
+}
+
+/// Creates the stack, writes its config to the state directory, and runs
+/// the four functions on it until interrupted.
 pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     let catalog = match args.catalog.as_str() {
         "glue" => CatalogType::Glue,
@@ -375,124 +519,38 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
                 .clone()
                 .unwrap_or_else(|| "us-east-1".into()),
         ),
-        endpoint_url: endpoint.clone(),
+        endpoint_url: endpoint,
         force_path_style: true,
         max_attempts: 0,
     };
     let clients = AwsClients::new(settings.clone()).await;
-    let bucket = args.name.clone();
-    match clients.s3.create_bucket().bucket(&bucket).send().await {
-        Ok(_) => {}
-        Err(e)
-            if e.as_service_error().is_some_and(|s| {
-                s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()
-            }) => {}
-        Err(e) => {
-            return Err(anyhow::anyhow!(
-                "S3 CreateBucket {bucket}: {}",
-                aws_sdk_s3::error::DisplayErrorContext(&e)
-            ));
-        }
-    }
-    let (commit_url, commit_arn) = queue_pair(
-        &clients.sqs,
-        &format!("{}-commits", args.name),
-        args.visibility_timeout_s,
-        args.max_receive_count,
-    )
-    .await?;
-    let (source_url, source_arn) = queue_pair(
-        &clients.sqs,
-        &format!("{}-source", args.name),
-        args.visibility_timeout_s,
-        args.max_receive_count,
-    )
-    .await?;
-
-    // The deployment's own sections; routing, tables and defaults stay the user's.
-    config.warehouse.path = None;
-    config.warehouse.uri = Some(format!("s3://{bucket}/warehouse"));
-    config.aws.region = settings.region.clone();
-    config.aws.endpoint = endpoint;
-    config.aws.path_style = Some(true);
-    config.catalog.kind = catalog;
-    config.catalog.path = (catalog == CatalogType::Sqlite).then(|| state.join("catalog.db"));
-    config.queue.url = Some(commit_url.clone());
-    if config.routing.table.is_none() && config.routing.template.is_none() {
-        // The source queue's records go to `local.events` unless routed otherwise.
-        config.routing.table = Some("local.events".into());
-    }
-    if config.routing.allow.is_empty() {
-        config.routing.allow = vec!["local.*".into()];
-        config.http.create_tables = true;
-    }
-    let token = args
-        .token
-        .clone()
-        .or_else(|| config.http.token.as_ref().map(|t| t.expose().to_string()))
-        .unwrap_or_else(|| "local".into());
-    config.http.token = Some(Secret::from(token.as_str()));
+    let stack = Stack::create(&clients, &args).await?;
+    let token = deploy_into(&mut config, &args, &stack, &settings, catalog, &state);
     if catalog == CatalogType::Glue {
-        let db = "local";
-        if let Err(e) = clients
-            .glue
-            .create_database()
-            .database_input(
-                aws_sdk_glue::types::DatabaseInput::builder()
-                    .name(db)
-                    .build()
-                    .context("Glue database input")?,
-            )
-            .send()
-            .await
-            && !e
-                .as_service_error()
-                .is_some_and(|s| s.is_already_exists_exception())
-        {
-            return Err(anyhow::anyhow!(
-                "Glue CreateDatabase {db}: {}",
-                aws_sdk_glue::error::DisplayErrorContext(&e)
-            ));
-        }
+        create_glue_database(&clients.glue, "local").await?;
     }
     let config_file = state.join("floe.toml");
     std::fs::write(&config_file, stack_toml(&config))
         .with_context(|| format!("writing {}", config_file.display()))?;
 
-    let deployment = |role| {
-        let config = config.clone();
-        async move {
-            Deployment::from_config(config, Faults::none(), role)
-                .await
-                .with_context(|| format!("the {} function's deployment", role.name()))
-        }
-    };
-    let committer = CommitterFunction::new(&deployment(Role::Committer).await?)?;
-    let writer = WriterFunction::new(&deployment(Role::Writer).await?)?;
-    let maintenance = MaintenanceFunction::new(&deployment(Role::Maintenance).await?);
-    let http = Arc::new(HttpIngest::new(&deployment(Role::Ingest).await?)?);
+    let functions = Functions::new(&config).await?;
     let listener = TcpListener::bind(args.http)
         .await
         .with_context(|| format!("cannot listen on {}", args.http))?;
     let addr = listener.local_addr()?;
+    announce(&args, &stack, addr, &token, &config_file);
+    serve(&clients, &args, &stack, functions, listener).await
+}
 
-    let mapping = |url: &str, arn: &str, batch_size: usize, window: Duration| Mapping {
-        sqs: clients.sqs.clone(),
-        url: url.to_string(),
-        arn: arn.to_string(),
-        batch_size,
-        window,
-        visibility_timeout: args.visibility_timeout_s as i32,
-        timeout: Duration::from_secs(args.function_timeout_s),
-    };
-    let commits = Arc::new(mapping(
-        &commit_url,
-        &commit_arn,
-        args.batch_size,
-        Duration::from_millis(args.batching_window_ms),
-    ));
-    let source = Arc::new(mapping(&source_url, &source_arn, 10, Duration::ZERO));
-
+/// Tells how to reach the stack: the HTTP function, the queues, the config.
+fn announce(
+    args: &LocalArgs,
+    stack: &Stack,
+    addr: SocketAddr,
+    token: &str,
+    config_file: &std::path::Path,
+) {
+    let (commit_url, source_url) = (&stack.commits.0, &stack.source.0);
     outln!("floe local: HTTP ingest on http://{addr} (Authorization: Bearer {token})");
     outln!(
         "floe local: source queue {source_url} -> writer ({} pollers); commit queue {commit_url} -> committer (batch {}, window {} ms, concurrency 1, visibility {} s, {} receives then {}-commits-dlq)",
@@ -504,7 +562,8 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         args.name
     );
     outln!(
-        "floe local: tables under s3://{bucket}/warehouse, catalog {}; config {}",
+        "floe local: tables under s3://{}/warehouse, catalog {}; config {}",
+        stack.bucket,
         args.catalog,
         config_file.display()
     );
@@ -512,6 +571,39 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         "  curl -H 'Authorization: Bearer {token}' --data-binary '{{\"id\":1}}' 'http://{addr}/v1/tables/local/events/records?wait=commit'"
     );
     outln!("  floe --config {} status", config_file.display());
+}
+
+/// Runs the functions until the HTTP server's shutdown signal: the writer
+/// pollers and the committer's event source mapping as tasks, maintenance
+/// on its timer; then stops them, the committer last.
+async fn serve(
+    clients: &AwsClients,
+    args: &LocalArgs,
+    stack: &Stack,
+    functions: Functions,
+    listener: TcpListener,
+) -> Result<()> {
+    let mapping = |(url, arn): &(String, String), batch_size: usize, window: Duration| Mapping {
+        sqs: clients.sqs.clone(),
+        url: url.to_string(),
+        arn: arn.to_string(),
+        batch_size,
+        window,
+        visibility_timeout: args.visibility_timeout_s as i32,
+        timeout: Duration::from_secs(args.function_timeout_s),
+    };
+    let commits = Arc::new(mapping(
+        &stack.commits,
+        args.batch_size,
+        Duration::from_millis(args.batching_window_ms),
+    ));
+    let source = Arc::new(mapping(&stack.source, 10, Duration::ZERO));
+    let Functions {
+        committer,
+        writer,
+        maintenance,
+        http,
+    } = functions;
 
     let stop = Arc::new(AtomicBool::new(false));
     let writer = Arc::new(writer);
@@ -531,31 +623,11 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     // Maintenance's future is not Send (it holds the engine across awaits),
     // so it runs beside the server on this task rather than spawned.
     let every = Duration::from_secs(args.maintenance_every_s.max(1));
-    let maintenance_loop = async {
-        let mut next = Instant::now() + every;
-        while !stop.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            if Instant::now() < next {
-                continue;
-            }
-            next = Instant::now() + every;
-            // Like the function's 15-minute timeout, but a run also ends
-            // before the next tick so runs never overlap.
-            let deadline = Instant::now() + every.min(Duration::from_secs(900));
-            match maintenance
-                .handle(json!({"source": "floe.local"}), Some(deadline))
-                .await
-            {
-                Ok(answer) => info!(%answer, "maintenance ran"),
-                Err(e) => warn!(error = %e, "maintenance failed"),
-            }
-        }
-    };
     let serving = async {
-        crate::serve::serve_http(listener, http, crate::serve::shutdown_signal()).await;
+        crate::serve::serve_http(listener, Arc::new(http), crate::serve::shutdown_signal()).await;
         stop.store(true, Ordering::Relaxed);
     };
-    tokio::join!(serving, maintenance_loop);
+    tokio::join!(serving, maintain_every(&maintenance, every, &stop));
     outln!("floe local: stopping; the committer drains the commit queue first");
     for t in tasks {
         t.await.context("writer poller")?;
@@ -563,16 +635,45 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     // What the HTTP function and the writers acknowledged is on the commit
     // queue: give the committer its batches before stopping it.
     let _ = committer_task.await;
+    drain(&commits, committer.as_ref()).await?;
+    outln!("floe local: stopped");
+    Ok(())
+}
+
+/// Runs the maintenance function every `every` until `stop`, as its
+/// schedule would.
+async fn maintain_every(maintenance: &MaintenanceFunction, every: Duration, stop: &AtomicBool) {
+    let mut next = Instant::now() + every;
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if Instant::now() < next {
+            continue;
+        }
+        next = Instant::now() + every;
+        // Like the function's 15-minute timeout, but a run also ends
+        // before the next tick so runs never overlap.
+        let deadline = Instant::now() + every.min(Duration::from_secs(900));
+        match maintenance
+            .handle(json!({"source": "floe.local"}), Some(deadline))
+            .await
+        {
+            Ok(answer) => info!(%answer, "maintenance ran"),
+            Err(e) => warn!(error = %e, "maintenance failed"),
+        }
+    }
+}
+
+/// Hands the committer what is left on the commit queue, for at most 30 s.
+async fn drain(commits: &Mapping, committer: &CommitterFunction) -> Result<()> {
     let drain = Duration::from_secs(30);
     let started = Instant::now();
     let idle = AtomicBool::new(true);
     while commits.pending().await? > 0 && started.elapsed() < drain {
         let messages = commits.gather(&idle).await?;
         if !messages.is_empty() {
-            commits.invoke(committer.as_ref(), &messages).await?;
+            commits.invoke(committer, &messages).await?;
         }
     }
-    outln!("floe local: stopped");
     Ok(())
 }
 

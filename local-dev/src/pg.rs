@@ -9,9 +9,9 @@ use floe_core::config::Config;
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use floe_core::iceberg::NamespaceIdent;
-use floe_core::postgres::status::status;
-use floe_core::postgres::sync::{SyncOptions, open, resync, sync};
-use floe_core::postgres::{PgConfig, conn, format_lsn, setup, setup_sql};
+use floe_postgres::status::status;
+use floe_postgres::sync::{SyncOptions, open, resync, sync};
+use floe_postgres::{PgConfig, conn, format_lsn, setup, setup_sql};
 
 use crate::out::{self, outln};
 

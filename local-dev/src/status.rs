@@ -56,7 +56,53 @@ struct TableLine {
     rows_compacted: u64,
 }
 
+/// Prints each table's recent commits, the commit queue's depth and the
+/// dead letters by reason, as text or (`--json`) one document.
 pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> Result<()> {
+    let (lines, unreadable) = read_tables(floe, &args).await?;
+    let queues = queue_depths(deployment).await?;
+    let only = args.table.as_deref().map(ident::parse_table).transpose()?;
+    let files = floe.dead_letter_files(only.as_ref()).await?;
+    let dead = dlq::by_reason(&files);
+    if args.json {
+        let out = json!({
+            "tables": lines,
+            "unreadable": unreadable,
+            // One shard (the default): its depth, as before sharding;
+            // every shard's under "queues".
+            "queue": match &queues[..] { [only] => only.clone(), _ => serde_json::Value::Null },
+            "queues": queues,
+            "dead_letters": dead,
+            "dead_letter_location": floe.dead_letter_prefix(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    for l in &lines {
+        l.print();
+    }
+    if lines.is_empty() && unreadable.is_empty() {
+        outln!("no tables");
+    }
+    for t in &unreadable {
+        outln!("{t}: cannot be read (`floe status --table {t}` says why)");
+    }
+    for (i, q) in queues.iter().enumerate() {
+        print_queue(q, i, queues.len());
+    }
+    if queues.is_empty() {
+        outln!("queue: in-process (nothing waits between runs)");
+    }
+    if dead.is_empty() {
+        outln!("{}", dlq::none_message(floe, only.as_ref()).await?);
+    }
+    dlq::print_by_reason(&dead, "dead letters of ");
+    Ok(())
+}
+
+/// The status line of `--table`, or of every table the catalog lists, and
+/// the names of the tables that could not be read.
+async fn read_tables(floe: &Embedded, args: &StatusArgs) -> Result<(Vec<TableLine>, Vec<String>)> {
     let catalog = floe.catalog();
     let tables: Vec<TableIdent> = match &args.table {
         Some(t) => vec![ident::parse_table(t)?],
@@ -77,83 +123,58 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
             Err(e) => return Err(e.into()),
         }
     }
-    let queues = queue_depths(deployment).await?;
-    let only = args.table.as_deref().map(ident::parse_table).transpose()?;
-    let files = floe.dead_letter_files(only.as_ref()).await?;
-    let dead = dlq::by_reason(&files);
-    if args.json {
-        let out = json!({
-            "tables": lines,
-            "unreadable": unreadable,
-            // One shard (the default): its depth, as before sharding;
-            // every shard's under "queues".
-            "queue": match &queues[..] { [only] => only.clone(), _ => serde_json::Value::Null },
-            "queues": queues,
-            "dead_letters": dead,
-            "dead_letter_location": floe.dead_letter_prefix(),
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
-    for l in &lines {
+    Ok((lines, unreadable))
+}
+
+impl TableLine {
+    fn print(&self) {
         let age = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), human);
         outln!(
             "{}: {}, {} snapshots, last commit {} ago",
-            l.table,
-            l.rows.describe(),
-            l.snapshots,
-            age(l.freshness_ms)
+            self.table,
+            self.rows.describe(),
+            self.snapshots,
+            age(self.freshness_ms)
         );
-        if let Some(rpc) = l.records_per_commit {
+        if let Some(rpc) = self.records_per_commit {
             outln!(
                 "  last {} ingest commits: {} records, {rpc:.0} records/commit, {} requests",
-                l.commits,
-                l.records,
-                l.requests
+                self.commits,
+                self.records,
+                self.requests
             );
         }
-        if l.compactions > 0 {
+        if self.compactions > 0 {
             outln!(
                 "  {} compactions rewrote {} rows (not counted as ingested)",
-                l.compactions,
-                l.rows_compacted
+                self.compactions,
+                self.rows_compacted
             );
         }
     }
-    if lines.is_empty() && unreadable.is_empty() {
-        outln!("no tables");
-    }
-    for t in &unreadable {
-        outln!("{t}: cannot be read (`floe status --table {t}` says why)");
-    }
-    for (i, q) in queues.iter().enumerate() {
-        let shard = match queues.len() {
-            1 => String::new(),
-            n => format!(" (shard {i} of {n})"),
-        };
-        outln!(
-            "queue {}{shard}: {} waiting, {} in flight, {} delayed{}",
-            q["url"].as_str().unwrap_or_default(),
-            q["visible"],
-            q["in_flight"],
-            q["delayed"],
-            match q["dead_letter_queue"].as_object() {
-                Some(d) => format!(
-                    "; its dead-letter queue holds {} (after {} receives)",
-                    d["visible"], q["max_receive_count"]
-                ),
-                None => String::new(),
-            }
-        );
-    }
-    if queues.is_empty() {
-        outln!("queue: in-process (nothing waits between runs)");
-    }
-    if dead.is_empty() {
-        outln!("{}", dlq::none_message(floe, only.as_ref()).await?);
-    }
-    dlq::print_by_reason(&dead, "dead letters of ");
-    Ok(())
+}
+
+/// Prints the depth of shard `i` of `n` of the commit queue, naming the
+/// shard only when there are several.
+fn print_queue(q: &serde_json::Value, i: usize, n: usize) {
+    let shard = match n {
+        1 => String::new(),
+        n => format!(" (shard {i} of {n})"),
+    };
+    outln!(
+        "queue {}{shard}: {} waiting, {} in flight, {} delayed{}",
+        q["url"].as_str().unwrap_or_default(),
+        q["visible"],
+        q["in_flight"],
+        q["delayed"],
+        match q["dead_letter_queue"].as_object() {
+            Some(d) => format!(
+                "; its dead-letter queue holds {} (after {} receives)",
+                d["visible"], q["max_receive_count"]
+            ),
+            None => String::new(),
+        }
+    );
 }
 
 fn table_line(t: &TableIdent, m: &TableMetadata, window: usize, now: i64) -> TableLine {

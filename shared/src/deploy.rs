@@ -560,9 +560,10 @@ async fn aws_parts(mut config: Config) -> Result<(Config, crate::aws::AwsClients
     Ok((config, clients))
 }
 
-/// The AWS clients `[aws]` describes.
+/// The AWS clients `[aws]` describes (public for floe-postgres, which reads
+/// its login secret with them).
 #[cfg(feature = "aws")]
-pub(crate) async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
+pub async fn aws_clients(config: &Config) -> crate::aws::AwsClients {
     crate::aws::AwsClients::new(crate::aws::AwsSettings {
         region: config.aws.region.clone(),
         endpoint_url: config.aws.endpoint.clone(),

@@ -283,7 +283,7 @@ impl Embedded {
     /// The same warehouse with `latency` added to every catalog commit, as a
     /// remote catalog would have (for the commit-regime benchmark).
     pub fn with_commit_latency(mut self, latency: Duration) -> Self {
-        self.catalog = Arc::new(crate::catalog::delayed::Delayed::new(self.catalog, latency));
+        self.catalog = Arc::new(crate::delayed::Delayed::new(self.catalog, latency));
         self.engine = self.engine.with_catalog(self.catalog.clone());
         self
     }
@@ -390,6 +390,9 @@ impl Embedded {
             .await
     }
 
+    /// Reads `readers` into the writers and commits what they write in
+    /// process, or (with `remote`) enqueues the commit requests there; the
+    /// first error of a writer, the reading or the committer fails it.
     async fn run(
         &self,
         readers: Vec<Reader>,
@@ -398,25 +401,7 @@ impl Embedded {
     ) -> Result<IngestReport, EmbeddedError> {
         let started = Instant::now();
         let queue = Arc::new(MemoryQueue::new());
-        let dead_letters = Arc::new(StorageDeadLetters::new(
-            self.file_io.clone(),
-            self.dead_letter_prefix(),
-        ));
-        let writer = Arc::new(Writer::new(WriterParts {
-            catalog: self.catalog.clone(),
-            queue: remote.clone().unwrap_or_else(|| queue.clone() as QueueRef),
-            dead_letters: dead_letters.clone(),
-            faults: self.faults.clone(),
-            counters: self.counters.clone(),
-            config: self.config.clone(),
-        })?);
-        let committer = Committer::new(
-            self.engine.clone(),
-            dead_letters.clone(),
-            self.faults.clone(),
-            self.counters.clone(),
-        )
-        .with_table_concurrency(self.config.queue.table_concurrency());
+        let (writer, committer) = self.pipeline(&queue, remote)?;
         let before = snapshot_counters(&self.counters);
 
         // Nothing reaches the in-process queue when requests go to a remote
@@ -426,36 +411,7 @@ impl Embedded {
             let (max, window) = (opts.max_requests_per_commit, opts.commit_window);
             tokio::spawn(async move { commit_until_closed(&committer, &queue, max, window).await })
         };
-
-        // Batches of one input go to one writer when order matters (keyed
-        // tables), as a Lambda processes one shard at a time; otherwise any
-        // idle writer takes the next batch.
-        let writers = opts.writers.max(1);
-        let lanes = if opts.preserve_order { writers } else { 1 };
-        let mut senders = Vec::new();
-        let mut receivers = Vec::new();
-        for _ in 0..lanes {
-            let (tx, rx) = mpsc::channel::<SourceBatch>(writers * 2);
-            senders.push(tx);
-            receivers.push(Arc::new(Mutex::new(rx)));
-        }
-        let mut writer_tasks = Vec::new();
-        for w in 0..writers {
-            let (writer, rx) = (writer.clone(), receivers[w % lanes].clone());
-            writer_tasks.push(tokio::spawn(async move {
-                let mut reports = Vec::new();
-                loop {
-                    let next = rx.lock().await.recv().await;
-                    let Some(batch) = next else { break };
-                    reports.push(writer.write(batch).await?);
-                }
-                Ok::<_, PipelineError>(reports)
-            }));
-        }
-        // Only the writers hold their lanes now: a writer that stops on an
-        // error closes its lane, so the reader stops instead of blocking.
-        drop(receivers);
-
+        let (senders, writer_tasks) = spawn_writers(writer, opts);
         let reader = {
             let counters = self.counters.clone();
             tokio::task::spawn_blocking(move || {
@@ -468,26 +424,13 @@ impl Embedded {
         };
 
         let mut report = IngestReport::default();
-        let mut first_err: Option<EmbeddedError> = None;
         let read_result = reader.await.map_err(|e| EmbeddedError::Task(e.to_string()));
-        for t in writer_tasks {
-            match t.await {
-                Ok(Ok(reports)) => {
-                    for r in reports {
-                        let r: WriteReport = r;
-                        report.dead_letter_locations.extend(r.dead_letter_locations);
-                        report.rejected.extend(r.rejected);
-                        report.created.extend(r.created);
-                        report.evolved.extend(r.evolved);
-                    }
-                }
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e.into());
-                }
-                Err(e) => {
-                    first_err.get_or_insert(EmbeddedError::Task(e.to_string()));
-                }
-            }
+        let (writes, mut first_err) = join_writers(writer_tasks).await;
+        for r in writes {
+            report.dead_letter_locations.extend(r.dead_letter_locations);
+            report.rejected.extend(r.rejected);
+            report.created.extend(r.created);
+            report.evolved.extend(r.evolved);
         }
         queue.close();
         let commit_result = commit_task
@@ -506,22 +449,114 @@ impl Embedded {
             return Err(e);
         }
 
-        let after = snapshot_counters(&self.counters);
-        let d = |i: usize| after[i] - before[i];
-        report.records_in = d(0);
-        report.records_written = d(1);
-        report.records_committed = d(2);
-        report.data_files = d(3);
-        report.requests = d(4);
-        report.commits = d(5);
-        report.snapshots = d(6);
-        report.duplicates = d(7);
+        report.count(&before, &snapshot_counters(&self.counters));
         report.rejected.sort_by(|a, b| {
             (a.source.as_str(), line_of(&a.position))
                 .cmp(&(b.source.as_str(), line_of(&b.position)))
         });
         report.elapsed = started.elapsed();
         Ok(report)
+    }
+
+    /// The writer and the committer of one ingest: the writer's requests go
+    /// to `remote` when given, else to the in-process `queue`.
+    fn pipeline(
+        &self,
+        queue: &Arc<MemoryQueue>,
+        remote: Option<QueueRef>,
+    ) -> Result<(Arc<Writer>, Committer), EmbeddedError> {
+        let dead_letters = Arc::new(StorageDeadLetters::new(
+            self.file_io.clone(),
+            self.dead_letter_prefix(),
+        ));
+        let writer = Arc::new(Writer::new(WriterParts {
+            catalog: self.catalog.clone(),
+            queue: remote.unwrap_or_else(|| queue.clone() as QueueRef),
+            dead_letters: dead_letters.clone(),
+            faults: self.faults.clone(),
+            counters: self.counters.clone(),
+            config: self.config.clone(),
+        })?);
+        let committer = Committer::new(
+            self.engine.clone(),
+            dead_letters,
+            self.faults.clone(),
+            self.counters.clone(),
+        )
+        .with_table_concurrency(self.config.queue.table_concurrency());
+        Ok((writer, committer))
+    }
+}
+
+/// A writer task's reports, one per batch, or the error it stopped on.
+type WriterTask = tokio::task::JoinHandle<Result<Vec<WriteReport>, PipelineError>>;
+
+/// Starts `opts.writers` writer tasks and returns the lanes that feed them.
+/// Batches of one input go to one writer when order matters (keyed tables),
+/// as a Lambda processes one shard at a time; otherwise any idle writer
+/// takes the next batch.
+fn spawn_writers(
+    writer: Arc<Writer>,
+    opts: &IngestOptions,
+) -> (Vec<mpsc::Sender<SourceBatch>>, Vec<WriterTask>) {
+    let writers = opts.writers.max(1);
+    let lanes = if opts.preserve_order { writers } else { 1 };
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..lanes {
+        let (tx, rx) = mpsc::channel::<SourceBatch>(writers * 2);
+        senders.push(tx);
+        receivers.push(Arc::new(Mutex::new(rx)));
+    }
+    let mut writer_tasks = Vec::new();
+    for w in 0..writers {
+        let (writer, rx) = (writer.clone(), receivers[w % lanes].clone());
+        writer_tasks.push(tokio::spawn(async move {
+            let mut reports = Vec::new();
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some(batch) = next else { break };
+                reports.push(writer.write(batch).await?);
+            }
+            Ok::<_, PipelineError>(reports)
+        }));
+    }
+    // Only the writers hold their lanes now: a writer that stops on an
+    // error closes its lane, so the reader stops instead of blocking.
+    drop(receivers);
+    (senders, writer_tasks)
+}
+
+/// Waits for every writer task: all their reports, and the first error.
+async fn join_writers(tasks: Vec<WriterTask>) -> (Vec<WriteReport>, Option<EmbeddedError>) {
+    let mut writes = Vec::new();
+    let mut first_err: Option<EmbeddedError> = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(reports)) => writes.extend(reports),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e.into());
+            }
+            Err(e) => {
+                first_err.get_or_insert(EmbeddedError::Task(e.to_string()));
+            }
+        }
+    }
+    (writes, first_err)
+}
+
+impl IngestReport {
+    /// Sets the counts from the counters' change since `before`.
+    fn count(&mut self, before: &[u64; 8], after: &[u64; 8]) {
+        let d = |i: usize| after[i] - before[i];
+        self.records_in = d(0);
+        self.records_written = d(1);
+        self.records_committed = d(2);
+        self.data_files = d(3);
+        self.requests = d(4);
+        self.commits = d(5);
+        self.snapshots = d(6);
+        self.duplicates = d(7);
     }
 }
 
@@ -788,21 +823,9 @@ impl Reading {
         let source = match found {
             _ if stream => input.source.clone(),
             Some(i) => versions.list[i].source.clone(),
-            None => {
-                let source = rerun::new_source(&input.source, &prefix, versions.list.first());
-                // Saved before any batch of the new source leaves, so a rerun
-                // after a crash continues it.
-                let ck = Checkpoint {
-                    input: input.source.clone(),
-                    source: source.clone(),
-                    bytes: prefix.len() as u64,
-                    hash: xxhash_rust::xxh3::xxh3_64(&prefix),
-                };
-                self.runtime
-                    .block_on(self.checkpoints.save(&ck, &mut versions))
-                    .map_err(ck_err)?;
-                source
-            }
+            None => self
+                .new_source(&input.source, &prefix, &mut versions)
+                .map_err(ck_err)?,
         };
         let mut chunker = Chunker::new(
             std::io::Cursor::new(prefix).chain(reader),
@@ -811,53 +834,32 @@ impl Reading {
         if input.path.is_some() {
             chunker = chunker.holding_unfinished();
         }
-        let name = input
-            .source
-            .rsplit(['/', ':'])
-            .next()
-            .unwrap_or(&input.source)
-            .to_string();
-        let mut read = xxhash_rust::xxh3::Xxh3::new();
-        let mut bytes = 0u64;
-        loop {
-            let Some(chunk) = chunker.next_chunk().map_err(io_err)? else {
-                break;
-            };
-            Counters::add(&counters.bytes_in, chunk.text.len() as u64);
-            read.update(&chunk.text);
-            bytes += chunk.text.len() as u64;
-            let spans = vec![SourceSpan {
-                source: source.clone(),
-                positions: Positions::Range {
-                    first: chunk.first_line.into(),
-                    last: chunk.last_line().into(),
-                },
-                stream,
-            }];
-            // Lines of a file can be edited in place, so the content is part of the id.
-            let text = chunk.text.clone();
-            let batch = SourceBatch::new(
-                Source::new(input.kind, name.clone()),
-                spans,
-                Records::Ndjson(chunk),
-            )
-            .pinned_to(&text)
-            .to_table(self.table.clone());
-            if tx.blocking_send(batch).is_err() {
-                // Writers stopped on an error, which the caller reports.
-                return Ok(None);
-            }
-        }
+        let origin = Origin {
+            source: source.clone(),
+            kind: input.kind,
+            stream,
+            name: input
+                .source
+                .rsplit(['/', ':'])
+                .next()
+                .unwrap_or(&input.source)
+                .to_string(),
+        };
+        let Some((bytes, hash)) = self
+            .send_chunks(&mut chunker, &origin, tx, counters)
+            .map_err(io_err)?
+        else {
+            // Writers stopped on an error, which the caller reports.
+            return Ok(None);
+        };
         if !stream && bytes > 0 {
             let ck = Checkpoint {
                 input: input.source.clone(),
                 source,
                 bytes,
-                hash: read.digest(),
+                hash,
             };
-            self.runtime
-                .block_on(self.checkpoints.save(&ck, &mut versions))
-                .map_err(ck_err)?;
+            self.save(&ck, &mut versions).map_err(ck_err)?;
         }
         let left = chunker.unfinished() as u64;
         Ok((left > 0).then(|| Unfinished {
@@ -865,6 +867,85 @@ impl Reading {
             bytes: left,
         }))
     }
+
+    /// A new source for `input`, which continues none of its earlier
+    /// versions, saved before any batch of it leaves so that a rerun after a
+    /// crash continues it.
+    fn new_source(
+        &self,
+        input: &str,
+        prefix: &[u8],
+        versions: &mut rerun::Versions,
+    ) -> Result<String, rerun::CheckpointError> {
+        let source = rerun::new_source(input, prefix, versions.list.first());
+        let ck = Checkpoint {
+            input: input.to_string(),
+            source: source.clone(),
+            bytes: prefix.len() as u64,
+            hash: xxhash_rust::xxh3::xxh3_64(prefix),
+        };
+        self.save(&ck, versions)?;
+        Ok(source)
+    }
+
+    /// Saves `ck` as the input's newest version, from the reading thread.
+    fn save(
+        &self,
+        ck: &Checkpoint,
+        versions: &mut rerun::Versions,
+    ) -> Result<(), rerun::CheckpointError> {
+        self.runtime.block_on(self.checkpoints.save(ck, versions))
+    }
+
+    /// Sends each chunk as a batch of `origin`; the bytes sent and their
+    /// hash, or `None` when the writers stopped and closed the channel.
+    fn send_chunks<R: Read>(
+        &self,
+        chunker: &mut Chunker<R>,
+        origin: &Origin,
+        tx: &mpsc::Sender<SourceBatch>,
+        counters: &Counters,
+    ) -> std::io::Result<Option<(u64, u64)>> {
+        let mut read = xxhash_rust::xxh3::Xxh3::new();
+        let mut bytes = 0u64;
+        while let Some(chunk) = chunker.next_chunk()? {
+            Counters::add(&counters.bytes_in, chunk.text.len() as u64);
+            read.update(&chunk.text);
+            bytes += chunk.text.len() as u64;
+            let spans = vec![SourceSpan {
+                source: origin.source.clone(),
+                positions: Positions::Range {
+                    first: chunk.first_line.into(),
+                    last: chunk.last_line().into(),
+                },
+                stream: origin.stream,
+            }];
+            // Lines of a file can be edited in place, so the content is part of the id.
+            let text = chunk.text.clone();
+            let batch = SourceBatch::new(
+                Source::new(origin.kind, origin.name.clone()),
+                spans,
+                Records::Ndjson(chunk),
+            )
+            .pinned_to(&text)
+            .to_table(self.table.clone());
+            if tx.blocking_send(batch).is_err() {
+                return Ok(None);
+            }
+        }
+        Ok(Some((bytes, read.digest())))
+    }
+}
+
+/// Where an input's batches come from, as their spans and sources name it.
+struct Origin {
+    /// The source of their positions.
+    source: String,
+    kind: SourceKind,
+    /// True for a stream's dump, whose line numbers are the stream's positions.
+    stream: bool,
+    /// The source's name for routing templates: the input's last path part.
+    name: String,
 }
 
 /// The in-process committer: drains `queue` in windows of up to `max`

@@ -1,4 +1,6 @@
-//! floe-core: everything in floe that is not an entry point.
+//! floe-core: everything in floe that is not an entry point, nor an
+//! integration in a crate of its own above it (the Postgres source is
+//! floe-postgres, `postgres/`: floe-core names nothing of Postgres).
 //!
 //! Layers look only down: `pipeline` (writer and committer steps, shared by the
 //! Lambda functions and the embedded CLI) sits on `commit` (floe's own Iceberg
@@ -15,6 +17,7 @@ pub mod change;
 pub mod clock;
 pub mod commit;
 pub mod config;
+pub mod delayed;
 pub mod deploy;
 pub mod dlq;
 pub mod embedded;
@@ -29,8 +32,6 @@ pub mod maintain;
 pub mod metrics;
 pub mod ndjson;
 pub mod pipeline;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 pub mod queue;
 pub mod request;
 pub mod rerun;

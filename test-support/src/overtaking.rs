@@ -7,10 +7,8 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use floe_core::catalog::{Catalog, CatalogError, CatalogRef, LoadedTable, TableCommit};
+use floe_core::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
 use floe_core::commit::{CommitEngine, RetryPolicy};
-use floe_core::iceberg::io::FileIO;
-use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use floe_core::request::CommitRequest;
 
 /// The overtaking catalog; see the module doc.
@@ -40,30 +38,12 @@ impl Overtaking {
 }
 
 #[async_trait]
-impl Catalog for Overtaking {
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
+impl Wrapping for Overtaking {
+    fn inner(&self) -> &CatalogRef {
+        &self.inner
     }
-    fn default_location(&self, ident: &TableIdent) -> String {
-        self.inner.default_location(ident)
-    }
-    fn swaps_pointer(&self) -> bool {
-        self.inner.swaps_pointer()
-    }
-    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
-        self.inner.ensure_namespace(namespace).await
-    }
-    async fn create_table(
-        &self,
-        ident: &TableIdent,
-        creation: TableCreation,
-    ) -> Result<LoadedTable, CatalogError> {
-        self.inner.create_table(ident, creation).await
-    }
-    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
-        self.inner.load_table(ident).await
-    }
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+
+    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let ident = commit.base.ident.clone();
         let result = self.inner.commit(commit).await;
         let rival = self.rival.lock().unwrap().take();

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use floe_core::deploy::Deployment;
 use floe_core::iceberg::NamespaceIdent;
 use floe_core::metrics::emf::{Emf, Unit};
-use floe_core::postgres::sync::{Stop, SyncError, SyncOptions, SyncReport, open, sync};
-use floe_core::postgres::{PgConfig, PgError, SlotHealth, conn, format_lsn};
+use floe_postgres::sync::{Stop, SyncError, SyncOptions, SyncReport, open, sync};
+use floe_postgres::{PgConfig, PgError, SlotHealth, conn, format_lsn};
 use serde_json::{Value, json};
 use tracing::{error, info};
 

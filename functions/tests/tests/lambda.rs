@@ -1379,13 +1379,13 @@ async fn pg_sync_copies_then_streams_a_table_within_its_deadline() {
     let d = Deployment::from_config(config, Faults::none(), Role::PgSync)
         .await
         .unwrap();
-    let source = floe_core::postgres::PgConfig::new(
+    let source = floe_postgres::PgConfig::new(
         conninfo.as_str(),
         name.as_str(),
         name.as_str(),
         vec!["public.events".into()],
     );
-    floe_core::postgres::setup(&source).await.unwrap();
+    floe_postgres::setup(&source).await.unwrap();
     let function = floe_pg_sync::PgSyncFunction::new(&d).unwrap();
 
     // An invocation out of time starts no batch and fails nothing.
@@ -1457,7 +1457,7 @@ async fn a_commit_the_invocation_deadline_cuts_short_names_its_messages_for_rede
     // A catalog that takes a minute per commit, in an invocation with two
     // seconds left: the handler answers in time, naming every message.
     let mut slow = env.deployment(Faults::none()).await;
-    slow.catalog = std::sync::Arc::new(floe_core::catalog::delayed::Delayed::new(
+    slow.catalog = std::sync::Arc::new(floe_core::delayed::Delayed::new(
         slow.catalog.clone(),
         Duration::from_secs(60),
     ));

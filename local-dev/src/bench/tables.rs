@@ -25,9 +25,9 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use floe_core::catalog::CatalogRef;
-use floe_core::catalog::delayed::{Delayed, Landed};
 use floe_core::clock::now_ms;
 use floe_core::commit::{CommitEngine, RetryPolicy};
+use floe_core::delayed::{Delayed, Landed};
 use floe_core::dlq::StorageDeadLetters;
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
@@ -140,18 +140,11 @@ struct Shared {
     arrivals_end_ms: AtomicU64,
 }
 
+/// Runs the benchmark: creates the tables and their template requests,
+/// starts one committer per shard, sends requests for `--seconds`, waits
+/// for the committers and prints the report.
 pub async fn run(floe: &Embedded, a: TablesArgs) -> Result<()> {
-    anyhow::ensure!(a.tables >= 1, "--tables must be at least 1");
-    anyhow::ensure!(a.rate >= 1, "--rate must be at least 1");
-    anyhow::ensure!(
-        (1..=MAX_SHARDS).contains(&a.shards),
-        "--shards: 1 to {MAX_SHARDS}"
-    );
-    anyhow::ensure!(
-        (1..=10_000).contains(&a.batch_size),
-        "--batch-size: 1 to 10000"
-    );
-    anyhow::ensure!(a.records >= 1, "--records must be at least 1");
+    a.check()?;
     let concurrency = a
         .table_concurrency
         .unwrap_or_else(|| floe.config().queue.table_concurrency())
@@ -170,14 +163,6 @@ pub async fn run(floe: &Embedded, a: TablesArgs) -> Result<()> {
         bytes_sent: AtomicU64::new(0),
         arrivals_end_ms: AtomicU64::new(u64::MAX),
     });
-    let catalog: CatalogRef = Arc::new(
-        Delayed::new(floe.catalog(), Duration::from_millis(a.latency_ms))
-            .noting(shared.landed.clone()),
-    );
-    let dead_letters = Arc::new(StorageDeadLetters::new(
-        catalog.file_io().clone(),
-        floe.dead_letter_prefix(),
-    ));
     let shards: Vec<Arc<MemoryQueue>> = (0..a.shards)
         .map(|_| Arc::new(MemoryQueue::new()))
         .collect();
@@ -186,28 +171,7 @@ pub async fn run(floe: &Embedded, a: TablesArgs) -> Result<()> {
     let started = Instant::now();
     let arrivals = Duration::from_secs(a.seconds);
     let hard_stop = started + arrivals + Duration::from_secs(a.drain_seconds);
-    let committers: Vec<_> = shards
-        .iter()
-        .map(|queue| {
-            // One function per shard: its own engine and caches.
-            let committer = Committer::new(
-                CommitEngine::new(catalog.clone(), RetryPolicy::default()),
-                dead_letters.clone(),
-                Faults::none(),
-                Arc::default(),
-            )
-            .with_table_concurrency(concurrency);
-            let mapping = Mapping {
-                queue: queue.clone(),
-                batch_size: a.batch_size,
-                window: Duration::from_millis(a.window_ms),
-                timeout: Duration::from_secs(a.timeout_s),
-                hard_stop,
-            };
-            let shared = shared.clone();
-            tokio::spawn(async move { mapping.run(&committer, &shared).await })
-        })
-        .collect();
+    let committers = spawn_committers(floe, &a, concurrency, &shards, &shared, hard_stop);
 
     produce(
         &sender,
@@ -231,6 +195,66 @@ pub async fn run(floe: &Embedded, a: TablesArgs) -> Result<()> {
     report(&a, concurrency, &shared, ended, elapsed)
 }
 
+impl TablesArgs {
+    /// Refuses arguments outside what the benchmark can run.
+    fn check(&self) -> Result<()> {
+        anyhow::ensure!(self.tables >= 1, "--tables must be at least 1");
+        anyhow::ensure!(self.rate >= 1, "--rate must be at least 1");
+        anyhow::ensure!(
+            (1..=MAX_SHARDS).contains(&self.shards),
+            "--shards: 1 to {MAX_SHARDS}"
+        );
+        anyhow::ensure!(
+            (1..=10_000).contains(&self.batch_size),
+            "--batch-size: 1 to 10000"
+        );
+        anyhow::ensure!(self.records >= 1, "--records must be at least 1");
+        Ok(())
+    }
+}
+
+/// One committer task per shard, each behind its own event source mapping,
+/// all committing through one catalog slowed by `--latency-ms`.
+fn spawn_committers(
+    floe: &Embedded,
+    a: &TablesArgs,
+    concurrency: usize,
+    shards: &[Arc<MemoryQueue>],
+    shared: &Arc<Shared>,
+    hard_stop: Instant,
+) -> Vec<tokio::task::JoinHandle<Result<()>>> {
+    let catalog: CatalogRef = Arc::new(
+        Delayed::new(floe.catalog(), Duration::from_millis(a.latency_ms))
+            .noting(shared.landed.clone()),
+    );
+    let dead_letters = Arc::new(StorageDeadLetters::new(
+        catalog.file_io().clone(),
+        floe.dead_letter_prefix(),
+    ));
+    shards
+        .iter()
+        .map(|queue| {
+            // One function per shard: its own engine and caches.
+            let committer = Committer::new(
+                CommitEngine::new(catalog.clone(), RetryPolicy::default()),
+                dead_letters.clone(),
+                Faults::none(),
+                Arc::default(),
+            )
+            .with_table_concurrency(concurrency);
+            let mapping = Mapping {
+                queue: queue.clone(),
+                batch_size: a.batch_size,
+                window: Duration::from_millis(a.window_ms),
+                timeout: Duration::from_secs(a.timeout_s),
+                hard_stop,
+            };
+            let shared = shared.clone();
+            tokio::spawn(async move { mapping.run(&committer, &shared).await })
+        })
+        .collect()
+}
+
 /// One template request per table, made by the real writer step, so the
 /// requests sent are exactly what a writer sends but for their file.
 async fn templates(
@@ -239,68 +263,8 @@ async fn templates(
     records: u64,
     run_id: &str,
 ) -> Result<Vec<Template>> {
-    let catalog = floe.catalog();
-    let schema = tabledef::parse_schema(SCHEMA)?;
-    let mut idents = Vec::with_capacity(tables);
-    for t in 0..tables {
-        let ident = ident::parse_table(&format!("shards.t{t:03}"))?;
-        if catalog.load_table(&ident).await.is_err() {
-            floe.create_table(
-                &ident,
-                tabledef::creation(
-                    ident.name(),
-                    schema.clone(),
-                    Default::default(),
-                    Default::default(),
-                ),
-            )
-            .await?;
-        }
-        idents.push(ident);
-    }
-    let queue = Arc::new(MemoryQueue::new());
-    let writer = Writer::new(WriterParts {
-        catalog: catalog.clone(),
-        queue: queue.clone(),
-        dead_letters: Arc::new(StorageDeadLetters::new(
-            catalog.file_io().clone(),
-            floe.dead_letter_prefix(),
-        )),
-        faults: Faults::none(),
-        counters: Arc::default(),
-        config: Arc::new(floe.config().clone()),
-    })?;
-    for ident in &idents {
-        let items: Vec<(String, Bytes)> = (0..records)
-            .map(|i| {
-                let line = format!(r#"{{"id":{i},"v":"record {i} of {}"}}"#, display(ident));
-                (format!("m{i}"), Bytes::from(line))
-            })
-            .collect();
-        let spans = vec![SourceSpan {
-            source: format!("sqs:bench-template-{run_id}"),
-            positions: Positions::Ids {
-                ids: items.iter().map(|(p, _)| p.clone()).collect(),
-            },
-            stream: false,
-        }];
-        writer
-            .write(
-                SourceBatch::new(
-                    Source::new(SourceKind::Sqs, "bench"),
-                    spans,
-                    Records::Items(items),
-                )
-                .pinned_to(display(ident).as_bytes())
-                .to_table(Some(ident.clone())),
-            )
-            .await?;
-    }
-    let mut by_table: HashMap<String, CommitRequest> = HashMap::new();
-    for d in queue.receive(tables, Duration::ZERO).await? {
-        let request = CommitRequest::from_bytes(&d.body)?;
-        by_table.insert(display(&request.table), request);
-    }
+    let idents = create_tables(floe, tables).await?;
+    let mut by_table = write_each(floe, &idents, records, run_id).await?;
     idents
         .into_iter()
         .map(|ident| {
@@ -330,6 +294,85 @@ async fn templates(
             })
         })
         .collect()
+}
+
+/// The benchmark's tables `shards.t000`…, created unless an earlier run did.
+async fn create_tables(floe: &Embedded, tables: usize) -> Result<Vec<TableIdent>> {
+    let catalog = floe.catalog();
+    let schema = tabledef::parse_schema(SCHEMA)?;
+    let mut idents = Vec::with_capacity(tables);
+    for t in 0..tables {
+        let ident = ident::parse_table(&format!("shards.t{t:03}"))?;
+        if catalog.load_table(&ident).await.is_err() {
+            floe.create_table(
+                &ident,
+                tabledef::creation(
+                    ident.name(),
+                    schema.clone(),
+                    Default::default(),
+                    Default::default(),
+                ),
+            )
+            .await?;
+        }
+        idents.push(ident);
+    }
+    Ok(idents)
+}
+
+/// Writes `records` records to each table through the real writer step onto
+/// an in-memory queue, and returns the commit requests it sent, by table name.
+async fn write_each(
+    floe: &Embedded,
+    idents: &[TableIdent],
+    records: u64,
+    run_id: &str,
+) -> Result<HashMap<String, CommitRequest>> {
+    let catalog = floe.catalog();
+    let queue = Arc::new(MemoryQueue::new());
+    let writer = Writer::new(WriterParts {
+        catalog: catalog.clone(),
+        queue: queue.clone(),
+        dead_letters: Arc::new(StorageDeadLetters::new(
+            catalog.file_io().clone(),
+            floe.dead_letter_prefix(),
+        )),
+        faults: Faults::none(),
+        counters: Arc::default(),
+        config: Arc::new(floe.config().clone()),
+    })?;
+    for ident in idents {
+        let items: Vec<(String, Bytes)> = (0..records)
+            .map(|i| {
+                let line = format!(r#"{{"id":{i},"v":"record {i} of {}"}}"#, display(ident));
+                (format!("m{i}"), Bytes::from(line))
+            })
+            .collect();
+        let spans = vec![SourceSpan {
+            source: format!("sqs:bench-template-{run_id}"),
+            positions: Positions::Ids {
+                ids: items.iter().map(|(p, _)| p.clone()).collect(),
+            },
+            stream: false,
+        }];
+        writer
+            .write(
+                SourceBatch::new(
+                    Source::new(SourceKind::Sqs, "bench"),
+                    spans,
+                    Records::Items(items),
+                )
+                .pinned_to(display(ident).as_bytes())
+                .to_table(Some(ident.clone())),
+            )
+            .await?;
+    }
+    let mut by_table: HashMap<String, CommitRequest> = HashMap::new();
+    for d in queue.receive(idents.len(), Duration::ZERO).await? {
+        let request = CommitRequest::from_bytes(&d.body)?;
+        by_table.insert(display(&request.table), request);
+    }
+    Ok(by_table)
 }
 
 /// Sends requests at `a.rate` a second until `until`, each for a table

@@ -14,7 +14,6 @@
 //! of a commit only when it did not land, and callers do the same: only
 //! [`CatalogError::unapplied`] errors let them discard what they wrote.
 
-pub mod delayed;
 #[cfg(feature = "aws")]
 pub mod glue;
 #[cfg(feature = "rest")]
@@ -265,6 +264,61 @@ pub trait Catalog: Debug + Send + Sync {
 
 /// A shared catalog handle.
 pub type CatalogRef = Arc<dyn Catalog>;
+
+/// A catalog that is another one with different commits (a benchmark's
+/// latency, a test's lost race): every other [`Catalog`] method goes to
+/// [`Self::inner`], so a wrapper writes only what it changes.
+#[async_trait]
+pub trait Wrapping: Debug + Send + Sync {
+    /// The catalog it wraps.
+    fn inner(&self) -> &CatalogRef;
+
+    /// Its commit, in place of the inner catalog's.
+    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+}
+
+#[async_trait]
+impl<W: Wrapping> Catalog for W {
+    fn file_io(&self) -> &FileIO {
+        self.inner().file_io()
+    }
+
+    fn default_location(&self, ident: &TableIdent) -> String {
+        self.inner().default_location(ident)
+    }
+
+    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+        self.inner().ensure_namespace(namespace).await
+    }
+
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        creation: TableCreation,
+    ) -> Result<LoadedTable, CatalogError> {
+        self.inner().create_table(ident, creation).await
+    }
+
+    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
+        self.inner().load_table(ident).await
+    }
+
+    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        self.around_commit(commit).await
+    }
+
+    fn swaps_pointer(&self) -> bool {
+        self.inner().swaps_pointer()
+    }
+
+    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
+        self.inner().list_tables().await
+    }
+
+    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
+        self.inner().drop_table(ident).await
+    }
+}
 
 /// Writes a table's metadata file, for the catalogs whose commits floe
 /// writes itself (SQLite, Glue).

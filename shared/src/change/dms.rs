@@ -20,26 +20,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
         Some(raw) => Some(string(raw, operation_path)?),
         None => None,
     };
-    let record_type_path = metadata_path.key("record-type");
-    if let Some(raw) = metadata.get_non_null("record-type") {
-        let record_type = string(raw, record_type_path)?;
-        if record_type.eq_ignore_ascii_case("control") {
-            let what = operation.as_deref().unwrap_or("unknown");
-            return Err(ChangeError::at(
-                record_type_path,
-                format!(
-                    "DMS control record (operation `{what}`) carries table/DDL events, not a row; \
-                     handle or skip control records before decoding"
-                ),
-            ));
-        }
-        if !record_type.eq_ignore_ascii_case("data") {
-            return Err(ChangeError::at(
-                record_type_path,
-                format!("unknown DMS record type `{record_type}`; expected `data` or `control`"),
-            ));
-        }
-    }
+    check_data_record(&metadata, metadata_path, operation.as_deref())?;
 
     let operation = operation.ok_or_else(|| {
         ChangeError::at(
@@ -78,8 +59,54 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
         row.raw(key, value.get().as_bytes());
     }
 
+    let ts_ms = timestamp_ms(&metadata, metadata_path)?;
+
+    Ok(Change {
+        op,
+        row: row.finish(),
+        position: None,
+        ts_ms,
+        unchanged: Vec::new(),
+    })
+}
+
+/// Refuses a record whose `record-type` is not `data`: a control record
+/// (named by its `operation`) carries no row.
+fn check_data_record(
+    metadata: &RawObject<'_>,
+    metadata_path: Path<'_>,
+    operation: Option<&str>,
+) -> Result<(), ChangeError> {
+    let record_type_path = metadata_path.key("record-type");
+    if let Some(raw) = metadata.get_non_null("record-type") {
+        let record_type = string(raw, record_type_path)?;
+        if record_type.eq_ignore_ascii_case("control") {
+            let what = operation.unwrap_or("unknown");
+            return Err(ChangeError::at(
+                record_type_path,
+                format!(
+                    "DMS control record (operation `{what}`) carries table/DDL events, not a row; \
+                     handle or skip control records before decoding"
+                ),
+            ));
+        }
+        if !record_type.eq_ignore_ascii_case("data") {
+            return Err(ChangeError::at(
+                record_type_path,
+                format!("unknown DMS record type `{record_type}`; expected `data` or `control`"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The record's `timestamp`, in ms since the epoch.
+fn timestamp_ms(
+    metadata: &RawObject<'_>,
+    metadata_path: Path<'_>,
+) -> Result<Option<i64>, ChangeError> {
     let timestamp_path = metadata_path.key("timestamp");
-    let ts_ms = match metadata.get_non_null("timestamp") {
+    Ok(match metadata.get_non_null("timestamp") {
         Some(raw) => {
             let text = string(raw, timestamp_path)?;
             Some(parse_timestamp_ms(&text).ok_or_else(|| {
@@ -92,13 +119,5 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
             })?)
         }
         None => None,
-    };
-
-    Ok(Change {
-        op,
-        row: row.finish(),
-        position: None,
-        ts_ms,
-        unchanged: Vec::new(),
     })
 }

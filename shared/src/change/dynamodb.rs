@@ -48,39 +48,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     })?;
     let ddb = object(ddb_raw, ddb_path)?;
 
-    // REMOVE: the old item when the stream has old images, else at least its key.
-    let (image_key, image_raw) = if op == ChangeOp::Delete {
-        match ddb.get_non_null("OldImage") {
-            Some(raw) => ("OldImage", raw),
-            None => match ddb.get_non_null("Keys") {
-                Some(raw) => ("Keys", raw),
-                None => {
-                    return Err(ChangeError::at(
-                        ddb_path.key("Keys"),
-                        "REMOVE record has neither `OldImage` nor `Keys`, so the deleted item is unknown",
-                    ));
-                }
-            },
-        }
-    } else {
-        match ddb.get_non_null("NewImage") {
-            Some(raw) => ("NewImage", raw),
-            None => {
-                let view = ddb
-                    .get_non_null("StreamViewType")
-                    .and_then(|v| string(v, ddb_path).ok())
-                    .map(|v| format!(" (this stream is {v})"))
-                    .unwrap_or_default();
-                return Err(ChangeError::at(
-                    ddb_path.key("NewImage"),
-                    format!(
-                        "{name} record has no new image{view}; set the table's stream view type to \
-                         NEW_AND_OLD_IMAGES (or NEW_IMAGE)"
-                    ),
-                ));
-            }
-        }
-    };
+    let (image_key, image_raw) = image(&ddb, ddb_path, op, &name)?;
     let image_path = ddb_path.key(image_key);
     let image = object(image_raw, image_path)?;
     let mut row = RowWriter::with_capacity(image_raw.get().len());
@@ -89,23 +57,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     }
     let row = row.finish();
 
-    let seq_path = ddb_path.key("SequenceNumber");
-    let position = match ddb.get_non_null("SequenceNumber") {
-        Some(raw) => {
-            let text = match kind(raw) {
-                Kind::Number => Cow::Borrowed(raw.get()),
-                _ => string(raw, seq_path)?,
-            };
-            Some(canonical_unsigned(&text).ok_or_else(|| {
-                ChangeError::at(
-                    seq_path,
-                    format!("`{text}` is not a decimal sequence number"),
-                )
-            })?)
-        }
-        None => None,
-    };
-
+    let position = sequence_number(&ddb, ddb_path)?;
     let time_path = ddb_path.key("ApproximateCreationDateTime");
     let ts_ms = match ddb.get_non_null("ApproximateCreationDateTime") {
         Some(raw) => Some(creation_time_ms(raw, &ddb, time_path)?),
@@ -119,6 +71,62 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
         ts_ms,
         unchanged: Vec::new(),
     })
+}
+
+/// The image the row comes from, and its key under `dynamodb`: the new
+/// image, or for a REMOVE the old item when the stream has old images, else
+/// at least its key.
+fn image<'a>(
+    ddb: &RawObject<'a>,
+    ddb_path: Path<'_>,
+    op: ChangeOp,
+    name: &str,
+) -> Result<(&'static str, &'a RawValue), ChangeError> {
+    if op == ChangeOp::Delete {
+        return match (ddb.get_non_null("OldImage"), ddb.get_non_null("Keys")) {
+            (Some(raw), _) => Ok(("OldImage", raw)),
+            (None, Some(raw)) => Ok(("Keys", raw)),
+            (None, None) => Err(ChangeError::at(
+                ddb_path.key("Keys"),
+                "REMOVE record has neither `OldImage` nor `Keys`, so the deleted item is unknown",
+            )),
+        };
+    }
+    match ddb.get_non_null("NewImage") {
+        Some(raw) => Ok(("NewImage", raw)),
+        None => {
+            let view = ddb
+                .get_non_null("StreamViewType")
+                .and_then(|v| string(v, ddb_path).ok())
+                .map(|v| format!(" (this stream is {v})"))
+                .unwrap_or_default();
+            Err(ChangeError::at(
+                ddb_path.key("NewImage"),
+                format!(
+                    "{name} record has no new image{view}; set the table's stream view type to \
+                     NEW_AND_OLD_IMAGES (or NEW_IMAGE)"
+                ),
+            ))
+        }
+    }
+}
+
+/// The record's `SequenceNumber`, a string or a number, as canonical decimal.
+fn sequence_number(ddb: &RawObject<'_>, ddb_path: Path<'_>) -> Result<Option<String>, ChangeError> {
+    let seq_path = ddb_path.key("SequenceNumber");
+    let Some(raw) = ddb.get_non_null("SequenceNumber") else {
+        return Ok(None);
+    };
+    let text = match kind(raw) {
+        Kind::Number => Cow::Borrowed(raw.get()),
+        _ => string(raw, seq_path)?,
+    };
+    Ok(Some(canonical_unsigned(&text).ok_or_else(|| {
+        ChangeError::at(
+            seq_path,
+            format!("`{text}` is not a decimal sequence number"),
+        )
+    })?))
 }
 
 /// `ApproximateCreationDateTime` is epoch seconds in DynamoDB Streams, but milliseconds or

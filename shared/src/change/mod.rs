@@ -798,16 +798,7 @@ fn scaled_integer(text: &str, pow10: i32) -> Option<i64> {
 /// epoch, truncating sub-millisecond digits. A missing offset means UTC (DMS writes UTC).
 fn parse_timestamp_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = b.get(range)?;
-        if !part.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        Some(
-            part.iter()
-                .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')),
-        )
-    };
+    let num = |range| digits(b, range);
     let year = num(0..4)?;
     let month = num(5..7)?;
     let day = num(8..10)?;
@@ -830,43 +821,9 @@ fn parse_timestamp_ms(s: &str) -> Option<i64> {
     }
     let mut millis = 0;
     if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            if i - start < 3 {
-                millis = millis * 10 + i64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        for _ in (i - start)..3 {
-            millis *= 10;
-        }
+        (millis, i) = fraction_ms(b, i + 1)?;
     }
-    let offset_minutes = match b.get(i) {
-        None => 0,
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(&sign @ (b'+' | b'-')) => {
-            let oh = num(i + 1..i + 3)?;
-            let om = match b.len() - (i + 3) {
-                0 => 0,
-                2 => num(i + 3..i + 5)?,
-                3 if b[i + 3] == b':' => num(i + 4..i + 6)?,
-                _ => return None,
-            };
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            if sign == b'-' {
-                -(oh * 60 + om)
-            } else {
-                oh * 60 + om
-            }
-        }
-        _ => return None,
-    };
+    let offset_minutes = offset_minutes(b, i)?;
     if !(1..=12).contains(&month)
         || day < 1
         || day > days_in_month(year, month)
@@ -879,6 +836,66 @@ fn parse_timestamp_ms(s: &str) -> Option<i64> {
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_minutes * 60;
     Some(seconds * 1_000 + millis)
+}
+
+/// The decimal number in `b[range]`, all of it digits.
+fn digits(b: &[u8], range: std::ops::Range<usize>) -> Option<i64> {
+    let part = b.get(range)?;
+    if !part.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        part.iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')),
+    )
+}
+
+/// The fraction of a second whose digits start at `b[start]`, in whole ms
+/// (digits past the third truncated), and the index after its last digit.
+fn fraction_ms(b: &[u8], start: usize) -> Option<(i64, usize)> {
+    let mut millis = 0;
+    let mut i = start;
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        if i - start < 3 {
+            millis = millis * 10 + i64::from(b[i] - b'0');
+        }
+        i += 1;
+    }
+    if i == start {
+        return None;
+    }
+    for _ in (i - start)..3 {
+        millis *= 10;
+    }
+    Some((millis, i))
+}
+
+/// The UTC offset that ends the timestamp at `b[i..]`, in minutes: none or
+/// `Z` is UTC, else `±hh`, `±hhmm` or `±hh:mm`.
+fn offset_minutes(b: &[u8], i: usize) -> Option<i64> {
+    let num = |range| digits(b, range);
+    match b.get(i) {
+        None => Some(0),
+        Some(b'Z' | b'z') if i + 1 == b.len() => Some(0),
+        Some(&sign @ (b'+' | b'-')) => {
+            let oh = num(i + 1..i + 3)?;
+            let om = match b.len() - (i + 3) {
+                0 => 0,
+                2 => num(i + 3..i + 5)?,
+                3 if b[i + 3] == b':' => num(i + 4..i + 6)?,
+                _ => return None,
+            };
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            if sign == b'-' {
+                Some(-(oh * 60 + om))
+            } else {
+                Some(oh * 60 + om)
+            }
+        }
+        _ => None,
+    }
 }
 
 fn days_in_month(year: i64, month: i64) -> i64 {

@@ -106,82 +106,39 @@ pub async fn plan(
     }
     let schema = meta.current_schema().clone();
     let key_ids: Vec<i32> = schema.identifier_field_ids().collect();
-    let all_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
     let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
 
-    let mut files: Vec<Candidate> = live
-        .data
-        .into_iter()
-        .map(|l| Candidate {
-            file: l.file,
-            spec_id: l.spec_id,
-            base: true,
-        })
-        .collect();
-    let mut plan = SnapshotPlan {
-        operation: Operation::Overwrite,
-        ..Default::default()
-    };
-    let mut amp = Amplification::default();
+    let mut pass = Pass::new(ctx, &schema, live, writer);
     for r in ordered {
         let key_files = r.delete_files(meta)?;
         let keys = KeySet::read(ctx, &schema, &key_ids, &key_files).await?;
-        amp.rows_changed += keys.len() as u64;
-        plan.obsolete
+        pass.amp.rows_changed += keys.len() as u64;
+        pass.plan
+            .obsolete
             .extend(key_files.iter().map(|f| f.file_path().to_string()));
         if r.truncate {
-            for c in std::mem::take(&mut files) {
-                let path = c.file.file_path().to_string();
-                if c.base {
-                    plan.removed_data.push(path);
-                } else {
-                    plan.obsolete.push(path);
-                }
+            for c in std::mem::take(&mut pass.files) {
+                pass.drop(c);
             }
         }
         if !keys.is_empty() {
-            let mut next = Vec::with_capacity(files.len());
-            for c in files {
-                if !keys.may_hold(&c.file) {
-                    next.push(c);
-                    continue;
-                }
-                let batches = read_file(ctx.file_io, schema.clone(), all_ids.clone(), &c.file)
-                    .await
-                    .map_err(|e| ctx.build_err(e))?;
-                let Some(kept) = keys.without_keys(&batches)? else {
-                    next.push(c);
-                    continue;
-                };
-                if c.base {
-                    plan.removed_data.push(c.file.file_path().to_string());
-                } else {
-                    plan.obsolete.push(c.file.file_path().to_string());
-                }
-                amp.files += 1;
-                amp.rows_rewritten += kept.num_rows() as u64;
-                let name = format!("cow-{}", Uuid::now_v7().simple());
-                for f in writer.write(&kept, &name).await? {
-                    amp.bytes_rewritten += f.file_size_in_bytes();
-                    plan.written.push(f.file_path().to_string());
-                    next.push(Candidate {
-                        file: f,
-                        spec_id: writer.spec_id(),
-                        base: false,
-                    });
-                }
-            }
-            files = next;
+            pass.rewrite(&keys).await?;
         }
         for f in r.data_files(meta)? {
-            amp.bytes_changed += f.file_size_in_bytes();
-            files.push(Candidate {
+            pass.amp.bytes_changed += f.file_size_in_bytes();
+            pass.files.push(Candidate {
                 file: f,
                 spec_id: r.spec_id,
                 base: false,
             });
         }
     }
+    let Pass {
+        files,
+        mut plan,
+        amp,
+        ..
+    } = pass;
     // A file written by this plan and rewritten again by a later request in it
     // is in `written` and `obsolete`: gone whether the attempt wins or loses.
     plan.added_data = files
@@ -198,6 +155,99 @@ pub async fn plan(
         "copy-on-write planned"
     );
     Ok(Some(plan))
+}
+
+/// One plan's running set of files and what it has done to them so far.
+struct Pass<'p> {
+    ctx: &'p PlanContext<'p>,
+    schema: &'p SchemaRef,
+    /// Every column, for reading a file whole.
+    all_ids: Vec<i32>,
+    writer: TableWriter,
+    files: Vec<Candidate>,
+    plan: SnapshotPlan,
+    amp: Amplification,
+}
+
+impl<'p> Pass<'p> {
+    /// A pass over the table's live data files, planning one overwrite.
+    fn new(
+        ctx: &'p PlanContext<'p>,
+        schema: &'p SchemaRef,
+        live: LiveFiles,
+        writer: TableWriter,
+    ) -> Self {
+        Self {
+            ctx,
+            schema,
+            all_ids: schema.as_struct().fields().iter().map(|f| f.id).collect(),
+            writer,
+            files: live
+                .data
+                .into_iter()
+                .map(|l| Candidate {
+                    file: l.file,
+                    spec_id: l.spec_id,
+                    base: true,
+                })
+                .collect(),
+            plan: SnapshotPlan {
+                operation: Operation::Overwrite,
+                ..Default::default()
+            },
+            amp: Amplification::default(),
+        }
+    }
+
+    /// Takes `c` out of the table: removed if the table holds it, else (a
+    /// file of this plan) obsolete.
+    fn drop(&mut self, c: Candidate) {
+        let path = c.file.file_path().to_string();
+        if c.base {
+            self.plan.removed_data.push(path);
+        } else {
+            self.plan.obsolete.push(path);
+        }
+    }
+
+    /// Rewrites every running file holding one of `keys` without those rows.
+    async fn rewrite(&mut self, keys: &KeySet) -> Result<(), CommitError> {
+        let mut next = Vec::with_capacity(self.files.len());
+        for c in std::mem::take(&mut self.files) {
+            if !keys.may_hold(&c.file) {
+                next.push(c);
+                continue;
+            }
+            let ctx = self.ctx;
+            let batches = read_file(
+                ctx.file_io,
+                self.schema.clone(),
+                self.all_ids.clone(),
+                &c.file,
+            )
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+            let Some(kept) = keys.without_keys(&batches)? else {
+                next.push(c);
+                continue;
+            };
+            self.drop(c);
+            self.amp.files += 1;
+            self.amp.rows_rewritten += kept.num_rows() as u64;
+            let name = format!("cow-{}", Uuid::now_v7().simple());
+            for f in self.writer.write(&kept, &name).await? {
+                self.amp.bytes_rewritten += f.file_size_in_bytes();
+                self.plan.written.push(f.file_path().to_string());
+                next.push(Candidate {
+                    file: f,
+                    spec_id: self.writer.spec_id(),
+                    base: false,
+                });
+            }
+        }
+        self.files = next;
+        Ok(())
+    }
 }
 
 /// The keys one batch touched, from its equality-delete files.

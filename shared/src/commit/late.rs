@@ -6,10 +6,13 @@
 //! in source order. The same holds between requests of one commit whose
 //! positions interleave (DynamoDB Streams shards in one event).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::CommitError;
+use tracing::{info, warn};
+
+use super::triage::Ready;
+use super::{CommitError, CommitOutcome, PlanContext, discard, mask, row_delta};
 use crate::ledger::{Claims, KeyChanges, Ledger};
 use crate::request::CommitRequest;
 use crate::source::Positions;
@@ -33,6 +36,52 @@ pub enum Late {
     },
     /// Nothing can be applied safely; dead-letter it with why.
     Refused(String),
+}
+
+/// Keyed requests of one attempt, in source order, each with what it may
+/// still do: what newer committed changes (or requests of this commit that
+/// go first) superseded is masked away, what cannot be applied safely is
+/// refused (added to `refused`) and its files discarded.
+pub(super) async fn apply(
+    ctx: &PlanContext<'_>,
+    ledger: &Ledger,
+    mut fresh: Vec<Ready>,
+    refused: &mut HashMap<String, String>,
+    outcome: &mut CommitOutcome,
+) -> Result<Vec<Ready>, CommitError> {
+    fresh.sort_by_key(|r| row_delta::order_key(&r.request));
+    let mut out: Vec<Ready> = Vec::with_capacity(fresh.len());
+    for mut r in fresh {
+        let before: Vec<&CommitRequest> = out.iter().map(|o| &o.request).collect();
+        match resolve(ledger, &r.request, &r.claims, &before).await? {
+            Late::OnTime => out.push(r),
+            Late::Refused(reason) => {
+                warn!(batch_id = %r.request.batch_id, %reason, "late keyed request refused");
+                discard(ctx.file_io, &r.written).await;
+                refused.insert(r.request.batch_id.clone(), reason);
+            }
+            Late::Superseded {
+                keys,
+                all,
+                truncated,
+            } => {
+                let mut m = mask::drop_keys(ctx, &r.request, &keys).await?;
+                info!(batch_id = %r.request.batch_id, keys = keys.len(), truncated, "keyed request: the table holds some of its changes already, or newer ones");
+                if truncated {
+                    m.request.truncate = false;
+                }
+                outcome.rows_dropped += m.dropped;
+                if all && !m.request.truncate && m.request.state.is_empty() {
+                    outcome.superseded.push(m.request.batch_id.clone());
+                }
+                r.written.extend(m.written);
+                r.obsolete.extend(m.obsolete);
+                r.request = m.request;
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Decides what `request` may do, given the ledger, which of its records

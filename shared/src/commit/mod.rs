@@ -12,7 +12,9 @@
 //! delta, copy-on-write) only plan snapshots; this loop is the same for all.
 
 pub mod append;
+mod build;
 pub mod copy_on_write;
+mod error;
 pub mod late;
 pub mod lineage;
 pub mod live;
@@ -23,26 +25,30 @@ pub mod read;
 pub mod retry;
 pub mod row_delta;
 pub mod snapshot;
+mod swap;
+mod triage;
 pub mod trust;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, info_span, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::ident::display;
 use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
-use crate::request::{CommitRequest, RequestError};
-use late::Late;
+use crate::request::CommitRequest;
+use build::{Built, build};
+pub use error::CommitError;
 use retry::Attempts;
 pub use retry::RetryPolicy;
-use snapshot::SnapshotProducer;
+use swap::Submitted;
+use triage::{Memory, Stop, Triaged};
 
 /// What an action plans against: the table as loaded for this attempt.
 #[derive(Debug, Clone, Copy)]
@@ -94,103 +100,6 @@ pub trait Action: std::fmt::Debug + Send + Sync {
     }
 }
 
-/// Why a commit failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError {
-    /// The catalog failed in a way a retry cannot fix.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// A request cannot be bound to the table.
-    #[error(transparent)]
-    Request(#[from] RequestError),
-    /// Rewriting data files (copy-on-write) failed.
-    #[error(transparent)]
-    Write(#[from] crate::write::WriteError),
-    /// A request names another table than the one committed.
-    #[error("commit request {batch_id} is for {request_table}, not {table}")]
-    WrongTable {
-        /// The table committed.
-        table: String,
-        /// The request's batch.
-        batch_id: String,
-        /// The table the request names.
-        request_table: String,
-    },
-    /// The ledger could not be read or written.
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    /// The ledger head the table names is gone and the table has not moved
-    /// on: until it is rebuilt, nothing can be committed exactly once.
-    #[error(
-        "table {table}: its ledger head {path} is missing (deleted outside floe?); run `floe ledger repair {table}` to rebuild it from what the table holds; commit requests stay queued until then"
-    )]
-    LedgerMissing {
-        /// The table.
-        table: String,
-        /// The head it names.
-        path: String,
-    },
-    /// Checking or reading a request's files failed.
-    #[error("table {table}: reading the files of a request: {source}")]
-    Storage {
-        /// The table.
-        table: String,
-        /// The error.
-        source: Box<iceberg::Error>,
-    },
-    /// Building manifests or metadata failed.
-    #[error("table {table}: building the snapshot: {source}")]
-    Build {
-        /// The table.
-        table: String,
-        /// The error.
-        source: Box<iceberg::Error>,
-    },
-    /// What the action planned was changed by a concurrent commit in a way
-    /// planning again cannot adapt to (another compaction rewrote its
-    /// inputs); nothing was committed, and planning anew from the table as
-    /// it is now is the way on.
-    #[error("table {table}: {reason}; nothing was committed")]
-    Superseded {
-        /// The table.
-        table: String,
-        /// What changed.
-        reason: String,
-    },
-    /// Every attempt conflicted or had an unknown outcome.
-    #[error(
-        "table {table}: gave up after {attempts} attempts ({last}); the requests stay queued and will be retried"
-    )]
-    Exhausted {
-        /// The table.
-        table: String,
-        /// Attempts made.
-        attempts: u32,
-        /// The last failure.
-        last: CatalogError,
-    },
-}
-
-impl CommitError {
-    /// True when committing the same requests again may succeed (storage,
-    /// catalog or ledger failures, contention); false when the requests or
-    /// the table are at fault.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            CommitError::Catalog(e) => e.is_transient(),
-            CommitError::Request(_) | CommitError::WrongTable { .. } => false,
-            CommitError::Write(e) => e.is_transient(),
-            CommitError::Ledger(e) => e.is_transient(),
-            CommitError::Storage { source, .. } | CommitError::Build { source, .. } => {
-                crate::transient::iceberg(source)
-            }
-            CommitError::Exhausted { .. }
-            | CommitError::LedgerMissing { .. }
-            | CommitError::Superseded { .. } => true,
-        }
-    }
-}
-
 /// What a commit did.
 #[derive(Debug, Clone, Default)]
 pub struct CommitOutcome {
@@ -224,15 +133,6 @@ pub struct CommitEngine {
     retry: RetryPolicy,
     ledger: Arc<LedgerStore>,
     locator: Arc<locate::Locator>,
-}
-
-/// A request as one attempt will commit it.
-struct Ready {
-    request: CommitRequest,
-    /// Which of its records the table already accounts for.
-    claims: ledger::Claims,
-    written: Vec<String>,
-    obsolete: Vec<String>,
 }
 
 impl CommitEngine {
@@ -291,7 +191,9 @@ impl CommitEngine {
         self.commit(ident, requests, &append::Append).await
     }
 
-    /// Commits the requests not yet in the table through `action`, exactly once.
+    /// Commits the requests not yet in the table through `action`, exactly
+    /// once: attempts (triage, plan and build, swap, settle) under one
+    /// retry loop, each against the table as it is then.
     #[tracing::instrument(skip_all, fields(table = %display(ident), requests = requests.len()))]
     pub async fn commit(
         &self,
@@ -300,164 +202,131 @@ impl CommitEngine {
         action: &dyn Action,
     ) -> Result<CommitOutcome, CommitError> {
         let table = display(ident);
-        for r in &requests {
-            if &r.table != ident {
-                return Err(CommitError::WrongTable {
-                    table,
-                    batch_id: r.batch_id.clone(),
-                    request_table: display(&r.table),
-                });
-            }
+        if let Some(r) = requests.iter().find(|r| &r.table != ident) {
+            return Err(CommitError::WrongTable {
+                table,
+                batch_id: r.batch_id.clone(),
+                request_table: display(&r.table),
+            });
         }
-        let requests = dedup(requests);
-        let mut outcome = CommitOutcome::default();
+        let requests = triage::dedup(requests);
+        let mut memory = Memory::default();
         let mut attempts = Attempts::new(&self.retry);
         let mut last_err = None;
-        let mut maybe_landed: HashSet<String> = HashSet::new();
-        // A refusal is final: a request that named files outside its table,
-        // or files that are gone, is not looked at again.
-        let mut refused: HashMap<String, String> = HashMap::new();
-        let mut trusted: HashSet<String> = HashSet::new();
-        'attempt: while let Some(attempt) = attempts.next().await {
-            outcome.attempts = attempt;
+        while let Some(attempt) = attempts.next().await {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            let Some(ledger) = self.open_ledger(&base).await? else {
-                continue;
-            };
-            let ctx = self.context(&base);
-            outcome.duplicates = Vec::new();
-            outcome.superseded = Vec::new();
-            outcome.rows_dropped = 0;
-            let mut fresh: Vec<Ready> = Vec::new();
-            let mut taken = ledger::Taken::default();
-            for r in &requests {
-                if refused.contains_key(&r.batch_id) {
-                    continue;
-                }
-                let claims = match held(&ledger, r, &taken).await {
-                    Ok(claims) => claims,
-                    Err(e) => {
-                        self.retry_if_moved(&base, e).await?;
-                        continue 'attempt;
-                    }
-                };
-                let Some(claims) = claims else {
-                    // A batch of our own attempt whose answer was lost counts as ours.
-                    if maybe_landed.contains(&r.batch_id) {
-                        outcome.committed.push(r.batch_id.clone());
-                        outcome.records += r.record_count;
-                    } else {
-                        outcome.duplicates.push(r.batch_id.clone());
-                    }
-                    continue;
-                };
-                if !trusted.contains(&r.batch_id) {
-                    let check = trust::check(ctx.file_io, &base.metadata, r)
-                        .await
-                        .map_err(|e| storage_err(&table, e))?;
-                    if let Some(reason) = check {
-                        warn!(batch_id = %r.batch_id, %reason, "commit request refused");
-                        refused.insert(r.batch_id.clone(), reason);
-                        continue;
-                    }
-                    trusted.insert(r.batch_id.clone());
-                }
-                // Keyed requests are masked per key instead (late::resolve).
-                if claims.is_empty() || action.keyed() {
-                    taken.take(r);
-                    fresh.push(Ready::of(r, claims));
-                    continue;
-                }
-                match mask::drop_claimed(&ctx, r, &claims).await? {
-                    Ok(m) => {
-                        taken.take(r);
-                        info!(batch_id = %r.batch_id, dropped = m.dropped, "request overlaps records the table holds; committing the rest");
-                        outcome.rows_dropped += m.dropped;
-                        fresh.push(Ready {
-                            request: m.request,
-                            claims,
-                            written: m.written,
-                            obsolete: m.obsolete,
-                        });
-                    }
-                    Err(reason) => {
-                        refused.insert(r.batch_id.clone(), reason);
-                    }
-                }
-            }
-            if action.keyed() {
-                fresh = self
-                    .resolve_late(&ctx, &ledger, fresh, &mut refused, &mut outcome)
-                    .await?;
-            }
-            outcome.refused = refused
-                .iter()
-                .map(|(id, reason)| (id.clone(), reason.clone()))
-                .collect();
-            if fresh.is_empty() {
-                info!(
-                    duplicates = outcome.duplicates.len(),
-                    refused = outcome.refused.len(),
-                    "nothing new to commit"
-                );
-                return Ok(outcome);
-            }
-            let mut written: Vec<String> = fresh.iter().flat_map(|r| r.written.clone()).collect();
-            let mut obsolete: Vec<String> = fresh.iter().flat_map(|r| r.obsolete.clone()).collect();
-            let ready: Vec<CommitRequest> = fresh.iter().map(|r| r.request.clone()).collect();
-            let planned = self
-                .plan_and_build(&table, &ctx, &ledger, &ready, action)
+            let attempted = self
+                .attempt(&base, &requests, action, &mut memory)
+                .instrument(info_span!("attempt", attempt))
                 .await;
-            let (commit, files, snapshot_ids, versions, next) = match planned {
-                Ok(built) => built,
-                Err(e) => {
-                    discard(ctx.file_io, &written).await;
-                    self.retry_if_moved(&base, e).await?;
-                    continue;
-                }
-            };
-            let data_files: usize = ready.iter().map(|r| r.data_files.len()).sum();
-            let mut files = files;
-            files.add(written.drain(..));
-            match self.submit(commit, files, versions).await? {
-                Submitted::Landed => {
-                    // Inputs the snapshot made redundant (a copy-on-write
-                    // batch's key lists, a masked request's original files,
-                    // ledger files the new head no longer names); a failure
-                    // here only leaves an orphan.
-                    obsolete.extend(next.obsolete.iter().cloned());
-                    for path in &obsolete {
-                        let _ = self.catalog.file_io().delete(path).await;
-                    }
-                    outcome
-                        .committed
-                        .extend(ready.iter().map(|r| r.batch_id.clone()));
-                    outcome.records += ready.iter().map(|r| r.record_count).sum::<u64>();
-                    outcome.data_files = data_files;
-                    outcome.snapshot_ids = snapshot_ids;
-                    info!(
-                        batches = outcome.committed.len(),
-                        records = outcome.records,
-                        files = data_files,
-                        attempt,
-                        "committed"
-                    );
+            match attempted {
+                Ok(Attempted::Done(mut outcome)) => {
+                    outcome.attempts = attempt;
                     return Ok(outcome);
                 }
-                Submitted::Conflict(e) => {
-                    warn!(attempt, "commit conflicted; reloading");
-                    last_err = Some(e);
-                }
-                Submitted::Ambiguous(e) => {
-                    // The reload's ledger decides what landed.
-                    warn!(attempt, error = %e, "commit outcome unknown; reloading");
-                    maybe_landed.extend(ready.iter().map(|r| r.batch_id.clone()));
-                    last_err = Some(e);
-                }
+                Ok(Attempted::Again(e)) => last_err = e.or(last_err),
+                Err(Stop::Reread(e)) => swap::retry_if_moved(&self.catalog, &base, e).await?,
+                Err(Stop::Fail(e)) => return Err(e),
             }
         }
-        Err(exhausted(table, &attempts, last_err))
+        Err(swap::exhausted(table, &attempts, last_err))
+    }
+
+    /// One attempt on `base`, from triage to settle.
+    async fn attempt(
+        &self,
+        base: &LoadedTable,
+        requests: &[CommitRequest],
+        action: &dyn Action,
+        memory: &mut Memory,
+    ) -> Result<Attempted, Stop> {
+        let Some(ledger) = self.open_ledger(base).await? else {
+            return Ok(Attempted::Again(None));
+        };
+        let ctx = self.context(base);
+        let Triaged {
+            mut fresh,
+            mut outcome,
+        } = triage::triage(memory, &ctx, &ledger, requests, action.keyed()).await?;
+        if action.keyed() {
+            fresh = late::apply(&ctx, &ledger, fresh, &mut memory.refused, &mut outcome).await?;
+        }
+        outcome.refused = memory
+            .refused
+            .iter()
+            .map(|(id, reason)| (id.clone(), reason.clone()))
+            .collect();
+        if fresh.is_empty() {
+            info!(
+                duplicates = outcome.duplicates.len(),
+                refused = outcome.refused.len(),
+                "nothing new to commit"
+            );
+            return Ok(Attempted::Done(outcome));
+        }
+        let written: Vec<String> = fresh.iter().flat_map(|r| r.written.clone()).collect();
+        let ready: Vec<CommitRequest> = fresh.iter().map(|r| r.request.clone()).collect();
+        let (mut built, next) = match self.plan_and_build(&ctx, &ledger, &ready, action).await {
+            Ok(planned) => planned,
+            Err(e) => {
+                discard(ctx.file_io, &written).await;
+                return Err(Stop::Reread(e));
+            }
+        };
+        built.written.add(written);
+        let snapshot_ids = built.snapshot_ids.clone();
+        match swap::submit(&self.catalog, built)
+            .await
+            .map_err(CommitError::from)?
+        {
+            Submitted::Landed => {
+                let obsolete = fresh.iter().flat_map(|r| &r.obsolete).chain(&next.obsolete);
+                self.settle(&mut outcome, &ready, snapshot_ids, obsolete)
+                    .await;
+                Ok(Attempted::Done(outcome))
+            }
+            Submitted::Conflict(e) => {
+                warn!("commit conflicted; reloading");
+                Ok(Attempted::Again(Some(e)))
+            }
+            Submitted::Ambiguous(e) => {
+                // The reload's ledger decides what landed.
+                warn!(error = %e, "commit outcome unknown; reloading");
+                memory
+                    .maybe_landed
+                    .extend(ready.iter().map(|r| r.batch_id.clone()));
+                Ok(Attempted::Again(Some(e)))
+            }
+        }
+    }
+
+    /// After a landed attempt: deletes the inputs the snapshot made
+    /// redundant (a copy-on-write batch's key lists, a masked request's
+    /// original files, ledger files the new head no longer names; a failure
+    /// only leaves an orphan) and reports what landed.
+    async fn settle(
+        &self,
+        outcome: &mut CommitOutcome,
+        ready: &[CommitRequest],
+        snapshot_ids: Vec<i64>,
+        obsolete: impl Iterator<Item = &String>,
+    ) {
+        for path in obsolete {
+            let _ = self.catalog.file_io().delete(path).await;
+        }
+        outcome
+            .committed
+            .extend(ready.iter().map(|r| r.batch_id.clone()));
+        outcome.records += ready.iter().map(|r| r.record_count).sum::<u64>();
+        outcome.data_files = ready.iter().map(|r| r.data_files.len()).sum();
+        outcome.snapshot_ids = snapshot_ids;
+        info!(
+            batches = outcome.committed.len(),
+            records = outcome.records,
+            files = outcome.data_files,
+            "committed"
+        );
     }
 
     /// The ledger of the table as loaded; `None` when its head is gone
@@ -479,71 +348,15 @@ impl CommitEngine {
         }
     }
 
-    /// Keyed requests applied per key: what newer committed changes (or
-    /// requests of this commit that go first) superseded is dropped, what
-    /// cannot be applied safely is refused.
-    async fn resolve_late(
-        &self,
-        ctx: &PlanContext<'_>,
-        ledger: &Ledger,
-        mut fresh: Vec<Ready>,
-        refused: &mut HashMap<String, String>,
-        outcome: &mut CommitOutcome,
-    ) -> Result<Vec<Ready>, CommitError> {
-        fresh.sort_by_key(|r| row_delta::order_key(&r.request));
-        let mut out: Vec<Ready> = Vec::with_capacity(fresh.len());
-        for mut r in fresh {
-            let before: Vec<&CommitRequest> = out.iter().map(|o| &o.request).collect();
-            match late::resolve(ledger, &r.request, &r.claims, &before).await? {
-                Late::OnTime => out.push(r),
-                Late::Refused(reason) => {
-                    warn!(batch_id = %r.request.batch_id, %reason, "late keyed request refused");
-                    discard(ctx.file_io, &r.written).await;
-                    refused.insert(r.request.batch_id.clone(), reason);
-                }
-                Late::Superseded {
-                    keys,
-                    all,
-                    truncated,
-                } => {
-                    let mut m = mask::drop_keys(ctx, &r.request, &keys).await?;
-                    info!(batch_id = %r.request.batch_id, keys = keys.len(), truncated, "keyed request: the table holds some of its changes already, or newer ones");
-                    if truncated {
-                        m.request.truncate = false;
-                    }
-                    outcome.rows_dropped += m.dropped;
-                    if all && !m.request.truncate && m.request.state.is_empty() {
-                        outcome.superseded.push(m.request.batch_id.clone());
-                    }
-                    r.written.extend(m.written);
-                    r.obsolete.extend(m.obsolete);
-                    r.request = m.request;
-                    out.push(r);
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// Plans the action's snapshots for `ready`, writes the ledger head that
     /// records them and builds the catalog commit naming it.
     async fn plan_and_build(
         &self,
-        table: &str,
         ctx: &PlanContext<'_>,
         ledger: &Ledger,
         ready: &[CommitRequest],
         action: &dyn Action,
-    ) -> Result<
-        (
-            TableCommit,
-            snapshot::Written,
-            Vec<i64>,
-            Vec<String>,
-            ledger::Next,
-        ),
-        CommitError,
-    > {
+    ) -> Result<(Built, ledger::Next), CommitError> {
         let mut plans = action.plan(ctx, ready).await?;
         if plans.is_empty() && !self.catalog.swaps_pointer() {
             // A REST catalog checks only requirements, main's snapshot among
@@ -564,11 +377,11 @@ impl CommitEngine {
                 .push((ledger::PROPERTY.to_string(), next.path.clone()));
         }
         let property = HashMap::from([(ledger::PROPERTY.to_string(), next.path.clone())]);
-        let built = self.build(table, ctx.table, plans, Some(property)).await;
-        match built {
-            Ok((commit, mut written, ids, versions)) => {
-                written.add(ledger_files);
-                Ok((commit, written, ids, versions, next))
+        let table = ctx.table_name();
+        match build(ctx.file_io, &table, ctx.table, plans, Some(property)).await {
+            Ok(mut built) => {
+                built.written.add(ledger_files);
+                Ok((built, next))
             }
             Err(e) => {
                 discard(ctx.file_io, &ledger_files).await;
@@ -581,7 +394,6 @@ impl CommitEngine {
     /// by an earlier build) its ledger files, in a commit of its own, so the
     /// summaries may expire. Tables with ledger files are left alone.
     pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
-        let table = display(ident);
         let mut attempts = Attempts::new(&self.retry);
         while attempts.next().await.is_some() {
             let base = self.catalog.load_table(ident).await?;
@@ -594,10 +406,10 @@ impl CommitEngine {
                 return Ok(());
             }
             let ctx = self.context(&base);
-            let (commit, files, _, versions, _) = self
-                .plan_and_build(&table, &ctx, &ledger, &[], &append::Append)
+            let (built, _) = self
+                .plan_and_build(&ctx, &ledger, &[], &append::Append)
                 .await?;
-            match self.submit(commit, files, versions).await? {
+            match swap::submit(&self.catalog, built).await? {
                 Submitted::Landed => return Ok(()),
                 Submitted::Conflict(_) | Submitted::Ambiguous(_) => {}
             }
@@ -626,16 +438,21 @@ impl CommitEngine {
                 .put_head(&path, Arc::new(rebuilt.head.clone()))
                 .await?;
             let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
-            let (commit, mut files, _, versions) = self
-                .build(&table, &base, Vec::new(), Some(property))
-                .await?;
-            files.add([path]);
-            match self.submit(commit, files, versions).await? {
+            let mut built = build(
+                self.catalog.file_io(),
+                &table,
+                &base,
+                Vec::new(),
+                Some(property),
+            )
+            .await?;
+            built.written.add([path]);
+            match swap::submit(&self.catalog, built).await? {
                 Submitted::Landed => return Ok(rebuilt),
                 Submitted::Conflict(e) | Submitted::Ambiguous(e) => last_err = Some(e),
             }
         }
-        Err(exhausted(table, &attempts, last_err))
+        Err(swap::exhausted(table, &attempts, last_err))
     }
 
     /// Commits an action that takes no requests (maintenance), planning it
@@ -666,17 +483,18 @@ impl CommitEngine {
             }
             let ctx = self.context(&base);
             let built = match action.plan(&ctx, &[]).await {
-                Ok(plans) => self.build(&table, &base, plans, None).await,
+                Ok(plans) => build(self.catalog.file_io(), &table, &base, plans, None).await,
                 Err(e) => Err(e),
             };
-            let (commit, written, snapshot_ids, versions) = match built {
+            let built = match built {
                 Ok(built) => built,
                 Err(e) => {
-                    self.retry_if_moved(&base, e).await?;
+                    swap::retry_if_moved(&self.catalog, &base, e).await?;
                     continue;
                 }
             };
-            match self.submit(commit, written, versions).await? {
+            let snapshot_ids = built.snapshot_ids.clone();
+            match swap::submit(&self.catalog, built).await? {
                 Submitted::Landed => {
                     info!(attempt, "rewrite committed");
                     return Ok(snapshot_ids);
@@ -692,7 +510,7 @@ impl CommitEngine {
                 }
             }
         }
-        Err(exhausted(table, &attempts, last_err))
+        Err(swap::exhausted(table, &attempts, last_err))
     }
 
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
@@ -763,7 +581,7 @@ impl CommitEngine {
                     table: table.clone(),
                     source: Box::new(source),
                 })?;
-            let versions = expired_versions(&result);
+            let versions = build::expired_versions(&result);
             let commit = TableCommit {
                 requirements: vec![
                     TableRequirement::UuidMatch {
@@ -777,7 +595,7 @@ impl CommitEngine {
             };
             match self.catalog.commit(commit).await {
                 Ok(loaded) => {
-                    self.forget(versions).await;
+                    swap::forget(&self.catalog, versions).await;
                     info!(
                         attempt,
                         schema_id = loaded.metadata.current_schema_id(),
@@ -793,131 +611,17 @@ impl CommitEngine {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(exhausted(table, &attempts, last_err))
-    }
-
-    async fn build(
-        &self,
-        table: &str,
-        base: &LoadedTable,
-        plans: Vec<snapshot::SnapshotPlan>,
-        properties: Option<HashMap<String, String>>,
-    ) -> Result<(TableCommit, snapshot::Written, Vec<i64>, Vec<String>), CommitError> {
-        let build_err = |source| CommitError::Build {
-            table: table.to_string(),
-            source: Box::new(source),
-        };
-        let mut producer = SnapshotProducer::new(self.catalog.file_io(), base)
-            .await
-            .map_err(build_err)?;
-        for plan in plans {
-            producer.add(plan).await.map_err(build_err)?;
-        }
-        if let Some(properties) = properties {
-            producer.set_properties(properties).map_err(build_err)?;
-        }
-        let (result, requirements, written, ids) = producer.finish().map_err(build_err)?;
-        let versions = expired_versions(&result);
-        Ok((
-            TableCommit {
-                base: base.clone(),
-                metadata: result.metadata,
-                updates: result.changes,
-                requirements,
-            },
-            written,
-            ids,
-            versions,
-        ))
-    }
-
-    /// Hands a built commit to the catalog and keeps the files it wrote
-    /// while they may be referenced: only an error that proves the commit
-    /// did not apply ([`CatalogError::unapplied`]: a conflict, a refusal)
-    /// discards them; any other keeps them, since the table (or a commit
-    /// built on it since) may name them. A landed commit drops the metadata
-    /// versions it expired. Errors other than a conflict or an unknown
-    /// outcome are final.
-    async fn submit(
-        &self,
-        commit: TableCommit,
-        written: snapshot::Written,
-        versions: Vec<String>,
-    ) -> Result<Submitted, CatalogError> {
-        match self.catalog.commit(commit).await {
-            Ok(_) => {
-                self.forget(versions).await;
-                Ok(Submitted::Landed)
-            }
-            Err(e) if e.unapplied() => {
-                written.discard(self.catalog.file_io()).await;
-                match e {
-                    CatalogError::Conflict { .. } => Ok(Submitted::Conflict(e)),
-                    e => Err(e),
-                }
-            }
-            Err(e @ CatalogError::Ambiguous { .. }) => Ok(Submitted::Ambiguous(e)),
-            Err(e) => {
-                warn!(error = %e, "commit outcome unknown; keeping its files");
-                Err(e)
-            }
-        }
-    }
-
-    /// An attempt failed reading a file of the table it loaded. When the
-    /// table has moved on since (another writer's commit replaced the ledger
-    /// head it read, or an expiry removed the manifests of the snapshot it
-    /// planned on), that is no failure: the next attempt reloads. Otherwise
-    /// the error stands.
-    async fn retry_if_moved(&self, base: &LoadedTable, e: CommitError) -> Result<(), CommitError> {
-        if !e.is_transient() {
-            return Err(e);
-        }
-        match self.catalog.load_table(&base.ident).await {
-            Ok(now) if now.metadata_location != base.metadata_location => {
-                warn!(error = %e, "the table moved on while this attempt read it; reloading");
-                Ok(())
-            }
-            _ => Err(e),
-        }
-    }
-
-    /// Deletes metadata versions the new metadata's log no longer lists.
-    async fn forget(&self, versions: Vec<String>) {
-        for path in versions {
-            // An orphan at worst: maintenance removes it later.
-            let _ = self.catalog.file_io().delete(&path).await;
-        }
+        Err(swap::exhausted(table, &attempts, last_err))
     }
 }
 
-/// What became of one catalog commit: the retry loops decide what next.
-enum Submitted {
-    /// The table points at the new metadata.
-    Landed,
-    /// Another commit landed first; the files written for this one are gone.
-    Conflict(CatalogError),
-    /// No answer: it may have landed; its files are kept.
-    Ambiguous(CatalogError),
-}
-
-/// Metadata files dropped from the log by this build, when the table asks for
-/// them to be deleted (`write.metadata.delete-after-commit.enabled`, on for
-/// tables floe creates): without it, every commit's metadata file stays.
-fn expired_versions(result: &iceberg::spec::TableMetadataBuildResult) -> Vec<String> {
-    let enabled = result
-        .metadata
-        .properties()
-        .get(DELETE_AFTER_COMMIT)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if !enabled {
-        return Vec::new();
-    }
-    result
-        .expired_metadata_logs
-        .iter()
-        .map(|l| l.metadata_file.clone())
-        .collect()
+/// How an attempt ended.
+enum Attempted {
+    /// It landed, or there was nothing left to commit.
+    Done(CommitOutcome),
+    /// It must go round again: the catalog answered a conflict or nothing
+    /// (the error), or the ledger it loaded was replaced meanwhile (`None`).
+    Again(Option<CatalogError>),
 }
 
 /// Table property: how a keyed table's changes reach its older rows:
@@ -954,26 +658,6 @@ impl KeyedMode {
 /// Table property: delete metadata files that fall out of the metadata log.
 pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
-impl Ready {
-    fn of(request: &CommitRequest, claims: ledger::Claims) -> Self {
-        Self {
-            request: request.clone(),
-            claims,
-            written: Vec::new(),
-            obsolete: Vec::new(),
-        }
-    }
-}
-
-/// Every attempt the policy allowed conflicted or had an unknown outcome.
-fn exhausted(table: String, attempts: &Attempts, last: Option<CatalogError>) -> CommitError {
-    CommitError::Exhausted {
-        table,
-        attempts: attempts.made(),
-        last: last.unwrap_or(CatalogError::Store("no attempt made".into())),
-    }
-}
-
 fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
     CommitError::Storage {
         table: table.to_string(),
@@ -981,36 +665,9 @@ fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
     }
 }
 
-/// What the table (its ledger) and the requests taken before `r` in the
-/// same commit hold of `r`'s records: `None` when all of them.
-async fn held(
-    ledger: &Ledger,
-    r: &CommitRequest,
-    taken: &ledger::Taken,
-) -> Result<Option<ledger::Claims>, CommitError> {
-    if ledger.holds_batch(r).await? {
-        return Ok(None);
-    }
-    if !r.per_record() {
-        return Ok(Some(ledger::Claims { spans: Vec::new() }));
-    }
-    let claims = ledger.claims(r).await?.union(taken.claims(r));
-    Ok(if claims.covers(r) { None } else { Some(claims) })
-}
-
 /// Removes files an attempt wrote and will not commit.
 async fn discard(file_io: &FileIO, paths: &[String]) {
     for p in paths {
         let _ = file_io.delete(p).await;
     }
-}
-
-/// Keeps the first of requests that share a batch id (a message delivered twice
-/// in one receive).
-fn dedup(requests: Vec<CommitRequest>) -> Vec<CommitRequest> {
-    let mut seen = HashSet::new();
-    requests
-        .into_iter()
-        .filter(|r| seen.insert(r.batch_id.clone()))
-        .collect()
 }

@@ -83,43 +83,9 @@ pub async fn plan(
                 .extend(added.drain(..).map(|(_, f)| f.file_path().to_string()));
         }
         let touched = touched_keys(ctx, &schema, &key_names, r).await?;
-        for digest in &touched {
-            for t in targets.iter_mut() {
-                // Most files do not hold the key: their filter says so first.
-                let mut rows = t.keys.rows(*digest).peekable();
-                if rows.peek().is_none() {
-                    continue;
-                }
-                let eq_gone = t
-                    .sequence_number
-                    .is_some_and(|seq| equality.get(digest).is_some_and(|d| *d > seq));
-                if eq_gone {
-                    continue;
-                }
-                for row in rows {
-                    if t.gone.insert(row) {
-                        t.deleted.push(row);
-                        rows_deleted += 1;
-                    }
-                }
-            }
-        }
+        rows_deleted += delete_rows(&mut targets, &touched, &equality);
         for file in r.data_files(meta)? {
-            let keys = ctx
-                .locator
-                .keys(ctx.file_io, &schema, &key_names, &file)
-                .await
-                .map_err(|e| ctx.build_err(e))?;
-            targets.push(Target {
-                path: file.file_path().to_string(),
-                spec_id: r.spec_id,
-                partition: file.partition().clone(),
-                sequence_number: None,
-                keys,
-                gone: HashSet::new(),
-                deleted: Vec::new(),
-                vector: None,
-            });
+            targets.push(new_target(ctx, &schema, &key_names, r.spec_id, &file).await?);
             added.push((r.spec_id, file));
         }
     }
@@ -151,6 +117,60 @@ pub async fn plan(
         "keyed requests resolved to position deletes"
     );
     Ok(plan)
+}
+
+/// Marks deleted every row of `targets` that holds one of `touched`, except
+/// where an equality delete newer than the file removed the key already;
+/// returns how many rows that newly deletes.
+fn delete_rows(targets: &mut [Target], touched: &[u128], equality: &HashMap<u128, i64>) -> u64 {
+    let mut deleted = 0;
+    for digest in touched {
+        for t in targets.iter_mut() {
+            // Most files do not hold the key: their filter says so first.
+            let mut rows = t.keys.rows(*digest).peekable();
+            if rows.peek().is_none() {
+                continue;
+            }
+            let eq_gone = t
+                .sequence_number
+                .is_some_and(|seq| equality.get(digest).is_some_and(|d| *d > seq));
+            if eq_gone {
+                continue;
+            }
+            for row in rows {
+                if t.gone.insert(row) {
+                    t.deleted.push(row);
+                    deleted += 1;
+                }
+            }
+        }
+    }
+    deleted
+}
+
+/// A data file of this commit as a target later requests' changes delete from.
+async fn new_target(
+    ctx: &PlanContext<'_>,
+    schema: &iceberg::spec::SchemaRef,
+    key_names: &[String],
+    spec_id: i32,
+    file: &DataFile,
+) -> Result<Target, CommitError> {
+    let keys = ctx
+        .locator
+        .keys(ctx.file_io, schema, key_names, file)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    Ok(Target {
+        path: file.file_path().to_string(),
+        spec_id,
+        partition: file.partition().clone(),
+        sequence_number: None,
+        keys,
+        gone: HashSet::new(),
+        deleted: Vec::new(),
+        vector: None,
+    })
 }
 
 /// The keys a request changes: its key file's, or, for a request from a

@@ -124,45 +124,16 @@ impl<'a> SnapshotProducer<'a> {
     }
 
     /// Adds one snapshot on top of the previous one; returns its id.
-    pub async fn add(&mut self, plan: SnapshotPlan) -> iceberg::Result<i64> {
+    pub async fn add(&mut self, mut plan: SnapshotPlan) -> iceberg::Result<i64> {
         let meta: &TableMetadata = &self.base.metadata;
         let snapshot_id = self.unique_snapshot_id();
         let seq = self.next_seq;
         let schema = meta.current_schema().clone();
 
         let mut collector = SnapshotSummaryCollector::default();
-        let mut new_manifests = Vec::new();
-        for (content, files) in [
-            (DataContentType::Data, plan.added_data),
-            (DataContentType::EqualityDeletes, plan.added_deletes),
-        ] {
-            let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
-            for (spec_id, f) in files {
-                by_spec.entry(spec_id).or_default().push(f);
-            }
-            for (spec_id, files) in by_spec {
-                let spec = meta.partition_spec_by_id(spec_id).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::DataInvalid,
-                        format!("data file for unknown partition spec {spec_id}"),
-                    )
-                })?;
-                let (path, mut writer) =
-                    self.manifest_writer(snapshot_id, &schema, spec, content)?;
-                // A negative sequence number leaves it to be inherited from
-                // the manifest list, as the spec intends for added files.
-                let seq = match content {
-                    DataContentType::Data => plan.data_sequence_number.unwrap_or(-1),
-                    _ => -1,
-                };
-                for f in files {
-                    collector.add_file(&f, schema.clone(), spec.clone());
-                    writer.add_file(f, seq)?;
-                }
-                self.written.0.push(path);
-                new_manifests.push(writer.write_manifest_file().await?);
-            }
-        }
+        let mut new_manifests = self
+            .write_added(snapshot_id, &schema, &mut plan, &mut collector)
+            .await?;
 
         if plan.truncate || plan.merge_manifests || !plan.removed_data.is_empty() {
             let removed: HashSet<&str> = plan.removed_data.iter().map(String::as_str).collect();
@@ -184,12 +155,98 @@ impl<'a> SnapshotProducer<'a> {
         self.accumulate_totals(&mut summary);
         summary.extend(plan.properties);
 
+        let (list_path, row_range) = self.write_list(snapshot_id, seq, new_manifests).await?;
+
+        let ts = wall_ms().max(self.last_ts + 1);
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(self.parent)
+            .with_sequence_number(seq)
+            .with_timestamp_ms(ts)
+            .with_manifest_list(list_path)
+            .with_schema_id(meta.current_schema_id())
+            .with_summary(Summary {
+                operation: plan.operation,
+                additional_properties: summary,
+            });
+        let snapshot = match row_range {
+            Some((first, added)) => snapshot.with_row_range(first, added).build(),
+            None => snapshot.build(),
+        };
+        let builder = self.builder.take().ok_or_else(finished)?;
+        self.builder = Some(builder.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
+        self.parent = Some(snapshot_id);
+        self.next_seq += 1;
+        self.last_ts = ts;
+        self.snapshot_ids.push(snapshot_id);
+        Ok(snapshot_id)
+    }
+
+    /// Writes the plan's added data and delete files into new manifests, one
+    /// per content and partition spec, counting them into `collector`.
+    async fn write_added(
+        &mut self,
+        snapshot_id: i64,
+        schema: &SchemaRef,
+        plan: &mut SnapshotPlan,
+        collector: &mut SnapshotSummaryCollector,
+    ) -> iceberg::Result<Vec<ManifestFile>> {
+        let meta = &self.base.metadata;
+        let mut new_manifests = Vec::new();
+        for (content, files) in [
+            (DataContentType::Data, std::mem::take(&mut plan.added_data)),
+            (
+                DataContentType::EqualityDeletes,
+                std::mem::take(&mut plan.added_deletes),
+            ),
+        ] {
+            let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+            for (spec_id, f) in files {
+                by_spec.entry(spec_id).or_default().push(f);
+            }
+            for (spec_id, files) in by_spec {
+                let spec = meta.partition_spec_by_id(spec_id).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::DataInvalid,
+                        format!("data file for unknown partition spec {spec_id}"),
+                    )
+                })?;
+                let (path, mut writer) =
+                    self.manifest_writer(snapshot_id, schema, spec, content)?;
+                // A negative sequence number leaves it to be inherited from
+                // the manifest list, as the spec intends for added files.
+                let seq = match content {
+                    DataContentType::Data => plan.data_sequence_number.unwrap_or(-1),
+                    _ => -1,
+                };
+                for f in files {
+                    collector.add_file(&f, schema.clone(), spec.clone());
+                    writer.add_file(f, seq)?;
+                }
+                self.written.0.push(path);
+                new_manifests.push(writer.write_manifest_file().await?);
+            }
+        }
+        Ok(new_manifests)
+    }
+
+    /// Writes the new snapshot's manifest list: `new_manifests` first
+    /// (readers plan newest files first, as Java does), then the carried
+    /// ones, which it then replaces as the producer's list. On v3 it hands
+    /// out the snapshot's row ids; returns the list's path and that range
+    /// (first row id, rows added).
+    async fn write_list(
+        &mut self,
+        snapshot_id: i64,
+        seq: i64,
+        mut new_manifests: Vec<ManifestFile>,
+    ) -> iceberg::Result<(String, Option<(u64, u64)>)> {
+        let meta = &self.base.metadata;
         let list_path = format!(
             "{}/metadata/snap-{snapshot_id}-1-{}.avro",
             meta.location().trim_end_matches('/'),
             self.commit_id
         );
-        // New manifests first: readers plan newest files first, as Java does.
         new_manifests.append(&mut self.manifests);
         let first_row_id = self.next_row_id;
         let row_range = match first_row_id {
@@ -224,30 +281,7 @@ impl<'a> SnapshotProducer<'a> {
                 m
             })
             .collect();
-
-        let ts = wall_ms().max(self.last_ts + 1);
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(self.parent)
-            .with_sequence_number(seq)
-            .with_timestamp_ms(ts)
-            .with_manifest_list(list_path)
-            .with_schema_id(meta.current_schema_id())
-            .with_summary(Summary {
-                operation: plan.operation,
-                additional_properties: summary,
-            });
-        let snapshot = match row_range {
-            Some((first, added)) => snapshot.with_row_range(first, added).build(),
-            None => snapshot.build(),
-        };
-        let builder = self.builder.take().ok_or_else(finished)?;
-        self.builder = Some(builder.set_branch_snapshot(snapshot, MAIN_BRANCH)?);
-        self.parent = Some(snapshot_id);
-        self.next_seq += 1;
-        self.last_ts = ts;
-        self.snapshot_ids.push(snapshot_id);
-        Ok(snapshot_id)
+        Ok((list_path, row_range))
     }
 
     /// Sets table properties in the same commit (the ledger head it names).
@@ -325,43 +359,8 @@ impl<'a> SnapshotProducer<'a> {
         merge: bool,
         collector: &mut SnapshotSummaryCollector,
     ) -> iceberg::Result<Vec<ManifestFile>> {
-        let named =
-            |e: &ManifestEntry| only.is_none_or(|set| set.contains(&*file_key(e.data_file())));
-        // A vector names the one data file it applies to: it goes with it.
-        let follows = |e: &ManifestEntry| {
-            only.is_some_and(|set| {
-                is_vector(e.data_file())
-                    && e.data_file()
-                        .referenced_data_file()
-                        .is_some_and(|target| set.contains(target.as_str()))
-            })
-        };
-        let removes = |e: &ManifestEntry| named(e) || follows(e);
-        let mut kept = Vec::new();
-        let mut groups: BTreeMap<(bool, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
-        for m in std::mem::take(&mut self.manifests) {
-            if !(m.has_added_files() || m.has_existing_files()) {
-                // Only deleted entries: a merge drops it, as nothing is live.
-                if !merge {
-                    kept.push(m);
-                }
-                continue;
-            }
-            let manifest = m.load_manifest(self.file_io).await?;
-            let touched = manifest
-                .entries()
-                .iter()
-                .any(|e| e.is_alive() && removes(e));
-            if !touched && !merge {
-                kept.push(m);
-                continue;
-            }
-            let key = (
-                m.content == ManifestContentType::Deletes,
-                m.partition_spec_id,
-            );
-            groups.entry(key).or_default().push((m, manifest));
-        }
+        let removal = Removal { only };
+        let groups = self.touched_groups(&removal, merge).await?;
         let mut rewritten = Vec::new();
         let mut found = 0;
         for ((deletes, spec_id), members) in groups {
@@ -369,10 +368,10 @@ impl<'a> SnapshotProducer<'a> {
                 !manifest
                     .entries()
                     .iter()
-                    .any(|e| e.is_alive() && removes(e))
+                    .any(|e| e.is_alive() && removal.removes(e))
             };
             if merge && members.len() == 1 && members.iter().all(untouched) {
-                kept.extend(members.into_iter().map(|(m, _)| m));
+                self.manifests.extend(members.into_iter().map(|(m, _)| m));
                 continue;
             }
             let spec = self
@@ -401,45 +400,12 @@ impl<'a> SnapshotProducer<'a> {
                 let (path, mut writer) =
                     self.manifest_writer(snapshot_id, schema, &spec, content)?;
                 for (m, manifest) in &batch {
-                    // Row ids handed out by inheritance are written out, or
-                    // the new manifest's own range would renumber the rows.
-                    let row_ids = lineage::first_row_ids(m, manifest);
-                    for (e, row_id) in manifest.entries().iter().zip(row_ids) {
-                        if !e.is_alive() {
-                            continue;
-                        }
-                        let seq = e.sequence_number().ok_or_else(|| {
-                            Error::new(
-                                ErrorKind::DataInvalid,
-                                format!("manifest entry {} has no sequence number", e.file_path()),
-                            )
-                        })?;
-                        let file = match row_id {
-                            Some(id) if e.data_file().first_row_id().is_none() => {
-                                lineage::with_first_row_id(e.data_file(), spec_id, id)?
-                            }
-                            _ => e.data_file().clone(),
-                        };
-                        if removes(e) {
-                            found += usize::from(named(e));
-                            collector.remove_file(&file, schema.clone(), spec.clone());
-                            writer.add_delete_file(file, seq, e.file_sequence_number)?;
-                        } else {
-                            let added_by = e.snapshot_id().unwrap_or(m.added_snapshot_id);
-                            writer.add_existing_file(
-                                file,
-                                added_by,
-                                seq,
-                                e.file_sequence_number,
-                            )?;
-                        }
-                    }
+                    found += removal.rewrite(m, manifest, &mut writer, &spec, schema, collector)?;
                 }
                 self.written.0.push(path);
                 rewritten.push(writer.write_manifest_file().await?);
             }
         }
-        self.manifests = kept;
         if let Some(set) = only.filter(|set| set.len() != found) {
             // Planned on a table that changed: the catalog would refuse the
             // commit anyway, but a silent partial removal must never be built.
@@ -453,6 +419,42 @@ impl<'a> SnapshotProducer<'a> {
             ));
         }
         Ok(rewritten)
+    }
+
+    /// Takes the carried manifests that must be rewritten (those listing a
+    /// file `removal` removes, or with `merge` every one with live files) out
+    /// of the producer's list, loaded and grouped by content and spec; the
+    /// rest stay carried as they are.
+    async fn touched_groups(
+        &mut self,
+        removal: &Removal<'_>,
+        merge: bool,
+    ) -> iceberg::Result<BTreeMap<(bool, i32), Vec<(ManifestFile, Manifest)>>> {
+        let mut groups: BTreeMap<(bool, i32), Vec<(ManifestFile, Manifest)>> = BTreeMap::new();
+        for m in std::mem::take(&mut self.manifests) {
+            if !(m.has_added_files() || m.has_existing_files()) {
+                // Only deleted entries: a merge drops it, as nothing is live.
+                if !merge {
+                    self.manifests.push(m);
+                }
+                continue;
+            }
+            let manifest = m.load_manifest(self.file_io).await?;
+            let touched = manifest
+                .entries()
+                .iter()
+                .any(|e| e.is_alive() && removal.removes(e));
+            if !touched && !merge {
+                self.manifests.push(m);
+                continue;
+            }
+            let key = (
+                m.content == ManifestContentType::Deletes,
+                m.partition_spec_id,
+            );
+            groups.entry(key).or_default().push((m, manifest));
+        }
+        Ok(groups)
     }
 
     fn unique_snapshot_id(&self) -> i64 {
@@ -535,4 +537,75 @@ fn finished() -> Error {
         ErrorKind::Unexpected,
         "snapshot producer used after a failed add",
     )
+}
+
+/// Which live files a rewrite of carried manifests removes: those named in
+/// `only`, with the deletion vectors of the data files named; with `None`,
+/// every one.
+struct Removal<'s> {
+    only: Option<&'s HashSet<&'s str>>,
+}
+
+impl Removal<'_> {
+    /// True for an entry `only` names itself.
+    fn named(&self, e: &ManifestEntry) -> bool {
+        self.only
+            .is_none_or(|set| set.contains(&*file_key(e.data_file())))
+    }
+
+    /// True for an entry removed: named, or a vector of a named data file
+    /// (a vector names the one data file it applies to: it goes with it).
+    fn removes(&self, e: &ManifestEntry) -> bool {
+        let follows = self.only.is_some_and(|set| {
+            is_vector(e.data_file())
+                && e.data_file()
+                    .referenced_data_file()
+                    .is_some_and(|target| set.contains(target.as_str()))
+        });
+        self.named(e) || follows
+    }
+
+    /// Copies `manifest`'s live entries into `writer`: removed ones as
+    /// deleted (and out of the summary), the others as existing. Returns how
+    /// many of the files named in `only` it removed.
+    fn rewrite(
+        &self,
+        m: &ManifestFile,
+        manifest: &Manifest,
+        writer: &mut ManifestWriter,
+        spec: &PartitionSpecRef,
+        schema: &SchemaRef,
+        collector: &mut SnapshotSummaryCollector,
+    ) -> iceberg::Result<usize> {
+        let mut found = 0;
+        // Row ids handed out by inheritance are written out, or the new
+        // manifest's own range would renumber the rows.
+        let row_ids = lineage::first_row_ids(m, manifest);
+        for (e, row_id) in manifest.entries().iter().zip(row_ids) {
+            if !e.is_alive() {
+                continue;
+            }
+            let seq = e.sequence_number().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::DataInvalid,
+                    format!("manifest entry {} has no sequence number", e.file_path()),
+                )
+            })?;
+            let file = match row_id {
+                Some(id) if e.data_file().first_row_id().is_none() => {
+                    lineage::with_first_row_id(e.data_file(), m.partition_spec_id, id)?
+                }
+                _ => e.data_file().clone(),
+            };
+            if self.removes(e) {
+                found += usize::from(self.named(e));
+                collector.remove_file(&file, schema.clone(), spec.clone());
+                writer.add_delete_file(file, seq, e.file_sequence_number)?;
+            } else {
+                let added_by = e.snapshot_id().unwrap_or(m.added_snapshot_id);
+                writer.add_existing_file(file, added_by, seq, e.file_sequence_number)?;
+            }
+        }
+        Ok(found)
+    }
 }

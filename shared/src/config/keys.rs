@@ -449,41 +449,43 @@ fn check_value(at: &str, kind: Kind, value: &mut Value) -> Result<(), ConfigErro
                 format!("expected an array of strings, got {}", type_name(other)),
             )),
         },
-        Kind::Props => {
-            let found = type_name(value);
-            let table = value.as_table_mut().ok_or_else(|| {
-                invalid(
-                    at,
-                    format!(
-                        "expected a table of properties ({{ \"key\" = \"value\" }}), got {found}"
-                    ),
-                )
-            })?;
-            for (name, v) in table.iter_mut() {
-                let prop = join(at, name);
-                if name.trim().is_empty() {
-                    return Err(invalid(prop, "property name must not be empty"));
-                }
-                let text = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Integer(n) => n.to_string(),
-                    Value::Float(f) => f.to_string(),
-                    Value::Boolean(b) => b.to_string(),
-                    other => {
-                        return Err(invalid(
-                            prop,
-                            format!(
-                                "expected a string, number or boolean, got {}",
-                                type_name(other)
-                            ),
-                        ));
-                    }
-                };
-                *v = Value::String(text);
-            }
-            Ok(())
-        }
+        Kind::Props => check_props(at, value),
     }
+}
+
+/// A table of properties: names not empty, and every value a string (a
+/// number or boolean is written as one), as Iceberg keeps properties.
+fn check_props(at: &str, value: &mut Value) -> Result<(), ConfigError> {
+    let found = type_name(value);
+    let table = value.as_table_mut().ok_or_else(|| {
+        invalid(
+            at,
+            format!("expected a table of properties ({{ \"key\" = \"value\" }}), got {found}"),
+        )
+    })?;
+    for (name, v) in table.iter_mut() {
+        let prop = join(at, name);
+        if name.trim().is_empty() {
+            return Err(invalid(prop, "property name must not be empty"));
+        }
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Integer(n) => n.to_string(),
+            Value::Float(f) => f.to_string(),
+            Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(invalid(
+                    prop,
+                    format!(
+                        "expected a string, number or boolean, got {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        };
+        *v = Value::String(text);
+    }
+    Ok(())
 }
 
 /// `a, b or c`.

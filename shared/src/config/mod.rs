@@ -1098,8 +1098,44 @@ impl Config {
     }
 
     /// Fills in defaults that depend on other keys and checks the rules that
-    /// span keys.
+    /// span keys, the first broken one as the error.
     fn finish(&mut self) -> Result<(), ConfigError> {
+        self.finish_locations()?;
+        self.queue.check_shards()?;
+        self.check_catalog()?;
+        // An HTTP caller names its table in the URL: letting it create any
+        // name would let anyone with the token fill the catalog.
+        if self.http.create_tables && self.routing.allow.is_empty() {
+            return Err(ConfigError::key(
+                "http.create_tables",
+                "name the tables HTTP may create in routing.allow (e.g. [\"raw.*\"])",
+            ));
+        }
+        let window = self.maintenance.orphan_window_ms() / 1000;
+        self.maintenance.check_orphan_window(window, &self.queue)?;
+        for (i, name) in self.maintenance.tables.iter().enumerate() {
+            parse_table(name)
+                .map_err(|e| ConfigError::key(format!("maintenance.tables[{i}]"), e.to_string()))?;
+        }
+        let c = &self.catalog;
+        if c.client_id.is_some() != c.client_secret.is_some() {
+            return Err(ConfigError::key(
+                "catalog.client_secret",
+                "OAuth2 needs both catalog.client_id and catalog.client_secret",
+            ));
+        }
+        // Fixed mode without a table is the CLI's and the tests' case: the caller
+        // names the table (`floe ingest NS.TABLE`); only records routed by these
+        // rules need them complete.
+        if self.routing.mode != RoutingMode::Fixed || self.routing.table.is_some() {
+            Router::new(&self.routing)?;
+        }
+        self.check_sources()?;
+        self.check_tables()
+    }
+
+    /// Defaults the warehouse to a local directory and checks every URI key.
+    fn finish_locations(&mut self) -> Result<(), ConfigError> {
         match (&self.warehouse.path, &self.warehouse.uri) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::key(
@@ -1122,7 +1158,12 @@ impl Config {
         if let Some(prefix) = &self.queue.claim_prefix {
             check_uri("queue.claim_prefix", prefix)?;
         }
-        self.queue.check_shards()?;
+        Ok(())
+    }
+
+    /// Checks that the catalog's keys are those of its type, and that a
+    /// catalog keeping tables in object storage has a warehouse URI.
+    fn check_catalog(&self) -> Result<(), ConfigError> {
         if self.catalog.kind != CatalogType::Sqlite && self.warehouse.uri.is_none() {
             return Err(ConfigError::key(
                 "warehouse.uri",
@@ -1170,32 +1211,11 @@ impl Config {
                 "only catalog.type = \"sqlite\" uses it",
             ));
         }
-        // An HTTP caller names its table in the URL: letting it create any
-        // name would let anyone with the token fill the catalog.
-        if self.http.create_tables && self.routing.allow.is_empty() {
-            return Err(ConfigError::key(
-                "http.create_tables",
-                "name the tables HTTP may create in routing.allow (e.g. [\"raw.*\"])",
-            ));
-        }
-        let window = self.maintenance.orphan_window_ms() / 1000;
-        self.maintenance.check_orphan_window(window, &self.queue)?;
-        for (i, name) in self.maintenance.tables.iter().enumerate() {
-            parse_table(name)
-                .map_err(|e| ConfigError::key(format!("maintenance.tables[{i}]"), e.to_string()))?;
-        }
-        if c.client_id.is_some() != c.client_secret.is_some() {
-            return Err(ConfigError::key(
-                "catalog.client_secret",
-                "OAuth2 needs both catalog.client_id and catalog.client_secret",
-            ));
-        }
-        // Fixed mode without a table is the CLI's and the tests' case: the caller
-        // names the table (`floe ingest NS.TABLE`); only records routed by these
-        // rules need them complete.
-        if self.routing.mode != RoutingMode::Fixed || self.routing.table.is_some() {
-            Router::new(&self.routing)?;
-        }
+        Ok(())
+    }
+
+    /// Checks each source's registry and its credentials.
+    fn check_sources(&self) -> Result<(), ConfigError> {
         for (name, source) in &self.sources {
             let at = keys::join(keys::SOURCES, name);
             if let Some(uri) = &source.registry {
@@ -1214,6 +1234,11 @@ impl Config {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Checks each table's schema file and identifier fields.
+    fn check_tables(&self) -> Result<(), ConfigError> {
         for (name, table) in &self.tables {
             let at = keys::join(keys::TABLES, name);
             if let Some(schema) = &table.schema {

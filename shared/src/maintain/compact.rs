@@ -27,7 +27,7 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
 use async_trait::async_trait;
-use iceberg::spec::{DataContentType, DataFile, Operation, TableMetadata};
+use iceberg::spec::{DataContentType, DataFile, Operation, SchemaRef, TableMetadata};
 use tracing::info;
 use uuid::Uuid;
 
@@ -228,21 +228,9 @@ pub async fn rewrite(
     if selected.is_empty() {
         return Ok(None);
     }
-    // One step: the selected files in order, up to the step's input bytes.
     let by_path: HashMap<&str, &LiveFile> =
         live.data.iter().map(|f| (f.file.file_path(), f)).collect();
-    let mut step: Vec<&LiveFile> = Vec::new();
-    let mut bytes = 0u64;
-    for path in &selected {
-        let Some(f) = by_path.get(path.as_str()) else {
-            continue;
-        };
-        if !step.is_empty() && bytes + f.file.file_size_in_bytes() > STEP_BYTES {
-            break;
-        }
-        bytes += f.file.file_size_in_bytes();
-        step.push(f);
-    }
+    let step = next_step(&selected, &by_path);
     let remaining = selected.len() - step.len();
 
     let schema = meta.current_schema().clone();
@@ -266,52 +254,18 @@ pub async fn rewrite(
     // Per partition: the kept rows gathered so far, with the inputs they came from.
     let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
     for f in &step {
-        let batches = read_file(ctx.file_io, schema.clone(), all_ids.clone(), &f.file)
-            .await
-            .map_err(|e| ctx.build_err(e))?;
-        let gone = deleted.positions.get(f.file.file_path());
-        let mut kept_rows: Vec<u32> = Vec::new();
-        let mut row = 0u32;
+        let kept = read_kept(ctx, f, &schema, &all_ids, &key_names, &deleted).await?;
+        out.dropped += kept.dropped;
         let group = pending
             .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
             .or_default();
-        for b in &batches {
-            let digests = match deleted.newest_equality {
-                Some(s) if s > f.sequence_number => {
-                    Some(digests_of(b, &key_names).map_err(|e| ctx.build_err(e))?)
-                }
-                _ => None,
-            };
-            let mut keep = Vec::with_capacity(b.num_rows());
-            for i in 0..b.num_rows() {
-                let pos = row + i as u32;
-                let by_position = gone.is_some_and(|g| g.contains(&pos));
-                let by_equality = digests.as_ref().is_some_and(|d| {
-                    deleted
-                        .equality
-                        .get(&d[i])
-                        .is_some_and(|s| *s > f.sequence_number)
-                });
-                let k = !(by_position || by_equality);
-                if k {
-                    kept_rows.push(pos);
-                }
-                keep.push(k);
-            }
-            row += b.num_rows() as u32;
-            out.dropped += keep.iter().filter(|k| !**k).count() as u64;
-            let kept = filter_record_batch(b, &BooleanArray::from(keep)).map_err(|e| {
-                ctx.build_err(iceberg::Error::new(
-                    iceberg::ErrorKind::Unexpected,
-                    e.to_string(),
-                ))
-            })?;
-            group.bytes += kept.get_array_memory_size();
-            group.batches.push(kept);
+        for b in kept.batches {
+            group.bytes += b.get_array_memory_size();
+            group.batches.push(b);
         }
         group
             .inputs
-            .push((f.file.file_path().to_string(), kept_rows, same_spec(f)));
+            .push((f.file.file_path().to_string(), kept.rows, same_spec(f)));
         out.removed_data.push(f.file.file_path().to_string());
         if group.bytes >= CHUNK_BYTES {
             let group = std::mem::take(group);
@@ -321,14 +275,118 @@ pub async fn rewrite(
     for (_, group) in pending {
         flush(ctx, &writer, group, &mut out).await?;
     }
-    // Delete files nothing left needs: a position-delete file whose data
-    // files all went, an equality-delete file older than every data file left.
-    let removed: HashSet<&str> = out.removed_data.iter().map(String::as_str).collect();
+    out.removed_deletes = unneeded_deletes(ctx, &live, &out.removed_data, &by_path).await?;
+    info!(
+        files_in = out.removed_data.len(),
+        files_out = out.added.len(),
+        rows = out.rows,
+        dropped = out.dropped,
+        deletes_dropped = out.removed_deletes.len(),
+        remaining,
+        "compaction step rewrote files"
+    );
+    Ok(Some(out))
+}
+
+/// One step: the selected files in order, up to the step's input bytes
+/// (and at least one file, however large).
+fn next_step<'a>(selected: &[String], by_path: &HashMap<&str, &'a LiveFile>) -> Vec<&'a LiveFile> {
+    let mut step: Vec<&LiveFile> = Vec::new();
+    let mut bytes = 0u64;
+    for path in selected {
+        let Some(f) = by_path.get(path.as_str()) else {
+            continue;
+        };
+        if !step.is_empty() && bytes + f.file.file_size_in_bytes() > STEP_BYTES {
+            break;
+        }
+        bytes += f.file.file_size_in_bytes();
+        step.push(f);
+    }
+    step
+}
+
+/// The rows of one input file that no delete removed.
+struct Kept {
+    batches: Vec<RecordBatch>,
+    /// Their positions in the input file.
+    rows: Vec<u32>,
+    /// Rows deletes removed.
+    dropped: u64,
+}
+
+/// Reads data file `f` and keeps the rows that neither a position delete
+/// nor a newer equality delete removed.
+async fn read_kept(
+    ctx: &PlanContext<'_>,
+    f: &LiveFile,
+    schema: &SchemaRef,
+    all_ids: &[i32],
+    key_names: &[String],
+    deleted: &Deleted,
+) -> Result<Kept, CommitError> {
+    let batches = read_file(ctx.file_io, schema.clone(), all_ids.to_vec(), &f.file)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    let gone = deleted.positions.get(f.file.file_path());
+    let mut out = Kept {
+        batches: Vec::with_capacity(batches.len()),
+        rows: Vec::new(),
+        dropped: 0,
+    };
+    let mut row = 0u32;
+    for b in &batches {
+        let digests = match deleted.newest_equality {
+            Some(s) if s > f.sequence_number => {
+                Some(digests_of(b, key_names).map_err(|e| ctx.build_err(e))?)
+            }
+            _ => None,
+        };
+        let mut keep = Vec::with_capacity(b.num_rows());
+        for i in 0..b.num_rows() {
+            let pos = row + i as u32;
+            let by_position = gone.is_some_and(|g| g.contains(&pos));
+            let by_equality = digests.as_ref().is_some_and(|d| {
+                deleted
+                    .equality
+                    .get(&d[i])
+                    .is_some_and(|s| *s > f.sequence_number)
+            });
+            let k = !(by_position || by_equality);
+            if k {
+                out.rows.push(pos);
+            }
+            keep.push(k);
+        }
+        row += b.num_rows() as u32;
+        out.dropped += keep.iter().filter(|k| !**k).count() as u64;
+        let kept = filter_record_batch(b, &BooleanArray::from(keep)).map_err(|e| {
+            ctx.build_err(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                e.to_string(),
+            ))
+        })?;
+        out.batches.push(kept);
+    }
+    Ok(out)
+}
+
+/// Delete files nothing left needs once `removed` data files are gone: a
+/// position-delete file whose data files all went, an equality-delete file
+/// older than every data file left.
+async fn unneeded_deletes(
+    ctx: &PlanContext<'_>,
+    live: &LiveFiles,
+    removed: &[String],
+    by_path: &HashMap<&str, &LiveFile>,
+) -> Result<Vec<String>, CommitError> {
+    let removed: HashSet<&str> = removed.iter().map(String::as_str).collect();
     let left: Vec<&LiveFile> = live
         .data
         .iter()
         .filter(|f| !removed.contains(f.file.file_path()))
         .collect();
+    let mut unneeded = Vec::new();
     for d in &live.deletes {
         let needed = match d.file.content_type() {
             DataContentType::PositionDeletes => {
@@ -343,19 +401,10 @@ pub async fn rewrite(
             _ => left.iter().any(|f| f.sequence_number < d.sequence_number),
         };
         if !needed {
-            out.removed_deletes.push(file_key(&d.file).into_owned());
+            unneeded.push(file_key(&d.file).into_owned());
         }
     }
-    info!(
-        files_in = out.removed_data.len(),
-        files_out = out.added.len(),
-        rows = out.rows,
-        dropped = out.dropped,
-        deletes_dropped = out.removed_deletes.len(),
-        remaining,
-        "compaction step rewrote files"
-    );
-    Ok(Some(out))
+    Ok(unneeded)
 }
 
 /// Kept rows of one partition waiting to be written.

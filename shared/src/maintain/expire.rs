@@ -29,7 +29,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use iceberg::spec::{MAIN_BRANCH, SnapshotReference, SnapshotRetention, TableMetadata};
+use iceberg::spec::{
+    MAIN_BRANCH, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention, TableMetadata,
+};
 
 /// Snapshot age beyond which a snapshot expires (Redpanda Connect's `commit.max_snapshot_age`).
 pub const MAX_AGE_PROPERTY: &str = "history.expire.max-snapshot-age-ms";
@@ -106,15 +108,7 @@ impl ExpiryRule {
             let Some(head) = metadata.snapshot_by_id(r.snapshot_id) else {
                 continue;
             };
-            let own_ref_age = match &r.retention {
-                SnapshotRetention::Branch { max_ref_age_ms, .. }
-                | SnapshotRetention::Tag { max_ref_age_ms } => *max_ref_age_ms,
-            };
-            if name != MAIN_BRANCH
-                && own_ref_age
-                    .or(self.max_ref_age_ms)
-                    .is_some_and(|age| now_ms.saturating_sub(head.timestamp_ms()) > age)
-            {
+            if self.ref_expired(name, r, head, now_ms) {
                 gone_refs.push(name.clone());
                 continue;
             }
@@ -132,22 +126,9 @@ impl ExpiryRule {
                         .unwrap_or(self.min_keep);
                     let cutoff =
                         now_ms.saturating_sub(max_snapshot_age_ms.unwrap_or(self.max_age_ms));
-                    let mut next = Some(head);
-                    let mut n = 0;
-                    while let Some(s) = next {
-                        if n >= min_keep && s.timestamp_ms() < cutoff {
-                            break;
-                        }
-                        if n < min_keep {
-                            keep.insert(s.snapshot_id());
-                        } else {
-                            young.insert(s.snapshot_id());
-                        }
-                        n += 1;
-                        next = s
-                            .parent_snapshot_id()
-                            .and_then(|id| metadata.snapshot_by_id(id));
-                    }
+                    let (kept, recent) = lineage(metadata, head, min_keep, cutoff);
+                    keep.extend(kept);
+                    young.extend(recent);
                 }
             }
         }
@@ -160,16 +141,7 @@ impl ExpiryRule {
         );
         young.retain(|id| !keep.contains(id));
         if let Some(max) = self.max_snapshots {
-            let mut by_age: Vec<(i64, i64)> = young
-                .iter()
-                .filter_map(|id| metadata.snapshot_by_id(*id))
-                .map(|s| (s.timestamp_ms(), s.snapshot_id()))
-                .collect();
-            by_age.sort();
-            let over = (keep.len() + by_age.len()).saturating_sub(max);
-            for (_, id) in by_age.into_iter().take(over) {
-                young.remove(&id);
-            }
+            young = newest_within(metadata, young, max.saturating_sub(keep.len()));
         }
         keep.extend(young);
         let mut out: Vec<(i64, i64)> = metadata
@@ -183,6 +155,62 @@ impl ExpiryRule {
             refs: gone_refs,
         }
     }
+
+    /// True when ref `name` (never `main`), whose snapshot is `head`, is older
+    /// than its own `max-ref-age-ms`, else the table's.
+    fn ref_expired(&self, name: &str, r: &SnapshotReference, head: &Snapshot, now_ms: i64) -> bool {
+        let own_ref_age = match &r.retention {
+            SnapshotRetention::Branch { max_ref_age_ms, .. }
+            | SnapshotRetention::Tag { max_ref_age_ms } => *max_ref_age_ms,
+        };
+        name != MAIN_BRANCH
+            && own_ref_age
+                .or(self.max_ref_age_ms)
+                .is_some_and(|age| now_ms.saturating_sub(head.timestamp_ms()) > age)
+    }
+}
+
+/// A branch's lineage from `head`: the newest `min_keep` snapshots, which
+/// stay, then the ancestors not older than `cutoff`, which are only young.
+fn lineage(
+    metadata: &TableMetadata,
+    head: &SnapshotRef,
+    min_keep: usize,
+    cutoff: i64,
+) -> (Vec<i64>, Vec<i64>) {
+    let (mut keep, mut young) = (Vec::new(), Vec::new());
+    let mut next = Some(head);
+    let mut n = 0;
+    while let Some(s) = next {
+        if n >= min_keep && s.timestamp_ms() < cutoff {
+            break;
+        }
+        if n < min_keep {
+            keep.push(s.snapshot_id());
+        } else {
+            young.push(s.snapshot_id());
+        }
+        n += 1;
+        next = s
+            .parent_snapshot_id()
+            .and_then(|id| metadata.snapshot_by_id(id));
+    }
+    (keep, young)
+}
+
+/// The newest `room` of the `young` snapshots; the older ones expire.
+fn newest_within(metadata: &TableMetadata, mut young: HashSet<i64>, room: usize) -> HashSet<i64> {
+    let mut by_age: Vec<(i64, i64)> = young
+        .iter()
+        .filter_map(|id| metadata.snapshot_by_id(*id))
+        .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+        .collect();
+    by_age.sort();
+    let over = by_age.len().saturating_sub(room);
+    for (_, id) in by_age.into_iter().take(over) {
+        young.remove(&id);
+    }
+    young
 }
 
 #[cfg(test)]

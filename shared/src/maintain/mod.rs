@@ -17,10 +17,10 @@ pub mod owned;
 pub mod reachable;
 pub mod refs;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use iceberg::TableIdent;
-use iceberg::spec::{MAIN_BRANCH, TableMetadata};
+use iceberg::spec::{MAIN_BRANCH, SnapshotReference, TableMetadata, TableMetadataBuildResult};
 use iceberg::{Error, ErrorKind, TableRequirement};
 use tracing::{info, instrument, warn};
 
@@ -150,13 +150,7 @@ pub async fn maintain(
     };
     let (loaded, before) = stats_now(catalog, ident).await?;
     report.before = before;
-    let mut rule = ExpiryRule::of(&loaded.metadata);
-    if let Some(age) = opts.max_snapshot_age_ms {
-        rule.max_age_ms = age;
-    }
-    if let Some(n) = opts.max_snapshots {
-        rule.max_snapshots = Some(n.max(1));
-    }
+    let rule = expiry_rule(&loaded.metadata, opts);
 
     // 1. Compaction and manifest merging. The ledger is the `floe.ledger`
     // property of the table each attempt reloads, so a retried step carries
@@ -173,16 +167,7 @@ pub async fn maintain(
     );
     let will_expire = !planned.snapshots.is_empty();
     if opts.dry_run {
-        let preview = compact::preview(&engine.context(&loaded)).await?;
-        report.compacted_files = preview.files;
-        report.compacted_rows = preview.rows;
-        report.compacted_deleted_rows = preview.dropped;
-        report.compacted_rows_at_most = preview.rows_at_most;
-        report.expired_snapshots = planned.snapshots.len();
-        report.expired_refs = planned.refs;
-        report.orphans = find_orphans(catalog, &loaded, opts).await?;
-        report.after = report.before;
-        return Ok(report);
+        return dry_run(catalog, &engine, &loaded, planned, opts, report).await;
     }
     // A table whose ledger is still in its snapshot summaries gets its ledger
     // files first: the snapshots that record it may be about to expire.
@@ -212,14 +197,7 @@ pub async fn maintain(
     report.deleted_files = deleted;
 
     // 3. Orphans.
-    let mut loaded = catalog.load_table(ident).await?;
-    let mut moved = 0;
-    report.orphans = loop {
-        match find_orphans(catalog, &loaded, opts).await {
-            Ok(orphans) => break orphans,
-            Err(e) => loaded = reload_if_moved(catalog, loaded, e, &mut moved).await?,
-        }
-    };
+    report.orphans = orphans_now(catalog, ident, opts).await?;
     for path in &report.orphans {
         if let Err(e) = file_io.delete(path).await {
             warn!(%path, error = %e, "could not delete an orphan file");
@@ -234,6 +212,56 @@ pub async fn maintain(
         "maintenance done"
     );
     Ok(report)
+}
+
+/// The table's expiry rule, with the options' overrides.
+fn expiry_rule(metadata: &TableMetadata, opts: &MaintainOptions) -> ExpiryRule {
+    let mut rule = ExpiryRule::of(metadata);
+    if let Some(age) = opts.max_snapshot_age_ms {
+        rule.max_age_ms = age;
+    }
+    if let Some(n) = opts.max_snapshots {
+        rule.max_snapshots = Some(n.max(1));
+    }
+    rule
+}
+
+/// The report of a dry run: what compaction would rewrite, what expiry
+/// would remove and which orphans there are, with nothing changed.
+async fn dry_run(
+    catalog: &CatalogRef,
+    engine: &CommitEngine,
+    loaded: &LoadedTable,
+    planned: Expiry,
+    opts: &MaintainOptions,
+    mut report: MaintainReport,
+) -> Result<MaintainReport, MaintainError> {
+    let preview = compact::preview(&engine.context(loaded)).await?;
+    report.compacted_files = preview.files;
+    report.compacted_rows = preview.rows;
+    report.compacted_deleted_rows = preview.dropped;
+    report.compacted_rows_at_most = preview.rows_at_most;
+    report.expired_snapshots = planned.snapshots.len();
+    report.expired_refs = planned.refs;
+    report.orphans = find_orphans(catalog, loaded, opts).await?;
+    report.after = report.before;
+    Ok(report)
+}
+
+/// The table's orphans as it is now, read again if it moves on meanwhile.
+async fn orphans_now(
+    catalog: &CatalogRef,
+    ident: &TableIdent,
+    opts: &MaintainOptions,
+) -> Result<Vec<String>, MaintainError> {
+    let mut loaded = catalog.load_table(ident).await?;
+    let mut moved = 0;
+    loop {
+        match find_orphans(catalog, &loaded, opts).await {
+            Ok(orphans) => return Ok(orphans),
+            Err(e) => loaded = reload_if_moved(catalog, loaded, e, &mut moved).await?,
+        }
+    }
 }
 
 /// Compacts one table's small files and deletes (step 1 of [`maintain`]
@@ -333,105 +361,12 @@ async fn expire(
     now_ms: i64,
 ) -> Result<(Expiry, Vec<String>), MaintainError> {
     let table = display(ident);
-    let file_io = catalog.file_io();
-    let err = |source: Error| MaintainError::Iceberg {
-        table: table.clone(),
-        source: Box::new(source),
-    };
     let mut attempts = crate::commit::retry::Attempts::new(&RetryPolicy::default());
     while attempts.next().await.is_some() {
         let base = catalog.load_table(ident).await?;
         attempts.adopt(&base.metadata);
-        let meta = &base.metadata;
-        let refs = refs::of(meta).map_err(err)?;
-        let plan = rule.plan(meta, &refs, now_ms);
-        if plan.is_empty() {
-            return Ok((plan, Vec::new()));
-        }
-        let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
-        let before = match Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref())).await
-        {
-            Ok(before) => before,
-            // Another expiry removed files of these snapshots meanwhile.
-            Err(_) if moved_on(catalog, &base).await => continue,
-            Err(e) => return Err(err(e)),
-        };
-        let kept: Vec<_> = meta
-            .snapshots()
-            .filter(|s| !gone.contains(&s.snapshot_id()))
-            .collect();
-        let after = Reachable::of(file_io, meta, kept.iter().map(|s| s.as_ref()))
-            .await
-            .map_err(err)?;
-        let oldest_kept = kept
-            .iter()
-            .map(|s| s.timestamp_ms())
-            .min()
-            .unwrap_or(now_ms);
-        let mut builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
-            (**meta).clone(),
-            Some(base.metadata_location.clone()),
-        );
-        for name in &plan.refs {
-            builder = builder.remove_ref(name);
-        }
-        let built = builder
-            .remove_snapshots(&plan.snapshots)
-            .build()
-            .map_err(err)?;
-        // The builder silently drops refs whose snapshot it removed; the plan
-        // keeps every live ref's snapshot, so one missing here is a bug that
-        // must not reach the catalog.
-        let left = refs::of(&built.metadata).map_err(err)?;
-        if let Some(lost) = refs
-            .keys()
-            .find(|name| !plan.refs.contains(name) && !left.contains_key(*name))
-        {
-            return Err(err(Error::new(
-                ErrorKind::Unexpected,
-                format!("expiry would remove ref {lost}; nothing was committed"),
-            )));
-        }
-        let (metadata, dropped_logs) =
-            trim_metadata_log(built.metadata, oldest_kept).map_err(err)?;
-        // Every ref as it was planned on: a concurrent commit to any branch
-        // or tag (another engine's too) makes expiry plan again.
-        let mut requirements = vec![TableRequirement::UuidMatch { uuid: meta.uuid() }];
-        if !refs.contains_key(MAIN_BRANCH) {
-            requirements.push(TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: None,
-            });
-        }
-        requirements.extend(
-            refs.iter()
-                .map(|(name, r)| TableRequirement::RefSnapshotIdMatch {
-                    r#ref: name.clone(),
-                    snapshot_id: Some(r.snapshot_id),
-                }),
-        );
-        let commit = TableCommit {
-            requirements,
-            updates: built.changes,
-            metadata,
-            base: base.clone(),
-        };
-        match catalog.commit(commit).await {
-            Ok(_) => {
-                let mut deleted = before.minus(&after);
-                deleted.extend(
-                    built
-                        .expired_metadata_logs
-                        .into_iter()
-                        .map(|l| l.metadata_file)
-                        .chain(dropped_logs),
-                );
-                return Ok((plan, deleted));
-            }
-            Err(e) if e.is_retryable() => {
-                warn!(error = %e, "expiry did not apply; planning again");
-            }
-            Err(e) => return Err(e.into()),
+        if let Some(done) = expire_once(catalog, &table, &base, &rule, now_ms).await? {
+            return Ok(done);
         }
     }
     Err(MaintainError::Iceberg {
@@ -441,6 +376,127 @@ async fn expire(
             "snapshot expiry kept conflicting with concurrent commits; run it again",
         )),
     })
+}
+
+/// One expiry attempt on `base`: what went and the files to delete, or
+/// `None` when the table moved on under it and expiry must plan again.
+async fn expire_once(
+    catalog: &CatalogRef,
+    table: &str,
+    base: &LoadedTable,
+    rule: &ExpiryRule,
+    now_ms: i64,
+) -> Result<Option<(Expiry, Vec<String>)>, MaintainError> {
+    let file_io = catalog.file_io();
+    let err = |source: Error| MaintainError::Iceberg {
+        table: table.to_string(),
+        source: Box::new(source),
+    };
+    let meta = &base.metadata;
+    let refs = refs::of(meta).map_err(err)?;
+    let plan = rule.plan(meta, &refs, now_ms);
+    if plan.is_empty() {
+        return Ok(Some((plan, Vec::new())));
+    }
+    let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
+    let before = match Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref())).await {
+        Ok(before) => before,
+        // Another expiry removed files of these snapshots meanwhile.
+        Err(_) if moved_on(catalog, base).await => return Ok(None),
+        Err(e) => return Err(err(e)),
+    };
+    let kept: Vec<_> = meta
+        .snapshots()
+        .filter(|s| !gone.contains(&s.snapshot_id()))
+        .collect();
+    let after = Reachable::of(file_io, meta, kept.iter().map(|s| s.as_ref()))
+        .await
+        .map_err(err)?;
+    let oldest_kept = kept
+        .iter()
+        .map(|s| s.timestamp_ms())
+        .min()
+        .unwrap_or(now_ms);
+    let built = remove_expired(base, &plan, &refs).map_err(err)?;
+    let (metadata, dropped_logs) = trim_metadata_log(built.metadata, oldest_kept).map_err(err)?;
+    let commit = TableCommit {
+        requirements: refs_as_planned(meta, &refs),
+        updates: built.changes,
+        metadata,
+        base: base.clone(),
+    };
+    match catalog.commit(commit).await {
+        Ok(_) => {
+            let mut deleted = before.minus(&after);
+            deleted.extend(
+                built
+                    .expired_metadata_logs
+                    .into_iter()
+                    .map(|l| l.metadata_file)
+                    .chain(dropped_logs),
+            );
+            Ok(Some((plan, deleted)))
+        }
+        Err(e) if e.is_retryable() => {
+            warn!(error = %e, "expiry did not apply; planning again");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `base`'s metadata without the planned snapshots and refs, refusing a
+/// result that lost a ref the plan keeps.
+fn remove_expired(
+    base: &LoadedTable,
+    plan: &Expiry,
+    refs: &BTreeMap<String, SnapshotReference>,
+) -> iceberg::Result<TableMetadataBuildResult> {
+    let mut builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+        (*base.metadata).clone(),
+        Some(base.metadata_location.clone()),
+    );
+    for name in &plan.refs {
+        builder = builder.remove_ref(name);
+    }
+    let built = builder.remove_snapshots(&plan.snapshots).build()?;
+    // The builder silently drops refs whose snapshot it removed; the plan
+    // keeps every live ref's snapshot, so one missing here is a bug that
+    // must not reach the catalog.
+    let left = refs::of(&built.metadata)?;
+    if let Some(lost) = refs
+        .keys()
+        .find(|name| !plan.refs.contains(name) && !left.contains_key(*name))
+    {
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            format!("expiry would remove ref {lost}; nothing was committed"),
+        ));
+    }
+    Ok(built)
+}
+
+/// Every ref as it was planned on: a concurrent commit to any branch or tag
+/// (another engine's too) makes expiry plan again.
+fn refs_as_planned(
+    meta: &TableMetadata,
+    refs: &BTreeMap<String, SnapshotReference>,
+) -> Vec<TableRequirement> {
+    let mut requirements = vec![TableRequirement::UuidMatch { uuid: meta.uuid() }];
+    if !refs.contains_key(MAIN_BRANCH) {
+        requirements.push(TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN_BRANCH.to_string(),
+            snapshot_id: None,
+        });
+    }
+    requirements.extend(
+        refs.iter()
+            .map(|(name, r)| TableRequirement::RefSnapshotIdMatch {
+                r#ref: name.clone(),
+                snapshot_id: Some(r.snapshot_id),
+            }),
+    );
+    requirements
 }
 
 /// How often a step that read a table which then moved on starts again.
@@ -540,18 +596,7 @@ async fn find_orphans(
         table: display(&loaded.ident),
         source: Box::new(source),
     })?;
-    let mut metadata_files = reachable::Paths::default();
-    for l in meta.metadata_log() {
-        metadata_files.insert(&l.metadata_file);
-    }
-    metadata_files.insert(&loaded.metadata_location);
-    // Statistics files other engines attach (Puffin) are named only here.
-    for f in meta.statistics_iter() {
-        metadata_files.insert(&f.statistics_path);
-    }
-    for f in meta.partition_statistics_iter() {
-        metadata_files.insert(&f.statistics_path);
-    }
+    let metadata_files = metadata_files(loaded);
     // Ledger files are named by the table property and the head, not by
     // snapshots; a format-1 ledger kept them under the table's location.
     let store = std::sync::Arc::new(crate::ledger::LedgerStore::new(catalog.file_io().clone()));
@@ -604,6 +649,25 @@ async fn find_orphans(
     }
     out.sort();
     Ok(out)
+}
+
+/// The metadata files the table names outside its snapshots: the metadata
+/// log, the current metadata, and statistics files.
+fn metadata_files(loaded: &LoadedTable) -> reachable::Paths {
+    let meta = &loaded.metadata;
+    let mut files = reachable::Paths::default();
+    for l in meta.metadata_log() {
+        files.insert(&l.metadata_file);
+    }
+    files.insert(&loaded.metadata_location);
+    // Statistics files other engines attach (Puffin) are named only here.
+    for f in meta.statistics_iter() {
+        files.insert(&f.statistics_path);
+    }
+    for f in meta.partition_statistics_iter() {
+        files.insert(&f.statistics_path);
+    }
+    files
 }
 
 async fn stats(catalog: &CatalogRef, loaded: &LoadedTable) -> Result<TableStats, MaintainError> {

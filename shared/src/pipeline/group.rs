@@ -9,7 +9,7 @@ use iceberg::TableIdent;
 use iceberg::spec::StructType;
 
 use super::PipelineError;
-use super::part::{Group, Groups};
+use super::part::{Group, Groups, Names};
 use super::scope::Scope;
 use super::writer::Writer;
 use crate::change;
@@ -54,6 +54,7 @@ impl Writer {
             .avro
             .as_deref()
             .filter(|_| fixed.is_none() && self.router.as_ref().is_some_and(Router::reads_fields));
+        let mut names = Names::default();
         let mut seen = 0u64;
         for (pos, record) in batch.records.iter() {
             seen += 1;
@@ -70,7 +71,7 @@ impl Writer {
                     raw.as_bytes(),
                 );
                 match &fixed {
-                    Some(t) => Groups::of(&mut tables, t.clone(), new_group)
+                    Some(t) => Groups::of(&mut tables, &mut names, t, new_group)
                         .rejected
                         .push(rejected),
                     None => unrouted.push(rejected),
@@ -87,7 +88,7 @@ impl Writer {
                 }
             };
             match self.route(fixed.as_ref(), &json, &source)? {
-                Ok(t) => Groups::of(&mut tables, t, new_group)
+                Ok(t) => Groups::of(&mut tables, &mut names, &t, new_group)
                     .records
                     .push((pos, Cow::Borrowed(record))),
                 // A tombstone names only a key: it cannot be routed by a
@@ -101,21 +102,24 @@ impl Writer {
             && !batch.state.is_empty()
         {
             // Source state alone (a snapshot's progress) still commits.
-            Groups::of(&mut tables, t.clone(), new_group);
+            Groups::of(&mut tables, &mut names, t, new_group);
         }
         Ok(Groups { tables, unrouted })
     }
 
     /// The table `record` goes to, or why no route places it.
-    fn route(
+    fn route<'t>(
         &self,
-        fixed: Option<&TableIdent>,
+        fixed: Option<&'t TableIdent>,
         record: &[u8],
         source: &SourceInfo<'_>,
-    ) -> Result<Result<TableIdent, String>, PipelineError> {
+    ) -> Result<Result<Cow<'t, TableIdent>, String>, PipelineError> {
         match (fixed, &self.router) {
-            (Some(t), _) => Ok(Ok(t.clone())),
-            (None, Some(router)) => Ok(router.route(record, source).map_err(|e| e.to_string())),
+            (Some(t), _) => Ok(Ok(Cow::Borrowed(t))),
+            (None, Some(router)) => Ok(router
+                .route(record, source)
+                .map(Cow::Owned)
+                .map_err(|e| e.to_string())),
             (None, None) => Err(PipelineError::Config(
                 "no target table: give one, or configure [routing]".into(),
             )),

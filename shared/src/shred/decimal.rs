@@ -36,18 +36,7 @@ pub(super) enum ExactError {
 /// Parses `[+-]digits[.digits][e[+-]digits]` (JSON numbers, and the laxer forms strings use:
 /// a leading `+`, `.5`, `5.`).
 pub(super) fn parse_exact(text: &[u8]) -> Result<Exact, ExactError> {
-    let mut i = 0;
-    let negative = match text.first() {
-        Some(b'-') => {
-            i = 1;
-            true
-        }
-        Some(b'+') => {
-            i = 1;
-            false
-        }
-        _ => false,
-    };
+    let (negative, mut i) = sign(text, 0);
     let mut mantissa: u128 = 0;
     let mut digits: u32 = 0;
     let mut zeros: u64 = 0;
@@ -86,31 +75,9 @@ pub(super) fn parse_exact(text: &[u8]) -> Result<Exact, ExactError> {
     }
     exp += zeros as i64;
     if let Some(b'e' | b'E') = text.get(i) {
-        i += 1;
-        let neg_exp = match text.get(i) {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
-            }
-            _ => false,
-        };
-        let start = i;
-        let mut e: i64 = 0;
-        while let Some(&b) = text.get(i)
-            && b.is_ascii_digit()
-        {
-            // Saturate: anything this large is out of range for every target anyway.
-            e = (e * 10 + (b - b'0') as i64).min(1_000_000_000);
-            i += 1;
-        }
-        if i == start {
-            return Err(ExactError::Syntax);
-        }
-        exp += if neg_exp { -e } else { e };
+        let (e, end) = exponent(text, i + 1)?;
+        exp += e;
+        i = end;
     }
     if i != text.len() {
         return Err(ExactError::Syntax);
@@ -121,6 +88,33 @@ pub(super) fn parse_exact(text: &[u8]) -> Result<Exact, ExactError> {
         digits,
         exp,
     })
+}
+
+/// An optional sign at `i`: whether it is `-`, and where what follows starts.
+fn sign(text: &[u8], i: usize) -> (bool, usize) {
+    match text.get(i) {
+        Some(b'-') => (true, i + 1),
+        Some(b'+') => (false, i + 1),
+        _ => (false, i),
+    }
+}
+
+/// The exponent after the `e` (`[+-]digits` from `i`) and where it ends.
+fn exponent(text: &[u8], i: usize) -> Result<(i64, usize), ExactError> {
+    let (negative, start) = sign(text, i);
+    let mut i = start;
+    let mut e: i64 = 0;
+    while let Some(&b) = text.get(i)
+        && b.is_ascii_digit()
+    {
+        // Saturate: anything this large is out of range for every target anyway.
+        e = (e * 10 + (b - b'0') as i64).min(1_000_000_000);
+        i += 1;
+    }
+    if i == start {
+        return Err(ExactError::Syntax);
+    }
+    Ok((if negative { -e } else { e }, i))
 }
 
 impl Exact {

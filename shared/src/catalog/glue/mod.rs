@@ -20,7 +20,9 @@ mod columns;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use aws_sdk_glue::config::http::HttpResponse;
 use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_glue::operation::update_table::UpdateTableError;
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::io::FileIO;
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
@@ -213,6 +215,49 @@ impl GlueCatalog {
         }
     }
 
+    /// Where a commit stands after an `UpdateTable` answer `e` that was not
+    /// a clean success: landed, refused, or not provably either (its
+    /// [`Outcome`]); a metadata file `next` nothing can reference any more
+    /// is deleted.
+    async fn unclean(
+        &self,
+        commit: TableCommit,
+        next: String,
+        version: Option<&str>,
+        e: SdkError<UpdateTableError, HttpResponse>,
+    ) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        let added = commit.added_snapshots();
+        let outcome = self.outcome(&ident, &next, &added, version).await;
+        tracing::warn!(error = %DisplayErrorContext(&e), ?outcome, "UpdateTable did not answer cleanly");
+        match outcome {
+            Outcome::Landed => Ok(self.loaded(ident, commit.metadata, next)),
+            Outcome::Absent => {
+                // Never referenced, and no attempt can land on it any more.
+                let _ = self.file_io.delete(&next).await;
+                if definitely_refused(&e) {
+                    Err(CatalogError::NotApplied {
+                        table,
+                        reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
+                    })
+                } else {
+                    Err(CatalogError::Conflict { table })
+                }
+            }
+            // Glue refused this attempt itself; an earlier one of the
+            // SDK's may still land, so its files stay, but retrying
+            // the same commit cannot help.
+            Outcome::Unknown(_) if definitely_refused(&e) => Err(store("UpdateTable", &table, &e)),
+            Outcome::Unknown(why) => Err(CatalogError::Ambiguous {
+                table,
+                reason: format!("UpdateTable: {}; {why}", DisplayErrorContext(&e)),
+            }),
+        }
+    }
+
+    /// Moves the Glue table from the commit's base metadata to its new
+    /// metadata, through an `UpdateTable` conditional on the version read.
     async fn swap(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let ident = commit.base.ident.clone();
         let table = display(&ident);
@@ -259,18 +304,7 @@ impl GlueCatalog {
             return Err(not_applied(CatalogError::Store(fault.to_string())));
         }
 
-        let mut params = current.input.parameters().cloned().unwrap_or_default();
-        params.insert(TABLE_TYPE.into(), ICEBERG.into());
-        params.insert(METADATA_LOCATION.into(), next.clone());
-        params.insert(PREVIOUS_METADATA_LOCATION.into(), base.clone());
-        let mut input = current.input.clone();
-        input.parameters = Some(params);
-        // Schema evolution shows in Glue's columns too.
-        let sd = input
-            .storage_descriptor
-            .get_or_insert_with(|| StorageDescriptor::builder().build());
-        sd.location = Some(commit.metadata.location().to_string());
-        sd.columns = Some(columns::columns(commit.metadata.current_schema()));
+        let input = moved_input(&current.input, &commit.metadata, &base, &next);
         let sent = self
             .glue
             .update_table()
@@ -292,36 +326,7 @@ impl GlueCatalog {
             Err(e) => Some(e),
         };
         if let Some(e) = err {
-            let added = commit.added_snapshots();
-            let outcome = self
-                .outcome(&ident, &next, &added, version.as_deref())
-                .await;
-            tracing::warn!(error = %DisplayErrorContext(&e), ?outcome, "UpdateTable did not answer cleanly");
-            return match outcome {
-                Outcome::Landed => Ok(self.loaded(ident, commit.metadata, next)),
-                Outcome::Absent => {
-                    // Never referenced, and no attempt can land on it any more.
-                    let _ = self.file_io.delete(&next).await;
-                    if definitely_refused(&e) {
-                        Err(CatalogError::NotApplied {
-                            table,
-                            reason: format!("UpdateTable: {}", DisplayErrorContext(&e)),
-                        })
-                    } else {
-                        Err(CatalogError::Conflict { table })
-                    }
-                }
-                // Glue refused this attempt itself; an earlier one of the
-                // SDK's may still land, so its files stay, but retrying
-                // the same commit cannot help.
-                Outcome::Unknown(_) if definitely_refused(&e) => {
-                    Err(store("UpdateTable", &table, &e))
-                }
-                Outcome::Unknown(why) => Err(CatalogError::Ambiguous {
-                    table,
-                    reason: format!("UpdateTable: {}; {why}", DisplayErrorContext(&e)),
-                }),
-            };
+            return self.unclean(commit, next, version.as_deref(), e).await;
         }
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
             return Err(CatalogError::Ambiguous {
@@ -341,6 +346,29 @@ impl GlueCatalog {
             metadata_location: location,
         })
     }
+}
+
+/// The table's Glue input with its pointer moved from `base` to `next`,
+/// and its location and columns those of `metadata`: schema evolution shows
+/// in Glue's columns too.
+fn moved_input(
+    current: &TableInput,
+    metadata: &TableMetadata,
+    base: &str,
+    next: &str,
+) -> TableInput {
+    let mut params = current.parameters().cloned().unwrap_or_default();
+    params.insert(TABLE_TYPE.into(), ICEBERG.into());
+    params.insert(METADATA_LOCATION.into(), next.to_string());
+    params.insert(PREVIOUS_METADATA_LOCATION.into(), base.to_string());
+    let mut input = current.clone();
+    input.parameters = Some(params);
+    let sd = input
+        .storage_descriptor
+        .get_or_insert_with(|| StorageDescriptor::builder().build());
+    sd.location = Some(metadata.location().to_string());
+    sd.columns = Some(columns::columns(metadata.current_schema()));
+    input
 }
 
 /// True when Glue refused the request itself (a client error other than a

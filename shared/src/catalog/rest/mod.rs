@@ -298,47 +298,14 @@ impl RestCatalog {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| RestError::Config(format!("HTTP client: {e}")))?;
-        let signer = match &config.sigv4 {
-            None => None,
-            Some(sigv4) => {
-                let sdk = match aws {
-                    Some(a) => Some(a.settings.sdk_config().await),
-                    None => None,
-                };
-                let credentials =
-                    sdk.and_then(|sdk| sdk.credentials_provider())
-                        .ok_or_else(|| {
-                            RestError::Config(
-                                "SigV4 signing needs AWS clients with credentials".to_string(),
-                            )
-                        })?;
-                Some(Signer::new(sigv4.clone(), credentials))
-            }
-        };
+        let signer = signer(&config, aws).await?;
         let http = Http {
             client,
             tokens: Tokens::new(config.auth.clone(), &uri),
             signer,
         };
 
-        let mut url = parse_url(&format!("{uri}/v1/config"))?;
-        if let Some(w) = &config.warehouse {
-            url.query_pairs_mut().append_pair(WAREHOUSE, w);
-        }
-        let server: wire::ConfigResponse = match http.get(&url, config.get_attempts).await? {
-            Outcome::Answer(status, body) if status.is_success() => {
-                serde_json::from_slice(&body)
-                    .map_err(|e| http_err(&Method::GET, &url, format!("unreadable config: {e}")))?
-            }
-            Outcome::Answer(status, body) => {
-                return Err(http_err(
-                    &Method::GET,
-                    &url,
-                    format!("HTTP {status}: {}", wire::server_message(&body)),
-                ));
-            }
-            Outcome::NotSent(m) | Outcome::Lost(m) => return Err(http_err(&Method::GET, &url, m)),
-        };
+        let server = server_config(&http, &uri, &config).await?;
         let mut properties = server.defaults;
         properties.extend(config.properties.clone());
         if let Some(w) = &config.warehouse {
@@ -353,14 +320,7 @@ impl RestCatalog {
             .map(|u| u.trim_end_matches('/').to_string())
             .unwrap_or(uri);
         let prefix = properties.get(PREFIX).cloned().or(config.prefix.clone());
-        let mut base = parse_url(&format!("{uri}/v1/"))?;
-        if let Some(prefix) = prefix.as_deref().filter(|p| !p.is_empty()) {
-            base.path_segments_mut()
-                .map_err(|()| RestError::Config(format!("{uri} cannot be a base URL")))?
-                .pop_if_empty()
-                .extend(prefix.split('/').filter(|s| !s.is_empty()))
-                .push("");
-        }
+        let base = base_url(&uri, prefix.as_deref())?;
         // A warehouse that is a location names the storage; lakana's and
         // Polaris's warehouses are names, so the configuration must say.
         let storage_root = properties
@@ -681,6 +641,68 @@ impl Catalog for RestCatalog {
         .instrument(span)
         .await
     }
+}
+
+/// The SigV4 signer `config.sigv4` asks for, with the AWS clients' credentials.
+async fn signer(
+    config: &RestConfig,
+    aws: Option<&AwsClients>,
+) -> Result<Option<Signer>, RestError> {
+    Ok(match &config.sigv4 {
+        None => None,
+        Some(sigv4) => {
+            let sdk = match aws {
+                Some(a) => Some(a.settings.sdk_config().await),
+                None => None,
+            };
+            let credentials = sdk
+                .and_then(|sdk| sdk.credentials_provider())
+                .ok_or_else(|| {
+                    RestError::Config(
+                        "SigV4 signing needs AWS clients with credentials".to_string(),
+                    )
+                })?;
+            Some(Signer::new(sigv4.clone(), credentials))
+        }
+    })
+}
+
+/// The catalog's configuration (`GET /v1/config`) for the configured warehouse.
+async fn server_config(
+    http: &Http,
+    uri: &str,
+    config: &RestConfig,
+) -> Result<wire::ConfigResponse, RestError> {
+    let mut url = parse_url(&format!("{uri}/v1/config"))?;
+    if let Some(w) = &config.warehouse {
+        url.query_pairs_mut().append_pair(WAREHOUSE, w);
+    }
+    let server: wire::ConfigResponse = match http.get(&url, config.get_attempts).await? {
+        Outcome::Answer(status, body) if status.is_success() => serde_json::from_slice(&body)
+            .map_err(|e| http_err(&Method::GET, &url, format!("unreadable config: {e}")))?,
+        Outcome::Answer(status, body) => {
+            return Err(http_err(
+                &Method::GET,
+                &url,
+                format!("HTTP {status}: {}", wire::server_message(&body)),
+            ));
+        }
+        Outcome::NotSent(m) | Outcome::Lost(m) => return Err(http_err(&Method::GET, &url, m)),
+    };
+    Ok(server)
+}
+
+/// The base of the catalog's routes: `{uri}/v1/`, then the prefix's segments.
+fn base_url(uri: &str, prefix: Option<&str>) -> Result<Url, RestError> {
+    let mut base = parse_url(&format!("{uri}/v1/"))?;
+    if let Some(prefix) = prefix.filter(|p| !p.is_empty()) {
+        base.path_segments_mut()
+            .map_err(|()| RestError::Config(format!("{uri} cannot be a base URL")))?
+            .pop_if_empty()
+            .extend(prefix.split('/').filter(|s| !s.is_empty()))
+            .push("");
+    }
+    Ok(base)
 }
 
 fn parse_url(s: &str) -> Result<Url, RestError> {

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
-use super::error::Context as _;
-use super::schema::TableSchema;
-use super::{PgError, TableName, quote_ident, quote_literal};
+use crate::error::Context as _;
+use crate::schema::TableSchema;
+use crate::{PgError, TableName, quote_ident, quote_literal};
 
 /// Message prefix of floe's watermarks in the WAL.
 pub(crate) const WATERMARK_PREFIX: &str = "floe.watermark";
@@ -54,7 +54,7 @@ impl SnapshotState {
     pub fn is_done(&self, tables: &[String]) -> bool {
         tables
             .iter()
-            .all(|t| self.progress(&super::TableName::parse(t).to_string()) == TableProgress::Done)
+            .all(|t| self.progress(&crate::TableName::parse(t).to_string()) == TableProgress::Done)
     }
 }
 
@@ -149,40 +149,7 @@ pub(crate) async fn read_chunk(
         .iter()
         .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
         .collect();
-    let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
-    let columns_sql: Vec<String> = schema
-        .columns
-        .iter()
-        .map(|c| quote_ident(&c.name))
-        .collect();
-    let filter = match after {
-        None => String::new(),
-        Some(values) => {
-            if values.len() != key_columns.len() {
-                return Err(PgError::BadCursor {
-                    table: table.to_string(),
-                    got: values.len(),
-                    want: key_columns.len(),
-                });
-            }
-            let literals: Vec<String> = values
-                .iter()
-                .zip(&key_columns)
-                .map(|(v, &i)| format!("{}::{}", quote_literal(v), schema.columns[i].type_name))
-                .collect();
-            format!(
-                " WHERE ({}) > ({})",
-                keys_sql.join(", "),
-                literals.join(", ")
-            )
-        }
-    };
-    let select = format!(
-        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {limit}",
-        columns_sql.join(", "),
-        table.quoted(),
-        keys_sql.join(", ")
-    );
+    let select = chunk_select(table, &schema, &key_columns, after, limit)?;
     let ctx = || format!("reading a snapshot chunk of {table}");
     client
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -227,6 +194,53 @@ pub(crate) async fn read_chunk(
     })
 }
 
+/// The SELECT of one chunk: the next `limit` rows in primary-key order
+/// after the key `after` (the previous chunk's last), each key value cast
+/// to its column's type.
+fn chunk_select(
+    table: &TableName,
+    schema: &TableSchema,
+    key_columns: &[usize],
+    after: Option<&[String]>,
+    limit: usize,
+) -> Result<String, PgError> {
+    let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
+    let columns_sql: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let filter = match after {
+        None => String::new(),
+        Some(values) => {
+            if values.len() != key_columns.len() {
+                return Err(PgError::BadCursor {
+                    table: table.to_string(),
+                    got: values.len(),
+                    want: key_columns.len(),
+                });
+            }
+            let literals: Vec<String> = values
+                .iter()
+                .zip(key_columns)
+                .map(|(v, &i)| format!("{}::{}", quote_literal(v), schema.columns[i].type_name))
+                .collect();
+            format!(
+                " WHERE ({}) > ({})",
+                keys_sql.join(", "),
+                literals.join(", ")
+            )
+        }
+    };
+    let select = format!(
+        "SELECT {} FROM {}{filter} ORDER BY {} LIMIT {limit}",
+        columns_sql.join(", "),
+        table.quoted(),
+        keys_sql.join(", ")
+    );
+    Ok(select)
+}
+
 /// The current text values of `columns` of the rows with these primary keys
 /// (each as Postgres prints it), by key; rows that no longer exist are absent.
 pub(crate) async fn read_columns(
@@ -236,7 +250,7 @@ pub(crate) async fn read_columns(
     keys: &[Vec<String>],
     columns: &[String],
 ) -> Result<HashMap<Vec<String>, HashMap<String, Option<String>>>, PgError> {
-    let key_columns: Vec<&super::PgColumn> = schema
+    let key_columns: Vec<&crate::PgColumn> = schema
         .primary_key
         .iter()
         .filter_map(|k| schema.column(k))

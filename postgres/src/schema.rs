@@ -3,10 +3,10 @@
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use tokio_postgres::Client;
 
-use super::error::Context as _;
-use super::privileges;
-use super::values::oid;
-use super::{PgError, TableName};
+use crate::error::Context as _;
+use crate::privileges;
+use crate::values::oid;
+use crate::{PgError, TableName};
 
 /// A Postgres table's columns and primary key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +55,9 @@ impl PgColumn {
     /// numeric that maps to a string column goes as a string, digit for digit.
     pub fn push_json(&self, out: &mut String, text: &str) {
         if self.type_oid == oid::NUMERIC && iceberg_type(self) == PrimitiveType::String {
-            super::values::push_str(out, text);
+            crate::values::push_str(out, text);
         } else {
-            super::values::push_json(out, self.type_oid, text);
+            crate::values::push_json(out, self.type_oid, text);
         }
     }
 }

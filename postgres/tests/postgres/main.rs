@@ -1,7 +1,6 @@
 //! The Postgres source against a real Postgres (started by local-dev/pg.sh).
 //! Each test has its own database, slot and publication, so they run in parallel.
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
-#![cfg(feature = "postgres")]
 
 mod pitfalls;
 mod slots;
@@ -12,9 +11,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use floe_core::postgres::{
-    PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup,
-};
+use floe_postgres::{PgBatch, PgConfig, PgError, PgSource, SourceState, TableProgress, setup};
 use serde_json::{Map, Value};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 

@@ -4,11 +4,11 @@
 use tokio_postgres::Client;
 use tracing::Instrument as _;
 
-use super::conn::ConnSettings;
-use super::error::Context as _;
-use super::privileges::{Role, add_denied, check_select, create_denied, denied};
-use super::schema::table_schema;
-use super::{PgConfig, PgError, TableName, quote_ident};
+use crate::conn::ConnSettings;
+use crate::error::Context as _;
+use crate::privileges::{Role, add_denied, check_select, create_denied, denied};
+use crate::schema::table_schema;
+use crate::{PgConfig, PgError, TableName, quote_ident};
 
 /// Connects (TLS and password as the conninfo says) and pins the session
 /// settings that decide how values print.
@@ -173,7 +173,7 @@ async fn published_tables(client: &Client, publication: &str) -> Result<Vec<Tabl
 /// publication covers the tables and creates the pgoutput slot when missing.
 /// A publication is created (FOR TABLE the configured tables), or tables
 /// added to it, only when it lacks them: a role with REPLICATION and SELECT
-/// alone succeeds once the tables' owner has run [`setup_sql`](super::setup_sql).
+/// alone succeeds once the tables' owner has run [`setup_sql`](crate::setup_sql).
 /// Safe to run again.
 pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
     let span =

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use tokio_postgres::Client;
 use tracing::Instrument as _;
 
-use super::error::Context as _;
-use super::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
-use super::schema::{PgColumn, TableSchema, table_schema};
-use super::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
-use super::values::{UNAVAILABLE, push_str};
-use super::{
+use crate::error::Context as _;
+use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
+use crate::schema::{PgColumn, TableSchema, table_schema};
+use crate::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
+use crate::values::{UNAVAILABLE, push_str};
+use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
 };
@@ -466,155 +466,55 @@ impl PgSource {
         &mut self,
         txns: Vec<Txn>,
         start: u64,
-        mut chunk: Option<ChunkRead>,
+        chunk: Option<ChunkRead>,
         snapshot: SnapshotState,
         snapshot_moved: bool,
     ) -> Result<PgBatch, PgError> {
-        let mut out: Vec<TableChanges> = Vec::new();
+        let mut a = Assembly::new(chunk);
         let mut first_lsn = None;
         let mut last_lsn = start;
         let mut after_low = false;
         let mut last_commit_ms = None;
         let mut first_commit_ms = None;
-        let mut removed = vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())];
-        let mut toasted: Vec<Toasted> = Vec::new();
         for txn in txns.into_iter().filter(|t| t.end_lsn > start) {
             first_lsn.get_or_insert(txn.end_lsn);
             last_lsn = txn.end_lsn;
             last_commit_ms = Some(txn.ts_ms);
             first_commit_ms.get_or_insert(txn.ts_ms);
-            let mark = watermark_of(&txn);
-            if let (Some(m), Some(read)) = (&mark, &chunk) {
-                if m.id == read.low {
-                    after_low = true;
-                }
-                if m.id == read.high {
-                    if let Some(read) = chunk.take() {
-                        let lines = snapshot_lines(&read.chunk, &removed, txn.ts_ms, txn.end_lsn);
-                        let changes = entry(&mut out, &read.table, || read.chunk.schema.clone());
-                        changes.lines.extend(lines);
-                    }
-                    continue;
-                }
+            let at = At {
+                ts_ms: txn.ts_ms,
+                lsn: txn.end_lsn,
+            };
+            let (low, high) = match (watermark_of(&txn), &a.chunk) {
+                (Some(m), Some(read)) => (m.id == read.low, m.id == read.high),
+                _ => (false, false),
+            };
+            after_low |= low;
+            if high {
+                a.chunk_done(at);
+                continue;
             }
-            let in_window = chunk
+            let in_window = a
+                .chunk
                 .as_ref()
                 .is_some_and(|r| after_low || !r.chunk.visibility.sees(txn.xid));
             for message in txn.messages {
-                match message {
-                    Message::Relation(rel) => {
-                        let name = TableName {
-                            schema: if rel.namespace.is_empty() {
-                                "pg_catalog".into()
-                            } else {
-                                rel.namespace.clone()
-                            },
-                            name: rel.name.clone(),
-                        };
-                        if self.tables.contains(&name) {
-                            let schema = self.relation_schema(&name, &rel).await?;
-                            let changes = entry(&mut out, &name, || schema.clone());
-                            changes.relation = schema;
-                        }
-                    }
-                    Message::Insert { relation, new } => {
-                        let Some((name, schema)) = self.known(relation) else {
-                            continue;
-                        };
-                        touch(&chunk, &mut removed, in_window, &name, &schema, &new);
-                        let line =
-                            row_line("c", txn.ts_ms, txn.end_lsn, &schema, &new, None, false)?;
-                        entry(&mut out, &name, || schema.clone()).lines.push(line);
-                    }
-                    Message::Update { relation, old, new } => {
-                        let Some((name, schema)) = self.known(relation) else {
-                            continue;
-                        };
-                        touch(&chunk, &mut removed, in_window, &name, &schema, &new);
-                        let changes = entry(&mut out, &name, || schema.clone());
-                        if let Some(old) = &old {
-                            touch(&chunk, &mut removed, in_window, &name, &schema, old.tuple());
-                            // A changed key is a delete of the old row and a new row.
-                            if key_of(&schema, old.tuple()) != key_of(&schema, &new) {
-                                changes.lines.push(row_line(
-                                    "d",
-                                    txn.ts_ms,
-                                    txn.end_lsn,
-                                    &schema,
-                                    old.tuple(),
-                                    None,
-                                    true,
-                                )?);
-                            }
-                        }
-                        changes.lines.push(row_line(
-                            "u",
-                            txn.ts_ms,
-                            txn.end_lsn,
-                            &schema,
-                            &new,
-                            old.as_ref(),
-                            false,
-                        )?);
-                        let unchanged = unresolved(&new, old.as_ref());
-                        if !unchanged.is_empty()
-                            && let Some(key) = key_of(&schema, &new)
-                        {
-                            toasted.push(Toasted {
-                                table: name.clone(),
-                                line: changes.lines.len() - 1,
-                                key,
-                                columns: unchanged
-                                    .iter()
-                                    .map(|&i| schema.columns[i].name.clone())
-                                    .collect(),
-                            });
-                        }
-                    }
-                    Message::Delete { relation, old } => {
-                        let Some((name, schema)) = self.known(relation) else {
-                            continue;
-                        };
-                        touch(&chunk, &mut removed, in_window, &name, &schema, old.tuple());
-                        let key_only = matches!(old, OldTuple::Key(_));
-                        let line = row_line(
-                            "d",
-                            txn.ts_ms,
-                            txn.end_lsn,
-                            &schema,
-                            old.tuple(),
-                            None,
-                            key_only,
-                        )?;
-                        entry(&mut out, &name, || schema.clone()).lines.push(line);
-                    }
-                    Message::Truncate { relations, .. } => {
-                        for relation in relations {
-                            let Some((name, schema)) = self.known(relation) else {
-                                continue;
-                            };
-                            if in_window && chunk.as_ref().is_some_and(|r| r.table == name) {
-                                removed.iter_mut().for_each(|r| *r = true);
-                            }
-                            let line = format!(
-                                "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
-                                txn.ts_ms, txn.end_lsn
-                            );
-                            entry(&mut out, &name, || schema.clone()).lines.push(line);
-                        }
-                    }
-                    _ => {}
+                if let Message::Relation(rel) = &message {
+                    self.follow_relation(&mut a, rel).await?;
+                } else {
+                    a.change(message, |id| self.known(id), at, in_window)?;
                 }
             }
         }
-        if let Some(read) = chunk {
+        if let Some(read) = a.chunk {
             // peek_through stops at the high watermark, so it is always met.
             return Err(PgError::WatermarkLost {
                 slot: format!("{} ({})", self.config.slot, read.table),
                 id: read.high,
             });
         }
-        self.fill_unchanged(&mut out, toasted).await?;
+        let mut out = a.out;
+        self.fill_unchanged(&mut out, a.toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
         out.retain(|t| !t.lines.is_empty());
@@ -628,6 +528,25 @@ impl PgSource {
             first_commit_ms,
             last_commit_ms,
         })
+    }
+
+    /// A relation message of a configured table: its schema as the stream
+    /// now shows it, for the lines that follow.
+    async fn follow_relation(&mut self, a: &mut Assembly, rel: &Relation) -> Result<(), PgError> {
+        let name = TableName {
+            schema: if rel.namespace.is_empty() {
+                "pg_catalog".into()
+            } else {
+                rel.namespace.clone()
+            },
+            name: rel.name.clone(),
+        };
+        if self.tables.contains(&name) {
+            let schema = self.relation_schema(&name, rel).await?;
+            let changes = entry(&mut a.out, &name, || schema.clone());
+            changes.relation = schema;
+        }
+        Ok(())
     }
 
     /// Replaces the placeholders of unchanged TOASTed values (updates under
@@ -756,6 +675,155 @@ fn truncate_first(batch: &mut PgBatch, table: &TableName, schema: TableSchema) {
     // An empty table's chunk leaves no entry to put the truncate in.
     let changes = entry(&mut batch.tables, table, || schema);
     changes.lines.insert(0, line);
+}
+
+/// Where a change sits in the stream: its transaction's commit time and end LSN.
+#[derive(Clone, Copy)]
+struct At {
+    ts_ms: i64,
+    lsn: u64,
+}
+
+/// A micro-batch being assembled from transactions: each table's lines,
+/// and what the stream did to the rows of the snapshot chunk being read.
+struct Assembly {
+    out: Vec<TableChanges>,
+    /// The chunk whose high watermark is still to come.
+    chunk: Option<ChunkRead>,
+    /// Rows of the chunk that changes inside its window replaced or removed.
+    removed: Vec<bool>,
+    /// Updates whose unchanged TOASTed columns are still to fill.
+    toasted: Vec<Toasted>,
+}
+
+impl Assembly {
+    fn new(chunk: Option<ChunkRead>) -> Self {
+        Self {
+            out: Vec::new(),
+            removed: vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())],
+            chunk,
+            toasted: Vec::new(),
+        }
+    }
+
+    /// The chunk's high watermark: its rows the stream did not replace go
+    /// in here, as snapshot reads.
+    fn chunk_done(&mut self, at: At) {
+        if let Some(read) = self.chunk.take() {
+            let lines = snapshot_lines(&read.chunk, &self.removed, at.ts_ms, at.lsn);
+            let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
+            changes.lines.extend(lines);
+        }
+    }
+
+    /// A row change or truncate, as `_op` lines of its table (`known`
+    /// names the configured tables' relations; others are skipped).
+    fn change(
+        &mut self,
+        message: Message,
+        known: impl Fn(u32) -> Option<(TableName, TableSchema)>,
+        at: At,
+        in_window: bool,
+    ) -> Result<(), PgError> {
+        match message {
+            Message::Insert { relation, new } => {
+                let Some((name, schema)) = known(relation) else {
+                    return Ok(());
+                };
+                self.touch(in_window, &name, &schema, &new);
+                let line = row_line("c", at.ts_ms, at.lsn, &schema, &new, None, false)?;
+                entry(&mut self.out, &name, || schema.clone())
+                    .lines
+                    .push(line);
+            }
+            Message::Update { relation, old, new } => {
+                let Some((name, schema)) = known(relation) else {
+                    return Ok(());
+                };
+                self.update(at, in_window, &name, &schema, old, &new)?;
+            }
+            Message::Delete { relation, old } => {
+                let Some((name, schema)) = known(relation) else {
+                    return Ok(());
+                };
+                self.touch(in_window, &name, &schema, old.tuple());
+                let key_only = matches!(old, OldTuple::Key(_));
+                let line = row_line("d", at.ts_ms, at.lsn, &schema, old.tuple(), None, key_only)?;
+                entry(&mut self.out, &name, || schema.clone())
+                    .lines
+                    .push(line);
+            }
+            Message::Truncate { relations, .. } => {
+                for (name, schema) in relations.into_iter().filter_map(&known) {
+                    if in_window && self.chunk.as_ref().is_some_and(|r| r.table == name) {
+                        self.removed.iter_mut().for_each(|r| *r = true);
+                    }
+                    let line = format!(
+                        "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
+                        at.ts_ms, at.lsn
+                    );
+                    entry(&mut self.out, &name, || schema.clone())
+                        .lines
+                        .push(line);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An update's lines: a delete of the old row first when the key
+    /// changed, then the new row, noted for filling when it left TOASTed
+    /// values out.
+    fn update(
+        &mut self,
+        at: At,
+        in_window: bool,
+        name: &TableName,
+        schema: &TableSchema,
+        old: Option<OldTuple>,
+        new: &Tuple,
+    ) -> Result<(), PgError> {
+        self.touch(in_window, name, schema, new);
+        if let Some(old) = &old {
+            self.touch(in_window, name, schema, old.tuple());
+        }
+        let changes = entry(&mut self.out, name, || schema.clone());
+        if let Some(old) = &old
+            && key_of(schema, old.tuple()) != key_of(schema, new)
+        {
+            let line = row_line("d", at.ts_ms, at.lsn, schema, old.tuple(), None, true)?;
+            changes.lines.push(line);
+        }
+        let line = row_line("u", at.ts_ms, at.lsn, schema, new, old.as_ref(), false)?;
+        changes.lines.push(line);
+        let unchanged = unresolved(new, old.as_ref());
+        if !unchanged.is_empty()
+            && let Some(key) = key_of(schema, new)
+        {
+            self.toasted.push(Toasted {
+                table: name.clone(),
+                line: changes.lines.len() - 1,
+                key,
+                columns: unchanged
+                    .iter()
+                    .map(|&i| schema.columns[i].name.clone())
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, in_window: bool, table: &TableName, schema: &TableSchema, tuple: &Tuple) {
+        touch(
+            &self.chunk,
+            &mut self.removed,
+            in_window,
+            table,
+            schema,
+            tuple,
+        );
+    }
 }
 
 /// The parsed floe watermark a transaction carries, if any.

@@ -1,8 +1,18 @@
-//! Postgres logical-replication source: reads one micro-batch of changes per
-//! call from a `pgoutput` slot through its SQL interface and returns them as
-//! floe's flat `_op` NDJSON lines, per table. Nothing lives in the process
-//! between calls: the caller passes in what its Iceberg table says is
-//! committed ([`SourceState`]) and records what the batch returns.
+//! floe-postgres, the Postgres logical-replication source: reads one
+//! micro-batch of changes per call from a `pgoutput` slot through its SQL
+//! interface and returns them as floe's flat `_op` NDJSON lines, per table.
+//! Nothing lives in the process between calls: the caller passes in what its
+//! Iceberg table says is committed ([`SourceState`]) and records what the
+//! batch returns.
+//!
+//! Its own crate, above floe-core and below its two entry points (`floe pg`
+//! in the CLI, the pg-sync function): [`sync`] writes through floe-core's
+//! embedded writer, commit engine and catalogs, and floe-core knows nothing
+//! of Postgres. What does not read Postgres (the other functions, floe-core's
+//! own tests) gets no tokio-postgres compiled into its floe-core, even in a
+//! workspace build, and a change here rebuilds this crate and those two, not
+//! floe-core and everything on it (docs/architecture.md). The `aws` feature
+//! adds the login secret read from Secrets Manager (`conn::read_login`).
 //!
 //! # Reading
 //!

@@ -15,28 +15,30 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use floe_core::catalog::{CatalogError, CatalogRef};
+use floe_core::commit::{CommitEngine, CommitError, RetryPolicy};
+use floe_core::config::Config;
+use floe_core::deploy::Deployment;
+use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
+use floe_core::evolve::widen_column;
+use floe_core::ident::display;
+use floe_core::ledger::{Ledger, LedgerError, LedgerStore};
+use floe_core::metrics::Counters;
+use floe_core::pipeline::{PipelineError, Writer, WriterParts};
+use floe_core::queue::{MemoryQueue, QueueError};
+use floe_core::source::SourceKind;
+use floe_core::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
+use floe_core::source::{Records, Source, SourceBatch};
+use floe_core::tabledef;
 use iceberg::spec::{NestedField, Schema, TableMetadata, Type};
 use iceberg::{NamespaceIdent, TableIdent};
 use tracing::{info, instrument, warn};
 
-use super::{
+use crate::source::{PgBatch, TableChanges};
+use crate::{
     PgConfig, PgError, PgSource, SlotHealth, SnapshotState, SourceState, TableName, TableProgress,
     format_lsn,
 };
-use crate::catalog::{CatalogError, CatalogRef};
-use crate::commit::{CommitEngine, CommitError, RetryPolicy};
-use crate::config::Config;
-use crate::deploy::Deployment;
-use crate::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
-use crate::ident::display;
-use crate::ledger::{Ledger, LedgerStore};
-use crate::metrics::Counters;
-use crate::pipeline::{PipelineError, Writer, WriterParts};
-use crate::queue::{MemoryQueue, QueueError};
-use crate::source::SourceKind;
-use crate::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
-use crate::source::{Records, Source, SourceBatch};
-use crate::tabledef;
 
 /// The state key of a table's initial-snapshot progress.
 pub const SNAPSHOT_STATE: &str = "pg.snapshot";
@@ -68,7 +70,7 @@ pub enum SyncError {
     Commit(#[from] CommitError),
     /// The table's ledger could not be read.
     #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] LedgerError),
     /// A table cannot be created or evolved.
     #[error("table {table}: {reason}")]
     Table {
@@ -209,7 +211,7 @@ pub trait SyncTarget: Send + Sync {
     /// pays for until maintenance runs. Best effort: a failure leaves the
     /// files to maintenance.
     async fn copied(&self, ident: &TableIdent, deadline: Option<Instant>) {
-        match crate::maintain::compact_table(&self.catalog(), ident, deadline).await {
+        match floe_core::maintain::compact_table(&self.catalog(), ident, deadline).await {
             Ok(r) => info!(
                 table = %display(ident),
                 files = r.compacted_files,
@@ -498,49 +500,16 @@ pub async fn sync(
     opts: &SyncOptions,
 ) -> Result<SyncReport, SyncError> {
     let mut report = SyncReport::default();
-    let span_source = format!("pg:{}", config.slot);
     let tables = table_pairs(config, &opts.namespace);
-    for (pg, ident) in &tables {
-        let schema = source.table_schema(pg).await?.iceberg_schema()?;
-        ensure_table(target, ident, schema).await?;
-    }
-    let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
-    let health = source.slot_health().await?;
-    check_slot(&config.slot, health.as_ref(), &held)?;
-    if let Some(h) = health
-        .as_ref()
-        .filter(|h| h.wal_status.as_deref() == Some("unreserved"))
-    {
-        warn!(
-            lag_bytes = h.lag_bytes(),
-            "slot is past max_slot_wal_keep_size: Postgres may invalidate it at the next checkpoint"
-        );
-    }
+    prepare(target, source, config, &tables).await?;
     loop {
-        if opts.max_batches.is_some_and(|m| report.batches >= m) {
-            report.stop = Stop::MaxBatches;
+        if let Some(stop) = stop_before(opts, &report) {
+            report.stop = stop;
             break;
         }
-        if let Some(deadline) = opts.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || left < report.longest_batch {
-                info!(
-                    left_ms = left.as_millis() as u64,
-                    "stopping before the deadline"
-                );
-                report.stop = Stop::Deadline;
-                break;
-            }
-        }
         let started = Instant::now();
-        // What each table holds: its slot position and snapshot progress.
         let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
-        let mut snapshot = SnapshotState::default();
-        for (pg, (m, _)) in &held {
-            if let Some(p) = &m.progress {
-                snapshot.tables.insert(pg.clone(), p.clone());
-            }
-        }
+        let snapshot = held_progress(&held);
         let state = SourceState {
             committed_lsn: None,
             snapshot: snapshot.clone(),
@@ -549,136 +518,43 @@ pub async fn sync(
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
             if let Some(wait) = opts.follow {
-                let sleep = opts
-                    .deadline
-                    .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
-                    .unwrap_or(wait);
-                tokio::time::sleep(sleep).await;
+                tokio::time::sleep(until_deadline(wait, opts.deadline)).await;
                 continue;
             }
             report.stop = Stop::Empty;
             break;
         }
-        let mut batches = Vec::new();
-        let whole = SourceSpan {
-            source: span_source.clone(),
-            positions: Positions::Range {
-                first: Position::from(batch.first_lsn),
-                last: Position::from(batch.last_lsn),
-            },
-            stream: true,
-        };
+        let whole = batch.span(&config.slot);
         let id = batch_id(std::slice::from_ref(&whole), None);
-        let mut chunked = false;
-        let mut copied = Vec::new();
+        let mut parts = Parts::new(&config.slot, &whole, &id);
         for (pg, ident) in &tables {
             let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
-            let mark = marks.mark;
-            if mark.is_some_and(|m| m >= batch.last_lsn) {
-                continue;
-            }
             let changes = batch.tables.iter().find(|c| &c.table == pg);
-            if let Some(c) = changes {
-                let relation = c.relation.iceberg_schema()?;
-                // Only a relation that gained columns or widened a type
-                // costs a schema commit.
-                if let Some(m) = &meta
-                    && with_schema_changes(m, &relation, ident)?.is_some()
-                {
-                    evolve(target, ident, &relation).await?;
-                }
-            }
-            let mut items = Vec::new();
-            for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
-                report.lines += 1;
-                let lsn = line_lsn(line).unwrap_or(batch.last_lsn);
-                if mark.is_some_and(|m| lsn <= m) {
-                    report.skipped += 1;
-                    continue;
-                }
-                if line.starts_with(r#"{"_op":"r""#) {
-                    report.snapshot_rows += 1;
-                    chunked = true;
-                }
-                items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
-            }
-            let mut state = BTreeMap::new();
-            let progress = batch.snapshot.tables.get(pg);
-            if progress == Some(&TableProgress::Done)
-                && snapshot.tables.get(pg) != Some(&TableProgress::Done)
+            if let Some(c) = changes
+                && marks.mark.is_none_or(|m| m < batch.last_lsn)
             {
-                copied.push(ident.clone());
+                follow_relation(target, ident, meta.as_ref(), c).await?;
             }
-            if progress.is_some() && progress != snapshot.tables.get(pg) {
-                let text = serde_json::to_string(&progress).unwrap_or_default();
-                state.insert(SNAPSHOT_STATE.to_string(), text);
-                chunked = true;
-            }
-            if items.is_empty() && state.is_empty() {
-                continue;
-            }
-            if let Some(ms) = batch.last_commit_ms {
-                state.insert(SOURCE_COMMIT_STATE.to_string(), ms.to_string());
-            }
-            let first = items
-                .first()
-                .and_then(|(lsn, _)| lsn.parse().ok())
-                .unwrap_or(batch.last_lsn);
-            let spans = vec![SourceSpan {
-                positions: Positions::Range {
-                    first: Position::from(first),
-                    last: Position::from(batch.last_lsn),
-                },
-                ..whole.clone()
-            }];
-            batches.push(
-                SourceBatch::new(
-                    Source::new(SourceKind::Postgres, &config.slot),
-                    spans,
-                    Records::Items(items),
-                )
-                .with_id(sub_batch_id(&id, &display(ident)))
-                .to_table(Some(ident.clone()))
-                .with_state(state)
-                .oldest(batch.first_commit_ms),
-            );
+            let part = TablePart {
+                pg,
+                ident,
+                mark: marks.mark,
+                held: snapshot.tables.get(pg),
+            };
+            parts.add(&part, &batch, changes, &mut report);
         }
-        let ingested = target.write(batches, &opts.ingest).await?;
+        let ingested = target.write(parts.batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
-        for ident in &copied {
+        for ident in &parts.copied {
             target.copied(ident, opts.deadline).await;
         }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
-        report.batches += 1;
-        report.confirmed_lsn = Some(batch.last_lsn);
-        let took = started.elapsed();
-        report.longest_batch = report.longest_batch.max(took);
-        if chunked {
-            report.snapshot_time += took;
-        } else {
-            report.stream_time += took;
-        }
-        if let Some(ms) = batch.last_commit_ms {
-            report.last_source_commit_ms = Some(ms);
-            let lag_ms = (crate::clock::now_ms() - ms).max(0);
-            report.lag = Some(Duration::from_millis(lag_ms as u64));
-        }
-        info!(
-            batch = report.batches,
-            lines = batch.line_count(),
-            lsn = %format_lsn(batch.last_lsn),
-            ms = took.as_millis() as u64,
-            "batch committed; slot advanced"
-        );
+        report.committed(&batch, started.elapsed(), parts.chunked);
         // Following and drained: let changes gather until the interval is up.
         if opts.follow.is_some() && batch.caught_up {
             let pause = opts.commit_interval.saturating_sub(started.elapsed());
-            let pause = opts
-                .deadline
-                .map(|d| pause.min(d.saturating_duration_since(Instant::now())))
-                .unwrap_or(pause);
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(until_deadline(pause, opts.deadline)).await;
         }
         if opts.follow.is_none() && batch.caught_up && report.snapshot_done {
             // Without this a run beside a steady writer would never end.
@@ -690,6 +566,231 @@ pub async fn sync(
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
     }
     Ok(report)
+}
+
+/// Before the first batch: every table exists, and the slot still holds
+/// what the tables do not (warning when Postgres may soon invalidate it).
+async fn prepare(
+    target: &dyn SyncTarget,
+    source: &PgSource,
+    config: &PgConfig,
+    tables: &[(String, TableIdent)],
+) -> Result<(), SyncError> {
+    for (pg, ident) in tables {
+        let schema = source.table_schema(pg).await?.iceberg_schema()?;
+        ensure_table(target, ident, schema).await?;
+    }
+    let held = table_marks(&target.catalog(), &config.slot, tables).await?;
+    let health = source.slot_health().await?;
+    check_slot(&config.slot, health.as_ref(), &held)?;
+    if let Some(h) = health
+        .as_ref()
+        .filter(|h| h.wal_status.as_deref() == Some("unreserved"))
+    {
+        warn!(
+            lag_bytes = h.lag_bytes(),
+            "slot is past max_slot_wal_keep_size: Postgres may invalidate it at the next checkpoint"
+        );
+    }
+    Ok(())
+}
+
+/// Each table's initial-snapshot progress as the tables hold it, the
+/// state the next batch is read from.
+fn held_progress(held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>) -> SnapshotState {
+    let mut snapshot = SnapshotState::default();
+    for (pg, (m, _)) in held {
+        if let Some(p) = &m.progress {
+            snapshot.tables.insert(pg.clone(), p.clone());
+        }
+    }
+    snapshot
+}
+
+/// Evolves the table when its relation gained columns or widened a type
+/// since (only then does it cost a schema commit).
+async fn follow_relation(
+    target: &dyn SyncTarget,
+    ident: &TableIdent,
+    meta: Option<&TableMetadata>,
+    changes: &TableChanges,
+) -> Result<(), SyncError> {
+    let relation = changes.relation.iceberg_schema()?;
+    if let Some(m) = meta
+        && with_schema_changes(m, &relation, ident)?.is_some()
+    {
+        evolve(target, ident, &relation).await?;
+    }
+    Ok(())
+}
+
+/// Why the run stops before reading another batch, if it does: the batch
+/// limit, or a deadline too close for a batch as long as the longest so far.
+fn stop_before(opts: &SyncOptions, report: &SyncReport) -> Option<Stop> {
+    if opts.max_batches.is_some_and(|m| report.batches >= m) {
+        return Some(Stop::MaxBatches);
+    }
+    let deadline = opts.deadline?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() || left < report.longest_batch {
+        info!(
+            left_ms = left.as_millis() as u64,
+            "stopping before the deadline"
+        );
+        return Some(Stop::Deadline);
+    }
+    None
+}
+
+/// `wait`, cut short to end by `deadline`.
+fn until_deadline(wait: Duration, deadline: Option<Instant>) -> Duration {
+    deadline
+        .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
+        .unwrap_or(wait)
+}
+
+/// One configured table's view of a micro-batch.
+struct TablePart<'t> {
+    pg: &'t String,
+    ident: &'t TableIdent,
+    /// The last LSN the table holds.
+    mark: Option<u64>,
+    /// Its snapshot progress as the table holds it.
+    held: Option<&'t TableProgress>,
+}
+
+/// A micro-batch cut into source batches, one per table with something new.
+struct Parts<'b> {
+    /// The slot, the source's name.
+    slot: &'b str,
+    /// The span of the whole micro-batch.
+    whole: &'b SourceSpan,
+    /// The micro-batch's id, which each table's batch id derives from.
+    id: &'b str,
+    batches: Vec<SourceBatch>,
+    /// Tables whose initial snapshot this batch completes.
+    copied: Vec<TableIdent>,
+    /// The batch copies snapshot rows or progress (its time counts as snapshot time).
+    chunked: bool,
+}
+
+impl<'b> Parts<'b> {
+    fn new(slot: &'b str, whole: &'b SourceSpan, id: &'b str) -> Self {
+        Self {
+            slot,
+            whole,
+            id,
+            batches: Vec::new(),
+            copied: Vec::new(),
+            chunked: false,
+        }
+    }
+
+    /// Adds `part`'s source batch: its lines the table does not hold yet,
+    /// and its snapshot progress and source commit time as state.
+    fn add(
+        &mut self,
+        part: &TablePart<'_>,
+        batch: &PgBatch,
+        changes: Option<&TableChanges>,
+        report: &mut SyncReport,
+    ) {
+        if part.mark.is_some_and(|m| m >= batch.last_lsn) {
+            return;
+        }
+        let mut items = Vec::new();
+        for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
+            report.lines += 1;
+            let lsn = line_lsn(line).unwrap_or(batch.last_lsn);
+            if part.mark.is_some_and(|m| lsn <= m) {
+                report.skipped += 1;
+                continue;
+            }
+            if line.starts_with(r#"{"_op":"r""#) {
+                report.snapshot_rows += 1;
+                self.chunked = true;
+            }
+            items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
+        }
+        let mut state = BTreeMap::new();
+        let progress = batch.snapshot.tables.get(part.pg);
+        if progress == Some(&TableProgress::Done) && part.held != Some(&TableProgress::Done) {
+            self.copied.push(part.ident.clone());
+        }
+        if progress.is_some() && progress != part.held {
+            let text = serde_json::to_string(&progress).unwrap_or_default();
+            state.insert(SNAPSHOT_STATE.to_string(), text);
+            self.chunked = true;
+        }
+        if items.is_empty() && state.is_empty() {
+            return;
+        }
+        if let Some(ms) = batch.last_commit_ms {
+            state.insert(SOURCE_COMMIT_STATE.to_string(), ms.to_string());
+        }
+        let first = items
+            .first()
+            .and_then(|(lsn, _)| lsn.parse().ok())
+            .unwrap_or(batch.last_lsn);
+        let spans = vec![SourceSpan {
+            positions: Positions::Range {
+                first: Position::from(first),
+                last: Position::from(batch.last_lsn),
+            },
+            ..self.whole.clone()
+        }];
+        self.batches.push(
+            SourceBatch::new(
+                Source::new(SourceKind::Postgres, self.slot),
+                spans,
+                Records::Items(items),
+            )
+            .with_id(sub_batch_id(self.id, &display(part.ident)))
+            .to_table(Some(part.ident.clone()))
+            .with_state(state)
+            .oldest(batch.first_commit_ms),
+        );
+    }
+}
+
+impl PgBatch {
+    /// The span of the whole micro-batch: the slot's LSNs it covers.
+    fn span(&self, slot: &str) -> SourceSpan {
+        SourceSpan {
+            source: format!("pg:{slot}"),
+            positions: Positions::Range {
+                first: Position::from(self.first_lsn),
+                last: Position::from(self.last_lsn),
+            },
+            stream: true,
+        }
+    }
+}
+
+impl SyncReport {
+    /// Counts a committed micro-batch that took `took`.
+    fn committed(&mut self, batch: &PgBatch, took: Duration, chunked: bool) {
+        self.batches += 1;
+        self.confirmed_lsn = Some(batch.last_lsn);
+        self.longest_batch = self.longest_batch.max(took);
+        if chunked {
+            self.snapshot_time += took;
+        } else {
+            self.stream_time += took;
+        }
+        if let Some(ms) = batch.last_commit_ms {
+            self.last_source_commit_ms = Some(ms);
+            let lag_ms = (floe_core::clock::now_ms() - ms).max(0);
+            self.lag = Some(Duration::from_millis(lag_ms as u64));
+        }
+        info!(
+            batch = self.batches,
+            lines = batch.line_count(),
+            lsn = %format_lsn(batch.last_lsn),
+            ms = took.as_millis() as u64,
+            "batch committed; slot advanced"
+        );
+    }
 }
 
 /// Starts the initial snapshot of every table over: each table first
@@ -740,7 +841,7 @@ pub async fn resync(
         );
     }
     target.write(batches, &opts.ingest).await?;
-    super::preflight::recreate_slot(config).await?;
+    crate::preflight::recreate_slot(config).await?;
     info!(
         tables = tables.len(),
         "slot recreated; every table re-snapshots on the next sync"
@@ -810,16 +911,14 @@ fn with_schema_changes(
         match (have.field_type.as_ref(), f.field_type.as_ref()) {
             (a, b) if a == b => {}
             (Type::Primitive(_), Type::Primitive(to)) => {
-                schema = crate::evolve::widen_column(&schema, &f.name, to).map_err(|reason| {
-                    SyncError::Table {
-                        table: display(ident),
-                        reason: format!(
-                            "Postgres changed the type of column {:?} to one Iceberg cannot \
-                             widen to: {reason}; fix: revert the column type, or drop the Iceberg \
-                             table and run `floe pg resync` to copy it again with the new type",
-                            f.name
-                        ),
-                    }
+                schema = widen_column(&schema, &f.name, to).map_err(|reason| SyncError::Table {
+                    table: display(ident),
+                    reason: format!(
+                        "Postgres changed the type of column {:?} to one Iceberg cannot \
+                         widen to: {reason}; fix: revert the column type, or drop the Iceberg \
+                         table and run `floe pg resync` to copy it again with the new type",
+                        f.name
+                    ),
                 })?;
             }
             _ => {}

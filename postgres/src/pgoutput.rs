@@ -4,7 +4,7 @@
 //! Everything read from the server is bounds-checked: a cut-short or unknown
 //! message is a [`PgError::Decode`] naming what was being read, never a panic.
 
-use super::PgError;
+use crate::PgError;
 
 /// One pgoutput message.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,7 +151,9 @@ pub enum Datum {
     Text(String),
 }
 
-/// Decodes one pgoutput message.
+/// Decodes one pgoutput message. Long because it is the protocol's
+/// message table, one arm per tag read field by field in wire order: split,
+/// the order of the reads would no longer be visible in one place.
 pub fn decode(bytes: &[u8]) -> Result<Message, PgError> {
     let mut r = Reader { bytes, pos: 0 };
     let tag = r.u8("message tag")?;

@@ -3,12 +3,12 @@
 //! in seconds, the age of the oldest change not yet in Iceberg, and each
 //! table's position and snapshot progress.
 
+use floe_core::ident::display;
 use iceberg::NamespaceIdent;
 use serde::Serialize;
 
-use super::sync::{SyncError, SyncTarget, TableMarks, iceberg_table, marks};
-use super::{PgConfig, PgSource, SlotHealth, TableProgress, format_lsn};
-use crate::ident::display;
+use crate::sync::{SyncError, SyncTarget, TableMarks, iceberg_table, marks};
+use crate::{PgConfig, PgSource, SlotHealth, TableProgress, format_lsn};
 
 /// One table's share of [`PgStatus`].
 #[derive(Debug, Clone, Serialize)]

@@ -1,4 +1,5 @@
-//! A catalog whose commits take longer: the slow catalogs of the commit-regime
+//! A benchmark's catalog, kept apart from the production ones: commits that
+//! take longer, as the slow catalogs of the commit-regime
 //! benchmark (Redpanda Connect's sweep injects 50 ms to 5 s per commit), to
 //! measure how many requests the committer coalesces while one commit is out.
 //! It can also note when each table's commits land, so a benchmark measures
@@ -10,10 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use iceberg::io::FileIO;
-use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 
-use super::{Catalog, CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
 use crate::clock::now_ms;
 use crate::ident::display;
 
@@ -46,32 +45,12 @@ impl Delayed {
 }
 
 #[async_trait]
-impl Catalog for Delayed {
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
+impl Wrapping for Delayed {
+    fn inner(&self) -> &CatalogRef {
+        &self.inner
     }
 
-    fn default_location(&self, ident: &TableIdent) -> String {
-        self.inner.default_location(ident)
-    }
-
-    async fn ensure_namespace(&self, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
-        self.inner.ensure_namespace(namespace).await
-    }
-
-    async fn create_table(
-        &self,
-        ident: &TableIdent,
-        creation: TableCreation,
-    ) -> Result<LoadedTable, CatalogError> {
-        self.inner.create_table(ident, creation).await
-    }
-
-    async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
-        self.inner.load_table(ident).await
-    }
-
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         tokio::time::sleep(self.latency).await;
         let table = self.landed.as_ref().map(|_| display(&commit.base.ident));
         let loaded = self.inner.commit(commit).await?;
@@ -81,17 +60,5 @@ impl Catalog for Delayed {
             map.insert(table, now_ms());
         }
         Ok(loaded)
-    }
-
-    async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
-        self.inner.list_tables().await
-    }
-
-    async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
-        self.inner.drop_table(ident).await
-    }
-
-    fn swaps_pointer(&self) -> bool {
-        self.inner.swaps_pointer()
     }
 }

@@ -10,8 +10,8 @@ use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use floe_core::iceberg::NamespaceIdent;
 use floe_core::iceberg::spec::Type;
-use floe_core::postgres::sync::{Stop, SyncError, SyncOptions, SyncReport, open, sync};
-use floe_core::postgres::{PgConfig, setup};
+use floe_postgres::sync::{Stop, SyncError, SyncOptions, SyncReport, open, sync};
+use floe_postgres::{PgConfig, setup};
 
 use super::{client, config, fresh_db};
 

@@ -10,8 +10,8 @@
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
-use super::error::Context as _;
-use super::{PgConfig, PgError, TableName, quote_ident};
+use crate::error::Context as _;
+use crate::{PgConfig, PgError, TableName, quote_ident};
 
 /// True when Postgres refused for lack of a privilege.
 pub(crate) fn denied(e: &tokio_postgres::Error) -> bool {

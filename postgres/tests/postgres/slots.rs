@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use floe_core::iceberg::NamespaceIdent;
-use floe_core::postgres::status::status;
-use floe_core::postgres::sync::{SyncError, SyncOptions, open, resync, sync};
-use floe_core::postgres::{PgConfig, setup};
+use floe_postgres::status::status;
+use floe_postgres::sync::{SyncError, SyncOptions, open, resync, sync};
+use floe_postgres::{PgConfig, setup};
 use tokio_postgres::Client;
 
 use super::{client, config, fresh_db};

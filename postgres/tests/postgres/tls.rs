@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use floe_core::aws::{AwsClients, AwsSettings};
-use floe_core::postgres::{ConnSettings, PgError, PgSource, conn, setup};
+use floe_postgres::{ConnSettings, PgError, PgSource, conn, setup};
 use floe_test_support::services;
 use tokio_postgres::Client;
 
@@ -94,7 +94,7 @@ async fn verify_full_with_the_ca_replicates_over_tls() {
     db.batch_execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
         .await
         .unwrap();
-    let mut cfg = floe_core::postgres::PgConfig::new(
+    let mut cfg = floe_postgres::PgConfig::new(
         conninfo.as_str(),
         "floe_tls",
         "floe_tls_pub",
@@ -107,7 +107,7 @@ async fn verify_full_with_the_ca_replicates_over_tls() {
         .unwrap();
     let mut source = PgSource::connect(cfg).await.unwrap();
     let batch = source
-        .read_batch(&floe_core::postgres::SourceState::default())
+        .read_batch(&floe_postgres::SourceState::default())
         .await
         .unwrap();
     let lines: Vec<&String> = batch.tables.iter().flat_map(|t| &t.lines).collect();

@@ -1,7 +1,7 @@
 //! Log sequence numbers: Postgres prints them as `X/Y` (two hex halves of a
 //! 64-bit WAL position); floe stores and compares them as plain integers.
 
-use super::PgError;
+use crate::PgError;
 
 /// Parses Postgres' `X/Y` text form of an LSN into its 64-bit value.
 pub fn parse_lsn(text: &str) -> Result<u64, PgError> {

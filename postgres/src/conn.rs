@@ -19,8 +19,8 @@ use tokio_postgres::config::SslMode as DriverSslMode;
 use tokio_postgres::{Client, Config, NoTls};
 use tracing::Instrument as _;
 
-use super::PgError;
-use super::tls::{MakeRustls, Verify, client_config};
+use crate::PgError;
+use crate::tls::{MakeRustls, Verify, client_config};
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,10 +112,10 @@ impl SecretLogin {
 /// Reads the login secret `arn` (config key `postgres.secret`).
 #[cfg(feature = "aws")]
 pub async fn read_login(
-    clients: &crate::aws::AwsClients,
+    clients: &floe_core::aws::AwsClients,
     arn: &str,
 ) -> Result<SecretLogin, PgError> {
-    let text = crate::secrets::read_secret(clients, "postgres.secret", arn)
+    let text = floe_core::secrets::read_secret(clients, "postgres.secret", arn)
         .await
         .map_err(|e| conninfo_error(e.to_string()))?;
     SecretLogin::from_json(&text).map_err(|e| conninfo_error(format!("postgres.secret {arn}: {e}")))
@@ -123,17 +123,20 @@ pub async fn read_login(
 
 /// Reads the login secret `arn` with the `[aws]` settings of `config`; an
 /// error naming the fix when floe was built without AWS support.
-pub async fn login_for(config: &crate::config::Config, arn: &str) -> Result<SecretLogin, PgError> {
+pub async fn login_for(
+    config: &floe_core::config::Config,
+    arn: &str,
+) -> Result<SecretLogin, PgError> {
     #[cfg(feature = "aws")]
     {
-        let clients = crate::deploy::aws_clients(config).await;
+        let clients = floe_core::deploy::aws_clients(config).await;
         read_login(&clients, arn).await
     }
     #[cfg(not(feature = "aws"))]
     {
         let _ = config;
         Err(conninfo_error(format!(
-            "a login secret ({arn}) needs floe built with floe-core's `aws` feature"
+            "a login secret ({arn}) needs floe built with floe-postgres's `aws` feature (the CLI's `full`)"
         )))
     }
 }
@@ -261,37 +264,7 @@ impl ConnSettings {
             }
         }
 
-        let sslmode_text = params.remove("sslmode");
-        let root_text = params.remove("sslrootcert");
-        let root_cert = match root_text.as_deref() {
-            Some("system") => Some(RootCert::System),
-            Some(path) => Some(RootCert::File(PathBuf::from(path))),
-            // libpq's default location counts only when the file exists.
-            None => home
-                .map(|h| h.join(".postgresql/root.crt"))
-                .filter(|p| p.is_file())
-                .map(RootCert::File),
-        };
-        let sslmode = match sslmode_text.as_deref() {
-            Some(text) => SslMode::parse(text)?,
-            // libpq 16: sslrootcert=system defaults to verify-full.
-            None if root_cert == Some(RootCert::System) => SslMode::VerifyFull,
-            None => SslMode::Prefer,
-        };
-        if root_cert == Some(RootCert::System) && sslmode != SslMode::VerifyFull {
-            return Err(conninfo_error(format!(
-                "weak sslmode {:?} may not be used with sslrootcert=system; use sslmode=verify-full",
-                sslmode.name()
-            )));
-        }
-        if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
-            return Err(conninfo_error(format!(
-                "sslmode={} needs trusted roots, and ~/.postgresql/root.crt does not exist; fix: \
-                 set sslrootcert=/path/to/ca.pem (for RDS, the global-bundle.pem AWS publishes) or \
-                 sslrootcert=system for the operating system's roots",
-                sslmode.name()
-            )));
-        }
+        let (sslmode, root_cert) = tls_settings(&mut params, home)?;
         // Fail here, naming the key, rather than at connect time.
         driver_config(&params)?;
         Ok(Self {
@@ -415,7 +388,7 @@ impl ConnSettings {
     fn connect_error(&self, e: tokio_postgres::Error) -> PgError {
         let host = self.host();
         let mode = self.sslmode.name();
-        let text = super::error::describe(&e);
+        let text = crate::error::describe(&e);
         let tls = rustls_error(&e);
         let fix = match tls {
             Some(rustls::Error::InvalidCertificate(
@@ -469,6 +442,47 @@ impl ConnSettings {
     }
 }
 
+/// The TLS mode and trusted roots the conninfo's `sslmode` and
+/// `sslrootcert` ask for (taken out of `params`), with libpq's defaults and
+/// its refusals of combinations that would not verify the server.
+fn tls_settings(
+    params: &mut BTreeMap<String, String>,
+    home: Option<&Path>,
+) -> Result<(SslMode, Option<RootCert>), PgError> {
+    let sslmode_text = params.remove("sslmode");
+    let root_text = params.remove("sslrootcert");
+    let root_cert = match root_text.as_deref() {
+        Some("system") => Some(RootCert::System),
+        Some(path) => Some(RootCert::File(PathBuf::from(path))),
+        // libpq's default location counts only when the file exists.
+        None => home
+            .map(|h| h.join(".postgresql/root.crt"))
+            .filter(|p| p.is_file())
+            .map(RootCert::File),
+    };
+    let sslmode = match sslmode_text.as_deref() {
+        Some(text) => SslMode::parse(text)?,
+        // libpq 16: sslrootcert=system defaults to verify-full.
+        None if root_cert == Some(RootCert::System) => SslMode::VerifyFull,
+        None => SslMode::Prefer,
+    };
+    if root_cert == Some(RootCert::System) && sslmode != SslMode::VerifyFull {
+        return Err(conninfo_error(format!(
+            "weak sslmode {:?} may not be used with sslrootcert=system; use sslmode=verify-full",
+            sslmode.name()
+        )));
+    }
+    if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
+        return Err(conninfo_error(format!(
+            "sslmode={} needs trusted roots, and ~/.postgresql/root.crt does not exist; fix: \
+             set sslrootcert=/path/to/ca.pem (for RDS, the global-bundle.pem AWS publishes) or \
+             sslrootcert=system for the operating system's roots",
+            sslmode.name()
+        )));
+    }
+    Ok((sslmode, root_cert))
+}
+
 /// The rustls error under a tokio-postgres connect error, if TLS failed.
 fn rustls_error(e: &tokio_postgres::Error) -> Option<&rustls::Error> {
     let mut source = std::error::Error::source(e);
@@ -515,7 +529,7 @@ fn driver_config(params: &BTreeMap<String, String>) -> Result<Config, PgError> {
         .collect();
     Config::from_str(&text.join(" ")).map_err(|e| {
         // tokio-postgres names the key only in the error's source.
-        let message = super::error::describe(&e);
+        let message = crate::error::describe(&e);
         let key = params
             .keys()
             .find(|k| message.contains(k.as_str()))
