@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use floe_core::envelope::avro::{Decoder, framing};
+use floe_core::avro::{Decoder, framing};
 use floe_core::iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
 use floe_core::shred::{ShredOptions, Shredder};
 

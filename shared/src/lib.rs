@@ -10,8 +10,10 @@
 //! `http` is the HTTP ingestion API of the Lambda function and `floe serve`; with the `aws`
 //! feature, `aws` holds the one SDK configuration S3, SQS and Glue share.
 
+pub mod avro;
 #[cfg(feature = "aws")]
 pub mod aws;
+pub(crate) mod calendar;
 pub mod catalog;
 pub mod change;
 pub mod clock;
@@ -24,6 +26,7 @@ pub mod embedded;
 pub mod envelope;
 pub mod evolve;
 pub mod faults;
+pub(crate) mod field_path;
 pub mod http;
 pub mod idempotency;
 pub mod ident;

@@ -13,8 +13,8 @@ use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::avro::Registered;
 use crate::dlq::Replayed;
-use crate::envelope::avro::Registered;
 use crate::ndjson::Chunk;
 
 /// The kind of source a record came from.

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::field_path::Path;
 use crate::row::{Row, RowWriter};
 
 /// What a change does to the row with its key.
@@ -354,56 +355,6 @@ fn looks_like_dms(obj: &RawObject<'_>) -> bool {
     };
     metadata.get("operation").is_some()
         && (obj.get("data").is_some() || metadata.get("record-type").is_some())
-}
-
-// ---------------------------------------------------------------------------------------
-// Field paths for error messages.
-
-/// A field path built on the stack while descending; only rendered when an error needs it.
-#[derive(Clone, Copy)]
-pub(crate) enum Path<'a> {
-    /// The record itself.
-    Root,
-    /// A field of the value at the path.
-    Key(&'a Path<'a>, &'a str),
-    /// An element of the list at the path.
-    Index(&'a Path<'a>, usize),
-}
-
-impl<'a> Path<'a> {
-    /// The field `key` of this value.
-    pub(crate) fn key(&'a self, key: &'a str) -> Path<'a> {
-        Path::Key(self, key)
-    }
-
-    /// Element `index` of this list.
-    pub(crate) fn index(&'a self, index: usize) -> Path<'a> {
-        Path::Index(self, index)
-    }
-
-    /// The path as text, empty for the record itself.
-    pub(crate) fn render(&self) -> String {
-        let mut out = String::new();
-        self.render_into(&mut out);
-        out
-    }
-
-    fn render_into(&self, out: &mut String) {
-        match self {
-            Path::Root => {}
-            Path::Key(parent, key) => {
-                parent.render_into(out);
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
-            Path::Index(parent, index) => {
-                parent.render_into(out);
-                out.push_str(&format!("[{index}]"));
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------

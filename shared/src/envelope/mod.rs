@@ -62,6 +62,15 @@ impl OpenError {
     }
 }
 
+impl From<crate::avro::DatumError> for OpenError {
+    fn from(e: crate::avro::DatumError) -> Self {
+        Self {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}
+
 /// Opens one payload as `kind` says: decompressed by magic bytes, then
 /// unwrapped (an SNS notification first, whatever is inside it).
 pub fn open(payload: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError> {

@@ -5,10 +5,10 @@ use std::borrow::Cow;
 
 use super::changelog;
 use super::scope::Scope;
+use crate::avro::Registered;
 use crate::change::{self, Change, ChangeFormat, ItemRow};
 use crate::config::Changelog;
 use crate::dlq::Rejected;
-use crate::envelope::avro::Registered;
 use crate::source::Pos;
 
 /// A record with its position, borrowed from the batch unless rewritten.

@@ -12,11 +12,11 @@ use iceberg::TableIdent;
 use iceberg::spec::StructType;
 
 use super::PipelineError;
+use crate::avro::Registered;
 use crate::catalog::LoadedTable;
 use crate::change;
 use crate::config::{ResolvedTable, UnknownFields as ConfigUnknown};
 use crate::dlq::Rejected;
-use crate::envelope::avro::Registered;
 use crate::evolve::InferOptions;
 use crate::ident::display;
 use crate::shred::{ShredError, ShredOptions, UnknownFields};

@@ -33,7 +33,7 @@ impl<'b> Scope<'b> {
     ) -> Rejected {
         // A record that stayed binary Avro is kept as the JSON the registry
         // path writes for it; one that does not render, as it came.
-        let json = crate::envelope::avro::json_of(self.batch.avro.as_deref(), record);
+        let json = crate::avro::json_of(self.batch.avro.as_deref(), record);
         let record = json.as_deref().unwrap_or(record);
         let (text, base64) = Rejected::encode_record(record);
         // A replayed record rejected again keeps its first source and position.

@@ -22,7 +22,7 @@ mod lookup;
 mod parse;
 mod scalar;
 mod temporal;
-pub use temporal::{format_date, format_utc_micros, format_utc_millis};
+pub use crate::calendar::{format_date, format_utc_micros, format_utc_millis};
 #[cfg(test)]
 mod tests;
 mod unknown;

@@ -8,7 +8,7 @@ use super::super::column::{Column, Kind, StructCol};
 use super::super::lookup::Found;
 use super::super::temporal::TsUnit;
 use super::super::unknown::UnknownFields;
-use crate::envelope::avro::plan::{Field, Node, NodeId, Plan, Unit};
+use crate::avro::plan::{Field, Node, NodeId, Plan, Unit};
 
 /// The steps of a root record.
 #[derive(Debug)]

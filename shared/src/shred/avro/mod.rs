@@ -12,8 +12,8 @@ use put::{Cx, Miss};
 
 use super::Shredder;
 use super::error::{RecordError, RecordErrorKind};
-use crate::envelope::avro::Decoder;
-use crate::envelope::avro::read::Reader;
+use crate::avro::Decoder;
+use crate::avro::read::Reader;
 
 /// What the direct path keeps across records.
 #[derive(Debug, Default)]

@@ -10,10 +10,10 @@ use super::super::json::Cursor;
 use super::super::parse::{self, Ctx, Scratch};
 use super::super::unknown::unknown_key;
 use super::bind::{Fields, Op, Slot};
-use crate::envelope::avro::check::{branch, decimal_bytes, enum_symbol, skip, unscaled, uuid};
-use crate::envelope::avro::plan::{Node, Plan};
-use crate::envelope::avro::read::{DecodeError, Reader};
-use crate::envelope::avro::render::render;
+use crate::avro::check::{branch, decimal_bytes, enum_symbol, skip, unscaled, uuid};
+use crate::avro::plan::{Node, Plan};
+use crate::avro::read::{DecodeError, Reader};
+use crate::avro::render::render;
 
 /// The direct path does not take this record.
 #[derive(Debug)]
@@ -26,9 +26,9 @@ impl From<DecodeError> for Miss {
     }
 }
 
-impl From<Box<crate::envelope::avro::check::Fault>> for Miss {
+impl From<Box<crate::avro::check::Fault>> for Miss {
     #[inline(always)]
-    fn from(_: Box<crate::envelope::avro::check::Fault>) -> Self {
+    fn from(_: Box<crate::avro::check::Fault>) -> Self {
         Miss
     }
 }

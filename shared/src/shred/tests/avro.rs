@@ -13,11 +13,11 @@ use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, StructTy
 use serde_json::{Value as J, json};
 
 use super::super::{EpochUnit, ShredOptions, Shredder, UnknownFields};
-use crate::envelope::avro::Decoder;
-use crate::envelope::avro::check::check;
-use crate::envelope::avro::plan::{Node, NodeId, Plan, Unit};
-use crate::envelope::avro::read::{DecodeError, Reader};
-use crate::envelope::avro::render::render;
+use crate::avro::Decoder;
+use crate::avro::check::check;
+use crate::avro::plan::{Node, NodeId, Plan, Unit};
+use crate::avro::read::{DecodeError, Reader};
+use crate::avro::render::render;
 
 struct Rng(u64);
 

@@ -13,7 +13,7 @@ use super::check::{branch, decimal_bytes, enum_symbol, skip, uuid};
 use super::json::{decimal_text, special, string, time_of_day};
 use super::plan::{Node, NodeId, Plan, Unit};
 use super::read::{DecodeError, Reader};
-use crate::shred::{format_date, format_utc_micros};
+use crate::calendar::{format_date, format_utc_micros};
 
 /// Appends the JSON text of one value of `node` to `out`.
 pub fn render(

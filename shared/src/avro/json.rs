@@ -13,10 +13,10 @@ use apache_avro::types::Value as AvroValue;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::super::OpenError;
+use super::DatumError;
 use super::types::{nullable, resolve};
-use crate::change::Path;
-use crate::shred::{format_date, format_utc_micros};
+use crate::calendar::{format_date, format_utc_micros};
+use crate::field_path::Path;
 
 /// Writes `value` (of `schema`) as JSON text the shredder reads exactly.
 pub(super) fn write_json(
@@ -25,11 +25,11 @@ pub(super) fn write_json(
     names: &HashMap<Name, AvroSchema>,
     path: Path<'_>,
     out: &mut Vec<u8>,
-) -> Result<(), OpenError> {
+) -> Result<(), DatumError> {
     use std::io::Write as _;
-    let schema = resolve(schema, names).map_err(|e| OpenError::new(&path.render(), e))?;
+    let schema = resolve(schema, names).map_err(|e| DatumError::new(&path.render(), e))?;
     let mismatch = || {
-        OpenError::new(
+        DatumError::new(
             &path.render(),
             format!("the Avro value {value:?} does not match its schema"),
         )
@@ -88,10 +88,10 @@ pub(super) fn write_json(
                 return Err(mismatch());
             };
             let bytes: Vec<u8> = d.try_into().map_err(|e| {
-                OpenError::new(&path.render(), format!("a decimal that does not read: {e}"))
+                DatumError::new(&path.render(), format!("a decimal that does not read: {e}"))
             })?;
             let digits = decimal_text(&bytes, ds.scale).ok_or_else(|| {
-                OpenError::new(
+                DatumError::new(
                     &path.render(),
                     format!("a decimal of {} bytes, wider than 38 digits", bytes.len()),
                 )
@@ -184,9 +184,9 @@ pub(super) fn special(f: f64) -> String {
     }
 }
 
-pub(super) fn timestamp(path: Path<'_>, v: i64, to_micros: i64) -> Result<String, OpenError> {
+pub(super) fn timestamp(path: Path<'_>, v: i64, to_micros: i64) -> Result<String, DatumError> {
     let us = v.checked_mul(to_micros).ok_or_else(|| {
-        OpenError::new(
+        DatumError::new(
             &path.render(),
             format!("timestamp {v} is outside the range of microsecond timestamps"),
         )

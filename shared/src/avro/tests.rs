@@ -1,9 +1,9 @@
-//! Tests of the registry path: framings, schemas, the JSON rendering.
+//! Tests of the encoding: framings, schemas, checks, the JSON rendering.
 use super::json::decimal_text;
 use super::*;
 use apache_avro::types::{Record, Value as AvroValue};
 
-const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+pub(crate) const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
     {"name":"id","type":"long"},
     {"name":"total","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
     {"name":"day","type":{"type":"int","logicalType":"date"}},
@@ -17,7 +17,7 @@ const ORDER: &str = r#"{"type":"record","name":"Order","namespace":"shop","field
     {"name":"bill","type":"Ship"}
 ]}"#;
 
-fn datum() -> Vec<u8> {
+pub(crate) fn datum() -> Vec<u8> {
     let schema = AvroSchema::parse_str(ORDER).unwrap();
     let mut r = Record::new(&schema).unwrap();
     r.put("id", 7i64);
@@ -108,40 +108,6 @@ fn decimals_keep_every_digit() {
         "9999999999999999999999999999.9999999999"
     );
     assert!(decimal_text(&[0; 17], 0).is_none());
-}
-
-#[tokio::test]
-async fn unknown_confluent_ids_need_a_registry() {
-    let schemas = Schemas::default();
-    let mut record = vec![0, 0, 0, 0, 9];
-    record.extend(datum());
-    let e = schemas
-        .decode(&Bytes::from(record.clone()), &SourceConfig::default())
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("schema id 9"), "{e}");
-    schemas.preload("http://r", 9, ORDER).unwrap();
-    let source = SourceConfig {
-        registry: Some("http://r/".into()),
-        ..SourceConfig::default()
-    };
-    let d = schemas
-        .decode(&Bytes::from(record.clone()), &source)
-        .await
-        .unwrap()
-        .unwrap();
-    // Checked and kept binary, for the shredder to read.
-    assert!(d.binary);
-    assert_eq!(&d.record[..], &record[..]);
-    let json = d.decoder.json(&record[5..]).unwrap();
-    assert!(json.starts_with(br#"{"id":7,"#));
-    // Trailing bytes mean the wrong schema.
-    record.push(0);
-    let e = schemas
-        .decode(&Bytes::from(record.clone()), &source)
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("follow the Avro datum"), "{e}");
 }
 
 #[test]
