@@ -4,8 +4,7 @@
 use std::borrow::Cow;
 
 use super::changelog;
-use super::scope::Scope;
-use crate::avro::Registered;
+use super::part::Part;
 use crate::change::{self, Change, ChangeFormat, ItemRow};
 use crate::config::Changelog;
 use crate::dlq::Rejected;
@@ -43,11 +42,10 @@ pub(super) struct Classified<'a> {
 /// change decoding reads); one that does not render goes to `rejected`.
 pub(super) fn as_json<'a>(
     records: Vec<Row<'a>>,
-    avro: Option<&Registered>,
-    scope: &Scope<'_>,
+    part: &Part<'_>,
     rejected: &mut Vec<Rejected>,
 ) -> Vec<Row<'a>> {
-    let Some(avro) = avro else {
+    let Some(avro) = part.avro.as_deref() else {
         return records;
     };
     let mut out = Vec::with_capacity(records.len());
@@ -55,7 +53,7 @@ pub(super) fn as_json<'a>(
         match avro.json(&r) {
             Ok(Cow::Borrowed(_)) => out.push((pos, r)),
             Ok(Cow::Owned(json)) => out.push((pos, Cow::Owned(json))),
-            Err(e) => rejected.push(scope.reject(pos, &e.field, &e.reason, &r)),
+            Err(e) => rejected.push(part.reject(pos, &e.field, &e.reason, &r)),
         }
     }
     out
@@ -66,12 +64,11 @@ pub(super) fn as_json<'a>(
 pub(super) fn classify<'a>(
     records: Vec<Row<'a>>,
     shape: &Shape<'_>,
-    avro: Option<&Registered>,
-    scope: &Scope<'_>,
+    part: &Part<'_>,
     rejected: &mut Vec<Rejected>,
 ) -> Classified<'a> {
     if !shape.keyed && shape.changelog == Changelog::Off {
-        let rows = plain(records, shape.items, avro, scope, rejected);
+        let rows = plain(records, shape.items, part, rejected);
         return Classified {
             rows,
             ..Classified::default()
@@ -92,7 +89,7 @@ pub(super) fn classify<'a>(
                 out.changes.push((*pos, c));
                 out.change_records.push(record.clone());
             }
-            Err(e) => rejected.push(scope.reject(*pos, &e.field, &e.reason, record)),
+            Err(e) => rejected.push(part.reject(*pos, &e.field, &e.reason, record)),
         }
     }
     if shape.changelog == Changelog::Only {
@@ -100,7 +97,7 @@ pub(super) fn classify<'a>(
     } else if !shape.keyed {
         // A changelog beside an append-only table: the table takes the
         // records as they came.
-        out.rows = plain(records, shape.items, avro, scope, rejected);
+        out.rows = plain(records, shape.items, part, rejected);
     }
     out
 }
@@ -110,15 +107,14 @@ pub(super) fn classify<'a>(
 fn plain<'a>(
     records: Vec<Row<'a>>,
     items: Option<ItemRow>,
-    avro: Option<&Registered>,
-    scope: &Scope<'_>,
+    part: &Part<'_>,
     rejected: &mut Vec<Rejected>,
 ) -> Vec<Row<'a>> {
     let mut rows = Vec::with_capacity(records.len());
     for (pos, r) in records {
         // Registry Avro is a row as it is: never a tombstone, never a
         // DynamoDB stream record (whose bytes it may happen to hold).
-        if avro.is_some_and(|a| a.binary(&r).is_some()) {
+        if part.avro.as_deref().is_some_and(|a| a.binary(&r).is_some()) {
             rows.push((pos, r));
             continue;
         }
@@ -132,7 +128,7 @@ fn plain<'a>(
         match change::dynamodb_item(&r, opts) {
             Ok(Some(item)) => rows.push((pos, Cow::Owned(item))),
             Ok(None) => {}
-            Err(e) => rejected.push(scope.reject(pos, &e.field, &e.reason, &r)),
+            Err(e) => rejected.push(part.reject(pos, &e.field, &e.reason, &r)),
         }
     }
     rows

@@ -7,16 +7,15 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use iceberg::TableIdent;
 use tracing::info;
 
 use super::PipelineError;
+use super::env::Env;
 use super::part::{Group, Part, TableContext, infer_options, shred_err, shred_options};
-use super::writer::{WriteReport, Writer};
+use super::report::WriteReport;
 use crate::avro::{Registered, json_of};
 use crate::catalog::CatalogError;
 use crate::evolve::{self, InferOptions};
-use crate::ident::display;
 use crate::shred::{RecordErrorKind, Shredder};
 use crate::source::Pos;
 
@@ -33,84 +32,78 @@ pub(super) struct Shredded {
     pub failed: Vec<(usize, String, String)>,
 }
 
-impl Writer {
-    /// Shreds `rows` against the table's schema, evolving the schema for
-    /// misfits up to [`MAX_EVOLUTIONS`] times.
-    pub(super) async fn shred_evolving(
-        &self,
-        part: &Part<'_>,
-        rows: &[(Pos<'_>, Cow<'_, [u8]>)],
-        report: &mut WriteReport,
-    ) -> Result<Shredded, PipelineError> {
-        let (ident, batch_id, declared) = (part.ident, part.batch_id, part.declared);
-        let avro = part.avro.map(|a| a.as_ref());
-        let table = display(ident);
-        let group = Group {
-            avro: part.avro.cloned(),
-            ..Group::new(rows.to_vec(), declared.cloned())
+/// Shreds `rows` against the table's schema, evolving the schema for
+/// misfits up to [`MAX_EVOLUTIONS`] times.
+pub(super) async fn shred_evolving(
+    env: &Env,
+    part: &Part<'_>,
+    rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+    report: &mut WriteReport,
+) -> Result<Shredded, PipelineError> {
+    let avro = part.avro.as_deref();
+    let group = Group {
+        avro: part.avro.clone(),
+        ..Group::new(rows.to_vec(), part.declared.clone())
+    };
+    let mut evolutions = 0;
+    loop {
+        let Some(ctx) = env.context(part.ident, &group, report).await? else {
+            return Err(CatalogError::NoSuchTable {
+                table: part.table.clone(),
+            }
+            .into());
         };
-        let mut evolutions = 0;
-        loop {
-            let Some(ctx) = self.context(ident, &group, report).await? else {
-                return Err(CatalogError::NoSuchTable {
-                    table: table.clone(),
-                }
-                .into());
-            };
-            let (shredded, misfits) = shred_once(ctx, &table, batch_id, rows, avro)?;
-            let settings = &shredded.ctx.settings;
-            if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
-                return Ok(shredded);
-            }
-            let values: Vec<serde_json::Value> = misfits
-                .iter()
-                .filter_map(|i| rows.get(*i))
-                .filter_map(|(_, r)| serde_json::from_slice(&json_of(avro, r).ok()?).ok())
-                .collect();
-            let opts = InferOptions {
-                declared: declared.cloned(),
-                ..infer_options(settings)
-            };
-            if !self
-                .evolve(ident, &shredded.ctx, &values, &opts, report)
-                .await?
-            {
-                return Ok(shredded);
-            }
-            evolutions += 1;
+        let (shredded, misfits) = shred_once(ctx, &part.table, part.batch_id, rows, avro)?;
+        let settings = &shredded.ctx.settings;
+        if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
+            return Ok(shredded);
         }
-    }
-
-    /// Evolves the table's schema so `values` fit; false when no change
-    /// makes them fit.
-    async fn evolve(
-        &self,
-        ident: &TableIdent,
-        ctx: &TableContext,
-        values: &[serde_json::Value],
-        opts: &InferOptions,
-        report: &mut WriteReport,
-    ) -> Result<bool, PipelineError> {
-        let meta = &ctx.loaded.metadata;
-        let Some(evolution) =
-            evolve::evolve(meta.current_schema(), meta.last_column_id(), values, opts)
-        else {
-            return Ok(false);
+        let values: Vec<serde_json::Value> = misfits
+            .iter()
+            .filter_map(|i| rows.get(*i))
+            .filter_map(|(_, r)| serde_json::from_slice(&json_of(avro, r).ok()?).ok())
+            .collect();
+        let opts = InferOptions {
+            declared: part.declared.clone(),
+            ..infer_options(settings)
         };
-        self.engine
-            .update_schema(ident, |m| {
-                evolve::evolve(m.current_schema(), m.last_column_id(), values, opts)
-                    .map(|e| e.schema)
-            })
-            .await?;
-        info!(changes = ?evolution.changes, "evolved the table schema");
-        let table = display(ident);
-        report
-            .evolved
-            .extend(evolution.changes.iter().map(|c| format!("{table}: {c}")));
-        self.cached_tables().forget(ident);
-        Ok(true)
+        if !evolve(env, part, &shredded.ctx, &values, &opts, report).await? {
+            return Ok(shredded);
+        }
+        evolutions += 1;
     }
+}
+
+/// Evolves the table's schema so `values` fit; false when no change
+/// makes them fit.
+async fn evolve(
+    env: &Env,
+    part: &Part<'_>,
+    ctx: &TableContext,
+    values: &[serde_json::Value],
+    opts: &InferOptions,
+    report: &mut WriteReport,
+) -> Result<bool, PipelineError> {
+    let meta = &ctx.loaded.metadata;
+    let Some(evolution) =
+        evolve::evolve(meta.current_schema(), meta.last_column_id(), values, opts)
+    else {
+        return Ok(false);
+    };
+    env.engine
+        .update_schema(part.ident, |m| {
+            evolve::evolve(m.current_schema(), m.last_column_id(), values, opts).map(|e| e.schema)
+        })
+        .await?;
+    info!(changes = ?evolution.changes, "evolved the table schema");
+    report.evolved.extend(
+        evolution
+            .changes
+            .iter()
+            .map(|c| format!("{}: {c}", part.table)),
+    );
+    env.forget(part.ident);
+    Ok(true)
 }
 
 /// One pass of the shredder over `rows`: what fits, what does not, and the

@@ -9,9 +9,9 @@ use iceberg::TableIdent;
 use iceberg::spec::StructType;
 
 use super::PipelineError;
+use super::env::Env;
 use super::part::{Group, Groups, Names};
 use super::scope::Scope;
-use super::writer::Writer;
 use crate::avro::json_of;
 use crate::change;
 use crate::dlq::Rejected;
@@ -21,126 +21,125 @@ use crate::metrics::Counters;
 use crate::route::{Router, SourceInfo};
 use crate::source::{Pos, SourceBatch, SourceKind};
 
-impl Writer {
-    /// Sorts `batch`'s records into one group per table: the batch's own
-    /// table, else the router's.
-    pub(super) fn group<'a>(
-        &self,
-        batch: &'a SourceBatch,
-        declared: Option<Arc<StructType>>,
-    ) -> Result<Groups<'a>, PipelineError> {
-        let source = SourceInfo::new(batch.source.kind, &batch.source.name);
-        let mut tables = BTreeMap::new();
-        let mut unrouted = Vec::new();
-        let fixed = batch
-            .table
-            .clone()
-            .or_else(|| self.router.as_ref().and_then(|r| r.fixed().cloned()));
-        // DynamoDB stream records, straight from the stream or through
-        // Kinesis Data Streams, are items to append-only tables.
-        let items = matches!(
-            batch.source.kind,
-            SourceKind::DynamoDb | SourceKind::Kinesis
-        )
-        .then(|| self.item_row(&batch.source.name));
-        let new_group = || Group {
-            items,
-            avro: batch.avro.clone(),
-            ..Group::new(Vec::new(), declared.clone())
-        };
-        // A router that reads a record's fields reads registry Avro as its
-        // JSON text; the record itself stays binary for the shredder.
-        let avro = batch
-            .avro
-            .as_deref()
-            .filter(|_| fixed.is_none() && self.router.as_ref().is_some_and(Router::reads_fields));
-        let mut names = Names::default();
-        let mut seen = 0u64;
-        for (pos, record) in batch.records.iter() {
-            seen += 1;
-            // A record its envelope or registry could not open is dead-lettered
-            // with the reason, with the table it would have gone to (it
-            // cannot be routed by a field it does not show).
-            if let Some(bad) = Undecodable::of(record) {
-                let table = fixed.as_ref().map(display).unwrap_or_default();
-                let raw = bad.record_text();
-                let rejected = Scope::new(&table, &batch.batch_id, batch).reject(
-                    pos,
-                    &bad.field,
-                    &bad.reason,
-                    raw.as_bytes(),
-                );
-                match &fixed {
-                    Some(t) => Groups::of(&mut tables, &mut names, t, new_group)
-                        .rejected
-                        .push(rejected),
-                    None => unrouted.push(rejected),
-                }
+/// Sorts `batch`'s records into one group per table: the batch's own
+/// table, else the router's.
+pub(super) fn group<'a>(
+    env: &Env,
+    router: Option<&Router>,
+    batch: &'a SourceBatch,
+    declared: Option<Arc<StructType>>,
+) -> Result<Groups<'a>, PipelineError> {
+    let source = SourceInfo::new(batch.source.kind, &batch.source.name);
+    let mut tables = BTreeMap::new();
+    let mut unrouted = Vec::new();
+    let fixed = batch
+        .table
+        .clone()
+        .or_else(|| router.and_then(|r| r.fixed().cloned()));
+    // DynamoDB stream records, straight from the stream or through
+    // Kinesis Data Streams, are items to append-only tables.
+    let items = matches!(
+        batch.source.kind,
+        SourceKind::DynamoDb | SourceKind::Kinesis
+    )
+    .then(|| env.item_row(&batch.source.name));
+    let new_group = || Group {
+        items,
+        avro: batch.avro.clone(),
+        ..Group::new(Vec::new(), declared.clone())
+    };
+    // A router that reads a record's fields reads registry Avro as its
+    // JSON text; the record itself stays binary for the shredder.
+    let avro = batch
+        .avro
+        .as_deref()
+        .filter(|_| fixed.is_none() && router.is_some_and(Router::reads_fields));
+    let mut names = Names::default();
+    let mut seen = 0u64;
+    for (pos, record) in batch.records.iter() {
+        seen += 1;
+        // A record its envelope or registry could not open is dead-lettered
+        // with the reason, with the table it would have gone to (it
+        // cannot be routed by a field it does not show).
+        if let Some(bad) = Undecodable::of(record) {
+            let table = fixed.as_ref().map(display).unwrap_or_default();
+            let raw = bad.record_text();
+            let rejected = Scope::new(&table, &batch.batch_id, batch).reject(
+                pos,
+                &bad.field,
+                &bad.reason,
+                raw.as_bytes(),
+            );
+            match &fixed {
+                Some(t) => Groups::of(&mut tables, &mut names, t, new_group)
+                    .rejected
+                    .push(rejected),
+                None => unrouted.push(rejected),
+            }
+            continue;
+        }
+        let json = match json_of(avro, record) {
+            Ok(json) => json,
+            Err(e) => {
+                let table = String::new();
+                let scope = Scope::new(&table, &batch.batch_id, batch);
+                unrouted.push(scope.reject(pos, &e.field, &e.reason, record));
                 continue;
             }
-            let json = match json_of(avro, record) {
-                Ok(json) => json,
-                Err(e) => {
-                    let table = String::new();
-                    let scope = Scope::new(&table, &batch.batch_id, batch);
-                    unrouted.push(scope.reject(pos, &e.field, &e.reason, record));
-                    continue;
-                }
-            };
-            match self.route(fixed.as_ref(), &json, &source)? {
-                Ok(t) => Groups::of(&mut tables, &mut names, &t, new_group)
-                    .records
-                    .push((pos, Cow::Borrowed(record))),
-                // A tombstone names only a key: it cannot be routed by a
-                // record field, and goes nowhere rather than to dead letters.
-                Err(_) if change::tombstone_key(record).is_some() => {}
-                Err(reason) => unrouted.push(self.unroutable(batch, pos, &reason, record)),
-            }
+        };
+        match route(router, fixed.as_ref(), &json, &source)? {
+            Ok(t) => Groups::of(&mut tables, &mut names, &t, new_group)
+                .records
+                .push((pos, Cow::Borrowed(record))),
+            // A tombstone names only a key: it cannot be routed by a
+            // record field, and goes nowhere rather than to dead letters.
+            Err(_) if change::tombstone_key(record).is_some() => {}
+            Err(reason) => unrouted.push(unroutable(env, batch, pos, &reason, record)),
         }
-        Counters::add(&self.parts.counters.records_in, seen);
-        if let Some(t) = &fixed
-            && !batch.state.is_empty()
-        {
-            // Source state alone (a snapshot's progress) still commits.
-            Groups::of(&mut tables, &mut names, t, new_group);
-        }
-        Ok(Groups { tables, unrouted })
     }
+    Counters::add(&env.parts.counters.records_in, seen);
+    if let Some(t) = &fixed
+        && !batch.state.is_empty()
+    {
+        // Source state alone (a snapshot's progress) still commits.
+        Groups::of(&mut tables, &mut names, t, new_group);
+    }
+    Ok(Groups { tables, unrouted })
+}
 
-    /// The table `record` goes to, or why no route places it.
-    fn route<'t>(
-        &self,
-        fixed: Option<&'t TableIdent>,
-        record: &[u8],
-        source: &SourceInfo<'_>,
-    ) -> Result<Result<Cow<'t, TableIdent>, String>, PipelineError> {
-        match (fixed, &self.router) {
-            (Some(t), _) => Ok(Ok(Cow::Borrowed(t))),
-            (None, Some(router)) => Ok(router
-                .route(record, source)
-                .map(Cow::Owned)
-                .map_err(|e| e.to_string())),
-            (None, None) => Err(PipelineError::Config(
-                "no target table: give one, or configure [routing]".into(),
-            )),
-        }
+/// The table `record` goes to, or why no route places it.
+fn route<'t>(
+    router: Option<&Router>,
+    fixed: Option<&'t TableIdent>,
+    record: &[u8],
+    source: &SourceInfo<'_>,
+) -> Result<Result<Cow<'t, TableIdent>, String>, PipelineError> {
+    match (fixed, router) {
+        (Some(t), _) => Ok(Ok(Cow::Borrowed(t))),
+        (None, Some(router)) => Ok(router
+            .route(record, source)
+            .map(Cow::Owned)
+            .map_err(|e| e.to_string())),
+        (None, None) => Err(PipelineError::Config(
+            "no target table: give one, or configure [routing]".into(),
+        )),
     }
+}
 
-    /// The dead letter of a record no route places, naming the routing field.
-    fn unroutable(
-        &self,
-        batch: &SourceBatch,
-        pos: Pos<'_>,
-        reason: &str,
-        record: &[u8],
-    ) -> Rejected {
-        let field = self
-            .parts
-            .config
-            .routing
-            .field
-            .as_deref()
-            .unwrap_or_default();
-        Scope::new("", &batch.batch_id, batch).reject(pos, field, reason, record)
-    }
+/// The dead letter of a record no route places, naming the routing field.
+fn unroutable(
+    env: &Env,
+    batch: &SourceBatch,
+    pos: Pos<'_>,
+    reason: &str,
+    record: &[u8],
+) -> Rejected {
+    let field = env
+        .parts
+        .config
+        .routing
+        .field
+        .as_deref()
+        .unwrap_or_default();
+    Scope::new("", &batch.batch_id, batch).reject(pos, field, reason, record)
 }

@@ -5,12 +5,14 @@
 pub mod changelog;
 mod classify;
 pub mod committer;
+mod env;
 mod evolving;
 mod files;
 mod group;
 mod identity;
 pub mod keyed;
 mod part;
+mod report;
 mod scope;
 mod upsert;
 pub mod writer;

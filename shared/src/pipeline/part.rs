@@ -12,6 +12,7 @@ use iceberg::TableIdent;
 use iceberg::spec::StructType;
 
 use super::PipelineError;
+use super::scope::Scope;
 use crate::avro::Registered;
 use crate::catalog::LoadedTable;
 use crate::change;
@@ -21,8 +22,8 @@ use crate::evolve::InferOptions;
 use crate::ident::display;
 use crate::shred::{ShredError, ShredOptions, UnknownFields};
 use crate::source::{Pos, Position, SourceBatch};
-use crate::write::TableWriter;
 use crate::write::rows::RowId;
+use crate::write::{TableWriter, WriteError};
 
 /// A loaded table with its file writer and settings.
 pub(super) struct TableContext {
@@ -31,17 +32,77 @@ pub(super) struct TableContext {
     pub settings: ResolvedTable,
 }
 
-/// The table part of a batch a stage works on.
+/// One table's part of a batch as every stage of the writer step sees it,
+/// built once when the table is loaded: what names it in errors and dead
+/// letters, what its records declare, and the table itself.
 pub(super) struct Part<'p> {
     pub ident: &'p TableIdent,
     /// The table's name as messages and dead letters show it.
-    pub table: &'p str,
+    pub table: String,
     pub batch_id: &'p str,
     pub batch: &'p SourceBatch,
     /// The types a schema registry declares for the records.
-    pub declared: Option<&'p Arc<StructType>>,
+    pub declared: Option<Arc<StructType>>,
     /// The registry schemas of its records that stayed binary Avro.
-    pub avro: Option<&'p Arc<Registered>>,
+    pub avro: Option<Arc<Registered>>,
+    /// The table as the part found it; a stage that evolves the schema
+    /// loads it again.
+    pub ctx: Arc<TableContext>,
+    /// The table's identifier fields; empty for an append-only table.
+    pub key_names: Vec<String>,
+}
+
+impl<'p> Part<'p> {
+    /// The part of `batch` (as sub-batch `batch_id`) bound for table
+    /// `ident`, loaded as `ctx`, with `group`'s declared types and schemas.
+    pub(super) fn new(
+        ident: &'p TableIdent,
+        batch_id: &'p str,
+        batch: &'p SourceBatch,
+        group: &Group<'_>,
+        ctx: Arc<TableContext>,
+    ) -> Self {
+        let schema = ctx.loaded.metadata.current_schema();
+        let key_names = schema
+            .identifier_field_ids()
+            .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
+            .collect();
+        Self {
+            ident,
+            table: display(ident),
+            batch_id,
+            batch,
+            declared: group.declared.clone(),
+            avro: group.avro.clone(),
+            ctx,
+            key_names,
+        }
+    }
+
+    /// The dead letter of the record at `pos`, refused for `reason` (at
+    /// `field`, empty when the whole record is at fault).
+    pub(super) fn reject(
+        &self,
+        pos: Pos<'_>,
+        field: &str,
+        reason: &str,
+        record: &[u8],
+    ) -> Rejected {
+        Scope::new(&self.table, self.batch_id, self.batch).reject(pos, field, reason, record)
+    }
+
+    /// A shredder failure of this part.
+    pub(super) fn shred_err(&self, source: ShredError) -> PipelineError {
+        shred_err(&self.table, self.batch_id, source)
+    }
+
+    /// A data or delete file of this part that could not be written.
+    pub(super) fn write_err(&self, source: WriteError) -> PipelineError {
+        PipelineError::Write {
+            batch_id: self.batch_id.to_string(),
+            source,
+        }
+    }
 }
 
 /// A group of records bound for one table.

@@ -10,12 +10,12 @@ use arrow_select::concat::concat_batches;
 
 use super::PipelineError;
 use super::classify::{Classified, Row};
+use super::env::Env;
+use super::evolving::shred_evolving;
 use super::identity::Identity;
 use super::keyed::{self, Folded};
-use super::part::{Group, KeyedFiles, Output, Part, TableContext, shred_err, shred_options};
-use super::scope::Scope;
-use super::writer::{WriteReport, Writer};
-use crate::catalog::CatalogError;
+use super::part::{KeyedFiles, Output, Part, TableContext, shred_options};
+use super::report::WriteReport;
 use crate::change::Change;
 use crate::dlq::Rejected;
 use crate::rowkey;
@@ -25,128 +25,123 @@ use crate::source::Pos;
 /// Rejects change `i` of the batch: field at fault, reason.
 type Reject<'r> = dyn FnMut(usize, &str, &str) + Send + 'r;
 
-impl Writer {
-    /// Folds a keyed batch per key (keys compared by typed value) and shreds
-    /// each key's newest state that fits; keys whose every state is rejected
-    /// are not touched.
-    pub(super) async fn upsert(
-        &self,
-        part: &Part<'_>,
-        scope: &Scope<'_>,
-        classified: Classified<'_>,
-        key_names: &[String],
-        rejected: &mut Vec<Rejected>,
-        report: &mut WriteReport,
-    ) -> Result<Output, PipelineError> {
-        let Classified {
-            mut changes,
-            change_records: records,
-            ..
-        } = classified;
-        // Folding takes the changes' rows; their positions stay readable.
-        let positions: Vec<Pos<'_>> = changes.iter().map(|(pos, _)| *pos).collect();
-        let mut reject = |i: usize, field: &str, reason: &str| {
-            rejected.push(scope.reject(positions[i], field, reason, &records[i]));
-        };
-        let first = self
-            .context(part.ident, &Group::new(Vec::new(), None), report)
-            .await?
-            .ok_or_else(|| CatalogError::NoSuchTable {
-                table: part.table.to_string(),
-            })?;
-        let mut folded = fold(&first, part, &mut changes, key_names, &mut reject)?;
-        // Newest states first; keys whose newest state is rejected fall back.
-        let mut chosen: Vec<Option<usize>> = folded
-            .keys
-            .iter()
-            .map(|k| k.states.len().checked_sub(1))
-            .collect();
-        let (ctx, data, written) = self
-            .shred_states(part, &folded, &mut chosen, &positions, &mut reject, report)
-            .await?;
-        let identity = Identity::of(part.batch);
-        let row_ids = written
-            .into_iter()
-            .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
-            .map(|i| identity.row(positions[i]))
-            .collect();
-        let keys = touched(&mut folded, &chosen, &changes, &identity);
-        Ok(Output {
-            ctx,
-            data,
-            row_ids,
-            keys: Some(keys),
-            rejected: 0,
-        })
-    }
+/// Folds a keyed batch per key (keys compared by typed value) and shreds
+/// each key's newest state that fits; keys whose every state is rejected
+/// are not touched.
+pub(super) async fn upsert(
+    env: &Env,
+    part: &Part<'_>,
+    classified: Classified<'_>,
+    rejected: &mut Vec<Rejected>,
+    report: &mut WriteReport,
+) -> Result<Output, PipelineError> {
+    let Classified {
+        mut changes,
+        change_records: records,
+        ..
+    } = classified;
+    // Folding takes the changes' rows; their positions stay readable.
+    let positions: Vec<Pos<'_>> = changes.iter().map(|(pos, _)| *pos).collect();
+    let mut reject = |i: usize, field: &str, reason: &str| {
+        rejected.push(part.reject(positions[i], field, reason, &records[i]));
+    };
+    let mut folded = fold(part, &mut changes, &mut reject)?;
+    // Newest states first; keys whose newest state is rejected fall back.
+    let mut chosen: Vec<Option<usize>> = folded
+        .keys
+        .iter()
+        .map(|k| k.states.len().checked_sub(1))
+        .collect();
+    let (ctx, data, written) = shred_states(
+        env,
+        part,
+        &folded,
+        &mut chosen,
+        &positions,
+        &mut reject,
+        report,
+    )
+    .await?;
+    let identity = Identity::of(part.batch);
+    let row_ids = written
+        .into_iter()
+        .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
+        .map(|i| identity.row(positions[i]))
+        .collect();
+    let keys = touched(&mut folded, &chosen, &changes, &identity);
+    Ok(Output {
+        ctx,
+        data,
+        row_ids,
+        keys: Some(keys),
+        rejected: 0,
+    })
+}
 
-    /// Shreds every key's chosen state, evolving the schema as
-    /// [`Self::shred_evolving`] does; a state that still does not fit is
-    /// rejected and its key falls back to the state before, until each key's
-    /// state fits or none is left. Returns the keys written, in row order.
-    async fn shred_states(
-        &self,
-        part: &Part<'_>,
-        folded: &Folded,
-        chosen: &mut [Option<usize>],
-        positions: &[Pos<'_>],
-        reject: &mut Reject<'_>,
-        report: &mut WriteReport,
-    ) -> Result<(Arc<TableContext>, RecordBatch, Vec<usize>), PipelineError> {
-        let (rows, owners) = states(folded, chosen, None, positions);
-        let shredded = self.shred_evolving(part, &rows, report).await?;
-        let mut parts = vec![shredded.data];
-        let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
-        let mut failed: Vec<(usize, String, String)> = shredded
-            .failed
-            .into_iter()
-            .map(|(i, f, r)| (owners[i], f, r))
-            .collect();
-        let ctx = shredded.ctx;
-        let shred_err = |source| shred_err(part.table, part.batch_id, source);
-        while !failed.is_empty() {
-            let mut retry = HashSet::new();
-            for (k, field, reason) in failed.drain(..) {
-                if let Some(c) = chosen[k] {
-                    reject(folded.keys[k].states[c].change, &field, &reason);
-                    chosen[k] = c.checked_sub(1);
-                    retry.insert(k);
-                }
+/// Shreds every key's chosen state, evolving the schema as
+/// [`Self::shred_evolving`] does; a state that still does not fit is
+/// rejected and its key falls back to the state before, until each key's
+/// state fits or none is left. Returns the keys written, in row order.
+async fn shred_states(
+    env: &Env,
+    part: &Part<'_>,
+    folded: &Folded,
+    chosen: &mut [Option<usize>],
+    positions: &[Pos<'_>],
+    reject: &mut Reject<'_>,
+    report: &mut WriteReport,
+) -> Result<(Arc<TableContext>, RecordBatch, Vec<usize>), PipelineError> {
+    let (rows, owners) = states(folded, chosen, None, positions);
+    let shredded = shred_evolving(env, part, &rows, report).await?;
+    let mut parts = vec![shredded.data];
+    let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
+    let mut failed: Vec<(usize, String, String)> = shredded
+        .failed
+        .into_iter()
+        .map(|(i, f, r)| (owners[i], f, r))
+        .collect();
+    let ctx = shredded.ctx;
+    while !failed.is_empty() {
+        let mut retry = HashSet::new();
+        for (k, field, reason) in failed.drain(..) {
+            if let Some(c) = chosen[k] {
+                reject(folded.keys[k].states[c].change, &field, &reason);
+                chosen[k] = c.checked_sub(1);
+                retry.insert(k);
             }
-            let (rows, owners) = states(folded, chosen, Some(&retry), positions);
-            if rows.is_empty() {
-                break;
-            }
-            let mut shredder = Shredder::new(
-                ctx.loaded.metadata.current_schema(),
-                shred_options(&ctx.settings),
-            )
-            .map_err(shred_err)?;
-            for (i, (_, row)) in rows.iter().enumerate() {
-                match shredder.push(row) {
-                    Ok(()) => written.push(owners[i]),
-                    Err(e) => failed.push((owners[i], e.field, e.reason)),
-                }
-            }
-            parts.push(shredder.finish().map_err(shred_err)?);
         }
-        let data = concat_batches(&parts[0].schema(), &parts)
-            .map_err(|e| shred_err(ShredError::from(e)))?;
-        Ok((ctx, data, written))
+        let (rows, owners) = states(folded, chosen, Some(&retry), positions);
+        if rows.is_empty() {
+            break;
+        }
+        let mut shredder = Shredder::new(
+            ctx.loaded.metadata.current_schema(),
+            shred_options(&ctx.settings),
+        )
+        .map_err(|e| part.shred_err(e))?;
+        for (i, (_, row)) in rows.iter().enumerate() {
+            match shredder.push(row) {
+                Ok(()) => written.push(owners[i]),
+                Err(e) => failed.push((owners[i], e.field, e.reason)),
+            }
+        }
+        parts.push(shredder.finish().map_err(|e| part.shred_err(e))?);
     }
+    let data = concat_batches(&parts[0].schema(), &parts)
+        .map_err(|e| part.shred_err(ShredError::from(e)))?;
+    Ok((ctx, data, written))
 }
 
 /// Each change's key digest, then the fold; changes without a key, or
 /// with one or an unchanged column that does not fit, are rejected.
 fn fold(
-    ctx: &TableContext,
     part: &Part<'_>,
     changes: &mut [(Pos<'_>, Change)],
-    key_names: &[String],
     reject: &mut Reject<'_>,
 ) -> Result<Folded, PipelineError> {
     let mut keys = Vec::with_capacity(changes.len());
-    for (i, k) in keyed::keys(changes, key_names, ctx.settings.case_insensitive)
+    let case_insensitive = part.ctx.settings.case_insensitive;
+    for (i, k) in keyed::keys(changes, &part.key_names, case_insensitive)
         .into_iter()
         .enumerate()
     {
@@ -158,7 +153,7 @@ fn fold(
             }
         }
     }
-    let digests = key_digests(ctx, part.table, part.batch_id, &mut keys, reject)?;
+    let digests = key_digests(part, &mut keys, reject)?;
     let (folded, errors) = keyed::fold(changes, keys, &digests);
     for (i, e) in errors {
         reject(i, &e.field, &e.reason);
@@ -223,24 +218,18 @@ fn touched(
 /// The digest of each change's key, shredded by the key columns' types; a
 /// key that does not fit is reported through `reject` and dropped from `keys`.
 fn key_digests(
-    ctx: &TableContext,
-    table: &str,
-    batch_id: &str,
+    part: &Part<'_>,
     keys: &mut [Option<Vec<u8>>],
     reject: &mut Reject<'_>,
 ) -> Result<Vec<Option<u128>>, PipelineError> {
-    let write_err = |source| PipelineError::Write {
-        batch_id: batch_id.to_string(),
-        source,
-    };
+    let ctx = &part.ctx;
     let mut digests = vec![None; keys.len()];
-    let Some(key_schema) = ctx.writer.key_schema().map_err(write_err)? else {
+    let Some(key_schema) = ctx.writer.key_schema().map_err(|e| part.write_err(e))? else {
         return Ok(digests);
     };
     let mut options = shred_options(&ctx.settings);
     options.unknown_fields = UnknownFields::Ignore;
-    let mut shredder =
-        Shredder::new(&key_schema, options).map_err(|s| shred_err(table, batch_id, s))?;
+    let mut shredder = Shredder::new(&key_schema, options).map_err(|s| part.shred_err(s))?;
     let mut rows = Vec::new();
     for (i, k) in keys.iter_mut().enumerate() {
         let Some(key) = k.as_ref() else {
@@ -254,12 +243,10 @@ fn key_digests(
             }
         }
     }
-    let keys = shredder
-        .finish()
-        .map_err(|s| shred_err(table, batch_id, s))?;
+    let keys = shredder.finish().map_err(|s| part.shred_err(s))?;
     let all: Vec<usize> = (0..keys.num_columns()).collect();
     let computed = rowkey::digests(&keys, &all).map_err(|e| PipelineError::TableDef {
-        table: table.to_string(),
+        table: part.table.clone(),
         reason: e.to_string(),
     })?;
     for (row, i) in rows.into_iter().enumerate() {
