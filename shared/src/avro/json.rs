@@ -19,6 +19,9 @@ use crate::calendar::{format_date, format_utc_micros};
 use crate::field_path::Path;
 
 /// Writes `value` (of `schema`) as JSON text the shredder reads exactly.
+///
+/// Long because it is one match with an arm per Avro value and logical
+/// type, each the oracle `render.rs` and the direct decoder are tested against.
 pub(super) fn write_json(
     value: &AvroValue,
     schema: &AvroSchema,

@@ -169,6 +169,10 @@ impl Compiler<'_> {
         (self.nodes.len() - 1) as NodeId
     }
 
+    /// Compiles `schema`, `depth` levels down, into a node of the plan.
+    ///
+    /// Long because it is one match with an arm per Avro schema kind and
+    /// logical type, each naming the node that reads it.
     fn node(&mut self, schema: &AvroSchema, depth: usize) -> Result<NodeId, NoPlan> {
         if depth > MAX_DEPTH {
             return Err(NoPlan(format!("nests deeper than {MAX_DEPTH} levels")));

@@ -16,6 +16,9 @@ use super::read::{DecodeError, Reader};
 use crate::calendar::{format_date, format_utc_micros};
 
 /// Appends the JSON text of one value of `node` to `out`.
+///
+/// Long because it is one match with an arm per plan node, each writing
+/// its type's JSON as `json.rs` does; the arms share nothing to factor out.
 pub fn render(
     plan: &Plan,
     node: NodeId,

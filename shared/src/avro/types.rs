@@ -102,6 +102,9 @@ fn primitive(p: PrimitiveType) -> Option<Type> {
 }
 
 /// The Iceberg type of an Avro schema; `None` for `null`, which holds nothing.
+///
+/// Long because it is one match with an arm per Avro schema kind and
+/// logical type.
 fn iceberg_type(
     schema: &AvroSchema,
     names: &HashMap<Name, AvroSchema>,

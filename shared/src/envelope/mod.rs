@@ -183,15 +183,19 @@ impl Opener {
             oldest_ms,
             avro: _,
         } = batch;
+        // The batch again with other records, its id derived anew.
+        let rebuild = |source, spans, records| {
+            SourceBatch::new(source, spans, records)
+                .to_table(table)
+                .with_state(state)
+                .oldest(oldest_ms)
+        };
         let items = match records {
             Records::Items(items) => items,
             // NDJSON, and dead letters replayed (opened when first received).
             whole @ (Records::Ndjson(_) | Records::Replayed(_)) => {
                 return Ok(OpenedBatch {
-                    batch: SourceBatch::new(source, spans, whole)
-                        .to_table(table)
-                        .with_state(state)
-                        .oldest(oldest_ms),
+                    batch: rebuild(source, spans, whole),
                     objects: Vec::new(),
                 });
             }
@@ -207,43 +211,25 @@ impl Opener {
         let mut objects = Vec::new();
         let mut registered = avro::Registered::default();
         for (pos, payload) in items {
-            let opened = match open(&payload, settings.envelope) {
-                Ok(o) => o,
+            let records = match open(&payload, settings.envelope) {
+                Ok(Opened::Records(records)) => records,
+                Ok(Opened::Objects(found)) => {
+                    objects.extend(found.into_iter().map(|o| (pos.clone(), o)));
+                    continue;
+                }
                 Err(e) => {
                     out.push((pos, Undecodable::record(&payload, &e)));
                     continue;
                 }
             };
-            let records = match opened {
-                Opened::Objects(found) => {
-                    objects.extend(found.into_iter().map(|o| (pos.clone(), o)));
-                    continue;
-                }
-                Opened::Records(records) => records,
-            };
-            let several = records.len() > 1;
-            for (n, record) in records.into_iter().enumerate() {
-                let record = match self.schemas.decode(&record, &settings).await {
-                    Ok(Some(decoded)) => {
-                        registered.add(&decoded);
-                        decoded.record
-                    }
-                    Ok(None) => record,
-                    Err(avro::AvroError::Record(e)) => Undecodable::record(&record, &e),
-                    Err(avro::AvroError::Transient(message)) => {
-                        return Err(TransientError {
-                            source_name: source.name.clone(),
-                            message,
-                        });
-                    }
-                };
-                let at = if several && unordered {
-                    format!("{pos}#{}", n + 1)
-                } else {
-                    pos.clone()
-                };
-                out.push((at, record));
-            }
+            let records = self
+                .decode(records, &settings, &mut registered)
+                .await
+                .map_err(|message| TransientError {
+                    source_name: source.name.clone(),
+                    message,
+                })?;
+            out.extend(positioned(&pos, records, unordered));
         }
         if unordered && let Some(span) = spans.first_mut() {
             span.positions = Positions::Ids {
@@ -251,19 +237,57 @@ impl Opener {
             };
         }
         Ok(OpenedBatch {
-            batch: SourceBatch::new(source, spans, Records::Items(out))
-                .to_table(table)
-                .with_state(state)
-                .oldest(oldest_ms)
-                .with_avro(
-                    registered
-                        .declared()
-                        .is_some()
-                        .then(|| Arc::new(registered)),
-                ),
+            batch: rebuild(source, spans, Records::Items(out)).with_avro(
+                registered
+                    .declared()
+                    .is_some()
+                    .then(|| Arc::new(registered)),
+            ),
             objects,
         })
     }
+
+    /// One payload's records through the schema registry, in order: framed
+    /// Avro decoded (its schema noted in `registered`), anything else as it
+    /// came, a datum that does not decode as its dead-letter marker. `Err`
+    /// is a registry that did not answer.
+    async fn decode(
+        &self,
+        records: Vec<Bytes>,
+        settings: &SourceConfig,
+        registered: &mut avro::Registered,
+    ) -> Result<Vec<Bytes>, String> {
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
+            out.push(match self.schemas.decode(&record, settings).await {
+                Ok(Some(decoded)) => {
+                    registered.add(&decoded);
+                    decoded.record
+                }
+                Ok(None) => record,
+                Err(avro::AvroError::Record(e)) => Undecodable::record(&record, &e),
+                Err(avro::AvroError::Transient(message)) => return Err(message),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Each of one payload's records at the payload's position, or at
+/// `<position>#<n>` when unordered spans must tell several apart.
+fn positioned<'p>(
+    pos: &'p str,
+    records: Vec<Bytes>,
+    unordered: bool,
+) -> impl Iterator<Item = (String, Bytes)> + 'p {
+    let numbered = unordered && records.len() > 1;
+    records
+        .into_iter()
+        .enumerate()
+        .map(move |(n, record)| match numbered {
+            true => (format!("{pos}#{}", n + 1), record),
+            false => (pos.to_string(), record),
+        })
 }
 
 /// `text` borrowed when it needs no unescaping.

@@ -101,121 +101,115 @@ impl ObjectBatches {
     /// A body that does not decompress or parse ends the object with one
     /// dead-lettered record naming where it broke.
     pub async fn next_batch(&mut self) -> Result<Option<SourceBatch>, ObjectError> {
-        let mut text = Vec::new();
-        let mut first = None;
-        let mut lines = 0u64;
-        let mut take = |chunk: Chunk, text: &mut Vec<u8>| {
-            first.get_or_insert(chunk.first_line);
-            lines += chunk.lines;
-            text.extend_from_slice(&chunk.text);
-        };
+        let mut gathered = Gathered::default();
         let mut out = Vec::new();
-        while !self.done && text.len() < self.batch_bytes {
-            let piece = match self.body.next().await {
-                Some(Ok(piece)) => Some(piece),
+        while !self.done && gathered.text.len() < self.batch_bytes {
+            out.clear();
+            let step = match self.body.next().await {
+                Some(Ok(piece)) => self.push_piece(&piece, &mut out)?,
                 Some(Err(e)) => {
                     return Err(ObjectError {
                         object: self.object.source(),
                         message: format!("reading the body: {e}"),
                     });
                 }
-                None => None,
-            };
-            out.clear();
-            let step = match &piece {
-                Some(piece) => {
-                    let inflater = match &mut self.inflater {
-                        Some(i) => i,
-                        None => self.inflater.insert(
-                            Inflater::for_head(piece).map_err(|e| self.fail(e.to_string()))?,
-                        ),
-                    };
-                    inflater
-                        .push(piece, &mut out)
-                        .map_err(|e| format!("it does not decompress: {e}"))
-                        .and_then(|()| self.splitter.push(&out).map_err(|e| e.to_string()))
-                }
                 None => {
                     self.done = true;
-                    let flushed = match &mut self.inflater {
-                        Some(i) => i
-                            .finish(&mut out)
-                            .map_err(|e| format!("it does not decompress to its end: {e}")),
-                        None => Ok(()),
-                    };
-                    flushed.and_then(|()| {
-                        let mut last = self.splitter.push(&out).map_err(|e| e.to_string())?;
-                        if let Some(tail) = self.splitter.finish().map_err(|e| e.to_string())? {
-                            last = Some(match last {
-                                Some(mut c) => {
-                                    let mut t = c.text.to_vec();
-                                    t.extend_from_slice(&tail.text);
-                                    c.text = t.into();
-                                    c.lines += tail.lines;
-                                    c
-                                }
-                                None => tail,
-                            });
-                        }
-                        Ok(last)
-                    })
+                    self.finish_body(&mut out)
                 }
             };
             match step {
-                Ok(Some(chunk)) => take(chunk, &mut text),
+                Ok(Some(chunk)) => gathered.take(chunk),
                 Ok(None) => {}
                 Err(reason) => {
                     // The records before stay; the break itself is dead-lettered
                     // as the record after them, and nothing after it is read.
                     self.done = true;
-                    let at = self.splitter.next_position();
-                    let marker = Undecodable::record(
-                        self.object.source().as_bytes(),
-                        &OpenError::new(
-                            "",
-                            format!(
-                                "object {} breaks after record {}: {reason}; fix and upload it again",
-                                self.object.source(),
-                                at - 1
-                            ),
-                        ),
-                    );
-                    take(
-                        Chunk {
-                            text: {
-                                let mut t = marker.to_vec();
-                                t.push(b'\n');
-                                t.into()
-                            },
-                            first_line: at,
-                            lines: 1,
-                        },
-                        &mut text,
-                    );
+                    gathered.take(self.broken(&reason));
                 }
             }
         }
-        let Some(first_line) = first else {
-            return Ok(None);
+        Ok(gathered.chunk().map(|chunk| self.batch_of(chunk)))
+    }
+
+    /// Inflates one piece of the body into `out` and splits off the whole
+    /// records it completes; `Err` inside is why the object breaks there.
+    fn push_piece(
+        &mut self,
+        piece: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Result<Option<Chunk>, String>, ObjectError> {
+        let inflater = match &mut self.inflater {
+            Some(i) => i,
+            None => self
+                .inflater
+                .insert(Inflater::for_head(piece).map_err(|e| self.fail(e.to_string()))?),
         };
-        let chunk = Chunk {
+        Ok(inflater
+            .push(piece, out)
+            .map_err(|e| format!("it does not decompress: {e}"))
+            .and_then(|()| self.splitter.push(out).map_err(|e| e.to_string())))
+    }
+
+    /// The records the body's end completes: the inflater's last bytes and
+    /// the splitter's unterminated last record, as one chunk.
+    fn finish_body(&mut self, out: &mut Vec<u8>) -> Result<Option<Chunk>, String> {
+        if let Some(i) = &mut self.inflater {
+            i.finish(out)
+                .map_err(|e| format!("it does not decompress to its end: {e}"))?;
+        }
+        let last = self.splitter.push(out).map_err(|e| e.to_string())?;
+        let Some(tail) = self.splitter.finish().map_err(|e| e.to_string())? else {
+            return Ok(last);
+        };
+        Ok(Some(match last {
+            Some(mut c) => {
+                let mut t = c.text.to_vec();
+                t.extend_from_slice(&tail.text);
+                c.text = t.into();
+                c.lines += tail.lines;
+                c
+            }
+            None => tail,
+        }))
+    }
+
+    /// The one-record chunk that dead-letters the object's break, `reason`,
+    /// as the record after the last whole one.
+    fn broken(&self, reason: &str) -> Chunk {
+        let at = self.splitter.next_position();
+        let marker = Undecodable::record(
+            self.object.source().as_bytes(),
+            &OpenError::new(
+                "",
+                format!(
+                    "object {} breaks after record {}: {reason}; fix and upload it again",
+                    self.object.source(),
+                    at - 1
+                ),
+            ),
+        );
+        let mut text = marker.to_vec();
+        text.push(b'\n');
+        Chunk {
             text: text.into(),
-            first_line,
-            lines,
-        };
+            first_line: at,
+            lines: 1,
+        }
+    }
+
+    /// The source batch of the object's lines in `chunk`.
+    fn batch_of(&self, chunk: Chunk) -> SourceBatch {
         let spans = vec![SourceSpan {
             source: self.object.source(),
             positions: Positions::Range {
-                first: Position::from(first_line),
+                first: Position::from(chunk.first_line),
                 last: Position::from(chunk.last_line()),
             },
             // Line numbers of one object version: not a stream's positions.
             stream: false,
         }];
-        Ok(Some(
-            SourceBatch::new(self.source.clone(), spans, Records::Ndjson(chunk))
-                .oldest(self.oldest_ms),
-        ))
+        SourceBatch::new(self.source.clone(), spans, Records::Ndjson(chunk)).oldest(self.oldest_ms)
     }
 
     fn fail(&self, message: String) -> ObjectError {
@@ -223,5 +217,31 @@ impl ObjectBatches {
             object: self.object.source(),
             message,
         }
+    }
+}
+
+/// Chunks of an object gathered into one batch: their text, first line and
+/// line count.
+#[derive(Default)]
+struct Gathered {
+    text: Vec<u8>,
+    first: Option<u64>,
+    lines: u64,
+}
+
+impl Gathered {
+    fn take(&mut self, chunk: Chunk) {
+        self.first.get_or_insert(chunk.first_line);
+        self.lines += chunk.lines;
+        self.text.extend_from_slice(&chunk.text);
+    }
+
+    /// Everything gathered as one chunk; `None` when nothing was.
+    fn chunk(self) -> Option<Chunk> {
+        Some(Chunk {
+            first_line: self.first?,
+            lines: self.lines,
+            text: self.text.into(),
+        })
     }
 }

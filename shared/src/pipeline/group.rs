@@ -62,14 +62,7 @@ pub(super) fn group<'a>(
         // with the reason, with the table it would have gone to (it
         // cannot be routed by a field it does not show).
         if let Some(bad) = Undecodable::of(record) {
-            let table = fixed.as_ref().map(display).unwrap_or_default();
-            let raw = bad.record_text();
-            let rejected = Scope::new(&table, &batch.batch_id, batch).reject(
-                pos,
-                &bad.field,
-                &bad.reason,
-                raw.as_bytes(),
-            );
+            let rejected = undecodable(batch, fixed.as_ref(), pos, &bad);
             match &fixed {
                 Some(t) => Groups::of(&mut tables, &mut names, t, new_group)
                     .rejected
@@ -105,6 +98,19 @@ pub(super) fn group<'a>(
         Groups::of(&mut tables, &mut names, t, new_group);
     }
     Ok(Groups { tables, unrouted })
+}
+
+/// The dead letter of a record its envelope or registry could not open,
+/// named by the batch's own table when it has one.
+fn undecodable(
+    batch: &SourceBatch,
+    fixed: Option<&TableIdent>,
+    pos: Pos<'_>,
+    bad: &Undecodable,
+) -> Rejected {
+    let table = fixed.map(display).unwrap_or_default();
+    let raw = bad.record_text();
+    Scope::new(&table, &batch.batch_id, batch).reject(pos, &bad.field, &bad.reason, raw.as_bytes())
 }
 
 /// The table `record` goes to, or why no route places it.

@@ -4,14 +4,14 @@
 //! and gives it to the JSON path, whose outcome is the record's.
 
 use super::super::EpochUnit;
-use super::super::column::{Column, Kind, StructCol, child_offset};
+use super::super::column::{Column, Kind, ListCol, MapCol, StructCol, child_offset};
 use super::super::decimal::POW10;
 use super::super::json::Cursor;
 use super::super::parse::{self, Ctx, Scratch};
 use super::super::unknown::unknown_key;
 use super::bind::{Fields, Op, Slot};
 use crate::avro::check::{branch, decimal_bytes, enum_symbol, skip, unscaled, uuid};
-use crate::avro::plan::{Node, Plan};
+use crate::avro::plan::{Node, NodeId, Plan};
 use crate::avro::read::{DecodeError, Reader};
 use crate::avro::render::render;
 
@@ -152,6 +152,10 @@ fn value(op: &Op, col: &mut Column, r: &mut Reader<'_>, cx: &mut Cx<'_>) -> Resu
 }
 
 /// [`value`] for the less common steps, out of line so the hot ones stay small.
+///
+/// Long because it is one match with an arm per plan step, each a few
+/// lines that check a value against its column and append it; lists and
+/// maps have functions of their own.
 #[inline(never)]
 fn value_rest(op: &Op, col: &mut Column, r: &mut Reader<'_>, cx: &mut Cx<'_>) -> Result<(), Miss> {
     match op {
@@ -263,56 +267,11 @@ fn value_rest(op: &Op, col: &mut Column, r: &mut Reader<'_>, cx: &mut Cx<'_>) ->
         }
         Op::List { item, width } => {
             let l = kind!(col, Kind::List(l) => l);
-            loop {
-                let n = r.block(*width)?;
-                if n == 0 {
-                    break;
-                }
-                for _ in 0..n {
-                    value(item, &mut l.child, r, cx)?;
-                }
-            }
-            l.offsets.push(child_offset(l.child.len).map_err(|_| Miss)?);
+            list(item, *width, l, r, cx)?;
         }
         Op::Map { value: op, node } => {
             let m = kind!(col, Kind::Map(m) => m);
-            // The JSON path's map is sorted by key, one entry per key, the
-            // last one written winning: read the keys first, then the values.
-            let base = cx.entries.len();
-            loop {
-                let n = r.block(1)?;
-                if n == 0 {
-                    break;
-                }
-                for _ in 0..n {
-                    let key = r.str()?;
-                    cx.entries.push((r.pos - key.len(), key.len(), r.pos));
-                    skip(cx.plan, *node, r)?;
-                }
-            }
-            let end = r.pos;
-            let datum = r.datum();
-            let key = |e: &(usize, usize, usize)| datum.get(e.0..e.0 + e.1).unwrap_or(&[]);
-            cx.entries[base..].sort_by(|a, b| key(a).cmp(key(b)));
-            for i in base..cx.entries.len() {
-                let e = cx.entries[i];
-                if cx
-                    .entries
-                    .get(i + 1)
-                    .is_some_and(|next| key(next) == key(&e))
-                {
-                    continue;
-                }
-                let keys = kind!(m.keys, Kind::String(keys) => keys);
-                keys.data.extend_from_slice(key(&e));
-                keys.close().map_err(|_| Miss)?;
-                m.keys.commit_valid();
-                r.pos = e.2;
-                value(op, &mut m.values, r, cx)?;
-            }
-            cx.entries.truncate(base);
-            r.pos = end;
-            m.offsets.push(child_offset(m.keys.len).map_err(|_| Miss)?);
+            map(op, *node, m, r, cx)?;
         }
         Op::Json(node) => {
             cx.text.clear();
@@ -331,5 +290,76 @@ fn value_rest(op: &Op, col: &mut Column, r: &mut Reader<'_>, cx: &mut Cx<'_>) ->
         }
     }
     col.commit_valid();
+    Ok(())
+}
+
+/// Appends one array of `item`s (blocks of them, each at least `width`
+/// bytes) to list column `l`.
+fn list(
+    item: &Op,
+    width: usize,
+    l: &mut ListCol,
+    r: &mut Reader<'_>,
+    cx: &mut Cx<'_>,
+) -> Result<(), Miss> {
+    loop {
+        let n = r.block(width)?;
+        if n == 0 {
+            break;
+        }
+        for _ in 0..n {
+            value(item, &mut l.child, r, cx)?;
+        }
+    }
+    l.offsets.push(child_offset(l.child.len).map_err(|_| Miss)?);
+    Ok(())
+}
+
+/// Appends one map (values of plan node `node`, read with `op`) to map
+/// column `m`.
+fn map(
+    op: &Op,
+    node: NodeId,
+    m: &mut MapCol,
+    r: &mut Reader<'_>,
+    cx: &mut Cx<'_>,
+) -> Result<(), Miss> {
+    // The JSON path's map is sorted by key, one entry per key, the
+    // last one written winning: read the keys first, then the values.
+    let base = cx.entries.len();
+    loop {
+        let n = r.block(1)?;
+        if n == 0 {
+            break;
+        }
+        for _ in 0..n {
+            let key = r.str()?;
+            cx.entries.push((r.pos - key.len(), key.len(), r.pos));
+            skip(cx.plan, node, r)?;
+        }
+    }
+    let end = r.pos;
+    let datum = r.datum();
+    let key = |e: &(usize, usize, usize)| datum.get(e.0..e.0 + e.1).unwrap_or(&[]);
+    cx.entries[base..].sort_by(|a, b| key(a).cmp(key(b)));
+    for i in base..cx.entries.len() {
+        let e = cx.entries[i];
+        if cx
+            .entries
+            .get(i + 1)
+            .is_some_and(|next| key(next) == key(&e))
+        {
+            continue;
+        }
+        let keys = kind!(m.keys, Kind::String(keys) => keys);
+        keys.data.extend_from_slice(key(&e));
+        keys.close().map_err(|_| Miss)?;
+        m.keys.commit_valid();
+        r.pos = e.2;
+        value(op, &mut m.values, r, cx)?;
+    }
+    cx.entries.truncate(base);
+    r.pos = end;
+    m.offsets.push(child_offset(m.keys.len).map_err(|_| Miss)?);
     Ok(())
 }
