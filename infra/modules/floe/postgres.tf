@@ -2,7 +2,7 @@
 # the slot at a time (reserved concurrency 1), in the database's VPC, its
 # login in Secrets Manager, and alarms on the slot (lag, WAL retained), on
 # failed runs and on freshness. The slot and publication are the database's:
-# create them with `floe pg setup` (docs/postgres.md).
+# create them with `floe pg setup` (docs/cdc.md, "Postgres source", "Setup").
 
 locals {
   # The pg tables' files and Glue entries: pg_namespace only.
