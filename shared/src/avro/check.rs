@@ -68,6 +68,36 @@ pub fn check(plan: &Plan, datum: &[u8]) -> Result<usize, Box<Fault>> {
     Ok(r.left())
 }
 
+/// Reads one map's blocks, skipping its values of plan node `values`, and
+/// appends each entry as (key start, key length, value start) to
+/// `entries`, sorted by key from `entries`' length on: a map is written the
+/// way the registry path writes the hash map it decodes into, one entry per
+/// key, the last one written winning. Leaves `r` after the map.
+pub fn map_entries(
+    plan: &Plan,
+    values: NodeId,
+    r: &mut Reader<'_>,
+    entries: &mut Vec<(usize, usize, usize)>,
+) -> Result<(), Box<Fault>> {
+    let base = entries.len();
+    loop {
+        let n = r.block(1)?;
+        if n == 0 {
+            break;
+        }
+        for _ in 0..n {
+            let key = r.str()?;
+            entries.push((r.pos - key.len(), key.len(), r.pos));
+            skip(plan, values, r)?;
+        }
+    }
+    let datum = r.datum();
+    let key = |e: &(usize, usize, usize)| datum.get(e.0..e.0 + e.1).unwrap_or(&[]);
+    // Stable: of equal keys, the last written stays last.
+    entries[base..].sort_by(|a, b| key(a).cmp(key(b)));
+    Ok(())
+}
+
 /// Reads past one value of `node`, checking it as the registry path would.
 #[inline]
 pub fn skip(plan: &Plan, node: NodeId, r: &mut Reader<'_>) -> Result<(), Box<Fault>> {

@@ -9,7 +9,7 @@ use std::io::Write as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::check::{branch, decimal_bytes, enum_symbol, skip, uuid};
+use super::check::{branch, decimal_bytes, enum_symbol, map_entries, uuid};
 use super::json::{decimal_text, special, string, time_of_day};
 use super::plan::{Node, NodeId, Plan, Unit};
 use super::read::{DecodeError, Reader};
@@ -136,26 +136,16 @@ pub fn render(
             out.push(b']');
         }
         Node::Map(values) => {
-            // Sorted, one entry per key, the last one written winning: as
-            // the registry path writes the map it decoded into a hash map.
-            let mut entries: Vec<(&[u8], usize)> = Vec::new();
-            loop {
-                let n = r.block(1)?;
-                if n == 0 {
-                    break;
-                }
-                for _ in 0..n {
-                    let key = r.str()?;
-                    entries.push((key, r.pos));
-                    skip(plan, *values, r).map_err(|f| f.error)?;
-                }
-            }
+            let mut entries = Vec::new();
+            map_entries(plan, *values, r, &mut entries).map_err(|f| f.error)?;
             let end = r.pos;
-            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let datum = r.datum();
+            let key_of = |e: &(usize, usize, usize)| datum.get(e.0..e.0 + e.1).unwrap_or(&[]);
             out.push(b'{');
             let mut first = true;
-            for (i, (key, at)) in entries.iter().enumerate() {
-                if entries.get(i + 1).is_some_and(|next| next.0 == *key) {
+            for (i, e) in entries.iter().enumerate() {
+                let (key, at) = (key_of(e), &e.2);
+                if entries.get(i + 1).is_some_and(|next| key_of(next) == key) {
                     continue;
                 }
                 if !first {

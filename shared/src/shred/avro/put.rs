@@ -10,7 +10,7 @@ use super::super::json::Cursor;
 use super::super::parse::{self, Ctx, Scratch};
 use super::super::unknown::unknown_key;
 use super::bind::{Fields, Op, Slot};
-use crate::avro::check::{branch, decimal_bytes, enum_symbol, skip, unscaled, uuid};
+use crate::avro::check::{branch, decimal_bytes, enum_symbol, map_entries, skip, unscaled, uuid};
 use crate::avro::plan::{Node, NodeId, Plan};
 use crate::avro::read::{DecodeError, Reader};
 use crate::avro::render::render;
@@ -324,24 +324,12 @@ fn map(
     r: &mut Reader<'_>,
     cx: &mut Cx<'_>,
 ) -> Result<(), Miss> {
-    // The JSON path's map is sorted by key, one entry per key, the
-    // last one written winning: read the keys first, then the values.
+    // The keys first, sorted as the JSON path writes them, then the values.
     let base = cx.entries.len();
-    loop {
-        let n = r.block(1)?;
-        if n == 0 {
-            break;
-        }
-        for _ in 0..n {
-            let key = r.str()?;
-            cx.entries.push((r.pos - key.len(), key.len(), r.pos));
-            skip(cx.plan, node, r)?;
-        }
-    }
+    map_entries(cx.plan, node, r, cx.entries)?;
     let end = r.pos;
     let datum = r.datum();
     let key = |e: &(usize, usize, usize)| datum.get(e.0..e.0 + e.1).unwrap_or(&[]);
-    cx.entries[base..].sort_by(|a, b| key(a).cmp(key(b)));
     for i in base..cx.entries.len() {
         let e = cx.entries[i];
         if cx
