@@ -30,8 +30,6 @@ pub(super) fn group<'a>(
     declared: Option<Arc<StructType>>,
 ) -> Result<Groups<'a>, PipelineError> {
     let source = SourceInfo::new(batch.source.kind, &batch.source.name);
-    let mut tables = BTreeMap::new();
-    let mut unrouted = Vec::new();
     let fixed = batch
         .table
         .clone()
@@ -48,39 +46,36 @@ pub(super) fn group<'a>(
         avro: batch.avro.clone(),
         ..Group::new(Vec::new(), declared.clone())
     };
+    if let Some(t) = &fixed {
+        return Ok(one_table(env, batch, t, new_group()));
+    }
     // A router that reads a record's fields reads registry Avro as its
     // JSON text; the record itself stays binary for the shredder.
     let avro = batch
         .avro
         .as_deref()
-        .filter(|_| fixed.is_none() && router.is_some_and(Router::reads_fields));
+        .filter(|_| router.is_some_and(Router::reads_fields));
+    let mut tables = BTreeMap::new();
+    let mut unrouted = Vec::new();
     let mut names = Names::default();
     let mut seen = 0u64;
     for (pos, record) in batch.records.iter() {
         seen += 1;
         // A record its envelope or registry could not open is dead-lettered
-        // with the reason, with the table it would have gone to (it
-        // cannot be routed by a field it does not show).
+        // with the reason (it cannot be routed by a field it does not show).
         if let Some(bad) = Undecodable::of(record) {
-            let rejected = undecodable(batch, fixed.as_ref(), pos, &bad);
-            match &fixed {
-                Some(t) => Groups::of(&mut tables, &mut names, t, new_group)
-                    .rejected
-                    .push(rejected),
-                None => unrouted.push(rejected),
-            }
+            unrouted.push(undecodable(batch, None, pos, &bad));
             continue;
         }
         let json = match json_of(avro, record) {
             Ok(json) => json,
             Err(e) => {
-                let table = String::new();
-                let scope = Scope::new(&table, &batch.batch_id, batch);
+                let scope = Scope::new("", &batch.batch_id, batch);
                 unrouted.push(scope.reject(pos, &e.field, &e.reason, record));
                 continue;
             }
         };
-        match route(router, fixed.as_ref(), &json, &source)? {
+        match route(router, &json, &source)? {
             Ok(t) => Groups::of(&mut tables, &mut names, &t, new_group)
                 .records
                 .push((pos, Cow::Borrowed(record))),
@@ -91,13 +86,38 @@ pub(super) fn group<'a>(
         }
     }
     Counters::add(&env.parts.counters.records_in, seen);
-    if let Some(t) = &fixed
-        && !batch.state.is_empty()
-    {
-        // Source state alone (a snapshot's progress) still commits.
-        Groups::of(&mut tables, &mut names, t, new_group);
-    }
     Ok(Groups { tables, unrouted })
+}
+
+/// [`group`] for a batch whose records all go to table `t` (its own, or
+/// routing's one table): no route to ask and no table name to look up per
+/// record, which at a million records a second is worth a few percent.
+fn one_table<'a>(
+    env: &Env,
+    batch: &'a SourceBatch,
+    t: &TableIdent,
+    mut group: Group<'a>,
+) -> Groups<'a> {
+    let mut seen = 0u64;
+    for (pos, record) in batch.records.iter() {
+        seen += 1;
+        // A record its envelope or registry could not open is dead-lettered
+        // with the reason, with the table it was bound for.
+        match Undecodable::of(record) {
+            Some(bad) => group.rejected.push(undecodable(batch, Some(t), pos, &bad)),
+            None => group.records.push((pos, Cow::Borrowed(record))),
+        }
+    }
+    Counters::add(&env.parts.counters.records_in, seen);
+    let mut tables = BTreeMap::new();
+    // Source state alone (a snapshot's progress) still commits.
+    if seen > 0 || !batch.state.is_empty() {
+        tables.insert(display(t), (t.clone(), group));
+    }
+    Groups {
+        tables,
+        unrouted: Vec::new(),
+    }
 }
 
 /// The dead letter of a record its envelope or registry could not open,
@@ -114,19 +134,14 @@ fn undecodable(
 }
 
 /// The table `record` goes to, or why no route places it.
-fn route<'t>(
+fn route(
     router: Option<&Router>,
-    fixed: Option<&'t TableIdent>,
     record: &[u8],
     source: &SourceInfo<'_>,
-) -> Result<Result<Cow<'t, TableIdent>, String>, PipelineError> {
-    match (fixed, router) {
-        (Some(t), _) => Ok(Ok(Cow::Borrowed(t))),
-        (None, Some(router)) => Ok(router
-            .route(record, source)
-            .map(Cow::Owned)
-            .map_err(|e| e.to_string())),
-        (None, None) => Err(PipelineError::Config(
+) -> Result<Result<TableIdent, String>, PipelineError> {
+    match router {
+        Some(router) => Ok(router.route(record, source).map_err(|e| e.to_string())),
+        None => Err(PipelineError::Config(
             "no target table: give one, or configure [routing]".into(),
         )),
     }
