@@ -1,5 +1,7 @@
 //! The part of a source batch bound for one table, as its dead letters and
-//! errors name it: the table, the (sub-)batch id and the source.
+//! errors name it: the table, the (sub-)batch id and the source. A table's
+//! `Part` rejects through it; routing, and a table that is missing, use it
+//! before there is a part.
 
 use crate::dlq::Rejected;
 use crate::source::{Pos, SourceBatch};
