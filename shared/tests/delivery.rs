@@ -1,6 +1,8 @@
 //! The adversarial delivery harness (see `floe_test_support::harness`)
 //! through the core writer step: each source kind's batches built as the
-//! Lambda events and the embedded sources build them.
+//! Lambda events and the embedded sources build them (every other Kafka
+//! schedule's records as registry-framed Avro, opened as the writer
+//! function opens them).
 //! `FLOE_HARNESS_SCHEDULES` sets how many seeded schedules run (default 200,
 //! from `FLOE_HARNESS_FIRST`, 1); `FLOE_HARNESS_SEED` replays one and prints
 //! its schedule.
@@ -12,6 +14,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use floe_core::config::Config;
+use floe_core::envelope::Opener;
+use floe_core::envelope::avro::Schemas;
 use floe_core::faults::Faults;
 use floe_core::metrics::Counters;
 use floe_core::pipeline::{Writer, WriterParts};
@@ -35,30 +39,105 @@ impl Driver for Core {
         inv: &Invocation,
     ) -> bool {
         let faults = inv.faults();
-        let config = if setup.routed {
-            let toml = format!(
+        let mut toml = String::new();
+        if setup.routed {
+            toml += &format!(
                 "[routing]\nmode = \"field\"\nfield = \"t\"\ntemplate = \"h.s{}_{{value}}\"\n",
                 setup.seed
             );
-            Config::from_toml_str(&toml, std::path::Path::new("."), &|_| None).unwrap()
-        } else {
-            Config::default()
-        };
+        }
+        let avro = registry_avro(setup);
+        if avro {
+            toml += &format!("[sources.h]\nregistry = \"{REGISTRY}\"\n");
+        }
+        let config =
+            Arc::new(Config::from_toml_str(&toml, std::path::Path::new("."), &|_| None).unwrap());
         let writer = Writer::new(WriterParts {
             catalog: harness.catalog(Faults::none()),
             queue,
             dead_letters: harness.dead_letters.clone(),
             faults,
             counters: Arc::new(Counters::default()),
-            config: Arc::new(config),
+            config: config.clone(),
         })
         .unwrap();
         let mut batch = batch(setup, inv);
+        if avro {
+            // Opened as the writer function opens a Kafka event: each datum
+            // checked against its writer's schema and kept binary.
+            let schemas = Schemas::default();
+            schemas
+                .preload(REGISTRY, SCHEMA_ID, &avro_schema(setup))
+                .unwrap();
+            batch = Opener::new(config, schemas)
+                .open(batch)
+                .await
+                .unwrap()
+                .batch;
+        }
         if !setup.routed {
             batch.table = Some(tables.a.clone());
         }
         writer.write(batch).await.is_ok()
     }
+}
+
+/// The registry the Avro schedules' schema comes from (preloaded: no server).
+const REGISTRY: &str = "http://registry";
+/// The Confluent schema id their records are framed with.
+const SCHEMA_ID: u32 = 7;
+
+/// Every other Kafka schedule sends its records as Confluent-framed Avro,
+/// so the binary path (checked at open, read straight into columns, read
+/// as JSON by keyed tables, routing and dead letters) meets the same
+/// adversarial delivery as JSON.
+fn registry_avro(setup: &Setup) -> bool {
+    setup.kind == Kind::Kafka && setup.seed % 2 == 0
+}
+
+/// The writer's schema of a schedule's records: keyed `_op` changes, or
+/// append records with their routing field.
+fn avro_schema(setup: &Setup) -> String {
+    let fields = match setup.keyed {
+        true => {
+            r#"{"name":"_op","type":"string"},{"name":"id","type":"long"},{"name":"v","type":["null","string"],"default":null}"#
+        }
+        false => {
+            r#"{"name":"id","type":"long"},{"name":"v","type":"string"},{"name":"t","type":"string"}"#
+        }
+    };
+    format!(r#"{{"type":"record","name":"R","fields":[{fields}]}}"#)
+}
+
+/// `body` (the record's JSON) as its Avro datum, Confluent-framed.
+fn framed(setup: &Setup, body: &str) -> Bytes {
+    use apache_avro::types::Value as AvroValue;
+    let schema = apache_avro::Schema::parse_str(&avro_schema(setup)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(body).unwrap();
+    let text = |k: &str| json[k].as_str().map(|s| AvroValue::String(s.into()));
+    let id = AvroValue::Long(json["id"].as_i64().unwrap());
+    let fields = match setup.keyed {
+        true => vec![
+            ("_op".to_string(), text("_op").unwrap()),
+            ("id".to_string(), id),
+            (
+                "v".to_string(),
+                match text("v") {
+                    Some(v) => AvroValue::Union(1, Box::new(v)),
+                    None => AvroValue::Union(0, Box::new(AvroValue::Null)),
+                },
+            ),
+        ],
+        false => vec![
+            ("id".to_string(), id),
+            ("v".to_string(), text("v").unwrap()),
+            ("t".to_string(), text("t").unwrap()),
+        ],
+    };
+    let mut out = vec![0];
+    out.extend(SCHEMA_ID.to_be_bytes());
+    out.extend(apache_avro::to_avro_datum(&schema, AvroValue::Record(fields)).unwrap());
+    Bytes::from(out)
 }
 
 /// The batch a source hands the writer for `inv`.
@@ -72,7 +151,12 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
                 Kind::Http => format!("record {i}"),
                 _ => r.pos.clone(),
             };
-            (pos, Bytes::from(harness::body(setup, r)))
+            let body = harness::body(setup, r);
+            let record = match registry_avro(setup) {
+                true => framed(setup, &body),
+                false => Bytes::from(body),
+            };
+            (pos, record)
         })
         .collect();
     let range = |source: &str| {
