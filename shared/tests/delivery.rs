@@ -74,6 +74,7 @@ impl Driver for Core {
                 .await
                 .unwrap()
                 .batch;
+            assert!(batch.avro.is_some(), "the batch opened as registry Avro");
         }
         if !setup.routed {
             batch.table = Some(tables.a.clone());
@@ -92,7 +93,7 @@ const SCHEMA_ID: u32 = 7;
 /// as JSON by keyed tables, routing and dead letters) meets the same
 /// adversarial delivery as JSON.
 fn registry_avro(setup: &Setup) -> bool {
-    setup.kind == Kind::Kafka && setup.seed % 2 == 0
+    setup.kind == Kind::Kafka && setup.seed.is_multiple_of(2)
 }
 
 /// The writer's schema of a schedule's records: keyed `_op` changes, or
