@@ -13,7 +13,7 @@ use tracing::info;
 
 use super::PipelineError;
 use super::changelog;
-use super::part::{Group, TableContext, infer_options};
+use super::part::{Sample, TableContext, infer_options};
 use super::report::WriteReport;
 use crate::avro::json_of;
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
@@ -98,7 +98,7 @@ impl Env {
     pub(super) async fn context(
         &self,
         ident: &TableIdent,
-        group: &Group<'_>,
+        sample: &Sample<'_, '_>,
         report: &mut WriteReport,
     ) -> Result<Option<Arc<TableContext>>, PipelineError> {
         let (cached, generation) = {
@@ -113,7 +113,7 @@ impl Env {
         let loaded = match self.parts.catalog.load_table(ident).await {
             Ok(loaded) => loaded,
             Err(CatalogError::NoSuchTable { .. }) if self.parts.config.routing.create => {
-                let loaded = self.create(ident, &settings, group).await?;
+                let loaded = self.create(ident, &settings, sample).await?;
                 report.created.push(table.clone());
                 loaded
             }
@@ -154,7 +154,7 @@ impl Env {
         &self,
         ident: &TableIdent,
         settings: &ResolvedTable,
-        group: &Group<'_>,
+        sample: &Sample<'_, '_>,
     ) -> Result<LoadedTable, PipelineError> {
         let table = display(ident);
         let def_err = |reason: String| PipelineError::TableDef {
@@ -171,13 +171,13 @@ impl Env {
                 // Change records describe rows: infer from the rows they carry.
                 let changes =
                     !settings.identifier_fields.is_empty() || settings.changelog == Changelog::Only;
-                let sample: Vec<serde_json::Value> = group
+                let values: Vec<serde_json::Value> = sample
                     .records
                     .iter()
                     .filter_map(|(pos, r)| {
-                        let r = &json_of(group.avro.as_deref(), r).ok()?;
+                        let r = &json_of(sample.avro, r).ok()?;
                         if !changes {
-                            return match group.items.filter(|_| change::is_dynamodb_record(r)) {
+                            return match sample.items.filter(|_| change::is_dynamodb_record(r)) {
                                 Some(opts) => {
                                     serde_json::from_slice(&change::dynamodb_item(r, opts).ok()??)
                                         .ok()
@@ -195,10 +195,10 @@ impl Env {
                     .take(INFER_SAMPLE)
                     .collect();
                 let opts = InferOptions {
-                    declared: group.declared.clone(),
+                    declared: sample.declared.cloned(),
                     ..infer_options(settings)
                 };
-                evolve::infer_schema(&sample, &opts).ok_or_else(|| {
+                evolve::infer_schema(&values, &opts).ok_or_else(|| {
                     def_err(
                         "cannot infer a schema: no record in the batch has a non-null field".into(),
                     )

@@ -11,9 +11,9 @@ use tracing::info;
 
 use super::PipelineError;
 use super::env::Env;
-use super::part::{Group, Part, TableContext, infer_options, shred_err, shred_options};
+use super::part::{Part, Sample, TableContext, infer_options, shred_options};
 use super::report::WriteReport;
-use crate::avro::{Registered, json_of};
+use crate::avro::json_of;
 use crate::catalog::CatalogError;
 use crate::evolve::{self, InferOptions};
 use crate::shred::{RecordErrorKind, Shredder};
@@ -41,19 +41,22 @@ pub(super) async fn shred_evolving(
     report: &mut WriteReport,
 ) -> Result<Shredded, PipelineError> {
     let avro = part.avro.as_deref();
-    let group = Group {
-        avro: part.avro.clone(),
-        ..Group::new(rows.to_vec(), part.declared.clone())
+    // The rows themselves, borrowed, should the table have to be created again.
+    let sample = Sample {
+        records: rows,
+        items: None,
+        declared: part.declared.as_ref(),
+        avro,
     };
     let mut evolutions = 0;
     loop {
-        let Some(ctx) = env.context(part.ident, &group, report).await? else {
+        let Some(ctx) = env.context(part.ident, &sample, report).await? else {
             return Err(CatalogError::NoSuchTable {
                 table: part.table.clone(),
             }
             .into());
         };
-        let (shredded, misfits) = shred_once(ctx, &part.table, part.batch_id, rows, avro)?;
+        let (shredded, misfits) = shred_once(ctx, part, rows)?;
         let settings = &shredded.ctx.settings;
         if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
             return Ok(shredded);
@@ -110,17 +113,16 @@ async fn evolve(
 /// misfits a schema change could make fit.
 fn shred_once(
     ctx: Arc<TableContext>,
-    table: &str,
-    batch_id: &str,
+    part: &Part<'_>,
     rows: &[(Pos<'_>, Cow<'_, [u8]>)],
-    avro: Option<&Registered>,
 ) -> Result<(Shredded, HashSet<usize>), PipelineError> {
+    let avro = part.avro.as_deref();
     let settings = &ctx.settings;
     let mut shredder = Shredder::new(
         ctx.loaded.metadata.current_schema(),
         shred_options(settings),
     )
-    .map_err(|source| shred_err(table, batch_id, source))?;
+    .map_err(|source| part.shred_err(source))?;
     let mut failed = Vec::new();
     let mut accepted = Vec::with_capacity(rows.len());
     let mut misfits = HashSet::new();
@@ -145,9 +147,7 @@ fn shred_once(
         }
     }
     misfits.extend(shredder.take_unknown().records);
-    let data = shredder
-        .finish()
-        .map_err(|source| shred_err(table, batch_id, source))?;
+    let data = shredder.finish().map_err(|source| part.shred_err(source))?;
     Ok((
         Shredded {
             ctx,

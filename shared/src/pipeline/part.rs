@@ -93,7 +93,11 @@ impl<'p> Part<'p> {
 
     /// A shredder failure of this part.
     pub(super) fn shred_err(&self, source: ShredError) -> PipelineError {
-        shred_err(&self.table, self.batch_id, source)
+        PipelineError::Shred {
+            table: self.table.clone(),
+            batch_id: self.batch_id.to_string(),
+            source: Box::new(source),
+        }
     }
 
     /// A data or delete file of this part that could not be written.
@@ -123,7 +127,26 @@ pub(super) struct Group<'a> {
     pub rejected: Vec<Rejected>,
 }
 
+/// What a table created on first write infers its schema from: records
+/// of a group or of a stage, borrowed, with how to read them.
+pub(super) struct Sample<'s, 'r> {
+    pub records: &'s [(Pos<'r>, Cow<'r, [u8]>)],
+    pub items: Option<change::ItemRow>,
+    pub declared: Option<&'s Arc<StructType>>,
+    pub avro: Option<&'s Registered>,
+}
+
 impl<'a> Group<'a> {
+    /// The group's records as a [`Sample`].
+    pub(super) fn sample(&self) -> Sample<'_, 'a> {
+        Sample {
+            records: &self.records,
+            items: self.items,
+            declared: self.declared.as_ref(),
+            avro: self.avro.as_deref(),
+        }
+    }
+
     pub(super) fn new(
         records: Vec<(Pos<'a>, Cow<'a, [u8]>)>,
         declared: Option<Arc<StructType>>,
@@ -205,14 +228,6 @@ pub(super) struct KeyedFiles {
     pub truncate: bool,
     /// Where in its source the batch's last TRUNCATE is, when it has one.
     pub truncate_at: Option<Position>,
-}
-
-pub(super) fn shred_err(table: &str, batch_id: &str, source: ShredError) -> PipelineError {
-    PipelineError::Shred {
-        table: table.to_string(),
-        batch_id: batch_id.to_string(),
-        source: Box::new(source),
-    }
 }
 
 /// How the table's settings shred its records.

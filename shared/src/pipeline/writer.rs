@@ -158,7 +158,7 @@ impl Writer {
             // Only records that could not be opened: nothing to write, and
             // no table to create from them.
             true => None,
-            false => env.context(ident, &group, report).await?,
+            false => env.context(ident, &group.sample(), report).await?,
         };
         let Some(ctx) = opened else {
             if !group.records.is_empty() {
