@@ -94,7 +94,7 @@ pub async fn plan(
     ordered: &[&CommitRequest],
 ) -> Result<Option<SnapshotPlan>, CommitError> {
     let meta = ctx.metadata();
-    let live = LiveFiles::load(ctx.file_io, meta)
+    let live = LiveFiles::load_cached(ctx.file_io, meta, ctx.manifests)
         .await
         .map_err(|e| ctx.build_err(e))?;
     if !live.deletes.is_empty() {

@@ -61,6 +61,8 @@ pub struct PlanContext<'a> {
     pub ledger: &'a LedgerStore,
     /// What the table's files hold, read through the engine's cache.
     pub locator: &'a locate::Locator,
+    /// The table's manifests, read through the engine's cache.
+    pub manifests: &'a live::ManifestCache,
 }
 
 impl PlanContext<'_> {
@@ -133,6 +135,7 @@ pub struct CommitEngine {
     retry: RetryPolicy,
     ledger: Arc<LedgerStore>,
     locator: Arc<locate::Locator>,
+    manifests: Arc<live::ManifestCache>,
 }
 
 impl CommitEngine {
@@ -144,10 +147,11 @@ impl CommitEngine {
             retry,
             ledger,
             locator: Arc::default(),
+            manifests: Arc::default(),
         }
     }
 
-    /// The same caches (ledger files, file keys) on another catalog: files
+    /// The same caches (ledger files, manifests, file keys) on another catalog: files
     /// never change once written, so what one engine read holds for both.
     pub fn with_catalog(&self, catalog: CatalogRef) -> Self {
         Self {
@@ -163,6 +167,7 @@ impl CommitEngine {
             file_io: self.catalog.file_io(),
             ledger: &self.ledger,
             locator: &self.locator,
+            manifests: &self.manifests,
         }
     }
 
