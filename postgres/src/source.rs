@@ -9,11 +9,12 @@ use crate::error::Context as _;
 use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
 use crate::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
-use crate::values::{UNAVAILABLE, push_str};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
 };
+use floe_core::change::{Change, ChangeOp};
+use floe_core::row::{Row, RowWriter};
 
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
@@ -26,8 +27,19 @@ pub struct TableChanges {
     /// The table's columns as last seen in this batch (so an added column
     /// shows up here as soon as a change carries it).
     pub relation: TableSchema,
-    /// NDJSON lines in floe's flat `_op` form, in commit order.
-    pub lines: Vec<String>,
+    /// Its changes, in commit order, decoded here: the writer folds them
+    /// as they are.
+    pub changes: Vec<Change>,
+}
+
+impl TableChanges {
+    /// The changes in floe's flat `_op` form, as a dead letter shows them.
+    pub fn lines(&self) -> Vec<String> {
+        self.changes
+            .iter()
+            .map(|c| String::from_utf8_lossy(&floe_core::change::flat_line(c)).into_owned())
+            .collect()
+    }
 }
 
 /// One micro-batch.
@@ -61,7 +73,7 @@ impl PgBatch {
 
     /// Lines across all tables.
     pub fn line_count(&self) -> usize {
-        self.tables.iter().map(|t| t.lines.len()).sum()
+        self.tables.iter().map(|t| t.changes.len()).sum()
     }
 }
 
@@ -119,11 +131,11 @@ struct ChunkRead {
     high: String,
 }
 
-/// An update line whose unchanged TOASTed columns still hold the placeholder.
+/// An update whose unchanged TOASTed columns are still to fill.
 struct Toasted {
     table: TableName,
-    /// Its index in the table's lines.
-    line: usize,
+    /// Its index in the table's changes.
+    change: usize,
     /// The row's key, as Postgres prints it.
     key: Vec<String>,
     /// The columns to fill.
@@ -517,7 +529,7 @@ impl PgSource {
         self.fill_unchanged(&mut out, a.toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
-        out.retain(|t| !t.lines.is_empty());
+        out.retain(|t| !t.changes.is_empty());
         Ok(PgBatch {
             progressed: snapshot_moved || !out.is_empty(),
             tables: out,
@@ -586,32 +598,32 @@ impl PgSource {
             let Some(changes) = out.iter_mut().find(|c| c.table == table.to_string()) else {
                 continue;
             };
-            let mut drop_lines = Vec::new();
+            let mut dropped = Vec::new();
             for item in &items {
-                let Some(line) = changes.lines.get_mut(item.line) else {
+                let Some(change) = changes.changes.get_mut(item.change) else {
                     continue;
                 };
                 let Some(row) = current.get(&item.key) else {
-                    drop_lines.push(item.line);
+                    dropped.push(item.change);
                     continue;
                 };
-                for name in &item.columns {
-                    let mut from = String::new();
-                    push_str(&mut from, name);
-                    from.push(':');
-                    let mut to = from.clone();
-                    push_str(&mut from, UNAVAILABLE);
-                    match (schema.column(name), row.get(name).cloned().flatten()) {
-                        (Some(column), Some(text)) => column.push_json(&mut to, &text),
-                        // NULL now, or a column dropped since.
-                        _ => to.push_str("null"),
+                let mut filled = RowWriter::with_capacity(change.row.as_bytes().len() + 64);
+                filled.copy(&change.row, |_| true);
+                let mut text = String::new();
+                for name in item.columns.iter().filter(|c| change.unchanged.contains(c)) {
+                    let value = row.get(name).cloned().flatten();
+                    match schema.column(name) {
+                        Some(column) => put(&mut filled, &mut text, column, value.as_deref()),
+                        // A column dropped since.
+                        None => filled.raw(name, b"null"),
                     }
-                    *line = line.replacen(&from, &to, 1);
                 }
+                change.unchanged.retain(|c| !item.columns.contains(c));
+                change.row = filled.finish();
             }
-            drop_lines.sort_unstable();
-            for i in drop_lines.into_iter().rev() {
-                changes.lines.remove(i);
+            dropped.sort_unstable();
+            for i in dropped.into_iter().rev() {
+                changes.changes.remove(i);
             }
         }
         Ok(())
@@ -667,14 +679,15 @@ impl PgSource {
 /// changes at or after the batch's first transaction, then the chunk's rows)
 /// applies on the empty table.
 fn truncate_first(batch: &mut PgBatch, table: &TableName, schema: TableSchema) {
-    let line = format!(
-        "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
-        batch.last_commit_ms.unwrap_or_default(),
-        batch.first_lsn
-    );
+    let at = At {
+        ts_ms: batch.last_commit_ms.unwrap_or_default(),
+        lsn: batch.first_lsn,
+    };
     // An empty table's chunk leaves no entry to put the truncate in.
     let changes = entry(&mut batch.tables, table, || schema);
-    changes.lines.insert(0, line);
+    changes
+        .changes
+        .insert(0, at.change(ChangeOp::Truncate, Row::default()));
 }
 
 /// Where a change sits in the stream: its transaction's commit time and end LSN.
@@ -682,6 +695,19 @@ fn truncate_first(batch: &mut PgBatch, table: &TableName, schema: TableSchema) {
 struct At {
     ts_ms: i64,
     lsn: u64,
+}
+
+impl At {
+    /// The change `op` of `row` here.
+    fn change(self, op: ChangeOp, row: Row) -> Change {
+        Change {
+            op,
+            row,
+            position: Some(self.lsn.to_string()),
+            ts_ms: Some(self.ts_ms),
+            unchanged: Vec::new(),
+        }
+    }
 }
 
 /// A micro-batch being assembled from transactions: each table's lines,
@@ -710,13 +736,13 @@ impl Assembly {
     /// in here, as snapshot reads.
     fn chunk_done(&mut self, at: At) {
         if let Some(read) = self.chunk.take() {
-            let lines = snapshot_lines(&read.chunk, &self.removed, at.ts_ms, at.lsn);
+            let rows = snapshot_changes(&read.chunk, &self.removed, at);
             let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
-            changes.lines.extend(lines);
+            changes.changes.extend(rows);
         }
     }
 
-    /// A row change or truncate, as `_op` lines of its table (`known`
+    /// A row change or truncate, as changes of its table (`known`
     /// names the configured tables' relations; others are skipped).
     fn change(
         &mut self,
@@ -731,10 +757,10 @@ impl Assembly {
                     return Ok(());
                 };
                 self.touch(in_window, &name, &schema, &new);
-                let line = row_line("c", at.ts_ms, at.lsn, &schema, &new, None, false)?;
+                let change = row_change(ChangeOp::Insert, at, &schema, &new, None, false)?;
                 entry(&mut self.out, &name, || schema.clone())
-                    .lines
-                    .push(line);
+                    .changes
+                    .push(change);
             }
             Message::Update { relation, old, new } => {
                 let Some((name, schema)) = known(relation) else {
@@ -748,23 +774,20 @@ impl Assembly {
                 };
                 self.touch(in_window, &name, &schema, old.tuple());
                 let key_only = matches!(old, OldTuple::Key(_));
-                let line = row_line("d", at.ts_ms, at.lsn, &schema, old.tuple(), None, key_only)?;
+                let change =
+                    row_change(ChangeOp::Delete, at, &schema, old.tuple(), None, key_only)?;
                 entry(&mut self.out, &name, || schema.clone())
-                    .lines
-                    .push(line);
+                    .changes
+                    .push(change);
             }
             Message::Truncate { relations, .. } => {
                 for (name, schema) in relations.into_iter().filter_map(&known) {
                     if in_window && self.chunk.as_ref().is_some_and(|r| r.table == name) {
                         self.removed.iter_mut().for_each(|r| *r = true);
                     }
-                    let line = format!(
-                        "{{\"_op\":\"truncate\",\"_ts\":{},\"_pos\":{}}}",
-                        at.ts_ms, at.lsn
-                    );
                     entry(&mut self.out, &name, || schema.clone())
-                        .lines
-                        .push(line);
+                        .changes
+                        .push(at.change(ChangeOp::Truncate, Row::default()));
                 }
             }
             _ => {}
@@ -772,7 +795,7 @@ impl Assembly {
         Ok(())
     }
 
-    /// An update's lines: a delete of the old row first when the key
+    /// An update's changes: a delete of the old row first when the key
     /// changed, then the new row, noted for filling when it left TOASTed
     /// values out.
     fn update(
@@ -792,18 +815,18 @@ impl Assembly {
         if let Some(old) = &old
             && key_of(schema, old.tuple()) != key_of(schema, new)
         {
-            let line = row_line("d", at.ts_ms, at.lsn, schema, old.tuple(), None, true)?;
-            changes.lines.push(line);
+            let delete = row_change(ChangeOp::Delete, at, schema, old.tuple(), None, true)?;
+            changes.changes.push(delete);
         }
-        let line = row_line("u", at.ts_ms, at.lsn, schema, new, old.as_ref(), false)?;
-        changes.lines.push(line);
+        let update = row_change(ChangeOp::Update, at, schema, new, old.as_ref(), false)?;
+        changes.changes.push(update);
         let unchanged = unresolved(new, old.as_ref());
         if !unchanged.is_empty()
             && let Some(key) = key_of(schema, new)
         {
             self.toasted.push(Toasted {
                 table: name.clone(),
-                line: changes.lines.len() - 1,
+                change: changes.changes.len() - 1,
                 key,
                 columns: unchanged
                     .iter()
@@ -849,7 +872,7 @@ fn entry<'a>(
             out.push(TableChanges {
                 table: name,
                 relation: schema(),
-                lines: Vec::new(),
+                changes: Vec::new(),
             });
             let last = out.len() - 1;
             &mut out[last]
@@ -908,16 +931,17 @@ fn unresolved(new: &Tuple, old: Option<&OldTuple>) -> Vec<usize> {
         .collect()
 }
 
-/// One `_op` line for a decoded row.
-fn row_line(
-    op: &str,
-    ts_ms: i64,
-    lsn: u64,
+/// The change `op` of a decoded row: its columns' JSON values (only the
+/// key's when `key_only`). A TOASTed value left out as unchanged, which no
+/// full old row supplies, is named in the change's `unchanged` instead.
+fn row_change(
+    op: ChangeOp,
+    at: At,
     schema: &TableSchema,
     tuple: &Tuple,
     old: Option<&OldTuple>,
     key_only: bool,
-) -> Result<String, PgError> {
+) -> Result<Change, PgError> {
     if tuple.len() != schema.columns.len() {
         return Err(PgError::Decode(format!(
             "{}: tuple has {} values, relation has {} columns",
@@ -926,52 +950,60 @@ fn row_line(
             schema.columns.len()
         )));
     }
-    let mut line = format!("{{\"_op\":\"{op}\",\"_ts\":{ts_ms},\"_pos\":{lsn}");
+    let mut row = RowWriter::with_capacity(tuple.len() * 16);
+    let mut text = String::new();
+    let mut unchanged = Vec::new();
     for (i, (column, datum)) in schema.columns.iter().zip(tuple).enumerate() {
         if key_only && !schema.primary_key.contains(&column.name) {
             continue;
         }
-        line.push(',');
-        push_str(&mut line, &column.name);
-        line.push(':');
-        match datum {
-            Datum::Null => line.push_str("null"),
-            Datum::Text(text) => column.push_json(&mut line, text),
-            Datum::Unchanged => match old {
-                // REPLICA IDENTITY FULL sends the old row: its value is the value.
-                Some(OldTuple::Full(old)) => match old.get(i) {
-                    Some(Datum::Text(text)) => column.push_json(&mut line, text),
-                    Some(Datum::Null) => line.push_str("null"),
-                    _ => push_str(&mut line, UNAVAILABLE),
-                },
-                _ => push_str(&mut line, UNAVAILABLE),
-            },
-        }
+        let datum = match (datum, old) {
+            // REPLICA IDENTITY FULL sends the old row: its value is the value.
+            (Datum::Unchanged, Some(OldTuple::Full(old))) => old.get(i).unwrap_or(datum),
+            _ => datum,
+        };
+        let value = match datum {
+            Datum::Null => None,
+            Datum::Text(text) => Some(text.as_str()),
+            Datum::Unchanged => {
+                unchanged.push(column.name.clone());
+                continue;
+            }
+        };
+        put(&mut row, &mut text, column, value);
     }
-    line.push('}');
-    Ok(line)
+    let mut change = at.change(op, row.finish());
+    change.unchanged = unchanged;
+    Ok(change)
 }
 
-/// The `r` lines of a chunk's rows still standing at the high watermark.
-fn snapshot_lines(chunk: &Chunk, removed: &[bool], ts_ms: i64, lsn: u64) -> Vec<String> {
+/// Writes `column`'s member: the JSON form of its Postgres text `value`
+/// (`text` is scratch space), or null.
+fn put(row: &mut RowWriter, text: &mut String, column: &PgColumn, value: Option<&str>) {
+    match value {
+        Some(value) => {
+            text.clear();
+            column.push_json(text, value);
+            row.raw(&column.name, text.as_bytes());
+        }
+        None => row.raw(&column.name, b"null"),
+    }
+}
+
+/// The snapshot reads of a chunk's rows still standing at the high watermark.
+fn snapshot_changes(chunk: &Chunk, removed: &[bool], at: At) -> Vec<Change> {
+    let mut text = String::new();
     chunk
         .rows
         .iter()
         .zip(removed)
         .filter(|(_, gone)| !**gone)
-        .map(|(row, _)| {
-            let mut line = format!("{{\"_op\":\"r\",\"_ts\":{ts_ms},\"_pos\":{lsn}");
-            for (column, value) in chunk.schema.columns.iter().zip(row) {
-                line.push(',');
-                push_str(&mut line, &column.name);
-                line.push(':');
-                match value {
-                    Some(text) => column.push_json(&mut line, text),
-                    None => line.push_str("null"),
-                }
+        .map(|(values, _)| {
+            let mut row = RowWriter::with_capacity(values.len() * 16);
+            for (column, value) in chunk.schema.columns.iter().zip(values) {
+                put(&mut row, &mut text, column, value.as_deref());
             }
-            line.push('}');
-            line
+            at.change(ChangeOp::Read, row.finish())
         })
         .collect()
 }

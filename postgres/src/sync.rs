@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use floe_core::catalog::{CatalogError, CatalogRef};
+use floe_core::change::{Change, ChangeOp};
 use floe_core::commit::{CommitEngine, CommitError, RetryPolicy};
 use floe_core::config::Config;
 use floe_core::deploy::Deployment;
@@ -514,7 +514,8 @@ pub async fn sync(
             committed_lsn: None,
             snapshot: snapshot.clone(),
         };
-        let batch = source.read_batch(&state).await?;
+        let mut batch = source.read_batch(&state).await?;
+        let changed = batch.line_count();
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
             if let Some(wait) = opts.follow {
@@ -529,12 +530,14 @@ pub async fn sync(
         let mut parts = Parts::new(&config.slot, &whole, &id);
         for (pg, ident) in &tables {
             let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
-            let changes = batch.tables.iter().find(|c| &c.table == pg);
-            if let Some(c) = changes
+            let changes = batch.tables.iter_mut().find(|c| &c.table == pg);
+            if let Some(c) = &changes
                 && marks.mark.is_none_or(|m| m < batch.last_lsn)
             {
                 follow_relation(target, ident, meta.as_ref(), c).await?;
             }
+            // The writer takes the changes; the batch keeps its positions.
+            let changes = changes.map(|c| std::mem::take(&mut c.changes));
             let part = TablePart {
                 pg,
                 ident,
@@ -550,7 +553,7 @@ pub async fn sync(
         }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
-        report.committed(&batch, started.elapsed(), parts.chunked);
+        report.committed(&batch, changed, started.elapsed(), parts.chunked);
         // Following and drained: let changes gather until the interval is up.
         if opts.follow.is_some() && batch.caught_up {
             let pause = opts.commit_interval.saturating_sub(started.elapsed());
@@ -692,25 +695,25 @@ impl<'b> Parts<'b> {
         &mut self,
         part: &TablePart<'_>,
         batch: &PgBatch,
-        changes: Option<&TableChanges>,
+        changes: Option<Vec<Change>>,
         report: &mut SyncReport,
     ) {
         if part.mark.is_some_and(|m| m >= batch.last_lsn) {
             return;
         }
         let mut items = Vec::new();
-        for line in changes.map(|c| c.lines.as_slice()).unwrap_or_default() {
+        for change in changes.unwrap_or_default() {
             report.lines += 1;
-            let lsn = line_lsn(line).unwrap_or(batch.last_lsn);
+            let lsn = position_of(&change).unwrap_or(batch.last_lsn);
             if part.mark.is_some_and(|m| lsn <= m) {
                 report.skipped += 1;
                 continue;
             }
-            if line.starts_with(r#"{"_op":"r""#) {
+            if change.op == ChangeOp::Read {
                 report.snapshot_rows += 1;
                 self.chunked = true;
             }
-            items.push((lsn.to_string(), Bytes::from(line.clone().into_bytes())));
+            items.push(change);
         }
         let mut state = BTreeMap::new();
         let progress = batch.snapshot.tables.get(part.pg);
@@ -730,7 +733,7 @@ impl<'b> Parts<'b> {
         }
         let first = items
             .first()
-            .and_then(|(lsn, _)| lsn.parse().ok())
+            .and_then(position_of)
             .unwrap_or(batch.last_lsn);
         let spans = vec![SourceSpan {
             positions: Positions::Range {
@@ -743,7 +746,7 @@ impl<'b> Parts<'b> {
             SourceBatch::new(
                 Source::new(SourceKind::Postgres, self.slot),
                 spans,
-                Records::Items(items),
+                Records::Changes(items),
             )
             .with_id(sub_batch_id(self.id, &display(part.ident)))
             .to_table(Some(part.ident.clone()))
@@ -768,8 +771,8 @@ impl PgBatch {
 }
 
 impl SyncReport {
-    /// Counts a committed micro-batch that took `took`.
-    fn committed(&mut self, batch: &PgBatch, took: Duration, chunked: bool) {
+    /// Counts a committed micro-batch of `changed` changes that took `took`.
+    fn committed(&mut self, batch: &PgBatch, changed: usize, took: Duration, chunked: bool) {
         self.batches += 1;
         self.confirmed_lsn = Some(batch.last_lsn);
         self.longest_batch = self.longest_batch.max(took);
@@ -785,7 +788,7 @@ impl SyncReport {
         }
         info!(
             batch = self.batches,
-            lines = batch.line_count(),
+            changes = changed,
             lsn = %format_lsn(batch.last_lsn),
             ms = took.as_millis() as u64,
             "batch committed; slot advanced"
@@ -953,14 +956,9 @@ fn with_schema_changes(
 }
 
 /// The `_pos` of a change line.
-fn line_lsn(line: &str) -> Option<u64> {
-    let at = line.find("\"_pos\":")? + "\"_pos\":".len();
-    let digits: String = line[at..]
-        .chars()
-        .skip_while(|c| *c == ' ' || *c == '"')
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
+/// The LSN a change sits at.
+fn position_of(change: &Change) -> Option<u64> {
+    change.position.as_deref()?.parse().ok()
 }
 
 fn add(sum: &mut IngestReport, r: IngestReport) {
@@ -984,12 +982,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lsn_of_a_line_and_table_names() {
-        assert_eq!(
-            line_lsn(r#"{"_op":"u","_ts":1,"_pos":123456,"id":1}"#),
-            Some(123456)
-        );
-        assert_eq!(line_lsn(r#"{"_op":"u"}"#), None);
+    fn table_names() {
         let ns = NamespaceIdent::new("raw".into());
         assert_eq!(display(&iceberg_table(&ns, "orders")), "raw.orders");
         assert_eq!(

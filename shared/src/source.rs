@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::avro::Registered;
+use crate::change::Change;
 use crate::dlq::Replayed;
 use crate::ndjson::Chunk;
 
@@ -60,6 +61,11 @@ pub enum Records {
     /// Dead letters replayed, each with its replay id as position and
     /// where it first came from.
     Replayed(std::sync::Arc<Replayed>),
+    /// Changes a source decoded itself (Postgres), each with its position:
+    /// a keyed table folds them as they are, with no text to parse. Each
+    /// record's text is its row; a dead letter shows the change's flat
+    /// `_op` form ([`crate::change::flat_line`]).
+    Changes(Vec<Change>),
 }
 
 /// Where a record sits in its source, for dead letters.
@@ -69,6 +75,8 @@ pub enum Pos<'a> {
     Line(u64),
     /// A source-specific position.
     Item(&'a str),
+    /// A change decoded by its source, at its own position.
+    Change(&'a Change),
 }
 
 impl fmt::Display for Pos<'_> {
@@ -76,6 +84,25 @@ impl fmt::Display for Pos<'_> {
         match self {
             Pos::Line(n) => write!(f, "line {n}"),
             Pos::Item(p) => f.write_str(p),
+            Pos::Change(c) => f.write_str(c.position.as_deref().unwrap_or_default()),
+        }
+    }
+}
+
+impl<'a> Pos<'a> {
+    /// The position alone: a decoded change's as a source-specific one.
+    pub fn plain(self) -> Pos<'a> {
+        match self {
+            Pos::Change(c) => Pos::Item(c.position.as_deref().unwrap_or_default()),
+            other => other,
+        }
+    }
+
+    /// The decoded change at this position, when its source decoded it.
+    pub fn change(self) -> Option<&'a Change> {
+        match self {
+            Pos::Change(c) => Some(c),
+            _ => None,
         }
     }
 }
@@ -88,6 +115,9 @@ impl Records {
             Records::Items(items) => Box::new(items.iter().map(|(p, r)| (Pos::Item(p), &r[..]))),
             Records::Replayed(r) => {
                 Box::new(r.records().iter().map(|(p, r)| (Pos::Item(p), &r[..])))
+            }
+            Records::Changes(changes) => {
+                Box::new(changes.iter().map(|c| (Pos::Change(c), c.row.as_bytes())))
             }
         }
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use arrow_cast::display::array_value_to_string;
+use floe_core::change::{ChangeFormat, ChangeOp, decode};
 use floe_core::embedded::Embedded;
 use floe_core::faults::Faults;
 use floe_core::iceberg::NamespaceIdent;
@@ -282,6 +283,57 @@ async fn timestamps_keep_their_instants_whatever_the_server_time_zone() {
         assert_eq!(get(&rows, second, "at"), "2024-06-30T18:30:00Z");
         assert_eq!(get(&rows, second, "local"), "1999-12-31T23:59:59");
     }
+}
+
+/// A change the table cannot take (a `NaN` for a decimal column) is
+/// dead-lettered alone, named by table and field, in the flat `_op` form
+/// that replays as the same change; the rest of its batch lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_the_table_cannot_take_is_dead_lettered_as_a_replayable_line() {
+    let Some((conninfo, cfg)) = prepared(
+        "floe_pit_dead",
+        "CREATE TABLE t (id int PRIMARY KEY, price numeric(10,2), note text);",
+        &["public.t"],
+    )
+    .await
+    else {
+        return;
+    };
+    let db = client(&conninfo).await;
+    db.batch_execute("INSERT INTO t VALUES (1, 1.50, 'a'), (2, 'NaN', 'b'), (3, 2.25, 'c')")
+        .await
+        .unwrap();
+    let (_dir, floe) = warehouse();
+    let copied = run(&floe, &cfg).await.unwrap();
+    db.batch_execute("INSERT INTO t VALUES (4, 'NaN', 'd'); UPDATE t SET note = 'z' WHERE id = 1")
+        .await
+        .unwrap();
+    let streamed = run(&floe, &cfg).await.unwrap();
+    // The copy's run also streams the insert made after the slot was
+    // created: row 2 comes as an insert and as a snapshot read.
+    for (report, ops, id) in [
+        (&copied, &[ChangeOp::Insert, ChangeOp::Read][..], 2),
+        (&streamed, &[ChangeOp::Insert][..], 4),
+    ] {
+        let rejected = &report.ingest.rejected;
+        assert_eq!(rejected.len(), ops.len(), "{rejected:?}");
+        for r in rejected {
+            assert_eq!(
+                (r.table.as_str(), r.field.as_str()),
+                ("raw.t", "price"),
+                "{r:?}"
+            );
+            let change = decode(r.record.as_bytes(), ChangeFormat::Auto).unwrap();
+            assert!(ops.contains(&change.op), "{}", r.record);
+            assert_eq!(change.position.as_deref(), Some(r.position.as_str()));
+            assert_eq!(change.row.get("id"), Some(id.to_string().as_bytes()));
+            assert_eq!(change.row.get("price"), Some(&b"\"NaN\""[..]));
+        }
+    }
+    let rows = iceberg_rows(&floe, "raw.t").await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(get(&rows, "1", "note"), "z");
+    assert_eq!(get(&rows, "3", "price"), "2.25");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,7 +110,7 @@ async fn verify_full_with_the_ca_replicates_over_tls() {
         .read_batch(&floe_postgres::SourceState::default())
         .await
         .unwrap();
-    let lines: Vec<&String> = batch.tables.iter().flat_map(|t| &t.lines).collect();
+    let lines: Vec<String> = batch.tables.iter().flat_map(|t| t.lines()).collect();
     assert!(
         lines.iter().any(|l| l.contains(r#""v":"over tls""#)),
         "{lines:?}"

@@ -228,6 +228,29 @@ pub fn is_dynamodb_record(record: &[u8]) -> bool {
         && memchr::memmem::find(record, b"\"dynamodb\"").is_some()
 }
 
+/// `change` in floe's flat `_op` form (what [`decode`] reads back as the
+/// same change): its op, time and position, its row's columns, and each
+/// unchanged column as Debezium's placeholder.
+pub fn flat_line(change: &Change) -> Vec<u8> {
+    let mut out = RowWriter::with_capacity(change.row.as_bytes().len() + 64);
+    out.string("_op", op_field::word(change.op));
+    if let Some(ts) = change.ts_ms {
+        out.raw("_ts", ts.to_string().as_bytes());
+    }
+    match &change.position {
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            out.raw("_pos", p.as_bytes())
+        }
+        Some(p) => out.string("_pos", p),
+        None => {}
+    }
+    out.copy(&change.row, |_| true);
+    for column in &change.unchanged {
+        out.string(column, PLACEHOLDER);
+    }
+    out.finish().into_bytes()
+}
+
 /// Decodes one source record into a normalized change.
 pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, ChangeError> {
     let text = std::str::from_utf8(record)

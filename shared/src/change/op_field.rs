@@ -90,6 +90,17 @@ fn unwrapped_debezium_op(obj: &RawObject<'_>, path: Path<'_>) -> Result<ChangeOp
 }
 
 /// Accepts Debezium letters, Iceberg Kafka Connect's `I`/`U`/`D`, and spelled-out words, in any case.
+/// The word [`op_word`] reads as `op`.
+pub(super) fn word(op: ChangeOp) -> &'static str {
+    match op {
+        ChangeOp::Insert => "c",
+        ChangeOp::Update => "u",
+        ChangeOp::Delete => "d",
+        ChangeOp::Read => "r",
+        ChangeOp::Truncate => "truncate",
+    }
+}
+
 fn op_word(word: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
     match word.to_ascii_lowercase().as_str() {
         "c" | "i" | "insert" | "create" => Ok(ChangeOp::Insert),

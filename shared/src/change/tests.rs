@@ -1079,3 +1079,46 @@ fn tombstone_records_carry_their_key_back() {
     assert_eq!(tombstone_key(br#"{"id":7}"#), None);
     assert_eq!(tombstone_key(br#"{"__floe_tombstone":7,"x":1"#), None);
 }
+
+#[test]
+fn a_flat_line_decodes_back_to_its_change() {
+    let mut row = RowWriter::with_capacity(64);
+    row.raw("id", b"7");
+    row.string("note", "a \"quoted\" note");
+    row.raw("amount", b"12345678901234567890.123456789");
+    let mut change = Change {
+        op: ChangeOp::Update,
+        row: row.finish(),
+        position: Some("123456".into()),
+        ts_ms: Some(1_700_000_000_123),
+        unchanged: vec!["big".into()],
+    };
+    for op in [
+        ChangeOp::Insert,
+        ChangeOp::Update,
+        ChangeOp::Delete,
+        ChangeOp::Read,
+    ] {
+        change.op = op;
+        let line = flat_line(&change);
+        let text = std::str::from_utf8(&line).unwrap();
+        assert_eq!(ok(text, ChangeFormat::Auto), change, "{text}");
+        assert_eq!(ok(text, ChangeFormat::OpField), change, "{text}");
+    }
+    let truncate = Change {
+        op: ChangeOp::Truncate,
+        row: Row::default(),
+        position: Some("9".into()),
+        ts_ms: Some(1),
+        unchanged: Vec::new(),
+    };
+    let line = flat_line(&truncate);
+    assert_eq!(
+        std::str::from_utf8(&line).unwrap(),
+        r#"{"_op":"truncate","_ts":1,"_pos":9}"#
+    );
+    assert_eq!(
+        ok(std::str::from_utf8(&line).unwrap(), ChangeFormat::Auto),
+        truncate
+    );
+}

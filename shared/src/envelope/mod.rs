@@ -192,8 +192,9 @@ impl Opener {
         };
         let items = match records {
             Records::Items(items) => items,
-            // NDJSON, and dead letters replayed (opened when first received).
-            whole @ (Records::Ndjson(_) | Records::Replayed(_)) => {
+            // NDJSON, dead letters replayed (opened when first received) and
+            // changes their source decoded.
+            whole @ (Records::Ndjson(_) | Records::Replayed(_) | Records::Changes(_)) => {
                 return Ok(OpenedBatch {
                     batch: rebuild(source, spans, whole),
                     objects: Vec::new(),

@@ -47,6 +47,7 @@ pub fn row(change: &Change, pos: Pos<'_>) -> Vec<u8> {
         (Some(p), _) => Cow::Borrowed(p.as_str()),
         (None, Pos::Line(n)) => Cow::Owned(n.to_string()),
         (None, Pos::Item(p)) => Cow::Borrowed(p),
+        (None, Pos::Change(_)) => Cow::Borrowed(""),
     };
     let mut out = RowWriter::with_capacity(change.row.as_bytes().len() + 96);
     out.string(OP, op_name(change.op));

@@ -76,9 +76,10 @@ pub(super) fn classify<'a>(
     }
     let mut out = Classified::default();
     for (pos, record) in &records {
-        let decoded = match change::tombstone_key(record) {
-            Some(key) => change::tombstone_change(key, shape.key_names),
-            None => change::decode(record, ChangeFormat::Auto),
+        let decoded = match (pos.change(), change::tombstone_key(record)) {
+            (Some(c), _) => Ok(c.clone()),
+            (None, Some(key)) => change::tombstone_change(key, shape.key_names),
+            (None, None) => change::decode(record, ChangeFormat::Auto),
         };
         match decoded {
             Ok(c) => {
@@ -112,6 +113,12 @@ fn plain<'a>(
 ) -> Vec<Row<'a>> {
     let mut rows = Vec::with_capacity(records.len());
     for (pos, r) in records {
+        // A change its source decoded goes in as its flat `_op` form, as
+        // the record would have come from any other source.
+        if let Some(c) = pos.change() {
+            rows.push((pos, Cow::Owned(change::flat_line(c))));
+            continue;
+        }
         // Registry Avro is a row as it is: never a tombstone, never a
         // DynamoDB stream record (whose bytes it may happen to hold).
         if part.avro.as_deref().is_some_and(|a| a.binary(&r).is_some()) {

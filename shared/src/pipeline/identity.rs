@@ -50,6 +50,7 @@ impl<'a> Identity<'a> {
     /// and position (so newer changes of that source still win), else the
     /// batch's own ([`Self::key_position`]).
     pub(super) fn key_change(&self, pos: Pos<'_>, change: &Change) -> (u16, Option<Position>) {
+        let pos = pos.plain();
         let origin = match (pos, self.replayed) {
             (Pos::Item(id), Some(r)) => r.origin(id),
             _ => None,
@@ -68,7 +69,7 @@ impl<'a> Identity<'a> {
 
     /// The row's record; `None` when the span names no records (an HTTP key).
     pub(super) fn row(&self, pos: Pos<'_>) -> Option<RowId> {
-        let at = match (pos, self.span.map(|s| &s.positions)) {
+        let at = match (pos.plain(), self.span.map(|s| &s.positions)) {
             (Pos::Line(n), Some(Positions::Range { .. })) => At::Num(n),
             (Pos::Item(p), Some(Positions::Range { .. })) => At::position(p),
             (Pos::Item(p), Some(Positions::Ids { .. })) => At::Index(*self.ids.get(p)?),
@@ -82,7 +83,7 @@ impl<'a> Identity<'a> {
     /// whose ids are positions), else the change's own (a DynamoDB sequence
     /// number, ordered per key).
     pub(super) fn key_position(&self, pos: Pos<'_>, change: &Change) -> Option<Position> {
-        match (pos, self.span.map(|s| &s.positions)) {
+        match (pos.plain(), self.span.map(|s| &s.positions)) {
             (Pos::Line(n), Some(Positions::Range { .. })) => Some(Position::from(n)),
             (Pos::Item(p), Some(Positions::Range { .. })) => Position::parse(p),
             (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_ordered => Position::parse(p),

@@ -34,9 +34,16 @@ impl<'b> Scope<'b> {
         record: &[u8],
     ) -> Rejected {
         // A record that stayed binary Avro is kept as the JSON the registry
-        // path writes for it; one that does not render, as it came.
+        // path writes for it; one that does not render, as it came. A
+        // change its source decoded is kept in the flat `_op` form, which
+        // replays as the same change.
+        let flat = pos.change().map(crate::change::flat_line);
         let json = crate::avro::json_of(self.batch.avro.as_deref(), record);
-        let record = json.as_deref().unwrap_or(record);
+        let record = match &flat {
+            Some(line) => line,
+            None => json.as_deref().unwrap_or(record),
+        };
+        let pos = pos.plain();
         let (text, base64) = Rejected::encode_record(record);
         // A replayed record rejected again keeps its first source and position.
         let origin = match (pos, self.batch.records.replayed()) {
