@@ -4,7 +4,7 @@ as a reader besides pyiceberg (read_table.py) and DuckDB. Installed by
 local-dev/java.sh.
 
 Usage: read_java.py [--warehouse W] [NS.TABLE ...] [--metadata LOCATION ...]
-                    [--sort COLUMN] [--spark-sql SQL ...]
+                    [--sort COLUMN] [--spark-sql SQL ...] [--lineage]
 
 NS.TABLE is loaded from W/catalog.db through Iceberg's JdbcCatalog, the
 catalog `floe` in Spark SQL; LOCATION is a metadata.json, read without any
@@ -14,6 +14,8 @@ fails ends the run (exit status 1, nothing printed).
 
 One line per table, in the order given:
   {"table", "count", "rows", "snapshots", "format_version", "data_files", "delete_files"}
+with --lineage also "lineage": [[sort column, _row_id, _last_updated_sequence_number], ...]
+for each NS.TABLE, as Java reads a v3 table's row lineage (sorted by --sort).
 or {"table", "error"} when Java cannot read it (the exit status is then 1).
 Rows are those of read_table.py (same value formats), sorted by --sort or
 else by their JSON."""
@@ -68,7 +70,7 @@ def session(tmp, warehouse):
     return b.getOrCreate()
 
 
-def read(spark, ref, by_path, sort):
+def read(spark, ref, by_path, sort, lineage=False):
     if by_path:
         load = lambda meta="": spark.read.format("iceberg").load(ref + (f"#{meta}" if meta else ""))
         table = spark._jvm.org.apache.iceberg.hadoop.HadoopTables(spark._jsc.hadoopConfiguration()).load(ref)
@@ -85,7 +87,13 @@ def read(spark, ref, by_path, sort):
         rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
     # content: 0 data, 1 position deletes (or deletion vectors), 2 equality deletes.
     files = dict(load("files").groupBy("content").count().collect())
-    return {
+    out = {}
+    if lineage and not by_path:
+        out["lineage"] = sorted(
+            [list(r) for r in spark.sql(
+                f"SELECT {sort}, _row_id, _last_updated_sequence_number FROM floe.{ref}").collect()],
+            key=lambda r: (r[0] is None, r[0]))
+    return out | {
         "table": ref,
         "count": len(rows),
         "rows": rows,
@@ -103,6 +111,7 @@ def main():
     p.add_argument("--metadata", action="append", default=[], metavar="LOCATION")
     p.add_argument("--sort")
     p.add_argument("--spark-sql", action="append", default=[], metavar="SQL")
+    p.add_argument("--lineage", action="store_true")
     a = p.parse_args()
     if a.tables and not a.warehouse:
         p.error("NS.TABLE needs --warehouse")
@@ -126,7 +135,7 @@ def main():
                 spark.sql(sql).collect()
             for ref, by_path in [(t, False) for t in a.tables] + [(m, True) for m in a.metadata]:
                 try:
-                    result = read(spark, ref, by_path, a.sort)
+                    result = read(spark, ref, by_path, a.sort, a.lineage)
                 except Exception as e:  # one unreadable table must not hide the others
                     failed = True
                     result = {"table": ref, "error": str(e).strip().splitlines()[0]}

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -523,6 +523,124 @@ fn iceberg_java_reads_v2_v3_and_upgraded_tables_and_writes_beside_floe() {
         &expected(&dv_model),
         "Java after floe"
     );
+}
+
+/// Rows a rewrite moves into new files keep their `_row_id` and
+/// `_last_updated_sequence_number`, as Iceberg Java reads them: compaction's
+/// (inherited before the first compaction, written out by it and read back
+/// by the next), and copy-on-write's for the rows it carries unchanged.
+#[test]
+fn rewrites_keep_each_moved_rows_lineage_as_java_reads_it() {
+    let wh = Warehouse::new();
+    wh.file("kv.json", KV_SCHEMA);
+    let table = |name: &str, extra: &str| {
+        format!("[tables.\"{name}\"]\nschema = \"kv.json\"\nformat_version = 3\n{extra}")
+    };
+    let cfg = wh.file(
+        "floe.toml",
+        &(table("silver.kv", "") + &table("silver.cow", "merge_strategy = \"copy-on-write\"\n")),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let tables = ["silver.kv", "silver.cow"];
+    let mut models = [Model::new(), Model::new()];
+    let mut rng = Rng(0x11ee);
+    for r in 0..6 {
+        for (t, model) in tables.iter().zip(&mut models) {
+            if r == 3 {
+                maintain(&wh, cfg, t);
+            }
+            // A load, then rounds that leave most rows as they were.
+            let n = if r == 0 { 80 } else { 12 };
+            let text = round(&mut rng, model, r, n, 50);
+            ingest(&wh, cfg, t, &format!("{t}-r{r}.ndjson"), &text);
+        }
+    }
+    let before = java_lineage(&wh, &tables, &models);
+    for (lineage, what) in before.iter().zip(tables) {
+        let seqs: HashSet<u64> = lineage.values().map(|(_, s)| *s).collect();
+        let ids: HashSet<u64> = lineage.values().map(|(id, _)| *id).collect();
+        assert!(
+            seqs.len() > 2,
+            "{what}: rows of several commits: {lineage:?}"
+        );
+        assert_eq!(ids.len(), lineage.len(), "{what}: row ids are unique");
+    }
+
+    // Compaction moves the rows of silver.kv's small files; a copy-on-write
+    // round rewrites the silver.cow files holding the keys it changes.
+    let report = maintain(&wh, cfg, "silver.kv");
+    assert!(report["compacted_files"].as_u64().unwrap() > 1, "{report}");
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_rows(&f, &models[0], true);
+    let text = round(&mut rng, &mut models[1], 6, 10, 50);
+    let touched: HashSet<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    ingest(&wh, cfg, "silver.cow", "cow-r6.ndjson", &text);
+
+    let after = java_lineage(&wh, &tables, &models);
+    assert_eq!(
+        after[0], before[0],
+        "silver.kv: lineage survives compaction"
+    );
+    let kept: Vec<_> = after[1]
+        .iter()
+        .filter(|(id, _)| !touched.contains(id))
+        .collect();
+    assert!(kept.len() > 10, "{kept:?}");
+    for (id, lineage) in kept {
+        assert_eq!(
+            Some(lineage),
+            before[1].get(id),
+            "silver.cow: row {id} carried"
+        );
+    }
+}
+
+/// Iceberg Java's reading of `tables` of `warehouse`, each asserted equal to
+/// its model: each row's `(_row_id, _last_updated_sequence_number)` by id.
+fn java_lineage(
+    warehouse: &Warehouse,
+    tables: &[&str],
+    models: &[Model],
+) -> Vec<BTreeMap<u64, (u64, u64)>> {
+    let mut args = vec!["--warehouse", warehouse.path().to_str().unwrap()];
+    args.extend(tables);
+    args.extend(["--sort", "id", "--lineage"]);
+    let out = script("read_java.py", &args);
+    let reads: Vec<Value> = String::from_utf8_lossy(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("read_java.py JSON"))
+        .collect();
+    assert_eq!(reads.len(), tables.len());
+    reads
+        .iter()
+        .zip(models)
+        .map(|(read, model)| {
+            assert!(read.get("error").is_none(), "{read}");
+            assert_eq!(
+                read["rows"].as_array().unwrap(),
+                &expected(model),
+                "{}",
+                read["table"]
+            );
+            let row = |r: &Value| {
+                let n = |i: usize| r[i].as_u64().unwrap_or_else(|| panic!("lineage {r}"));
+                (n(0), (n(1), n(2)))
+            };
+            read["lineage"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(row)
+                .collect()
+        })
+        .collect()
 }
 
 #[test]

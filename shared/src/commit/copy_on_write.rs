@@ -20,10 +20,11 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::DataType;
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
-use iceberg::spec::{DataFile, Datum, Operation, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, Datum, FormatVersion, Operation, SchemaRef, TableMetadata};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::lineage;
 use super::live::LiveFiles;
 use super::read::read_file;
 use super::snapshot::SnapshotPlan;
@@ -84,6 +85,10 @@ struct Candidate {
     file: DataFile,
     spec_id: i32,
     base: bool,
+    /// A table file's `first_row_id` and data sequence number, which its
+    /// rows' lineage inherits; `None` for a file of this plan, whose moved
+    /// rows have theirs written out and whose new rows have none yet.
+    inherits: Option<(Option<i64>, i64)>,
 }
 
 /// Plans ONE snapshot applying `ordered` (source order) by rewriting files;
@@ -104,11 +109,17 @@ pub async fn plan(
         );
         return Ok(None);
     }
-    let schema = meta.current_schema().clone();
+    // A v3 table's rows that a rewrite moves keep their lineage.
+    let lineage = meta.format_version() >= FormatVersion::V3;
+    let schema = match lineage {
+        true => lineage::with_lineage(meta.current_schema()).map_err(|e| ctx.build_err(e))?,
+        false => meta.current_schema().clone(),
+    };
     let key_ids: Vec<i32> = schema.identifier_field_ids().collect();
-    let writer = TableWriter::new(&ctx.table.ident, meta, ctx.file_io.clone())?;
+    let writer =
+        TableWriter::with_schema(&ctx.table.ident, meta, schema.clone(), ctx.file_io.clone())?;
 
-    let mut pass = Pass::new(ctx, &schema, live, writer);
+    let mut pass = Pass::new(ctx, &schema, lineage, live, writer);
     for r in ordered {
         let key_files = r.delete_files(meta)?;
         let keys = KeySet::read(ctx, &schema, &key_ids, &key_files).await?;
@@ -130,6 +141,7 @@ pub async fn plan(
                 file: f,
                 spec_id: r.spec_id,
                 base: false,
+                inherits: None,
             });
         }
     }
@@ -163,6 +175,8 @@ struct Pass<'p> {
     schema: &'p SchemaRef,
     /// Every column, for reading a file whole.
     all_ids: Vec<i32>,
+    /// Whether rows carry their lineage (format v3; `schema` has its columns).
+    lineage: bool,
     writer: TableWriter,
     files: Vec<Candidate>,
     plan: SnapshotPlan,
@@ -174,6 +188,7 @@ impl<'p> Pass<'p> {
     fn new(
         ctx: &'p PlanContext<'p>,
         schema: &'p SchemaRef,
+        lineage: bool,
         live: LiveFiles,
         writer: TableWriter,
     ) -> Self {
@@ -181,6 +196,7 @@ impl<'p> Pass<'p> {
             ctx,
             schema,
             all_ids: schema.as_struct().fields().iter().map(|f| f.id).collect(),
+            lineage,
             writer,
             files: live
                 .data
@@ -189,6 +205,7 @@ impl<'p> Pass<'p> {
                     file: l.file,
                     spec_id: l.spec_id,
                     base: true,
+                    inherits: Some((l.first_row_id, l.sequence_number)),
                 })
                 .collect(),
             plan: SnapshotPlan {
@@ -210,6 +227,28 @@ impl<'p> Pass<'p> {
         }
     }
 
+    /// `batches`, file `c` read whole with the lineage columns, with each
+    /// row's lineage written out.
+    async fn written_out(
+        &self,
+        c: &Candidate,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Vec<RecordBatch>, CommitError> {
+        let ctx = self.ctx;
+        let written = lineage::Written::read(ctx.file_io, &c.file)
+            .await
+            .map_err(|e| ctx.build_err(e))?;
+        let mut start = 0u64;
+        let mut out = Vec::with_capacity(batches.len());
+        for b in &batches {
+            let lined = lineage::written_out(b, written.as_ref(), c.inherits, start)
+                .map_err(|e| ctx.build_err(e))?;
+            start += b.num_rows() as u64;
+            out.push(lined);
+        }
+        Ok(out)
+    }
+
     /// Rewrites every running file holding one of `keys` without those rows.
     async fn rewrite(&mut self, keys: &KeySet) -> Result<(), CommitError> {
         let mut next = Vec::with_capacity(self.files.len());
@@ -227,6 +266,10 @@ impl<'p> Pass<'p> {
             )
             .await
             .map_err(|e| ctx.build_err(e))?;
+            let batches = match self.lineage {
+                true => self.written_out(&c, batches).await?,
+                false => batches,
+            };
             let Some(kept) = keys.without_keys(&batches)? else {
                 next.push(c);
                 continue;
@@ -242,6 +285,7 @@ impl<'p> Pass<'p> {
                     file: f,
                     spec_id: self.writer.spec_id(),
                     base: false,
+                    inherits: None,
                 });
             }
         }

@@ -1,14 +1,159 @@
 //! Row lineage for format v3 tables: every row gets a table-wide `_row_id`
-//! when it is first committed, by inheritance, so floe never writes ids into
-//! data files it adds. A snapshot takes the table's `next-row-id` as its
+//! when it is first committed, by inheritance, so floe writes no ids into
+//! the data files it adds for new rows. Rows a rewrite moves (compaction)
+//! keep theirs: the new file holds each row's `_row_id` and
+//! `_last_updated_sequence_number` as columns. A snapshot takes the table's `next-row-id` as its
 //! `first-row-id`; each data manifest without a `first_row_id` takes the next
 //! range, as wide as its added and existing rows; a data file inherits its
 //! manifest's id plus the rows of the files before it. Ids already handed
 //! out must survive a manifest rewrite, so entries floe carries into a new
 //! manifest get their inherited id written out.
 
-use iceberg::spec::{DataFile, DataFileBuilder, Manifest, ManifestContentType, ManifestFile};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataFile, DataFileBuilder, Manifest, ManifestContentType, ManifestFile, NestedField,
+    PrimitiveType, Schema, SchemaRef, Type,
+};
 use iceberg::{Error, ErrorKind};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// Field id the spec reserves for `_row_id`.
+pub const ROW_ID: i32 = 2147483540;
+
+/// Field id the spec reserves for `_last_updated_sequence_number`.
+pub const LAST_UPDATED: i32 = 2147483539;
+
+/// `schema` with the two lineage columns after its own: what a file of
+/// moved rows is written with, and read back with (a file without them
+/// reads them as nulls).
+pub fn with_lineage(schema: &Schema) -> iceberg::Result<SchemaRef> {
+    let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
+    let long = || Type::Primitive(PrimitiveType::Long);
+    fields.push(NestedField::optional(ROW_ID, "_row_id", long()).into());
+    fields
+        .push(NestedField::optional(LAST_UPDATED, "_last_updated_sequence_number", long()).into());
+    Ok(Arc::new(
+        Schema::builder()
+            .with_schema_id(schema.schema_id())
+            .with_identifier_field_ids(schema.identifier_field_ids())
+            .with_fields(fields)
+            .build()?,
+    ))
+}
+
+/// The lineage a data file holds in its own columns (a file a rewrite
+/// wrote), each as long as the file and null where a row inherits.
+#[derive(Debug)]
+pub struct Written {
+    row_ids: Int64Array,
+    sequence_numbers: Int64Array,
+}
+
+impl Written {
+    /// What `file` holds; `None` for a file without lineage columns (every
+    /// row inherits). iceberg-rust's reader takes the reserved field ids for
+    /// metadata columns and does not read them from the file, so the
+    /// parquet crate reads them here.
+    pub async fn read(file_io: &FileIO, file: &DataFile) -> iceberg::Result<Option<Self>> {
+        let sizes = file.column_sizes();
+        if !sizes.contains_key(&ROW_ID) && !sizes.contains_key(&LAST_UPDATED) {
+            return Ok(None);
+        }
+        let path = file.file_path();
+        let err = |e: parquet::errors::ParquetError| {
+            Error::new(
+                ErrorKind::DataInvalid,
+                format!("{path}: lineage columns: {e}"),
+            )
+        };
+        let bytes = file_io.new_input(path)?.read().await?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(err)?;
+        let descr = builder.parquet_schema();
+        let leaf = |id: i32| {
+            descr.columns().iter().position(|c| {
+                let info = c.self_type().get_basic_info();
+                info.has_id() && info.id() == id
+            })
+        };
+        let (row_leaf, seq_leaf) = (leaf(ROW_ID), leaf(LAST_UPDATED));
+        let leaves: Vec<usize> = [row_leaf, seq_leaf].into_iter().flatten().collect();
+        if leaves.is_empty() {
+            return Ok(None);
+        }
+        let mask = ProjectionMask::leaves(descr, leaves);
+        let reader = builder.with_projection(mask).build().map_err(err)?;
+        let (mut ids, mut seqs) = (Vec::new(), Vec::new());
+        for batch in reader {
+            let batch = batch.map_err(|e| err(e.into()))?;
+            // Projected columns come in file order: the row id's first.
+            let mut columns = batch.columns().iter();
+            for (at, out) in [(row_leaf, &mut ids), (seq_leaf, &mut seqs)] {
+                match at.and_then(|_| columns.next()) {
+                    Some(c) => match c.as_primitive_opt::<Int64Type>() {
+                        Some(c) => out.extend(c.iter()),
+                        None => {
+                            return Err(err(parquet::errors::ParquetError::General(
+                                "a lineage column is not a long".into(),
+                            )));
+                        }
+                    },
+                    None => out.extend(std::iter::repeat_n(None, batch.num_rows())),
+                }
+            }
+        }
+        Ok(Some(Written {
+            row_ids: ids.into_iter().collect(),
+            sequence_numbers: seqs.into_iter().collect(),
+        }))
+    }
+}
+
+/// `batch` (read with [`with_lineage`], its rows at positions `start`… of
+/// a data file holding `written`) with each row's lineage written out: the
+/// value the file holds, else the one it inherits from `inherits`, the
+/// file's `first_row_id` and data sequence number (`None` for a file not
+/// committed yet, whose new rows have no lineage until they are).
+pub fn written_out(
+    batch: &RecordBatch,
+    written: Option<&Written>,
+    inherits: Option<(Option<i64>, i64)>,
+    start: u64,
+) -> iceberg::Result<RecordBatch> {
+    let n = batch.num_columns();
+    if n < 2 {
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            "a batch read for lineage has no lineage columns",
+        ));
+    }
+    let at = |i: usize| start as usize + i;
+    let held = |array: Option<&Int64Array>, i: usize| {
+        array
+            .filter(|a| at(i) < a.len() && !a.is_null(at(i)))
+            .map(|a| a.value(at(i)))
+    };
+    let rows = 0..batch.num_rows();
+    let ids: Int64Array = rows
+        .clone()
+        .map(|i| {
+            held(written.map(|w| &w.row_ids), i).or_else(|| inherits?.0?.checked_add(at(i) as i64))
+        })
+        .collect();
+    let seqs: Int64Array = rows
+        .map(|i| held(written.map(|w| &w.sequence_numbers), i).or(inherits.map(|(_, s)| s)))
+        .collect();
+    let mut columns = batch.columns().to_vec();
+    columns[n - 2] = Arc::new(ids) as ArrayRef;
+    columns[n - 1] = Arc::new(seqs) as ArrayRef;
+    RecordBatch::try_new(batch.schema(), columns)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("lineage columns: {e}")))
+}
 
 /// Assigns a `first_row_id` to each data manifest in `manifests` that has
 /// none, from `next` on, in list order; returns the table's next row id.

@@ -22,6 +22,8 @@ pub struct LiveFile {
     /// Its data sequence number: an equality delete applies to it only when
     /// its own is higher.
     pub sequence_number: i64,
+    /// The row id of its first row (format v3), written or inherited.
+    pub first_row_id: Option<i64>,
 }
 
 /// The live files of the current snapshot.
@@ -97,10 +99,23 @@ impl LiveFiles {
                 ManifestContentType::Data => &mut live.data,
                 ManifestContentType::Deletes => &mut live.deletes,
             };
-            into.extend(entries.iter().map(|(file, seq)| LiveFile {
-                file: file.clone(),
-                spec_id: m.partition_spec_id,
-                sequence_number: seq.unwrap_or(m.sequence_number),
+            // Rows inherit ids in entry order from the manifest's first.
+            let mut next = m
+                .first_row_id
+                .and_then(|id| i64::try_from(id).ok())
+                .filter(|_| m.content == ManifestContentType::Data);
+            into.extend(entries.iter().map(|(file, seq)| {
+                let first_row_id = file.first_row_id().or_else(|| {
+                    let id = next?;
+                    next = id.checked_add(file.record_count() as i64);
+                    Some(id)
+                });
+                LiveFile {
+                    file: file.clone(),
+                    spec_id: m.partition_spec_id,
+                    sequence_number: seq.unwrap_or(m.sequence_number),
+                    first_row_id,
+                }
             }));
             read.insert(m.manifest_path.clone(), entries);
         }

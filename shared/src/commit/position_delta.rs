@@ -259,6 +259,7 @@ async fn table_targets(
         file,
         spec_id,
         sequence_number,
+        ..
     } in &live.data
     {
         let keys = ctx

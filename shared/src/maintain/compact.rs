@@ -27,11 +27,14 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
 use async_trait::async_trait;
-use iceberg::spec::{DataContentType, DataFile, Operation, SchemaRef, TableMetadata};
+use iceberg::spec::{
+    DataContentType, DataFile, FormatVersion, Operation, SchemaRef, TableMetadata,
+};
 use tracing::info;
 use uuid::Uuid;
 
 use crate::catalog::LoadedTable;
+use crate::commit::lineage;
 use crate::commit::live::{LiveFile, LiveFiles};
 use crate::commit::locate::digests_of;
 use crate::commit::read::read_file;
@@ -233,13 +236,20 @@ pub async fn rewrite(
     let step = next_step(&selected, &by_path);
     let remaining = selected.len() - step.len();
 
-    let schema = meta.current_schema().clone();
+    // A v3 table's moved rows keep their lineage: read it (written or
+    // inherited) and write it out beside the table's columns.
+    let lineage = meta.format_version() >= FormatVersion::V3;
+    let schema = match lineage {
+        true => lineage::with_lineage(meta.current_schema()).map_err(|e| ctx.build_err(e))?,
+        false => meta.current_schema().clone(),
+    };
     let key_names: Vec<String> = schema
         .identifier_field_ids()
         .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
         .collect();
     let all_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
-    let writer = TableWriter::new(&loaded.ident, meta, ctx.file_io.clone())?;
+    let writer =
+        TableWriter::with_schema(&loaded.ident, meta, schema.clone(), ctx.file_io.clone())?;
     let same_spec = |f: &LiveFile| f.spec_id == writer.spec_id();
     let mut out = Rewrite {
         sequence_number: current.sequence_number(),
@@ -254,7 +264,13 @@ pub async fn rewrite(
     // Per partition: the kept rows gathered so far, with the inputs they came from.
     let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
     for f in &step {
-        let kept = read_kept(ctx, f, &schema, &all_ids, &key_names, &deleted).await?;
+        let read = Read {
+            schema: &schema,
+            ids: &all_ids,
+            key_names: &key_names,
+            lineage,
+        };
+        let kept = read_kept(ctx, f, &read, &deleted).await?;
         out.dropped += kept.dropped;
         let group = pending
             .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
@@ -307,6 +323,18 @@ fn next_step<'a>(selected: &[String], by_path: &HashMap<&str, &'a LiveFile>) -> 
 }
 
 /// The rows of one input file that no delete removed.
+/// How the files of one compaction step are read.
+struct Read<'r> {
+    /// The table's schema, with the lineage columns when `lineage`.
+    schema: &'r SchemaRef,
+    /// Every field id of `schema`.
+    ids: &'r [i32],
+    /// The identifier fields, which equality deletes match on.
+    key_names: &'r [String],
+    /// Whether rows carry their lineage (format v3).
+    lineage: bool,
+}
+
 struct Kept {
     batches: Vec<RecordBatch>,
     /// Their positions in the input file.
@@ -320,14 +348,19 @@ struct Kept {
 async fn read_kept(
     ctx: &PlanContext<'_>,
     f: &LiveFile,
-    schema: &SchemaRef,
-    all_ids: &[i32],
-    key_names: &[String],
+    read: &Read<'_>,
     deleted: &Deleted,
 ) -> Result<Kept, CommitError> {
-    let batches = read_file(ctx.file_io, schema.clone(), all_ids.to_vec(), &f.file)
+    let key_names = read.key_names;
+    let batches = read_file(ctx.file_io, read.schema.clone(), read.ids.to_vec(), &f.file)
         .await
         .map_err(|e| ctx.build_err(e))?;
+    let written = match read.lineage {
+        true => lineage::Written::read(ctx.file_io, &f.file)
+            .await
+            .map_err(|e| ctx.build_err(e))?,
+        false => None,
+    };
     let gone = deleted.positions.get(f.file.file_path());
     let mut out = Kept {
         batches: Vec::with_capacity(batches.len()),
@@ -336,6 +369,16 @@ async fn read_kept(
     };
     let mut row = 0u32;
     for b in &batches {
+        let lined;
+        let b = match read.lineage {
+            true => {
+                let inherits = Some((f.first_row_id, f.sequence_number));
+                lined = lineage::written_out(b, written.as_ref(), inherits, row.into())
+                    .map_err(|e| ctx.build_err(e))?;
+                &lined
+            }
+            false => b,
+        };
         let digests = match deleted.newest_equality {
             Some(s) if s > f.sequence_number => {
                 Some(digests_of(b, key_names).map_err(|e| ctx.build_err(e))?)

@@ -100,6 +100,18 @@ impl TableWriter {
         )
     }
 
+    /// A writer for files of `schema` (the current one with columns of its
+    /// own, such as row lineage) and the default partition spec.
+    pub fn with_schema(
+        ident: &TableIdent,
+        metadata: &TableMetadata,
+        schema: SchemaRef,
+        file_io: FileIO,
+    ) -> Result<Self, WriteError> {
+        let spec = metadata.default_partition_spec().clone();
+        Self::with(ident, metadata, schema, spec, file_io)
+    }
+
     /// A writer for files of schema `schema_id` and partition spec `spec_id`,
     /// which need not be the current ones (rewriting a request's files as
     /// they were written).
