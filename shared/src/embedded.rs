@@ -67,7 +67,7 @@ pub enum EmbeddedError {
     CommitFailed(String),
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
     /// The dead-letter location could not be listed.
     #[error("listing dead letters: {0}")]
     List(#[from] ListError),
@@ -424,7 +424,7 @@ impl Embedded {
         };
 
         let mut report = IngestReport::default();
-        let read_result = reader.await.map_err(|e| EmbeddedError::Task(e.to_string()));
+        let read_result = reader.await.map_err(EmbeddedError::Task);
         let (writes, mut first_err) = join_writers(writer_tasks).await;
         for r in writes {
             report.dead_letter_locations.extend(r.dead_letter_locations);
@@ -433,9 +433,7 @@ impl Embedded {
             report.evolved.extend(r.evolved);
         }
         queue.close();
-        let commit_result = commit_task
-            .await
-            .map_err(|e| EmbeddedError::Task(e.to_string()));
+        let commit_result = commit_task.await.map_err(EmbeddedError::Task);
         match read_result {
             Ok(Ok(unfinished)) => report.unfinished = unfinished,
             Ok(Err(e)) | Err(e) => {
@@ -538,7 +536,7 @@ async fn join_writers(tasks: Vec<WriterTask>) -> (Vec<WriteReport>, Option<Embed
                 first_err.get_or_insert(e.into());
             }
             Err(e) => {
-                first_err.get_or_insert(EmbeddedError::Task(e.to_string()));
+                first_err.get_or_insert(EmbeddedError::Task(e));
             }
         }
     }

@@ -66,11 +66,11 @@ pub async fn wait_for_batch(
             Ok(loaded) => {
                 let ledger = Ledger::open(store.clone(), &loaded.metadata)
                     .await
-                    .map_err(|e| CatalogError::Store(e.to_string()))?;
+                    .map_err(|e| CatalogError::store("opening the ledger", e))?;
                 let landed = ledger
                     .has_batch(batch_id, made_ms.saturating_sub(crate::clock::SKEW_MS))
                     .await
-                    .map_err(|e| CatalogError::Store(e.to_string()))?;
+                    .map_err(|e| CatalogError::store("reading the ledger", e))?;
                 if landed {
                     return Ok(true);
                 }

@@ -492,7 +492,7 @@ async fn gets_are_retried_on_5xx_and_a_static_token_s_401_is_final() {
     assert_eq!(fake.properties()["prefix"], "d");
     let r = fake.load_table(&parse_table("bronze.t").unwrap()).await;
     assert!(
-        matches!(&r, Err(CatalogError::Store(m)) if m.contains("401") && m.contains("token expired")),
+        matches!(&r, Err(e @ CatalogError::Store { .. }) if e.to_string().contains("401") && e.to_string().contains("token expired")),
         "{r:?}"
     );
     let loads: Vec<String> = seen

@@ -139,12 +139,60 @@ pub enum CatalogError {
         /// The error.
         source: Box<iceberg::Error>,
     },
-    /// The catalog's own store failed.
-    #[error("catalog store: {0}")]
-    Store(String),
+    /// The catalog's own store failed or refused the call: SQLite, Glue,
+    /// the REST service.
+    #[error("catalog store: {context}{}", cause(.source))]
+    Store {
+        /// What was being done, and where; for a refusal, the store's answer.
+        context: String,
+        /// The HTTP status the store refused the call with, if it answered.
+        status: Option<u16>,
+        /// The store's own error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+/// `: source` after a store error's context, so its message reads whole
+/// wherever it is shown without its chain.
+fn cause(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
+    source
+        .as_ref()
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default()
 }
 
 impl CatalogError {
+    /// The store failed doing `context`, with its error `source`.
+    pub fn store(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        CatalogError::Store {
+            context: context.into(),
+            status: None,
+            source: Some(source.into()),
+        }
+    }
+
+    /// The store failed for the reason `context` gives, with no error to keep.
+    pub fn failed(context: impl Into<String>) -> Self {
+        CatalogError::Store {
+            context: context.into(),
+            status: None,
+            source: None,
+        }
+    }
+
+    /// The store answered the call `context` describes with HTTP `status`.
+    pub fn refused(context: impl Into<String>, status: u16) -> Self {
+        CatalogError::Store {
+            context: context.into(),
+            status: Some(status),
+            source: None,
+        }
+    }
+
     /// True when reloading the table and trying again can succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(
@@ -172,10 +220,15 @@ impl CatalogError {
         match self {
             CatalogError::NoSuchTable { .. } | CatalogError::TableExists { .. } => false,
             CatalogError::Iceberg { source, .. } => crate::transient::iceberg(source),
+            // A refusal (401, 403, 404, 400…) stands until someone changes
+            // something; a timeout, throttling or server error may pass.
+            CatalogError::Store {
+                status: Some(s), ..
+            } => matches!(s, 408 | 429) || *s >= 500,
             CatalogError::Conflict { .. }
             | CatalogError::Ambiguous { .. }
             | CatalogError::NotApplied { .. }
-            | CatalogError::Store(_) => true,
+            | CatalogError::Store { .. } => true,
         }
     }
 }
@@ -248,14 +301,14 @@ pub trait Catalog: Debug + Send + Sync {
     /// Every Iceberg table of the catalog, sorted (scheduled maintenance
     /// without a table list maintains them all).
     async fn list_tables(&self) -> Result<Vec<TableIdent>, CatalogError> {
-        Err(CatalogError::Store(format!(
+        Err(CatalogError::failed(format!(
             "{self:?} cannot list its tables; name them (maintenance.tables)"
         )))
     }
 
     /// Removes the table from the catalog; its files stay where they are.
     async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {
-        Err(CatalogError::Store(format!(
+        Err(CatalogError::failed(format!(
             "{self:?} cannot drop {}",
             crate::ident::display(ident)
         )))

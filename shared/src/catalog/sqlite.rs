@@ -54,8 +54,8 @@ pub struct SqliteCatalog {
     metadata: Arc<super::MetadataCache>,
 }
 
-fn store_err(e: impl std::fmt::Display) -> CatalogError {
-    CatalogError::Store(e.to_string())
+fn store_err(e: rusqlite::Error) -> CatalogError {
+    CatalogError::store("SQLite catalog", e)
 }
 
 impl SqliteCatalog {
@@ -96,7 +96,7 @@ impl SqliteCatalog {
         let conn = self
             .conn
             .lock()
-            .map_err(|_| CatalogError::Store("catalog connection poisoned".into()))?;
+            .map_err(|_| CatalogError::failed("SQLite catalog: connection poisoned by a panic"))?;
         f(&conn).map_err(store_err)
     }
 
@@ -241,7 +241,7 @@ impl Catalog for SqliteCatalog {
         rows.into_iter()
             .map(|(ns, name)| {
                 let ns = NamespaceIdent::from_strs(ns.split('.'))
-                    .map_err(|e| CatalogError::Store(format!("namespace {ns:?}: {e}")))?;
+                    .map_err(|e| CatalogError::store(format!("namespace {ns:?}"), e))?;
                 Ok(TableIdent::new(ns, name))
             })
             .collect()

@@ -92,6 +92,6 @@ pub(super) fn exhausted(
     CommitError::Exhausted {
         table,
         attempts: attempts.made(),
-        last: last.unwrap_or(CatalogError::Store("no attempt made".into())),
+        last: last.unwrap_or(CatalogError::failed("no attempt made")),
     }
 }

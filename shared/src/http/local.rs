@@ -38,7 +38,7 @@ pub enum LocalCommitError {
     Spool(#[from] QueueError),
     /// The committer task panicked.
     #[error("the committer task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// What was left when the committer stopped.
@@ -104,9 +104,7 @@ impl LocalCommits {
     /// more attempt), then stops; the rest stays in the spool.
     pub async fn stop(self) -> Result<Leftover, LocalCommitError> {
         self.spool.close();
-        self.task
-            .await
-            .map_err(|e| LocalCommitError::Task(e.to_string()))?;
+        self.task.await.map_err(LocalCommitError::Task)?;
         Ok(Leftover {
             queued: self.spool.pending(),
             location: self.spool.location(),

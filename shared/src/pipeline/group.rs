@@ -141,9 +141,7 @@ fn route(
 ) -> Result<Result<TableIdent, String>, PipelineError> {
     match router {
         Some(router) => Ok(router.route(record, source).map_err(|e| e.to_string())),
-        None => Err(PipelineError::Config(
-            "no target table: give one, or configure [routing]".into(),
-        )),
+        None => Err(PipelineError::NoTable),
     }
 }
 

@@ -72,9 +72,12 @@ pub enum PipelineError {
     /// The commit failed.
     #[error(transparent)]
     Commit(#[from] CommitError),
-    /// The configuration cannot drive this step.
+    /// The routing rules cannot be used.
     #[error("config: {0}")]
-    Config(String),
+    Routing(#[from] crate::route::RuleError),
+    /// A batch names no table and no routing is configured.
+    #[error("config: no target table: give one, or configure [routing]")]
+    NoTable,
     /// A table to create on first write has a definition floe cannot use.
     #[error("table {table}: {reason}")]
     TableDef {
@@ -130,7 +133,8 @@ impl PipelineError {
             | PipelineError::Fault { .. } => true,
             PipelineError::Shred { .. }
             | PipelineError::Request(_)
-            | PipelineError::Config(_)
+            | PipelineError::Routing(_)
+            | PipelineError::NoTable
             | PipelineError::TableDef { .. } => false,
         }
     }

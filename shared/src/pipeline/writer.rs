@@ -45,7 +45,7 @@ impl Writer {
     pub fn new(parts: WriterParts) -> Result<Self, PipelineError> {
         let routing = &parts.config.routing;
         let router = if routing.table.is_some() || routing.template.is_some() {
-            Some(Router::new(routing).map_err(|e| PipelineError::Config(e.to_string()))?)
+            Some(Router::new(routing)?)
         } else {
             None
         };

@@ -73,12 +73,29 @@ pub struct GlueCatalog {
     metadata: Arc<super::MetadataCache>,
 }
 
-fn store<E, R>(op: &str, table: &str, err: &SdkError<E, R>) -> CatalogError
+fn store<E, R>(op: &str, table: &str, err: SdkError<E, R>) -> CatalogError
 where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    CatalogError::Store(format!("Glue {op} {table}: {}", DisplayErrorContext(err)))
+    CatalogError::store(format!("Glue {op} {table}"), Sdk(Box::new(err)))
+}
+
+/// An AWS SDK error shown with its whole context: the SDK's own `Display`
+/// names only its kind ("service error").
+#[derive(Debug)]
+struct Sdk(Box<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for Sdk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", DisplayErrorContext(&*self.0))
+    }
+}
+
+impl std::error::Error for Sdk {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 impl GlueCatalog {
@@ -104,7 +121,7 @@ impl GlueCatalog {
     fn database(ident: &NamespaceIdent) -> Result<String, CatalogError> {
         match ident.as_ref().as_slice() {
             [db] => Ok(db.clone()),
-            _ => Err(CatalogError::Store(format!(
+            _ => Err(CatalogError::failed(format!(
                 "Glue namespaces have one level; `{}` has {}",
                 ident.join("."),
                 ident.len()
@@ -132,10 +149,10 @@ impl GlueCatalog {
             {
                 return Ok(None);
             }
-            Err(e) => return Err(store("GetTable", &table, &e)),
+            Err(e) => return Err(store("GetTable", &table, e)),
         };
         let Some(t) = out.table() else {
-            return Err(CatalogError::Store(format!(
+            return Err(CatalogError::failed(format!(
                 "Glue GetTable {table}: no table in the answer"
             )));
         };
@@ -144,13 +161,13 @@ impl GlueCatalog {
             .get(TABLE_TYPE)
             .is_some_and(|v| v.eq_ignore_ascii_case(ICEBERG))
         {
-            return Err(CatalogError::Store(format!(
+            return Err(CatalogError::failed(format!(
                 "Glue table {table} is not an Iceberg table (parameter {TABLE_TYPE} is {:?})",
                 params.get(TABLE_TYPE)
             )));
         }
         let Some(metadata_location) = params.get(METADATA_LOCATION).cloned() else {
-            return Err(CatalogError::Store(format!(
+            return Err(CatalogError::failed(format!(
                 "Glue table {table} has no {METADATA_LOCATION} parameter"
             )));
         };
@@ -163,7 +180,7 @@ impl GlueCatalog {
             .set_storage_descriptor(t.storage_descriptor().cloned())
             .set_parameters(Some(params))
             .build()
-            .map_err(|e| CatalogError::Store(format!("Glue table {table}: {e}")))?;
+            .map_err(|e| CatalogError::store(format!("Glue table {table}"), e))?;
         Ok(Some(GlueTable {
             metadata_location,
             version_id: t.version_id().map(str::to_string),
@@ -248,7 +265,7 @@ impl GlueCatalog {
             // Glue refused this attempt itself; an earlier one of the
             // SDK's may still land, so its files stay, but retrying
             // the same commit cannot help.
-            Outcome::Unknown(_) if definitely_refused(&e) => Err(store("UpdateTable", &table, &e)),
+            Outcome::Unknown(_) if definitely_refused(&e) => Err(store("UpdateTable", &table, e)),
             Outcome::Unknown(why) => Err(CatalogError::Ambiguous {
                 table,
                 reason: format!("UpdateTable: {}; {why}", DisplayErrorContext(&e)),
@@ -301,7 +318,7 @@ impl GlueCatalog {
             .map_err(&not_applied)?;
         let next = next.to_string();
         if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
-            return Err(not_applied(CatalogError::Store(fault.to_string())));
+            return Err(not_applied(CatalogError::store("Glue UpdateTable", fault)));
         }
 
         let input = moved_input(&current.input, &commit.metadata, &base, &next);
@@ -418,7 +435,7 @@ impl Catalog for GlueCatalog {
         let input = DatabaseInput::builder()
             .name(&db)
             .build()
-            .map_err(|e| CatalogError::Store(format!("Glue database {db}: {e}")))?;
+            .map_err(|e| CatalogError::store(format!("Glue database {db}"), e))?;
         let out = self
             .glue
             .create_database()
@@ -435,7 +452,7 @@ impl Catalog for GlueCatalog {
             {
                 Ok(())
             }
-            Err(e) => Err(store("CreateDatabase", &db, &e)),
+            Err(e) => Err(store("CreateDatabase", &db, e)),
         }
     }
 
@@ -448,7 +465,7 @@ impl Catalog for GlueCatalog {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| store("GetDatabases", "*", &e))?;
+            let page = page.map_err(|e| store("GetDatabases", "*", e))?;
             databases.extend(page.database_list.into_iter().map(|d| d.name));
         }
         let mut out = Vec::new();
@@ -472,7 +489,7 @@ impl Catalog for GlueCatalog {
                         tracing::warn!(database = %db, "no access to its tables; skipped");
                         break;
                     }
-                    Err(e) => return Err(store("GetTables", &db, &e)),
+                    Err(e) => return Err(store("GetTables", &db, e)),
                 };
                 for t in page.table_list.unwrap_or_default() {
                     let iceberg = t
@@ -532,7 +549,7 @@ impl Catalog for GlueCatalog {
                         .build(),
                 )
                 .build()
-                .map_err(|e| CatalogError::Store(format!("Glue table {table}: {e}")))?;
+                .map_err(|e| CatalogError::store(format!("Glue table {table}"), e))?;
             let out = self
                 .glue
                 .create_table()
@@ -551,7 +568,7 @@ impl Catalog for GlueCatalog {
                             table: table.clone(),
                         }
                     } else {
-                        store("CreateTable", &table, &e)
+                        store("CreateTable", &table, e)
                     },
                 );
             }
@@ -601,7 +618,7 @@ impl Catalog for GlueCatalog {
             {
                 Err(CatalogError::NoSuchTable { table })
             }
-            Err(e) => Err(store("DeleteTable", &table, &e)),
+            Err(e) => Err(store("DeleteTable", &table, e)),
         }
     }
 

@@ -134,7 +134,7 @@ pub enum RestError {
 
 impl From<RestError> for CatalogError {
     fn from(e: RestError) -> Self {
-        CatalogError::Store(e.to_string())
+        CatalogError::store("REST catalog", e)
     }
 }
 
@@ -379,12 +379,12 @@ impl RestCatalog {
         url: &Url,
         body: &[u8],
         what: &str,
-    ) -> Result<LoadedTable, String> {
+    ) -> Result<LoadedTable, CatalogError> {
         let answer: TableResponse = serde_json::from_slice(body)
-            .map_err(|e| format!("unreadable {what} answer from {url}: {e}"))?;
-        let metadata_location = answer
-            .metadata_location
-            .ok_or_else(|| format!("{what} answer from {url} has no metadata-location"))?;
+            .map_err(|e| CatalogError::store(format!("unreadable {what} answer from {url}"), e))?;
+        let metadata_location = answer.metadata_location.ok_or_else(|| {
+            CatalogError::failed(format!("{what} answer from {url} has no metadata-location"))
+        })?;
         Ok(LoadedTable {
             ident: ident.clone(),
             metadata: Arc::new(answer.metadata),
@@ -409,17 +409,17 @@ impl RestCatalog {
             let body = match self.http.get(&call, self.get_attempts).await? {
                 Outcome::Answer(status, body) if status.is_success() => body,
                 Outcome::Answer(status, body) => {
-                    return Err(CatalogError::Store(format!(
-                        "GET {call}: {status} {}",
-                        wire::server_message(&body)
-                    )));
+                    return Err(CatalogError::refused(
+                        format!("GET {call}: {status} {}", wire::server_message(&body)),
+                        status.as_u16(),
+                    ));
                 }
                 Outcome::NotSent(m) | Outcome::Lost(m) => {
                     return Err(http_err(&Method::GET, &call, m).into());
                 }
             };
             let answer: P = serde_json::from_slice(&body)
-                .map_err(|e| CatalogError::Store(format!("unreadable answer from {call}: {e}")))?;
+                .map_err(|e| CatalogError::store(format!("unreadable answer from {call}"), e))?;
             let (items, next) = page(answer);
             out.extend(items);
             match next.filter(|t| !t.is_empty()) {
@@ -431,7 +431,7 @@ impl RestCatalog {
 
     async fn post(&self, url: &Url, body: &impl serde::Serialize) -> Result<Outcome, CatalogError> {
         let body = serde_json::to_vec(body)
-            .map_err(|e| CatalogError::Store(format!("encoding the request to {url}: {e}")))?;
+            .map_err(|e| CatalogError::store(format!("encoding the request to {url}"), e))?;
         Ok(self.http.call(&Method::POST, url, Some(&body)).await?)
     }
 }
@@ -502,9 +502,9 @@ impl Catalog for RestCatalog {
             };
             let url = self.url(Some(ident.namespace()), None);
             match self.post(&url, &body).await? {
-                Outcome::Answer(status, body) if status.is_success() => self
-                    .loaded(ident, &url, &body, "create")
-                    .map_err(CatalogError::Store),
+                Outcome::Answer(status, body) if status.is_success() => {
+                    self.loaded(ident, &url, &body, "create")
+                }
                 Outcome::Answer(status, body) => Err(wire::create_error(
                     &table,
                     url.as_str(),
@@ -530,7 +530,7 @@ impl Catalog for RestCatalog {
         let mut out = Vec::new();
         for levels in namespaces {
             let ns = NamespaceIdent::from_vec(levels)
-                .map_err(|e| CatalogError::Store(format!("namespace: {e}")))?;
+                .map_err(|e| CatalogError::store("namespace", e))?;
             let ids = self
                 .pages(&self.url(Some(&ns), None), |p: wire::ListTables| {
                     (p.identifiers, p.next_page_token)
@@ -538,7 +538,7 @@ impl Catalog for RestCatalog {
                 .await?;
             for id in ids {
                 let ns = NamespaceIdent::from_vec(id.namespace)
-                    .map_err(|e| CatalogError::Store(format!("namespace: {e}")))?;
+                    .map_err(|e| CatalogError::store("namespace", e))?;
                 out.push(TableIdent::new(ns, id.name));
             }
         }
@@ -552,9 +552,9 @@ impl Catalog for RestCatalog {
         async {
             let url = self.table_url(ident);
             match self.http.get(&url, self.get_attempts).await? {
-                Outcome::Answer(status, body) if status.is_success() => self
-                    .loaded(ident, &url, &body, "load")
-                    .map_err(CatalogError::Store),
+                Outcome::Answer(status, body) if status.is_success() => {
+                    self.loaded(ident, &url, &body, "load")
+                }
                 Outcome::Answer(status, body) => Err(wire::load_error(
                     &table,
                     url.as_str(),
@@ -618,9 +618,9 @@ impl Catalog for RestCatalog {
                 // Applied, but an answer floe cannot read leaves it unsure what it holds.
                 Outcome::Answer(status, body) if status.is_success() => self
                     .loaded(&ident, &url, &body, "commit")
-                    .map_err(|reason| CatalogError::Ambiguous {
+                    .map_err(|e| CatalogError::Ambiguous {
                         table: table.clone(),
-                        reason,
+                        reason: e.to_string(),
                     }),
                 Outcome::Answer(status, body) => Err(wire::commit_error(
                     &table,

@@ -97,10 +97,11 @@ pub(super) fn server_message(body: &[u8]) -> String {
 }
 
 fn refused(what: &str, table: &str, url: &str, status: u16, body: &[u8]) -> CatalogError {
-    CatalogError::Store(format!(
-        "REST {what} {table} at {url}: HTTP {status}: {}",
-        server_message(body)
-    ))
+    let answer = server_message(body);
+    CatalogError::refused(
+        format!("REST {what} {table} at {url}: HTTP {status}: {answer}"),
+        status,
+    )
 }
 
 /// A non-2xx answer to a commit. The spec: 409 `CommitFailedException` means
@@ -213,7 +214,7 @@ mod tests {
         ));
         assert!(matches!(
             load_error("bronze.t", "u", 403, b"no"),
-            CatalogError::Store(m) if m.contains("403") && m.contains("no")
+            CatalogError::Store { status: Some(403), context, .. } if context.contains("no")
         ));
         assert!(matches!(
             create_error("bronze.t", "u", 409, b""),
@@ -221,6 +222,26 @@ mod tests {
         ));
         assert!(namespace_error("bronze", "u", 409, b"").is_none());
         assert!(namespace_error("bronze", "u", 400, b"").is_some());
+    }
+
+    #[test]
+    fn a_refusal_is_final_and_an_overload_passes() {
+        for (status, transient) in [(400, false), (403, false), (404, false), (408, true)] {
+            let e = load_error("bronze.t", "u", status, b"m");
+            assert_eq!(e.is_transient(), transient, "{status}: {e}");
+        }
+        for status in [429, 500, 503] {
+            assert!(load_error("bronze.t", "u", status, b"").is_transient());
+        }
+        // A transport error keeps its source, and its message reads whole.
+        let io = std::io::Error::other("connection reset");
+        let e = CatalogError::store("REST catalog", io);
+        assert!(e.is_transient());
+        assert_eq!(
+            e.to_string(),
+            "catalog store: REST catalog: connection reset"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]
