@@ -1,9 +1,9 @@
 //! Row lineage for format v3 tables: every row gets a table-wide `_row_id`
 //! when it is first committed, by inheritance, so floe writes no ids into
-//! the data files it adds for new rows. Rows a rewrite moves (compaction)
-//! keep theirs: the new file holds each row's `_row_id` and
-//! `_last_updated_sequence_number` as columns. A snapshot takes the table's `next-row-id` as its
-//! `first-row-id`; each data manifest without a `first_row_id` takes the next
+//! the data files it adds for new rows. Rows a rewrite moves (compaction,
+//! copy-on-write) keep theirs: the new file holds each row's `_row_id` and
+//! `_last_updated_sequence_number` as columns. A snapshot takes the table's
+//! `next-row-id` as its `first-row-id`; each data manifest without a `first_row_id` takes the next
 //! range, as wide as its added and existing rows; a data file inherits its
 //! manifest's id plus the rows of the files before it. Ids already handed
 //! out must survive a manifest rewrite, so entries floe carries into a new

@@ -322,7 +322,6 @@ fn next_step<'a>(selected: &[String], by_path: &HashMap<&str, &'a LiveFile>) -> 
     step
 }
 
-/// The rows of one input file that no delete removed.
 /// How the files of one compaction step are read.
 struct Read<'r> {
     /// The table's schema, with the lineage columns when `lineage`.
@@ -335,6 +334,7 @@ struct Read<'r> {
     lineage: bool,
 }
 
+/// The rows of one input file that no delete removed.
 struct Kept {
     batches: Vec<RecordBatch>,
     /// Their positions in the input file.
