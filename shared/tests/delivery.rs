@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use floe_core::change::{self, Change, ChangeFormat};
 use floe_core::config::Config;
 use floe_core::envelope::Opener;
 use floe_core::envelope::avro::Schemas;
@@ -94,6 +95,26 @@ const SCHEMA_ID: u32 = 7;
 /// adversarial delivery as JSON.
 fn registry_avro(setup: &Setup) -> bool {
     setup.kind == Kind::Kafka && setup.seed.is_multiple_of(2)
+}
+
+/// Whether a schedule's batches carry changes their source decoded, each at
+/// its record's position, as the Postgres source hands them over: every
+/// other keyed Postgres schedule (the others send the same changes as
+/// `_op` lines).
+fn decoded_changes(setup: &Setup) -> bool {
+    setup.kind == Kind::Postgres && setup.keyed && setup.seed.is_multiple_of(2)
+}
+
+/// `items` as the changes their source decoded; `None` when one is not a change.
+fn changes_of(items: &[(String, Bytes)]) -> Option<Vec<Change>> {
+    items
+        .iter()
+        .map(|(pos, body)| {
+            let mut change = change::decode(body, ChangeFormat::Auto).ok()?;
+            change.position = Some(pos.clone());
+            Some(change)
+        })
+        .collect()
 }
 
 /// The writer's schema of a schedule's records: keyed `_op` changes, or
@@ -212,7 +233,12 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
         table: None,
         batch_id: batch_id(&spans, None),
         spans,
-        records: Records::Items(items),
+        records: match decoded_changes(setup) {
+            true => Records::Changes(
+                changes_of(&items).expect("a keyed schedule's records are changes"),
+            ),
+            false => Records::Items(items),
+        },
         state: Default::default(),
         oldest_ms: inv.records.iter().map(|r| r.arrived_ms).min(),
         avro: None,
