@@ -220,11 +220,8 @@ impl CatalogError {
         match self {
             CatalogError::NoSuchTable { .. } | CatalogError::TableExists { .. } => false,
             CatalogError::Iceberg { source, .. } => crate::transient::iceberg(source),
-            // A refusal (401, 403, 404, 400…) stands until someone changes
-            // something; a timeout, throttling or server error may pass.
-            CatalogError::Store {
-                status: Some(s), ..
-            } => matches!(s, 408 | 429) || *s >= 500,
+            // Even a refusal (a 401 or 403 until someone fixes a grant) is
+            // retried: a batch that met it is redelivered, not dead-lettered.
             CatalogError::Conflict { .. }
             | CatalogError::Ambiguous { .. }
             | CatalogError::NotApplied { .. }
