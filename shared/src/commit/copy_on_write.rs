@@ -20,7 +20,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::DataType;
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
-use iceberg::spec::{DataFile, Datum, FormatVersion, Operation, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, Datum, Operation, SchemaRef, TableMetadata};
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -109,12 +109,7 @@ pub async fn plan(
         );
         return Ok(None);
     }
-    // A v3 table's rows that a rewrite moves keep their lineage.
-    let lineage = meta.format_version() >= FormatVersion::V3;
-    let schema = match lineage {
-        true => lineage::with_lineage(meta.current_schema()).map_err(|e| ctx.build_err(e))?,
-        false => meta.current_schema().clone(),
-    };
+    let (schema, lineage) = lineage::rewrite_schema(meta).map_err(|e| ctx.build_err(e))?;
     let key_ids: Vec<i32> = schema.identifier_field_ids().collect();
     let writer =
         TableWriter::with_schema(&ctx.table.ident, meta, schema.clone(), ctx.file_io.clone())?;
@@ -227,28 +222,6 @@ impl<'p> Pass<'p> {
         }
     }
 
-    /// `batches`, file `c` read whole with the lineage columns, with each
-    /// row's lineage written out.
-    async fn written_out(
-        &self,
-        c: &Candidate,
-        batches: Vec<RecordBatch>,
-    ) -> Result<Vec<RecordBatch>, CommitError> {
-        let ctx = self.ctx;
-        let written = lineage::Written::read(ctx.file_io, &c.file)
-            .await
-            .map_err(|e| ctx.build_err(e))?;
-        let mut start = 0u64;
-        let mut out = Vec::with_capacity(batches.len());
-        for b in &batches {
-            let lined = lineage::written_out(b, written.as_ref(), c.inherits, start)
-                .map_err(|e| ctx.build_err(e))?;
-            start += b.num_rows() as u64;
-            out.push(lined);
-        }
-        Ok(out)
-    }
-
     /// Rewrites every running file holding one of `keys` without those rows.
     async fn rewrite(&mut self, keys: &KeySet) -> Result<(), CommitError> {
         let mut next = Vec::with_capacity(self.files.len());
@@ -267,7 +240,9 @@ impl<'p> Pass<'p> {
             .await
             .map_err(|e| ctx.build_err(e))?;
             let batches = match self.lineage {
-                true => self.written_out(&c, batches).await?,
+                true => lineage::lined(ctx.file_io, &c.file, batches, c.inherits)
+                    .await
+                    .map_err(|e| ctx.build_err(e))?,
                 false => batches,
             };
             let Some(kept) = keys.without_keys(&batches)? else {

@@ -16,8 +16,8 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, DataFileBuilder, Manifest, ManifestContentType, ManifestFile, NestedField,
-    PrimitiveType, Schema, SchemaRef, Type,
+    DataFile, DataFileBuilder, FormatVersion, Manifest, ManifestContentType, ManifestFile,
+    NestedField, PrimitiveType, Schema, SchemaRef, TableMetadata, Type,
 };
 use iceberg::{Error, ErrorKind};
 use parquet::arrow::ProjectionMask;
@@ -29,10 +29,22 @@ pub const ROW_ID: i32 = 2147483540;
 /// Field id the spec reserves for `_last_updated_sequence_number`.
 pub const LAST_UPDATED: i32 = 2147483539;
 
+/// The schema a rewrite (compaction, copy-on-write) reads and writes the
+/// table's rows with, and whether it carries their lineage: on a v3 table
+/// the current schema with the lineage columns, so moved rows keep theirs;
+/// else the current schema.
+pub fn rewrite_schema(metadata: &TableMetadata) -> iceberg::Result<(SchemaRef, bool)> {
+    let current = metadata.current_schema();
+    match metadata.format_version() >= FormatVersion::V3 {
+        true => Ok((with_lineage(current)?, true)),
+        false => Ok((current.clone(), false)),
+    }
+}
+
 /// `schema` with the two lineage columns after its own: what a file of
 /// moved rows is written with, and read back with (a file without them
 /// reads them as nulls).
-pub fn with_lineage(schema: &Schema) -> iceberg::Result<SchemaRef> {
+fn with_lineage(schema: &Schema) -> iceberg::Result<SchemaRef> {
     let mut fields: Vec<_> = schema.as_struct().fields().to_vec();
     let long = || Type::Primitive(PrimitiveType::Long);
     fields.push(NestedField::optional(ROW_ID, "_row_id", long()).into());
@@ -50,7 +62,7 @@ pub fn with_lineage(schema: &Schema) -> iceberg::Result<SchemaRef> {
 /// The lineage a data file holds in its own columns (a file a rewrite
 /// wrote), each as long as the file and null where a row inherits.
 #[derive(Debug)]
-pub struct Written {
+struct Written {
     row_ids: Int64Array,
     sequence_numbers: Int64Array,
 }
@@ -60,7 +72,7 @@ impl Written {
     /// row inherits). iceberg-rust's reader takes the reserved field ids for
     /// metadata columns and does not read them from the file, so the
     /// parquet crate reads them here.
-    pub async fn read(file_io: &FileIO, file: &DataFile) -> iceberg::Result<Option<Self>> {
+    async fn read(file_io: &FileIO, file: &DataFile) -> iceberg::Result<Option<Self>> {
         let sizes = file.column_sizes();
         if !sizes.contains_key(&ROW_ID) && !sizes.contains_key(&LAST_UPDATED) {
             return Ok(None);
@@ -114,12 +126,30 @@ impl Written {
     }
 }
 
-/// `batch` (read with [`with_lineage`], its rows at positions `start`… of
-/// a data file holding `written`) with each row's lineage written out: the
-/// value the file holds, else the one it inherits from `inherits`, the
-/// file's `first_row_id` and data sequence number (`None` for a file not
-/// committed yet, whose new rows have no lineage until they are).
-pub fn written_out(
+/// `batches`, `file` read whole with [`rewrite_schema`], with each row's
+/// lineage written out: the value the file holds, else the one it inherits
+/// from `inherits`, the file's `first_row_id` and data sequence number
+/// (`None` for a file not committed yet, whose new rows have no lineage
+/// until they are).
+pub async fn lined(
+    file_io: &FileIO,
+    file: &DataFile,
+    batches: Vec<RecordBatch>,
+    inherits: Option<(Option<i64>, i64)>,
+) -> iceberg::Result<Vec<RecordBatch>> {
+    let written = Written::read(file_io, file).await?;
+    let mut start = 0u64;
+    let mut out = Vec::with_capacity(batches.len());
+    for b in &batches {
+        out.push(written_out(b, written.as_ref(), inherits, start)?);
+        start += b.num_rows() as u64;
+    }
+    Ok(out)
+}
+
+/// `batch`, rows at positions `start`… of a file holding `written`, with
+/// each row's lineage written out as [`lined`] says.
+fn written_out(
     batch: &RecordBatch,
     written: Option<&Written>,
     inherits: Option<(Option<i64>, i64)>,

@@ -27,9 +27,7 @@ use arrow_array::{BooleanArray, RecordBatch};
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
 use async_trait::async_trait;
-use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, Operation, SchemaRef, TableMetadata,
-};
+use iceberg::spec::{DataContentType, DataFile, Operation, SchemaRef, TableMetadata};
 use tracing::info;
 use uuid::Uuid;
 
@@ -236,13 +234,7 @@ pub async fn rewrite(
     let step = next_step(&selected, &by_path);
     let remaining = selected.len() - step.len();
 
-    // A v3 table's moved rows keep their lineage: read it (written or
-    // inherited) and write it out beside the table's columns.
-    let lineage = meta.format_version() >= FormatVersion::V3;
-    let schema = match lineage {
-        true => lineage::with_lineage(meta.current_schema()).map_err(|e| ctx.build_err(e))?,
-        false => meta.current_schema().clone(),
-    };
+    let (schema, lineage) = lineage::rewrite_schema(meta).map_err(|e| ctx.build_err(e))?;
     let key_names: Vec<String> = schema
         .identifier_field_ids()
         .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
@@ -355,11 +347,14 @@ async fn read_kept(
     let batches = read_file(ctx.file_io, read.schema.clone(), read.ids.to_vec(), &f.file)
         .await
         .map_err(|e| ctx.build_err(e))?;
-    let written = match read.lineage {
-        true => lineage::Written::read(ctx.file_io, &f.file)
-            .await
-            .map_err(|e| ctx.build_err(e))?,
-        false => None,
+    let batches = match read.lineage {
+        true => {
+            let inherits = Some((f.first_row_id, f.sequence_number));
+            lineage::lined(ctx.file_io, &f.file, batches, inherits)
+                .await
+                .map_err(|e| ctx.build_err(e))?
+        }
+        false => batches,
     };
     let gone = deleted.positions.get(f.file.file_path());
     let mut out = Kept {
@@ -369,16 +364,6 @@ async fn read_kept(
     };
     let mut row = 0u32;
     for b in &batches {
-        let lined;
-        let b = match read.lineage {
-            true => {
-                let inherits = Some((f.first_row_id, f.sequence_number));
-                lined = lineage::written_out(b, written.as_ref(), inherits, row.into())
-                    .map_err(|e| ctx.build_err(e))?;
-                &lined
-            }
-            false => b,
-        };
         let digests = match deleted.newest_equality {
             Some(s) if s > f.sequence_number => {
                 Some(digests_of(b, key_names).map_err(|e| ctx.build_err(e))?)
