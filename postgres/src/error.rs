@@ -1,6 +1,8 @@
 //! Errors of the Postgres source. Misconfigurations found before reading say
 //! how to fix them, because whoever meets them is setting floe up.
 
+use floe_core::error::{Classify, ErrorKind};
+
 /// What went wrong talking to Postgres or decoding what it sent.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
@@ -227,17 +229,33 @@ pub enum PgError {
     },
 }
 
-impl PgError {
-    /// True when the same call may succeed later with nothing changed: a
-    /// dropped connection, a server restarting or short of resources, a slot
-    /// another session holds, a lost watermark. A misconfiguration, a missing
-    /// privilege or bad data stays until someone fixes it, so retrying those
-    /// only repeats the error.
-    pub fn is_transient(&self) -> bool {
+/// A dropped connection, a server restarting or short of resources, a slot
+/// another session holds, a lost watermark pass with nothing changed. A
+/// misconfiguration, a missing privilege or bad data stays until someone
+/// fixes it, so retrying those only repeats the error.
+impl Classify for PgError {
+    fn kind(&self) -> ErrorKind {
         match self {
-            PgError::Query { source, .. } => transient(source),
-            PgError::WatermarkLost { .. } => true,
-            _ => false,
+            PgError::Query { source, .. } if transient(source) => ErrorKind::Service,
+            PgError::WatermarkLost { .. } => ErrorKind::Service,
+            // A SQLSTATE no retry outlives: a privilege, an object, the query.
+            PgError::Query { .. }
+            | PgError::Conninfo { .. }
+            | PgError::Connect { .. }
+            | PgError::WalLevel { .. }
+            | PgError::NoReplicationRole { .. }
+            | PgError::NoSchemaUsage { .. }
+            | PgError::NoSelect { .. }
+            | PgError::PublicationDenied { .. }
+            | PgError::SlotMissing { .. }
+            | PgError::SlotUnusable { .. }
+            | PgError::PublicationMissing { .. }
+            | PgError::TableMissing { .. }
+            | PgError::TableNotPublished { .. }
+            | PgError::NoPrimaryKey { .. }
+            | PgError::SlotAhead { .. } => ErrorKind::Config,
+            PgError::Schema { .. } => ErrorKind::Unsupported,
+            PgError::Decode(_) | PgError::BadLsn(_) | PgError::BadCursor { .. } => ErrorKind::Input,
         }
     }
 }

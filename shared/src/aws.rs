@@ -8,7 +8,10 @@ use std::time::Duration;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_s3::error::DisplayErrorContext;
 use serde::{Deserialize, Serialize};
+
+use crate::error::BoxError;
 
 /// Attempts per AWS call when the settings name none: the SDK's standard retry
 /// mode backs off exponentially with jitter on throttling (`SlowDown`) and 5xx.
@@ -140,5 +143,29 @@ impl AwsClients {
             secrets: aws_sdk_secretsmanager::Client::new(&sdk),
             settings,
         }
+    }
+}
+
+/// An AWS SDK error shown with its whole context: the SDK's own `Display`
+/// names only its kind ("service error"), the service's answer sits beneath.
+#[derive(Debug)]
+pub struct AwsError(BoxError);
+
+impl AwsError {
+    /// Keeps `e` (an `SdkError` of any operation) as a source.
+    pub(crate) fn new(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(e))
+    }
+}
+
+impl std::fmt::Display for AwsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", DisplayErrorContext(&*self.0))
+    }
+}
+
+impl std::error::Error for AwsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }

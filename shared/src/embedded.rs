@@ -63,8 +63,12 @@ pub enum EmbeddedError {
     #[error(transparent)]
     Queue(#[from] QueueError),
     /// Requests that kept failing to commit.
-    #[error("commit requests failed {MAX_RECEIVES} times; last error: {0}")]
-    CommitFailed(String),
+    #[error("commit requests failed {MAX_RECEIVES} times; last error: {last}")]
+    CommitFailed {
+        /// The last table's or request's error.
+        #[source]
+        last: PipelineError,
+    },
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -973,13 +977,13 @@ pub async fn commit_until_closed(
         if exhausted {
             let last = report
                 .tables
-                .iter()
-                .filter_map(|t| t.result.as_ref().err())
-                .map(|e| e.to_string())
-                .chain(report.unreadable.iter().map(|(_, e, _)| e.to_string()))
-                .last()
-                .unwrap_or_default();
-            return Err(EmbeddedError::CommitFailed(last));
+                .into_iter()
+                .filter_map(|t| t.result.err())
+                .chain(report.unreadable.into_iter().map(|(_, e, _)| e))
+                .last();
+            if let Some(last) = last {
+                return Err(EmbeddedError::CommitFailed { last });
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

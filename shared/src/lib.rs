@@ -24,6 +24,7 @@ pub mod deploy;
 pub mod dlq;
 pub mod embedded;
 pub mod envelope;
+pub mod error;
 pub mod evolve;
 pub mod faults;
 pub(crate) mod field_path;
@@ -48,7 +49,6 @@ pub mod source;
 pub mod status;
 pub mod storage;
 pub mod tabledef;
-pub mod transient;
 pub mod uri;
 pub mod write;
 

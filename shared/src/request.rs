@@ -34,6 +34,7 @@ use iceberg::TableIdent;
 use iceberg::spec::{DataFile, FormatVersion, TableMetadata};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Classify, ErrorKind};
 use crate::ident::display;
 use crate::source::SourceSpan;
 
@@ -134,6 +135,16 @@ pub enum RequestError {
         /// The error.
         source: Box<iceberg::Error>,
     },
+}
+
+/// A request floe cannot read or bind fails the same way each time it comes.
+impl Classify for RequestError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            RequestError::Version { .. } => ErrorKind::Unsupported,
+            _ => ErrorKind::Input,
+        }
+    }
 }
 
 impl CommitRequest {

@@ -18,9 +18,19 @@ use crate::write::COMPRESSION_CODEC;
 /// A table definition that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TableDefError {
-    /// The schema JSON does not parse as an Iceberg schema.
+    /// The schema JSON does not parse as an Iceberg schema; `reason` names
+    /// the field at fault when floe can find it.
+    #[error("schema: {reason}")]
+    SchemaJson {
+        /// What is wrong, and where.
+        reason: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// iceberg-rust refused the schema (an identifier field it cannot take).
     #[error("schema: {0}")]
-    Schema(String),
+    Schema(#[source] iceberg::Error),
     /// A partition expression is malformed or names an unknown column.
     #[error("partition `{expr}`: {reason}")]
     Partition {
@@ -65,7 +75,10 @@ pub fn parse_schema(json: &str) -> Result<Schema, TableDefError> {
         let found = serde_json::from_str::<serde_json::Value>(json)
             .ok()
             .and_then(|v| schema_fault(&v, ""));
-        TableDefError::Schema(found.unwrap_or_else(|| e.to_string()))
+        TableDefError::SchemaJson {
+            reason: found.unwrap_or_else(|| e.to_string()),
+            source: e,
+        }
     })
 }
 
@@ -272,7 +285,7 @@ pub fn configured_creation(
         .with_fields(fields)
         .with_identifier_field_ids(identifier_ids)
         .build()
-        .map_err(|e| TableDefError::Schema(e.to_string()))?;
+        .map_err(TableDefError::Schema)?;
     let partition = parse_partition(&schema, &table.partition)?;
     // Equality deletes reach only their own partition, and copy-on-write
     // lists keys as such; position deletes follow a key wherever it lives.

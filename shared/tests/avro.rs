@@ -201,7 +201,7 @@ fn json_batch(records: &[Vec<u8>], first: u64, table: &TableIdent) -> SourceBatc
                     });
                     json.to_vec()
                 }
-                Err(e) => Undecodable::record(r, &e.into()).to_vec(),
+                Err(e) => Undecodable::record(r, &e).to_vec(),
             }
         })
         .collect();

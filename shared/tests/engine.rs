@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use floe_core::catalog::{Catalog, SqliteCatalog};
 use floe_core::commit::snapshot::SnapshotPlan;
 use floe_core::commit::{Action, CommitEngine, CommitError, PlanContext, RetryPolicy};
+use floe_core::error::Classify;
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::iceberg::io::FileIO;

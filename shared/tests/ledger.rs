@@ -15,6 +15,7 @@ use floe_core::catalog::CatalogRef;
 use floe_core::clock;
 use floe_core::commit::{CommitEngine, CommitError};
 use floe_core::config::Config;
+use floe_core::error::Classify;
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;

@@ -13,9 +13,9 @@ use apache_avro::types::Value as AvroValue;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::DatumError;
 use super::types::{nullable, resolve};
 use crate::calendar::{format_date, format_utc_micros};
+use crate::error::RecordError;
 use crate::field_path::Path;
 
 /// Writes `value` (of `schema`) as JSON text the shredder reads exactly.
@@ -28,12 +28,12 @@ pub(super) fn write_json(
     names: &HashMap<Name, AvroSchema>,
     path: Path<'_>,
     out: &mut Vec<u8>,
-) -> Result<(), DatumError> {
+) -> Result<(), RecordError> {
     use std::io::Write as _;
-    let schema = resolve(schema, names).map_err(|e| DatumError::new(&path.render(), e))?;
+    let schema = resolve(schema, names).map_err(|e| RecordError::envelope(path.render(), e))?;
     let mismatch = || {
-        DatumError::new(
-            &path.render(),
+        RecordError::envelope(
+            path.render(),
             format!("the Avro value {value:?} does not match its schema"),
         )
     };
@@ -91,11 +91,11 @@ pub(super) fn write_json(
                 return Err(mismatch());
             };
             let bytes: Vec<u8> = d.try_into().map_err(|e| {
-                DatumError::new(&path.render(), format!("a decimal that does not read: {e}"))
+                RecordError::envelope(path.render(), format!("a decimal that does not read: {e}"))
             })?;
             let digits = decimal_text(&bytes, ds.scale).ok_or_else(|| {
-                DatumError::new(
-                    &path.render(),
+                RecordError::envelope(
+                    path.render(),
                     format!("a decimal of {} bytes, wider than 38 digits", bytes.len()),
                 )
             })?;
@@ -187,10 +187,10 @@ pub(super) fn special(f: f64) -> String {
     }
 }
 
-pub(super) fn timestamp(path: Path<'_>, v: i64, to_micros: i64) -> Result<String, DatumError> {
+pub(super) fn timestamp(path: Path<'_>, v: i64, to_micros: i64) -> Result<String, RecordError> {
     let us = v.checked_mul(to_micros).ok_or_else(|| {
-        DatumError::new(
-            &path.render(),
+        RecordError::envelope(
+            path.render(),
             format!("timestamp {v} is outside the range of microsecond timestamps"),
         )
     })?;

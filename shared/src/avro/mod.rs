@@ -34,30 +34,11 @@ use apache_avro::schema::Name;
 use bytes::Bytes;
 use iceberg::spec::StructType;
 
+use crate::error::RecordError;
 use crate::field_path::Path;
 use plan::Plan;
 use read::DecodeError;
 use types::{collect_names, record_type, refers};
-
-/// Why a datum does not read as its writer's schema says: the field at
-/// fault (empty for the whole datum) and what is wrong, for its dead letter.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{reason}", if field.is_empty() { String::new() } else { format!("`{field}`: ") })]
-pub struct DatumError {
-    /// The field at fault, as a path; empty for the whole datum.
-    pub field: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl DatumError {
-    pub(crate) fn new(field: &str, reason: impl Into<String>) -> Self {
-        Self {
-            field: field.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// Why a writer's schema cannot be used (it does not parse, is not a
 /// record, or has a shape no Iceberg type holds).
@@ -173,7 +154,7 @@ impl Decoder {
 
     /// Whether the datum reads as this schema says, to its last byte; `Err`
     /// is the dead letter's field and reason.
-    pub fn check(&self, datum: &[u8]) -> Result<(), DatumError> {
+    pub fn check(&self, datum: &[u8]) -> Result<(), RecordError> {
         let Some(plan) = &self.plan else {
             return self.json(datum).map(|_| ());
         };
@@ -185,8 +166,8 @@ impl Decoder {
     }
 
     #[cold]
-    fn trailing(&self, left: usize) -> DatumError {
-        DatumError::new(
+    fn trailing(&self, left: usize) -> RecordError {
+        RecordError::envelope(
             "",
             format!(
                 "{left} bytes follow the Avro datum of {}; is the record framed for another schema?",
@@ -196,7 +177,7 @@ impl Decoder {
     }
 
     #[cold]
-    fn undecodable(&self, fault: &check::Fault) -> DatumError {
+    fn undecodable(&self, fault: &check::Fault) -> RecordError {
         let reason = match &fault.error {
             // A value its type forbids, said as the JSON path says it.
             e @ (DecodeError::Timestamp(_)
@@ -204,11 +185,11 @@ impl Decoder {
             | DecodeError::EmptyDecimal) => e.to_string(),
             e => format!("the Avro datum does not decode with {}: {e}", self.label),
         };
-        DatumError::new(&fault.field(), reason)
+        RecordError::envelope(fault.field(), reason)
     }
 
     /// The datum as one JSON record (text), as the JSON path writes it.
-    pub fn json(&self, datum: &[u8]) -> Result<Bytes, DatumError> {
+    pub fn json(&self, datum: &[u8]) -> Result<Bytes, RecordError> {
         // `apache-avro` takes a datum that ends at a boolean, a string or a
         // union for one whose missing values are null: the plan's check
         // refuses it first.
@@ -221,11 +202,11 @@ impl Decoder {
     /// The JSON path without the plan's check first, as it was before the
     /// plan (for tests that hold the two apart).
     #[cfg(test)]
-    pub(crate) fn json_unchecked(&self, datum: &[u8]) -> Result<Bytes, DatumError> {
+    pub(crate) fn json_unchecked(&self, datum: &[u8]) -> Result<Bytes, RecordError> {
         self.apache_json(datum)
     }
 
-    fn apache_json(&self, datum: &[u8]) -> Result<Bytes, DatumError> {
+    fn apache_json(&self, datum: &[u8]) -> Result<Bytes, RecordError> {
         let mut reader = datum;
         // `from_avro_datum` resolves the schema's names anew for every
         // datum, most of the time it takes; a schema without references to
@@ -237,7 +218,7 @@ impl Decoder {
             }
         }
         .map_err(|e| {
-            DatumError::new(
+            RecordError::envelope(
                 "",
                 format!("the Avro datum does not decode with {}: {e}", self.label),
             )
@@ -307,7 +288,7 @@ impl Registered {
     }
 
     /// `record` as JSON text: itself, unless it stayed binary.
-    pub fn json<'r>(&self, record: &'r [u8]) -> Result<Cow<'r, [u8]>, DatumError> {
+    pub fn json<'r>(&self, record: &'r [u8]) -> Result<Cow<'r, [u8]>, RecordError> {
         match self.binary(record) {
             Some((decoder, datum)) => Ok(Cow::Owned(decoder.json(datum)?.to_vec())),
             None => Ok(Cow::Borrowed(record)),
@@ -335,7 +316,7 @@ fn merge_declared(a: &Arc<StructType>, b: &Arc<StructType>) -> Arc<StructType> {
 pub fn json_of<'r>(
     avro: Option<&Registered>,
     record: &'r [u8],
-) -> Result<Cow<'r, [u8]>, DatumError> {
+) -> Result<Cow<'r, [u8]>, RecordError> {
     match avro {
         Some(a) => a.json(record),
         None => Ok(Cow::Borrowed(record)),

@@ -34,6 +34,7 @@ use iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement, Table
 pub use rest::RestCatalog;
 pub use sqlite::SqliteCatalog;
 
+use crate::error::{BoxError, Classify, ErrorKind, cause};
 use crate::ident::display;
 
 /// A table as the catalog holds it now.
@@ -149,25 +150,13 @@ pub enum CatalogError {
         status: Option<u16>,
         /// The store's own error, when there is one.
         #[source]
-        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+        source: Option<BoxError>,
     },
-}
-
-/// `: source` after a store error's context, so its message reads whole
-/// wherever it is shown without its chain.
-fn cause(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
-    source
-        .as_ref()
-        .map(|e| format!(": {e}"))
-        .unwrap_or_default()
 }
 
 impl CatalogError {
     /// The store failed doing `context`, with its error `source`.
-    pub fn store(
-        context: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
+    pub fn store(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
         CatalogError::Store {
             context: context.into(),
             status: None,
@@ -212,20 +201,21 @@ impl CatalogError {
                 | CatalogError::NoSuchTable { .. }
         )
     }
+}
 
-    /// True when the same call may succeed later: contention, an unknown
-    /// outcome, or the catalog's store failing. A missing or refused table
-    /// stays so until someone changes it.
-    pub fn is_transient(&self) -> bool {
+/// Contention, an unknown outcome and the catalog's store failing may pass;
+/// a missing table, or one already there, stays so until someone changes it.
+impl Classify for CatalogError {
+    fn kind(&self) -> ErrorKind {
         match self {
-            CatalogError::NoSuchTable { .. } | CatalogError::TableExists { .. } => false,
-            CatalogError::Iceberg { source, .. } => crate::transient::iceberg(source),
-            // Even a refusal (a 401 or 403 until someone fixes a grant) is
-            // retried: a batch that met it is redelivered, not dead-lettered.
+            CatalogError::NoSuchTable { .. } | CatalogError::TableExists { .. } => ErrorKind::Table,
+            CatalogError::Iceberg { source, .. } => Classify::kind(source.as_ref()),
             CatalogError::Conflict { .. }
             | CatalogError::Ambiguous { .. }
-            | CatalogError::NotApplied { .. }
-            | CatalogError::Store { .. } => true,
+            | CatalogError::NotApplied { .. } => ErrorKind::Contention,
+            // Even a refusal (a 401 or 403 until someone fixes a grant) is
+            // a service's: a batch that met it is redelivered, not dead-lettered.
+            CatalogError::Store { .. } => ErrorKind::Service,
         }
     }
 }

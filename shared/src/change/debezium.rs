@@ -11,12 +11,13 @@ use serde_json::value::RawValue;
 use crate::row::{Row, RowWriter};
 
 use super::{
-    Change, ChangeError, ChangeOp, Kind, Path, RawObject, Text, canonical_unsigned,
+    Change, ChangeOp, Kind, Path, RawObject, Text, canonical_unsigned, fault,
     is_unavailable_placeholder, kind, object, object_or_tombstone, scaled_integer, string,
 };
+use crate::error::RecordError;
 
 /// Decodes a Debezium record: the Connect envelope's `payload`, or the bare event.
-pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
+pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, RecordError> {
     if root.get("op").is_none()
         && let Some(payload) = root.get("payload")
     {
@@ -32,10 +33,10 @@ pub(super) fn decode_payload(
     event: &RawObject<'_>,
     schema: Option<&RawValue>,
     path: Path<'_>,
-) -> Result<Change, ChangeError> {
+) -> Result<Change, RecordError> {
     let op_path = path.key("op");
     let op_raw = event.get_non_null("op").ok_or_else(|| {
-        ChangeError::at(
+        fault(
             op_path,
             "missing: a Debezium change event always has `op` (c, u, d or r); this record is not one",
         )
@@ -85,7 +86,7 @@ fn row_image(
     path: Path<'_>,
     op: ChangeOp,
     op_text: &str,
-) -> Result<(Row, Vec<String>), ChangeError> {
+) -> Result<(Row, Vec<String>), RecordError> {
     // Deletes carry the old row in `before`; everything else the new row in `after`.
     let image = if op == ChangeOp::Delete {
         "before"
@@ -96,7 +97,7 @@ fn row_image(
     let row_raw = match event.get_non_null(image) {
         Some(raw) => raw,
         None if op == ChangeOp::Delete => {
-            return Err(ChangeError::at(
+            return Err(fault(
                 image_path,
                 "delete event has no `before` image, so the deleted key is unknown; for Postgres run \
                  `ALTER TABLE … REPLICA IDENTITY FULL` (or give the table a primary key) so Debezium \
@@ -104,7 +105,7 @@ fn row_image(
             ));
         }
         None => {
-            return Err(ChangeError::at(
+            return Err(fault(
                 image_path,
                 format!(
                     "missing or null on an `{op_text}` event; Debezium always sets it for creates, \
@@ -114,7 +115,7 @@ fn row_image(
         }
     };
     if kind(row_raw) == Kind::String {
-        return Err(ChangeError::at(
+        return Err(fault(
             image_path,
             "is a string, not an object: the Debezium MongoDB connector sends documents as extended \
              JSON text; add the `ExtractNewDocumentState` SMT so rows arrive as JSON objects",
@@ -131,19 +132,19 @@ fn row_image(
 }
 
 /// Maps Debezium's one-letter `op`.
-fn op_letter(op: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
+fn op_letter(op: &str, path: Path<'_>) -> Result<ChangeOp, RecordError> {
     match op {
         "c" => Ok(ChangeOp::Insert),
         "u" => Ok(ChangeOp::Update),
         "d" => Ok(ChangeOp::Delete),
         "r" => Ok(ChangeOp::Read),
         "t" => Ok(ChangeOp::Truncate),
-        "m" => Err(ChangeError::at(
+        "m" => Err(fault(
             path,
             "`m` is a logical decoding message (pg_logical_emit_message), not a row change; route \
              or skip it before decoding",
         )),
-        other => Err(ChangeError::at(
+        other => Err(fault(
             path,
             format!("unknown Debezium op `{other}`; expected c, u, d or r"),
         )),
@@ -161,7 +162,7 @@ pub(super) fn build_row(
     skip: &[&str],
     decimals: &[ConnectDecimal<'_>],
     unchanged: &mut Vec<String>,
-) -> Result<Row, ChangeError> {
+) -> Result<Row, RecordError> {
     let size: usize = obj.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum();
     let mut row = RowWriter::with_capacity(size);
     for (key, value) in obj.iter() {
@@ -216,14 +217,14 @@ pub(super) fn connect_decimals<'a>(
     schema: &'a RawValue,
     image: Option<&str>,
     path: Path<'_>,
-) -> Result<Vec<ConnectDecimal<'a>>, ChangeError> {
+) -> Result<Vec<ConnectDecimal<'a>>, RecordError> {
     let text = schema.get();
     // Most schemas have no decimals; skip parsing what is often larger than the row itself.
     if !text.contains(DECIMAL) && !text.contains(VARIABLE_SCALE_DECIMAL) {
         return Ok(Vec::new());
     }
     let root: SchemaNode<'a> = serde_json::from_str(text)
-        .map_err(|e| ChangeError::at(path, format!("not a Kafka Connect JSON schema: {e}")))?;
+        .map_err(|e| fault(path, format!("not a Kafka Connect JSON schema: {e}")))?;
     let columns = match image {
         Some(image) => root
             .fields
@@ -252,7 +253,7 @@ pub(super) fn connect_decimals<'a>(
                 match scale {
                     Some(scale) => Some(scale),
                     None => {
-                        return Err(ChangeError::at(
+                        return Err(fault(
                             path,
                             format!(
                                 "Decimal column `{column_name}` has no integer `parameters.scale`, \
@@ -279,7 +280,7 @@ fn write_decimal(
     value: &RawValue,
     scale: Option<i32>,
     path: Path<'_>,
-) -> Result<(), ChangeError> {
+) -> Result<(), RecordError> {
     let text = match (kind(value), scale) {
         // Null, or JsonConverter's `decimal.format=NUMERIC`, which already writes the number.
         (Kind::Null | Kind::Number, _) => {
@@ -295,12 +296,12 @@ fn write_decimal(
                 .filter(|s| kind(s) == Kind::Number)
                 .and_then(|s| s.get().parse::<i32>().ok())
                 .ok_or_else(|| {
-                    ChangeError::at(scale_path, "VariableScaleDecimal needs an integer `scale`")
+                    fault(scale_path, "VariableScaleDecimal needs an integer `scale`")
                 })?;
             let value_path = path.key("value");
-            let bytes = obj.get_non_null("value").ok_or_else(|| {
-                ChangeError::at(value_path, "VariableScaleDecimal needs a base64 `value`")
-            })?;
+            let bytes = obj
+                .get_non_null("value")
+                .ok_or_else(|| fault(value_path, "VariableScaleDecimal needs a base64 `value`"))?;
             decimal_from_base64(&string(bytes, value_path)?, scale, value_path)?
         }
         (_, Some(_)) => {
@@ -322,9 +323,9 @@ fn write_decimal(
     Ok(())
 }
 
-fn decimal_from_base64(encoded: &str, scale: i32, path: Path<'_>) -> Result<String, ChangeError> {
+fn decimal_from_base64(encoded: &str, scale: i32, path: Path<'_>) -> Result<String, RecordError> {
     let bytes = BASE64.decode(encoded).map_err(|e| {
-        ChangeError::at(
+        fault(
             path,
             format!(
                 "Decimal value is not valid base64 ({e}); Connect encodes decimals as base64 bytes"
@@ -332,7 +333,7 @@ fn decimal_from_base64(encoded: &str, scale: i32, path: Path<'_>) -> Result<Stri
         )
     })?;
     if bytes.len() > MAX_DECIMAL_BYTES {
-        return Err(ChangeError::at(
+        return Err(fault(
             path,
             format!(
                 "Decimal value has {} bytes (limit {MAX_DECIMAL_BYTES}); no Iceberg column can hold it — \
@@ -429,7 +430,7 @@ pub(super) fn decimal_text(unscaled: &[u8], scale: i32) -> String {
 /// SQL Server / Db2 `change_lsn`, and Postgres' `sequence` as a last resort.
 const POSITION_KEYS: [&str; 5] = ["lsn", "pos", "scn", "change_lsn", "sequence"];
 
-fn source_position(source: &RawObject<'_>, path: Path<'_>) -> Result<Option<String>, ChangeError> {
+fn source_position(source: &RawObject<'_>, path: Path<'_>) -> Result<Option<String>, RecordError> {
     for key in POSITION_KEYS {
         if let Some(raw) = source.get_non_null(key) {
             return position_value(raw, path.key(key)).map(Some);
@@ -439,9 +440,9 @@ fn source_position(source: &RawObject<'_>, path: Path<'_>) -> Result<Option<Stri
 }
 
 /// Reads one position value as a canonical decimal string.
-pub(super) fn position_value(raw: &RawValue, path: Path<'_>) -> Result<String, ChangeError> {
+pub(super) fn position_value(raw: &RawValue, path: Path<'_>) -> Result<String, RecordError> {
     let not_a_position = |shown: &str| {
-        ChangeError::at(
+        fault(
             path,
             format!("`{shown}` cannot order changes; expected an unsigned integer log position"),
         )
@@ -471,7 +472,7 @@ pub(super) fn position_value(raw: &RawValue, path: Path<'_>) -> Result<String, C
             let shown: String = text.chars().take(64).collect();
             Err(not_a_position(&shown))
         }
-        other => Err(ChangeError::at(
+        other => Err(fault(
             path,
             format!(
                 "expected an unsigned integer log position, found {}",
@@ -504,7 +505,7 @@ fn hex_lsn(text: &str) -> Option<String> {
 }
 
 /// Reads a millisecond timestamp; fractional milliseconds are floored.
-pub(super) fn millis(raw: &RawValue, path: Path<'_>) -> Result<i64, ChangeError> {
+pub(super) fn millis(raw: &RawValue, path: Path<'_>) -> Result<i64, RecordError> {
     let text = match kind(raw) {
         Kind::Number => std::borrow::Cow::Borrowed(raw.get()),
         // Some producers quote 64-bit numbers to survive JavaScript.
@@ -512,7 +513,7 @@ pub(super) fn millis(raw: &RawValue, path: Path<'_>) -> Result<i64, ChangeError>
         _ => return Err(super::wrong_kind(path, "milliseconds since the epoch", raw)),
     };
     scaled_integer(text.trim(), 0).ok_or_else(|| {
-        ChangeError::at(
+        fault(
             path,
             format!("`{text}` is not a millisecond timestamp (a number within the range of i64)"),
         )

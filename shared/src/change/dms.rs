@@ -1,14 +1,15 @@
 //! AWS DMS records as its Kinesis and Kafka targets write them:
 //! `{"data":{…},"metadata":{"operation":"insert","timestamp":"…",…}}`.
 
-use super::{Change, ChangeError, ChangeOp, Path, RawObject, object, parse_timestamp_ms, string};
+use super::{Change, ChangeOp, Path, RawObject, fault, object, parse_timestamp_ms, string};
+use crate::error::RecordError;
 use crate::row::RowWriter;
 
 /// Decodes one DMS record.
-pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
+pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, RecordError> {
     let metadata_path = Path::Root.key("metadata");
     let metadata_raw = root.get_non_null("metadata").ok_or_else(|| {
-        ChangeError::at(
+        fault(
             metadata_path,
             "missing: every DMS record has a `metadata` object",
         )
@@ -23,7 +24,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     check_data_record(&metadata, metadata_path, operation.as_deref())?;
 
     let operation = operation.ok_or_else(|| {
-        ChangeError::at(
+        fault(
             operation_path,
             "missing: a DMS data record says insert, update, delete or load",
         )
@@ -34,7 +35,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
         "delete" => ChangeOp::Delete,
         "load" => ChangeOp::Read,
         _ => {
-            return Err(ChangeError::at(
+            return Err(fault(
                 operation_path,
                 format!(
                     "unknown DMS operation `{operation}`; expected insert, update, delete or load"
@@ -47,7 +48,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     // (BeforeImageSettings) only repeats old values and is ignored.
     let data_path = Path::Root.key("data");
     let data_raw = root.get_non_null("data").ok_or_else(|| {
-        ChangeError::at(
+        fault(
             data_path,
             format!("missing or null on a DMS `{operation}` record; it must hold the row"),
         )
@@ -76,13 +77,13 @@ fn check_data_record(
     metadata: &RawObject<'_>,
     metadata_path: Path<'_>,
     operation: Option<&str>,
-) -> Result<(), ChangeError> {
+) -> Result<(), RecordError> {
     let record_type_path = metadata_path.key("record-type");
     if let Some(raw) = metadata.get_non_null("record-type") {
         let record_type = string(raw, record_type_path)?;
         if record_type.eq_ignore_ascii_case("control") {
             let what = operation.unwrap_or("unknown");
-            return Err(ChangeError::at(
+            return Err(fault(
                 record_type_path,
                 format!(
                     "DMS control record (operation `{what}`) carries table/DDL events, not a row; \
@@ -91,7 +92,7 @@ fn check_data_record(
             ));
         }
         if !record_type.eq_ignore_ascii_case("data") {
-            return Err(ChangeError::at(
+            return Err(fault(
                 record_type_path,
                 format!("unknown DMS record type `{record_type}`; expected `data` or `control`"),
             ));
@@ -104,13 +105,13 @@ fn check_data_record(
 fn timestamp_ms(
     metadata: &RawObject<'_>,
     metadata_path: Path<'_>,
-) -> Result<Option<i64>, ChangeError> {
+) -> Result<Option<i64>, RecordError> {
     let timestamp_path = metadata_path.key("timestamp");
     Ok(match metadata.get_non_null("timestamp") {
         Some(raw) => {
             let text = string(raw, timestamp_path)?;
             Some(parse_timestamp_ms(&text).ok_or_else(|| {
-                ChangeError::at(
+                fault(
                     timestamp_path,
                     format!(
                         "`{text}` is not an ISO 8601 timestamp like 2026-11-30T10:00:00.123456Z"

@@ -9,19 +9,20 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::value::RawValue;
 
 use super::{
-    Change, ChangeError, ChangeOp, Kind, Path, RawObject, array, canonical_unsigned,
-    is_json_number, kind, object, parse_timestamp_ms, scaled_integer, string,
+    Change, ChangeOp, Kind, Path, RawObject, array, canonical_unsigned, fault, is_json_number,
+    kind, object, parse_timestamp_ms, scaled_integer, string,
 };
+use crate::error::RecordError;
 use crate::row::{RowWriter, write_json_string};
 
 /// DynamoDB allows 32 levels of nesting; anything deeper is not a real item.
 const MAX_DEPTH: usize = 64;
 
 /// Decodes one DynamoDB stream record.
-pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
+pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, RecordError> {
     let name_path = Path::Root.key("eventName");
     let name_raw = root.get_non_null("eventName").ok_or_else(|| {
-        ChangeError::at(
+        fault(
             name_path,
             "missing: a DynamoDB stream record says INSERT, MODIFY or REMOVE",
         )
@@ -32,7 +33,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
         "MODIFY" => ChangeOp::Update,
         "REMOVE" => ChangeOp::Delete,
         other => {
-            return Err(ChangeError::at(
+            return Err(fault(
                 name_path,
                 format!("unknown DynamoDB event `{other}`; expected INSERT, MODIFY or REMOVE"),
             ));
@@ -41,7 +42,7 @@ pub(super) fn decode(root: &RawObject<'_>) -> Result<Change, ChangeError> {
 
     let ddb_path = Path::Root.key("dynamodb");
     let ddb_raw = root.get_non_null("dynamodb").ok_or_else(|| {
-        ChangeError::at(
+        fault(
             ddb_path,
             "missing: the stream record's change is under `dynamodb`",
         )
@@ -81,12 +82,12 @@ fn image<'a>(
     ddb_path: Path<'_>,
     op: ChangeOp,
     name: &str,
-) -> Result<(&'static str, &'a RawValue), ChangeError> {
+) -> Result<(&'static str, &'a RawValue), RecordError> {
     if op == ChangeOp::Delete {
         return match (ddb.get_non_null("OldImage"), ddb.get_non_null("Keys")) {
             (Some(raw), _) => Ok(("OldImage", raw)),
             (None, Some(raw)) => Ok(("Keys", raw)),
-            (None, None) => Err(ChangeError::at(
+            (None, None) => Err(fault(
                 ddb_path.key("Keys"),
                 "REMOVE record has neither `OldImage` nor `Keys`, so the deleted item is unknown",
             )),
@@ -100,7 +101,7 @@ fn image<'a>(
                 .and_then(|v| string(v, ddb_path).ok())
                 .map(|v| format!(" (this stream is {v})"))
                 .unwrap_or_default();
-            Err(ChangeError::at(
+            Err(fault(
                 ddb_path.key("NewImage"),
                 format!(
                     "{name} record has no new image{view}; set the table's stream view type to \
@@ -112,7 +113,7 @@ fn image<'a>(
 }
 
 /// The record's `SequenceNumber`, a string or a number, as canonical decimal.
-fn sequence_number(ddb: &RawObject<'_>, ddb_path: Path<'_>) -> Result<Option<String>, ChangeError> {
+fn sequence_number(ddb: &RawObject<'_>, ddb_path: Path<'_>) -> Result<Option<String>, RecordError> {
     let seq_path = ddb_path.key("SequenceNumber");
     let Some(raw) = ddb.get_non_null("SequenceNumber") else {
         return Ok(None);
@@ -122,7 +123,7 @@ fn sequence_number(ddb: &RawObject<'_>, ddb_path: Path<'_>) -> Result<Option<Str
         _ => string(raw, seq_path)?,
     };
     Ok(Some(canonical_unsigned(&text).ok_or_else(|| {
-        ChangeError::at(
+        fault(
             seq_path,
             format!("`{text}` is not a decimal sequence number"),
         )
@@ -135,9 +136,9 @@ fn creation_time_ms(
     raw: &RawValue,
     ddb: &RawObject<'_>,
     path: Path<'_>,
-) -> Result<i64, ChangeError> {
+) -> Result<i64, RecordError> {
     let invalid = |shown: &str| {
-        ChangeError::at(
+        fault(
             path,
             format!("`{shown}` is not an epoch time or ISO 8601 timestamp"),
         )
@@ -175,7 +176,7 @@ fn write_item(
     raw: &RawValue,
     path: Path<'_>,
     depth: usize,
-) -> Result<(), ChangeError> {
+) -> Result<(), RecordError> {
     let item = object(raw, path)?;
     out.push(b'{');
     for (i, (name, attribute)) in item.iter().enumerate() {
@@ -196,9 +197,9 @@ fn write_attribute(
     raw: &RawValue,
     path: Path<'_>,
     depth: usize,
-) -> Result<(), ChangeError> {
+) -> Result<(), RecordError> {
     if depth > MAX_DEPTH {
-        return Err(ChangeError::at(
+        return Err(fault(
             path,
             format!("nested more than {MAX_DEPTH} levels deep"),
         ));
@@ -213,7 +214,7 @@ fn write_attribute(
     let attribute = object(raw, path)?;
     let mut entries = attribute.iter();
     let (Some((type_name, value)), None) = (entries.next(), entries.next()) else {
-        return Err(ChangeError::at(
+        return Err(fault(
             path,
             format!(
                 "a typed attribute has exactly one type key like {{\"S\": \"text\"}}; found {} keys",
@@ -249,7 +250,7 @@ fn write_attribute(
         "NS" => write_list(out, value, value_path, write_number)?,
         "BS" => write_list(out, value, value_path, write_binary)?,
         other => {
-            return Err(ChangeError::at(
+            return Err(fault(
                 value_path,
                 format!(
                     "unknown DynamoDB attribute type `{other}`; expected S, N, B, BOOL, NULL, M, L, SS, NS or BS"
@@ -264,8 +265,8 @@ fn write_list(
     out: &mut Vec<u8>,
     raw: &RawValue,
     path: Path<'_>,
-    mut write_element: impl FnMut(&mut Vec<u8>, &RawValue, Path<'_>) -> Result<(), ChangeError>,
-) -> Result<(), ChangeError> {
+    mut write_element: impl FnMut(&mut Vec<u8>, &RawValue, Path<'_>) -> Result<(), RecordError>,
+) -> Result<(), RecordError> {
     let items = array(raw, path)?;
     out.push(b'[');
     for (i, item) in items.into_iter().enumerate() {
@@ -278,7 +279,7 @@ fn write_list(
     Ok(())
 }
 
-fn expect_kind(raw: &RawValue, expected: Kind, path: Path<'_>) -> Result<(), ChangeError> {
+fn expect_kind(raw: &RawValue, expected: Kind, path: Path<'_>) -> Result<(), RecordError> {
     if kind(raw) == expected {
         Ok(())
     } else {
@@ -287,22 +288,22 @@ fn expect_kind(raw: &RawValue, expected: Kind, path: Path<'_>) -> Result<(), Cha
 }
 
 /// `N` values are strings holding the number; they become JSON numbers with the same digits.
-fn write_number(out: &mut Vec<u8>, raw: &RawValue, path: Path<'_>) -> Result<(), ChangeError> {
+fn write_number(out: &mut Vec<u8>, raw: &RawValue, path: Path<'_>) -> Result<(), RecordError> {
     let text = string(raw, path)?;
     let number = normalize_number(text.trim()).ok_or_else(|| {
         let shown: String = text.chars().take(64).collect();
-        ChangeError::at(path, format!("`{shown}` is not a number"))
+        fault(path, format!("`{shown}` is not a number"))
     })?;
     out.extend_from_slice(number.as_bytes());
     Ok(())
 }
 
 /// `B` values stay base64 text; they are checked so a corrupt one is caught here, not later.
-fn write_binary(out: &mut Vec<u8>, raw: &RawValue, path: Path<'_>) -> Result<(), ChangeError> {
+fn write_binary(out: &mut Vec<u8>, raw: &RawValue, path: Path<'_>) -> Result<(), RecordError> {
     let text = string(raw, path)?;
-    BASE64.decode(text.as_bytes()).map_err(|e| {
-        ChangeError::at(path, format!("binary attribute is not valid base64 ({e})"))
-    })?;
+    BASE64
+        .decode(text.as_bytes())
+        .map_err(|e| fault(path, format!("binary attribute is not valid base64 ({e})")))?;
     out.extend_from_slice(raw.get().as_bytes());
     Ok(())
 }

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::error::RecordError;
 use crate::field_path::Path;
 use crate::row::{Row, RowWriter};
 
@@ -69,31 +70,9 @@ pub enum ChangeFormat {
     OpField,
 }
 
-/// Why a record could not be decoded: the field path at fault and a reason a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", render_error(.field, .reason))]
-pub struct ChangeError {
-    /// Dotted path of the offending field (`payload.op`, `dynamodb.NewImage.price.N`); empty for the whole record.
-    pub field: String,
-    /// What is wrong and what to do about it.
-    pub reason: String,
-}
-
-fn render_error(field: &str, reason: &str) -> String {
-    if field.is_empty() {
-        format!("record: {reason}")
-    } else {
-        format!("`{field}`: {reason}")
-    }
-}
-
-impl ChangeError {
-    fn at(path: Path<'_>, reason: impl Into<String>) -> Self {
-        ChangeError {
-            field: path.render(),
-            reason: reason.into(),
-        }
-    }
+/// `reason` as the fault of the field at `path`.
+fn fault(path: Path<'_>, reason: impl Into<String>) -> RecordError {
+    RecordError::change(path.render(), reason)
 }
 
 /// The field that marks a log-compaction tombstone (a Kafka record with a
@@ -130,11 +109,8 @@ pub fn tombstone_key(record: &[u8]) -> Option<&str> {
 /// `key_names`: the key's fields (unwrapped from a Kafka Connect
 /// `schema`/`payload` envelope), or, for a key that is one value, that value
 /// as the only identifier field.
-pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, ChangeError> {
-    let at = |reason: String| ChangeError {
-        field: String::new(),
-        reason,
-    };
+pub fn tombstone_change(key: &str, key_names: &[String]) -> Result<Change, RecordError> {
+    let at = |reason: String| RecordError::change("", reason);
     let row = match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(key) {
         Ok(mut fields) => match (fields.remove("payload"), fields.contains_key("schema")) {
             (Some(serde_json::Value::Object(payload)), true) => Row::from_map(&payload),
@@ -192,7 +168,7 @@ pub const ITEM_METADATA: [&str; 3] = [
 /// kept REMOVE) with its attribute values unmarshalled; `None` for a
 /// REMOVE that `opts` skips. A kept REMOVE, or `opts.metadata`, adds the
 /// event name so a reader can tell removes from puts.
-pub fn dynamodb_item(record: &[u8], opts: ItemRow) -> Result<Option<Vec<u8>>, ChangeError> {
+pub fn dynamodb_item(record: &[u8], opts: ItemRow) -> Result<Option<Vec<u8>>, RecordError> {
     let change = decode(record, ChangeFormat::DynamoDb)?;
     if change.op == ChangeOp::Delete && !opts.keep_removes {
         return Ok(None);
@@ -252,9 +228,9 @@ pub fn flat_line(change: &Change) -> Vec<u8> {
 }
 
 /// Decodes one source record into a normalized change.
-pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, ChangeError> {
+pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, RecordError> {
     let text = std::str::from_utf8(record)
-        .map_err(|e| ChangeError::at(Path::Root, format!("record is not valid UTF-8 ({e})")))?;
+        .map_err(|e| fault(Path::Root, format!("record is not valid UTF-8 ({e})")))?;
     let text = text.trim_matches(is_json_whitespace);
     if text.is_empty() || text == "null" {
         return Err(empty_record(format));
@@ -277,27 +253,27 @@ pub fn decode(record: &[u8], format: ChangeFormat) -> Result<Change, ChangeError
 }
 
 /// The error for an empty or `null` record; for Kafka-borne formats that is a tombstone.
-fn empty_record(format: ChangeFormat) -> ChangeError {
+fn empty_record(format: ChangeFormat) -> RecordError {
     match format {
         ChangeFormat::Auto | ChangeFormat::Debezium | ChangeFormat::OpField => {
             tombstone(Path::Root)
         }
-        ChangeFormat::Dms | ChangeFormat::DynamoDb => ChangeError::at(
+        ChangeFormat::Dms | ChangeFormat::DynamoDb => fault(
             Path::Root,
             "record is empty or `null`; there is no change to decode",
         ),
     }
 }
 
-fn tombstone(path: Path<'_>) -> ChangeError {
-    ChangeError::at(
+fn tombstone(path: Path<'_>) -> RecordError {
+    fault(
         path,
         "tombstone: an empty or `null` value is Kafka's log-compaction marker, not a change \
          (Debezium already sent the delete as its own event); skip it",
     )
 }
 
-fn decode_auto(root: &RawObject<'_>) -> Result<Change, ChangeError> {
+fn decode_auto(root: &RawObject<'_>) -> Result<Change, RecordError> {
     if let Some((payload, schema)) = connect_envelope(root) {
         let path = Path::Root.key("payload");
         let payload = object_or_tombstone(payload, path)?;
@@ -324,7 +300,7 @@ fn decode_auto(root: &RawObject<'_>) -> Result<Change, ChangeError> {
     }
     if root.len() == 1 && root.get("Records").is_some_and(|v| kind(v) == Kind::Array) {
         // Writing a whole Lambda batch as one row with a `Records` column would be silent garbage.
-        return Err(ChangeError::at(
+        return Err(fault(
             Path::Root.key("Records"),
             "this is a whole Lambda/stream batch; decode each element of `Records` on its own",
         ));
@@ -351,7 +327,7 @@ fn connect_envelope<'a>(root: &RawObject<'a>) -> Option<(&'a RawValue, Option<&'
 fn object_or_tombstone<'a>(
     raw: &'a RawValue,
     path: Path<'_>,
-) -> Result<RawObject<'a>, ChangeError> {
+) -> Result<RawObject<'a>, RecordError> {
     if kind(raw) == Kind::Null {
         return Err(tombstone(path));
     }
@@ -510,30 +486,30 @@ fn is_json_whitespace(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r')
 }
 
-fn parse_error(path: Path<'_>, e: serde_json::Error) -> ChangeError {
-    ChangeError::at(path, format!("not valid JSON: {e}"))
+fn parse_error(path: Path<'_>, e: serde_json::Error) -> RecordError {
+    fault(path, format!("not valid JSON: {e}"))
 }
 
-fn wrong_kind(path: Path<'_>, expected: &str, raw: &RawValue) -> ChangeError {
-    ChangeError::at(
+fn wrong_kind(path: Path<'_>, expected: &str, raw: &RawValue) -> RecordError {
+    fault(
         path,
         format!("expected {expected}, found {}", kind(raw).name()),
     )
 }
 
 /// Parses the top-level record text, which must be one JSON object.
-fn parse_object<'a>(text: &'a str, path: Path<'_>) -> Result<RawObject<'a>, ChangeError> {
+fn parse_object<'a>(text: &'a str, path: Path<'_>) -> Result<RawObject<'a>, RecordError> {
     let raw: &RawValue = serde_json::from_str(text).map_err(|e| parse_error(path, e))?;
     object(raw, path)
 }
 
-fn object<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<RawObject<'a>, ChangeError> {
+fn object<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<RawObject<'a>, RecordError> {
     if kind(raw) != Kind::Object {
         return Err(wrong_kind(path, "a JSON object", raw));
     }
     let obj: RawObject<'a> = serde_json::from_str(raw.get()).map_err(|e| parse_error(path, e))?;
     if let Some(key) = obj.duplicate_key() {
-        return Err(ChangeError::at(
+        return Err(fault(
             path.key(key),
             "key appears more than once in the same object; which value is meant is ambiguous",
         ));
@@ -541,14 +517,14 @@ fn object<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<RawObject<'a>, Change
     Ok(obj)
 }
 
-fn array<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<Vec<&'a RawValue>, ChangeError> {
+fn array<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<Vec<&'a RawValue>, RecordError> {
     if kind(raw) != Kind::Array {
         return Err(wrong_kind(path, "an array", raw));
     }
     serde_json::from_str(raw.get()).map_err(|e| parse_error(path, e))
 }
 
-fn string<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<Cow<'a, str>, ChangeError> {
+fn string<'a>(raw: &'a RawValue, path: Path<'_>) -> Result<Cow<'a, str>, RecordError> {
     if kind(raw) != Kind::String {
         return Err(wrong_kind(path, "a string", raw));
     }

@@ -4,7 +4,8 @@
 use serde_json::value::RawValue;
 
 use super::debezium::{build_row, connect_decimals, millis, position_value};
-use super::{Change, ChangeError, ChangeOp, Kind, Path, RawObject, kind, string};
+use super::{Change, ChangeOp, Kind, Path, RawObject, fault, kind, string};
+use crate::error::RecordError;
 
 /// The fields of floe's own convention; they are metadata, so they are not written to the row.
 const OWN_FIELDS: [&str; 3] = ["_op", "_ts", "_pos"];
@@ -14,7 +15,7 @@ pub(super) fn decode(
     obj: &RawObject<'_>,
     schema: Option<&RawValue>,
     path: Path<'_>,
-) -> Result<Change, ChangeError> {
+) -> Result<Change, RecordError> {
     let op_path = path.key("_op");
     let op = match obj.get_non_null("_op") {
         Some(raw) => op_word(&string(raw, op_path)?, op_path)?,
@@ -55,7 +56,7 @@ fn first_present<'k, 'a>(obj: &RawObject<'a>, keys: &[&'k str]) -> Option<(&'k s
 /// Without `_op`, honour what ExtractNewRecordState leaves behind: `__deleted: "true"` marks a
 /// rewritten delete (treating it as an upsert would resurrect the row), `__op` the Debezium op.
 /// A plain row is an upsert.
-fn unwrapped_debezium_op(obj: &RawObject<'_>, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
+fn unwrapped_debezium_op(obj: &RawObject<'_>, path: Path<'_>) -> Result<ChangeOp, RecordError> {
     if let Some(raw) = obj.get_non_null("__deleted") {
         let deleted_path = path.key("__deleted");
         let deleted = match kind(raw) {
@@ -64,7 +65,7 @@ fn unwrapped_debezium_op(obj: &RawObject<'_>, path: Path<'_>) -> Result<ChangeOp
                 "true" => true,
                 "false" => false,
                 other => {
-                    return Err(ChangeError::at(
+                    return Err(fault(
                         deleted_path,
                         format!("`{other}` is neither \"true\" nor \"false\""),
                     ));
@@ -101,14 +102,14 @@ pub(super) fn word(op: ChangeOp) -> &'static str {
     }
 }
 
-fn op_word(word: &str, path: Path<'_>) -> Result<ChangeOp, ChangeError> {
+fn op_word(word: &str, path: Path<'_>) -> Result<ChangeOp, RecordError> {
     match word.to_ascii_lowercase().as_str() {
         "c" | "i" | "insert" | "create" => Ok(ChangeOp::Insert),
         "u" | "update" | "upsert" => Ok(ChangeOp::Update),
         "d" | "delete" => Ok(ChangeOp::Delete),
         "r" | "read" => Ok(ChangeOp::Read),
         "t" | "truncate" => Ok(ChangeOp::Truncate),
-        _ => Err(ChangeError::at(
+        _ => Err(fault(
             path,
             format!(
                 "unknown op `{word}`; expected c/i/insert, u/update/upsert, d/delete, r/read or t/truncate"

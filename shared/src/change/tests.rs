@@ -17,7 +17,7 @@ fn ok(record: &str, format: ChangeFormat) -> Change {
     }
 }
 
-fn err(record: &str, format: ChangeFormat) -> ChangeError {
+fn err(record: &str, format: ChangeFormat) -> RecordError {
     match decode(record.as_bytes(), format) {
         Ok(change) => panic!("expected {record} to fail, got {change:?}"),
         Err(e) => e,
@@ -45,7 +45,7 @@ fn row_keys(change: &Change) -> Vec<String> {
     obj.iter().map(|(k, _)| k.to_owned()).collect()
 }
 
-fn assert_error(e: &ChangeError, field: &str, reason_part: &str) {
+fn assert_error(e: &RecordError, field: &str, reason_part: &str) {
     assert_eq!(e.field, field, "wrong field in {e:?}");
     assert!(
         e.reason.contains(reason_part),
@@ -471,11 +471,11 @@ fn malformed_records_are_errors() {
     );
     assert_eq!(
         err(not_object, ChangeFormat::Debezium).to_string(),
-        "`after`: expected a JSON object, found an array"
+        "field `after`: expected a JSON object, found an array"
     );
     assert_eq!(
         err("[]", ChangeFormat::Auto).to_string(),
-        "record: expected a JSON object, found an array"
+        "expected a JSON object, found an array"
     );
 }
 

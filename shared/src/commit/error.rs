@@ -1,6 +1,7 @@
 //! Why a commit fails, and whether committing the same requests again may help.
 
 use crate::catalog::CatalogError;
+use crate::error::{Classify, ErrorKind};
 use crate::ledger::LedgerError;
 use crate::request::RequestError;
 
@@ -81,22 +82,21 @@ pub enum CommitError {
     },
 }
 
-impl CommitError {
-    /// True when committing the same requests again may succeed (storage,
-    /// catalog or ledger failures, contention); false when the requests or
-    /// the table are at fault.
-    pub fn is_transient(&self) -> bool {
+/// Storage, catalog or ledger failures and contention may pass when the
+/// same requests are committed again; requests at fault never do.
+impl Classify for CommitError {
+    fn kind(&self) -> ErrorKind {
         match self {
-            CommitError::Catalog(e) => e.is_transient(),
-            CommitError::Request(_) | CommitError::WrongTable { .. } => false,
-            CommitError::Write(e) => e.is_transient(),
-            CommitError::Ledger(e) => e.is_transient(),
+            CommitError::Catalog(e) => e.kind(),
+            CommitError::Request(e) => e.kind(),
+            CommitError::WrongTable { .. } => ErrorKind::Input,
+            CommitError::Write(e) => e.kind(),
+            CommitError::Ledger(e) => e.kind(),
             CommitError::Storage { source, .. } | CommitError::Build { source, .. } => {
-                crate::transient::iceberg(source)
+                Classify::kind(source.as_ref())
             }
-            CommitError::Exhausted { .. }
-            | CommitError::LedgerMissing { .. }
-            | CommitError::Superseded { .. } => true,
+            CommitError::Exhausted { .. } | CommitError::Superseded { .. } => ErrorKind::Contention,
+            CommitError::LedgerMissing { .. } => ErrorKind::Repair,
         }
     }
 }

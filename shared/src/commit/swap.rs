@@ -9,6 +9,7 @@ use super::CommitError;
 use super::build::Built;
 use super::retry::Attempts;
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
+use crate::error::Classify;
 
 /// What became of one catalog commit: the retry loops decide what next.
 pub(super) enum Submitted {

@@ -9,12 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use super::OpenError;
 pub use crate::avro::{
-    DatumError, Decoded, Decoder, Framing, Registered, SchemaError, framing, glue_uncompressed,
-    json_of,
+    Decoded, Decoder, Framing, Registered, SchemaError, framing, glue_uncompressed, json_of,
 };
 use crate::config::SourceConfig;
+use crate::error::{BoxError, RecordError, cause};
 
 /// Why an Avro record cannot be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -22,15 +21,43 @@ pub enum AvroError {
     /// Something about this record (an unknown schema id, a datum that does
     /// not match its schema): dead-letter it with the reason.
     #[error("{0}")]
-    Record(OpenError),
+    Record(RecordError),
     /// The registry did not answer (or refused floe's credentials): the
     /// batch fails and the source delivers it again.
-    #[error("{0}")]
-    Transient(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+/// A schema registry that did not answer, or not as a registry does.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}{}", cause(.source))]
+pub struct RegistryError {
+    /// What was asked of which registry.
+    pub context: String,
+    /// The client's own error, when there is one.
+    #[source]
+    pub source: Option<BoxError>,
+}
+
+impl RegistryError {
+    #[cfg(any(feature = "rest", feature = "aws"))]
+    fn new(context: String, source: impl Into<BoxError>) -> Self {
+        Self {
+            context,
+            source: Some(source.into()),
+        }
+    }
+
+    fn failed(context: String) -> Self {
+        Self {
+            context,
+            source: None,
+        }
+    }
 }
 
 fn bad(field: &str, reason: impl Into<String>) -> AvroError {
-    AvroError::Record(OpenError::new(field, reason))
+    AvroError::Record(RecordError::envelope(field, reason))
 }
 
 impl From<SchemaError> for AvroError {
@@ -133,18 +160,14 @@ impl Schemas {
             _ => datum,
         };
         if decoder.plan().is_none() {
-            let json = decoder
-                .json(datum)
-                .map_err(|e| AvroError::Record(e.into()))?;
+            let json = decoder.json(datum).map_err(AvroError::Record)?;
             return Ok(Some(Decoded {
                 record: json,
                 decoder,
                 binary: false,
             }));
         }
-        decoder
-            .check(datum)
-            .map_err(|e| AvroError::Record(e.into()))?;
+        decoder.check(datum).map_err(AvroError::Record)?;
         let record = match framing {
             // Inflated once: the record goes on framed as uncompressed.
             Framing::Glue(id, true) => glue_uncompressed(id, datum),
@@ -180,13 +203,11 @@ impl Schemas {
         {
             get = get.basic_auth(user, Some(password.expose()));
         }
-        let unreachable = |e: String| AvroError::Transient(format!("schema registry {url}: {e}"));
-        let answer = get.send().await.map_err(|e| unreachable(e.to_string()))?;
+        let unreachable =
+            |e: reqwest::Error| RegistryError::new(format!("schema registry {url}"), e);
+        let answer = get.send().await.map_err(unreachable)?;
         let status = answer.status();
-        let body = answer
-            .text()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        let body = answer.text().await.map_err(unreachable)?;
         if status == reqwest::StatusCode::NOT_FOUND {
             return Err(bad(
                 "",
@@ -196,7 +217,9 @@ impl Schemas {
             ));
         }
         if !status.is_success() {
-            return Err(unreachable(format!("{status}: {body}")));
+            return Err(
+                RegistryError::failed(format!("schema registry {url}: {status}: {body}")).into(),
+            );
         }
         #[derive(serde::Deserialize)]
         struct Answer {
@@ -204,8 +227,12 @@ impl Schemas {
             #[serde(rename = "schemaType", default)]
             schema_type: Option<String>,
         }
-        let answer: Answer = serde_json::from_str(&body)
-            .map_err(|e| unreachable(format!("not a registry answer ({e}): {body}")))?;
+        let answer: Answer = serde_json::from_str(&body).map_err(|e| {
+            RegistryError::new(
+                format!("schema registry {url}: not a registry answer: {body}"),
+                e,
+            )
+        })?;
         match answer.schema_type.as_deref() {
             None | Some("AVRO") => {}
             Some(other) => {
@@ -227,9 +254,10 @@ impl Schemas {
         id: u32,
         _source: &SourceConfig,
     ) -> Result<Decoder, AvroError> {
-        Err(AvroError::Transient(format!(
+        Err(RegistryError::failed(format!(
             "schema id {id} of registry {registry}: floe-core was built without the `rest` feature (its HTTP client)"
-        )))
+        ))
+        .into())
     }
 
     #[cfg(feature = "aws")]
@@ -237,9 +265,10 @@ impl Schemas {
         use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata as _};
         let label = format!("Glue schema version {id}");
         let Some(glue) = &self.glue else {
-            return Err(AvroError::Transient(format!(
+            return Err(RegistryError::failed(format!(
                 "{label}: the record is framed for the Glue Schema Registry, but this deployment has no AWS clients"
-            )));
+            ))
+            .into());
         };
         let out = glue
             .get_schema_version()
@@ -258,10 +287,8 @@ impl Schemas {
                 ));
             }
             Err(e) => {
-                return Err(AvroError::Transient(format!(
-                    "{label}: GetSchemaVersion: {}",
-                    DisplayErrorContext(&e)
-                )));
+                let e = crate::aws::AwsError::new(e);
+                return Err(RegistryError::new(format!("{label}: GetSchemaVersion"), e).into());
             }
         };
         match out.data_format() {
@@ -277,16 +304,17 @@ impl Schemas {
             }
         }
         let definition = out.schema_definition().ok_or_else(|| {
-            AvroError::Transient(format!("{label}: Glue returned no schema definition"))
+            RegistryError::failed(format!("{label}: Glue returned no schema definition"))
         })?;
         Ok(Decoder::new(label, definition)?)
     }
 
     #[cfg(not(feature = "aws"))]
     async fn glue(&self, id: uuid::Uuid) -> Result<Decoder, AvroError> {
-        Err(AvroError::Transient(format!(
+        Err(RegistryError::failed(format!(
             "Glue schema version {id}: floe-core was built without the `aws` feature"
-        )))
+        ))
+        .into())
     }
 }
 

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::EnvelopeKind;
 use crate::config::{Config, SourceConfig};
+use crate::error::RecordError;
 use crate::source::Positions;
 use crate::source::{Records, SourceBatch};
 pub use object::ObjectRef;
@@ -43,38 +44,11 @@ pub enum Opened {
     Objects(Vec<ObjectRef>),
 }
 
-/// Why a payload cannot be opened: the field at fault and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{reason}", if field.is_empty() { String::new() } else { format!("`{field}`: ") })]
-pub struct OpenError {
-    /// The envelope field at fault; empty for the whole payload.
-    pub field: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl OpenError {
-    pub(crate) fn new(field: &str, reason: impl Into<String>) -> Self {
-        Self {
-            field: field.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl From<crate::avro::DatumError> for OpenError {
-    fn from(e: crate::avro::DatumError) -> Self {
-        Self {
-            field: e.field,
-            reason: e.reason,
-        }
-    }
-}
-
 /// Opens one payload as `kind` says: decompressed by magic bytes, then
 /// unwrapped (an SNS notification first, whatever is inside it).
-pub fn open(payload: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError> {
-    let bytes = compress::decompress(payload).map_err(|e| OpenError::new("", e.to_string()))?;
+pub fn open(payload: &[u8], kind: EnvelopeKind) -> Result<Opened, RecordError> {
+    let bytes =
+        compress::decompress(payload).map_err(|e| RecordError::envelope("", e.to_string()))?;
     if kind == EnvelopeKind::None {
         return Ok(Opened::Records(vec![Bytes::copy_from_slice(&bytes)]));
     }
@@ -99,7 +73,7 @@ const UNDECODABLE: &str = "__floe_undecodable";
 
 impl Undecodable {
     /// The marker record for `payload`, rejected for `error`.
-    pub fn record(payload: &[u8], error: &OpenError) -> Bytes {
+    pub fn record(payload: &[u8], error: &RecordError) -> Bytes {
         let marker = serde_json::json!({ UNDECODABLE: Undecodable {
             field: error.field.clone(),
             reason: error.reason.clone(),
@@ -144,12 +118,12 @@ pub struct OpenedBatch {
 /// A failure that says nothing about the records: a registry that did not
 /// answer. The batch fails and the source delivers it again.
 #[derive(Debug, thiserror::Error)]
-#[error("source {source_name}: {message}")]
+#[error("source {source_name}: {source}")]
 pub struct TransientError {
     /// The source.
     pub source_name: String,
-    /// What failed.
-    pub message: String,
+    /// The registry's failure.
+    pub source: avro::RegistryError,
 }
 
 /// Opens source batches by their sources' settings.
@@ -226,9 +200,9 @@ impl Opener {
             let records = self
                 .decode(records, &settings, &mut registered)
                 .await
-                .map_err(|message| TransientError {
+                .map_err(|e| TransientError {
                     source_name: source.name.clone(),
-                    message,
+                    source: e,
                 })?;
             out.extend(positioned(&pos, records, unordered));
         }
@@ -257,7 +231,7 @@ impl Opener {
         records: Vec<Bytes>,
         settings: &SourceConfig,
         registered: &mut avro::Registered,
-    ) -> Result<Vec<Bytes>, String> {
+    ) -> Result<Vec<Bytes>, avro::RegistryError> {
         let mut out = Vec::with_capacity(records.len());
         for record in records {
             out.push(match self.schemas.decode(&record, settings).await {
@@ -267,7 +241,7 @@ impl Opener {
                 }
                 Ok(None) => record,
                 Err(avro::AvroError::Record(e)) => Undecodable::record(&record, &e),
-                Err(avro::AvroError::Transient(message)) => return Err(message),
+                Err(avro::AvroError::Registry(e)) => return Err(e),
             });
         }
         Ok(out)

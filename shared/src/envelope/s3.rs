@@ -6,9 +6,10 @@
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 
+use super::Undecodable;
 use super::compress::Inflater;
 use super::object::{ObjectRef, Splitter};
-use super::{OpenError, Undecodable};
+use crate::error::RecordError;
 use crate::ndjson::Chunk;
 use crate::source::{Position, Positions, SourceSpan};
 use crate::source::{Records, Source, SourceBatch};
@@ -180,7 +181,7 @@ impl ObjectBatches {
         let at = self.splitter.next_position();
         let marker = Undecodable::record(
             self.object.source().as_bytes(),
-            &OpenError::new(
+            &RecordError::envelope(
                 "",
                 format!(
                     "object {} breaks after record {}: {reason}; fix and upload it again",

@@ -8,10 +8,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::object::{ObjectRef, url_decode};
-use super::{EnvelopeKind, OpenError, Opened, compress, cow_bytes};
+use super::{EnvelopeKind, Opened, compress, cow_bytes};
+use crate::error::RecordError;
 
 /// Opens a decompressed payload by `kind` (never `None`).
-pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError> {
+pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, RecordError> {
     // SNS wraps whatever its publisher sent, S3 notifications and
     // EventBridge events included: unwrap it first, then look inside.
     let (bytes, from_sns) = match sns(bytes, kind == EnvelopeKind::Sns)? {
@@ -19,11 +20,12 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError
         None => (Cow::Borrowed(bytes), false),
     };
     // A message published compressed (base64 text of gzip) opens too.
-    let bytes =
-        match compress::decompress(&bytes).map_err(|e| OpenError::new("Message", e.to_string()))? {
-            Cow::Owned(b) => Cow::Owned(b),
-            Cow::Borrowed(_) => bytes,
-        };
+    let bytes = match compress::decompress(&bytes)
+        .map_err(|e| RecordError::envelope("Message", e.to_string()))?
+    {
+        Cow::Owned(b) => Cow::Owned(b),
+        Cow::Borrowed(_) => bytes,
+    };
     match kind {
         EnvelopeKind::Sns | EnvelopeKind::None => Ok(record(&bytes)),
         EnvelopeKind::Eventbridge => match eventbridge(&bytes)? {
@@ -71,13 +73,13 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, OpenError
     }
 }
 
-fn not_a(what: &str, from_sns: bool) -> OpenError {
+fn not_a(what: &str, from_sns: bool) -> RecordError {
     let inside = if from_sns {
         " inside the SNS Message"
     } else {
         ""
     };
-    OpenError::new(
+    RecordError::envelope(
         "",
         format!(
             "the payload{inside} is not {what}; fix the source's `envelope` in [sources] (or set it to \"auto\")"
@@ -97,8 +99,8 @@ fn looks_like_object(bytes: &[u8]) -> bool {
     bytes.trim_ascii_start().first() == Some(&b'{')
 }
 
-fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, OpenError> {
-    serde_json::from_slice(bytes).map_err(|e| OpenError::new("", format!("not {what}: {e}")))
+fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, RecordError> {
+    serde_json::from_slice(bytes).map_err(|e| RecordError::envelope("", format!("not {what}: {e}")))
 }
 
 #[derive(Deserialize)]
@@ -113,7 +115,7 @@ struct Sns<'a> {
 
 /// The `Message` of an SNS notification; `None` when `bytes` is not one
 /// (an error instead when `required`).
-fn sns(bytes: &[u8], required: bool) -> Result<Option<Vec<u8>>, OpenError> {
+fn sns(bytes: &[u8], required: bool) -> Result<Option<Vec<u8>>, RecordError> {
     let candidate = looks_like_object(bytes) && has(bytes, b"\"TopicArn\"");
     if !candidate {
         return match required {
@@ -128,7 +130,7 @@ fn sns(bytes: &[u8], required: bool) -> Result<Option<Vec<u8>>, OpenError> {
     match parsed {
         Ok(n) if n.kind == "Notification" && n.topic.is_some() => match n.message {
             Some(m) => Ok(Some(m.into_owned().into_bytes())),
-            None => Err(OpenError::new(
+            None => Err(RecordError::envelope(
                 "Message",
                 "the SNS notification has no Message",
             )),
@@ -177,7 +179,7 @@ struct S3DetailObject<'a> {
 }
 
 /// An EventBridge event's `detail` (or, for S3's `Object Created`, the object).
-fn eventbridge(bytes: &[u8]) -> Result<Option<Opened>, OpenError> {
+fn eventbridge(bytes: &[u8]) -> Result<Option<Opened>, RecordError> {
     if !looks_like_object(bytes) || !has(bytes, b"\"detail-type\"") {
         return Ok(None);
     }
@@ -188,7 +190,7 @@ fn eventbridge(bytes: &[u8]) -> Result<Option<Opened>, OpenError> {
             return Ok(Some(Opened::Records(Vec::new())));
         }
         let d: S3Detail<'_> = serde_json::from_str(event.detail.get())
-            .map_err(|e| OpenError::new("detail", format!("not an S3 object event: {e}")))?;
+            .map_err(|e| RecordError::envelope("detail", format!("not an S3 object event: {e}")))?;
         // EventBridge gives keys as they are (not URL-encoded).
         return Ok(Some(Opened::Objects(vec![ObjectRef {
             bucket: d.bucket.name.into_owned(),
@@ -241,7 +243,7 @@ struct S3Object<'a> {
 }
 
 /// The objects an S3 event notification says were created.
-fn s3_notification(bytes: &[u8]) -> Result<Option<Opened>, OpenError> {
+fn s3_notification(bytes: &[u8]) -> Result<Option<Opened>, RecordError> {
     if !looks_like_object(bytes) {
         return Ok(None);
     }
@@ -296,7 +298,7 @@ struct LogEvent<'a> {
 /// One record per log event of CloudWatch Logs subscription data:
 /// `log_group`, `log_stream`, `owner`, `id`, `timestamp` (RFC 3339) and
 /// `message` (the line as text).
-fn cloudwatch_logs(bytes: &[u8]) -> Result<Option<Opened>, OpenError> {
+fn cloudwatch_logs(bytes: &[u8]) -> Result<Option<Opened>, RecordError> {
     if !looks_like_object(bytes) || !has(bytes, b"\"messageType\"") {
         return Ok(None);
     }

@@ -4,16 +4,16 @@ use bytes::Bytes;
 
 /// A body that is not records.
 #[derive(Debug, thiserror::Error)]
-#[error("body: {0}")]
-pub struct BodyError(String);
+#[error("body: not a JSON array of records: {0}")]
+pub struct BodyError(#[from] serde_json::Error);
 
 /// The records of `body`, each with its position: its index in the array, or
 /// its 1-based line number in NDJSON (blank lines are skipped, not counted out).
 pub fn records(body: &[u8]) -> Result<Vec<(String, Bytes)>, BodyError> {
     let start = body.iter().position(|b| !b.is_ascii_whitespace());
     if start.is_some_and(|i| body[i] == b'[') {
-        let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(body)
-            .map_err(|e| BodyError(format!("not a JSON array of records: {e}")))?;
+        let items: Vec<&serde_json::value::RawValue> =
+            serde_json::from_slice(body).map_err(BodyError)?;
         return Ok(items
             .into_iter()
             .enumerate()

@@ -126,7 +126,7 @@ async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, LocalCommitEr
                 .lister
                 .list(&prefix)
                 .await
-                .map_err(|e| QueueError::Service(format!("listing {prefix}: {e}")))?;
+                .map_err(|e| QueueError::service(format!("listing {prefix}"), e))?;
             let uris = listed.into_iter().map(|l| l.uri).collect();
             Ok(SpoolQueue::open_store(deployment.file_io.clone(), &prefix, uris).await?)
         }

@@ -131,9 +131,15 @@ pub struct Segment {
 /// Why a ledger file cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
-    /// Not zstd, not JSON of the expected shape.
-    #[error("{0}")]
-    Corrupt(String),
+    /// Not zstd.
+    #[error("not zstd: {0}")]
+    Compression(#[source] std::io::Error),
+    /// Not JSON of the expected shape.
+    #[error("not a ledger file's JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A key file whose columns do not fit together.
+    #[error("key file: {0}")]
+    KeyFile(&'static str),
     /// A version this build does not read.
     #[error("ledger format {0} is newer than this build reads ({FORMAT})")]
     Version(u32),
@@ -149,9 +155,8 @@ pub fn encode<T: Serialize>(value: &T) -> Bytes {
 
 /// A value from [`encode`]'s bytes.
 pub fn decode<T: DeserializeOwned + Versioned>(bytes: &[u8]) -> Result<T, FormatError> {
-    let json = zstd::stream::decode_all(bytes).map_err(|e| FormatError::Corrupt(e.to_string()))?;
-    let value: T =
-        serde_json::from_slice(&json).map_err(|e| FormatError::Corrupt(e.to_string()))?;
+    let json = zstd::stream::decode_all(bytes).map_err(FormatError::Compression)?;
+    let value: T = serde_json::from_slice(&json)?;
     if value.version() > FORMAT {
         return Err(FormatError::Version(value.version()));
     }

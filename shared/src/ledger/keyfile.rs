@@ -63,19 +63,18 @@ impl KeyFile {
 
     /// Every key's digest.
     pub fn digests(&self) -> Result<Vec<u128>, FormatError> {
-        digest::unpack(&self.keys)
-            .ok_or_else(|| FormatError::Corrupt("key file: keys are not packed digests".into()))
+        digest::unpack(&self.keys).ok_or(FormatError::KeyFile("keys are not packed digests"))
     }
 
     /// Each key's last change, for the keys whose source has an order.
     pub fn changes(&self) -> Result<HashMap<u128, LastChange>, FormatError> {
         let digests = digest::unpack(&self.keys)
-            .ok_or_else(|| FormatError::Corrupt("key file: keys are not packed digests".into()))?;
+            .ok_or(FormatError::KeyFile("keys are not packed digests"))?;
         if self.pos.len() != digests.len()
             || (!self.src.is_empty() && self.src.len() != digests.len())
         {
-            return Err(FormatError::Corrupt(
-                "key file: keys, sources and positions differ in length".into(),
+            return Err(FormatError::KeyFile(
+                "keys, sources and positions differ in length",
             ));
         }
         let mut out = HashMap::with_capacity(digests.len());

@@ -60,6 +60,7 @@ pub use next::Next;
 pub use runs::Runs;
 pub use store::{KeyChanges, LedgerStore};
 
+use crate::error::{Classify, ErrorKind};
 use crate::request::CommitRequest;
 use crate::source::{Position, Positions, SourceSpan};
 
@@ -134,15 +135,15 @@ pub enum LedgerError {
     },
 }
 
-impl LedgerError {
-    /// True when trying again may succeed: storage failures, and a missing
-    /// file (once repaired, the same requests commit; until then they must
-    /// stay queued, never be dead-lettered).
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            LedgerError::Storage { .. } | LedgerError::Missing { .. }
-        )
+/// A missing file is one to repair: once repaired, the same requests
+/// commit, so until then they stay queued, never dead-lettered.
+impl Classify for LedgerError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            LedgerError::Storage { .. } => ErrorKind::Service,
+            LedgerError::Format { .. } => ErrorKind::Damaged,
+            LedgerError::Missing { .. } => ErrorKind::Repair,
+        }
     }
 }
 

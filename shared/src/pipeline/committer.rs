@@ -27,6 +27,7 @@ use super::PipelineError;
 use crate::commit::row_delta::RowDelta;
 use crate::commit::{CommitEngine, CommitOutcome};
 use crate::dlq::{DeadLetters, RefusedRequest};
+use crate::error::Classify;
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 use crate::metrics::Counters;

@@ -9,17 +9,9 @@
 use std::collections::HashMap;
 
 use crate::change::{Change, ChangeOp};
+use crate::error::{RecordError, RecordErrorKind};
 use crate::row::{Row, RowWriter};
 use crate::source::Pos;
-
-/// Why one change cannot be folded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoldError {
-    /// The field at fault.
-    pub field: String,
-    /// Why.
-    pub reason: String,
-}
 
 /// Each change's key columns as a JSON object, in the order of `key_names`,
 /// for the key shredder; a TRUNCATE has no key (`Ok(None)`). Values are the
@@ -31,7 +23,7 @@ pub fn keys(
     changes: &[(Pos<'_>, Change)],
     key_names: &[String],
     ignore_case: bool,
-) -> Vec<Result<Option<Vec<u8>>, FoldError>> {
+) -> Vec<Result<Option<Vec<u8>>, RecordError>> {
     changes
         .iter()
         .map(|(_, change)| {
@@ -42,10 +34,11 @@ pub fn keys(
             for k in key_names {
                 match change.row.get_matching(k, ignore_case) {
                     Some(v) if v != b"null" => key.raw(k, v),
-                    _ => return Err(FoldError {
-                        field: k.clone(),
-                        reason: format!("identifier field `{k}` is missing or null; a keyed table needs it in every change (for deletes: REPLICA IDENTITY DEFAULT or FULL)"),
-                    }),
+                    _ => return Err(RecordError::new(
+                        RecordErrorKind::MissingRequired,
+                        k.clone(),
+                        format!("identifier field `{k}` is missing or null; a keyed table needs it in every change (for deletes: REPLICA IDENTITY DEFAULT or FULL)"),
+                    )),
                 }
             }
             Ok(Some(key.finish().into_bytes()))
@@ -94,7 +87,7 @@ pub fn fold(
     changes: &mut [(Pos<'_>, Change)],
     keys: Vec<Option<Vec<u8>>>,
     digests: &[Option<u128>],
-) -> (Folded, Vec<(usize, FoldError)>) {
+) -> (Folded, Vec<(usize, RecordError)>) {
     let mut errors = Vec::new();
     let mut folded = Folded::default();
     let mut slot: HashMap<u128, usize> = HashMap::new();
@@ -129,10 +122,11 @@ pub fn fold(
                     Err(col) => {
                         errors.push((
                             i,
-                            FoldError {
-                                field: col.to_string(),
-                                reason: format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
-                            },
+                            RecordError::new(
+                                RecordErrorKind::MissingRequired,
+                                col.to_string(),
+                                format!("column `{col}` was left out as unchanged and its value is not in this batch; set REPLICA IDENTITY FULL on the source table"),
+                            ),
                         ));
                         continue;
                     }
@@ -187,7 +181,7 @@ mod tests {
 
     /// Folds with digests of the key text as written, as a stand-in for the
     /// key shredder (the writer's tests cover typed keys).
-    fn fold_text(changes: &mut [(Pos<'_>, Change)]) -> (Folded, Vec<(usize, FoldError)>) {
+    fn fold_text(changes: &mut [(Pos<'_>, Change)]) -> (Folded, Vec<(usize, RecordError)>) {
         let names = ["id".to_string()];
         let mut errors = Vec::new();
         let mut found = Vec::new();

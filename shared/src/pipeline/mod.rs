@@ -20,6 +20,7 @@ pub mod writer;
 use crate::catalog::CatalogError;
 use crate::commit::CommitError;
 use crate::dlq::DlqError;
+use crate::error::{Classify, ErrorKind};
 use crate::faults::InjectedFault;
 use crate::queue::QueueError;
 use crate::request::RequestError;
@@ -112,30 +113,22 @@ pub enum PipelineError {
     },
 }
 
-impl PipelineError {
-    /// True when the same batch may succeed if it comes again (storage,
-    /// catalog, queue, contention, a deadline, a crash); false when only a
-    /// change of config, table or input can fix it. Writers dead-letter a
-    /// batch's records, and committers its requests, on a false answer
-    /// instead of having them redelivered forever.
-    pub fn is_transient(&self) -> bool {
+/// Writers dead-letter a batch's records, and committers its requests, when
+/// the answer is not transient, instead of having them redelivered forever.
+impl Classify for PipelineError {
+    fn kind(&self) -> ErrorKind {
         match self {
-            PipelineError::Catalog(e) => e.is_transient(),
-            PipelineError::Write { source, .. } => source.is_transient(),
-            PipelineError::Commit(e) => e.is_transient(),
-            // A queue set up wrongly (a sharded queue asked to receive,
-            // too many shards) stays wrong.
-            PipelineError::Queue { source, .. } => {
-                matches!(source, QueueError::Service(_) | QueueError::Closed)
+            PipelineError::Catalog(e) => e.kind(),
+            PipelineError::Write { source, .. } => source.kind(),
+            PipelineError::Commit(e) => e.kind(),
+            PipelineError::Queue { source, .. } => source.kind(),
+            PipelineError::Shred { source, .. } => source.kind(),
+            PipelineError::Request(e) => e.kind(),
+            PipelineError::DeadLetter(_) => ErrorKind::Service,
+            PipelineError::Deadline { .. } | PipelineError::Fault { .. } => ErrorKind::Interrupted,
+            PipelineError::Routing(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
+                ErrorKind::Config
             }
-            PipelineError::DeadLetter(_)
-            | PipelineError::Deadline { .. }
-            | PipelineError::Fault { .. } => true,
-            PipelineError::Shred { .. }
-            | PipelineError::Request(_)
-            | PipelineError::Routing(_)
-            | PipelineError::NoTable
-            | PipelineError::TableDef { .. } => false,
         }
     }
 }

@@ -22,6 +22,7 @@ use super::upsert::upsert;
 use crate::catalog::CatalogError;
 use crate::config::Changelog;
 use crate::dlq::Rejected;
+use crate::error::Classify;
 use crate::ident::display;
 use crate::metrics::Counters;
 use crate::route::Router;

@@ -45,7 +45,7 @@ impl MemoryQueue {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, QueueError> {
         self.state
             .lock()
-            .map_err(|_| QueueError::Service("queue state poisoned".into()))
+            .map_err(|_| QueueError::failed("queue state poisoned"))
     }
 }
 

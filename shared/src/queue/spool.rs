@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{CommitQueue, Delivery, QueueError};
+use crate::error::BoxError;
 use crate::request::CommitRequest;
 
 /// The directory under the warehouse that holds the queue's files.
@@ -164,7 +165,7 @@ impl SpoolQueue {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, QueueError> {
         self.state
             .lock()
-            .map_err(|_| QueueError::Service("spool queue state poisoned".into()))
+            .map_err(|_| QueueError::failed("spool queue state poisoned"))
     }
 
     /// A name that sorts in send order, across restarts too.
@@ -303,7 +304,7 @@ impl Dir {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || load_local(&dir))
                     .await
-                    .map_err(|e| QueueError::Service(format!("spool task: {e}")))?
+                    .map_err(|e| QueueError::service("spool task", e))?
                     .map_err(|(path, e)| spool_error(&path, e))
             }
             Dir::Store {
@@ -340,7 +341,7 @@ impl Dir {
                 let (dir, name, body) = (dir.clone(), name.to_string(), body.clone());
                 tokio::task::spawn_blocking(move || store_local(&dir, &name, &body))
                     .await
-                    .map_err(|e| QueueError::Service(format!("spool task: {e}")))?
+                    .map_err(|e| QueueError::service("spool task", e))?
                     .map_err(|(path, e)| spool_error(&path, e))
             }
             Dir::Store {
@@ -384,8 +385,8 @@ fn is_message(name: &str) -> bool {
     name.ends_with(".json") && !name.starts_with('.')
 }
 
-fn spool_error(path: &str, e: impl std::fmt::Display) -> QueueError {
-    QueueError::Service(format!("spool file {path}: {e}"))
+fn spool_error(path: &str, e: impl Into<BoxError>) -> QueueError {
+    QueueError::service(format!("spool file {path}"), e)
 }
 
 type IoResult<T> = Result<T, (String, std::io::Error)>;

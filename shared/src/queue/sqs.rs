@@ -17,7 +17,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
     MessageSystemAttributeName, SendMessageBatchRequestEntry,
@@ -27,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
 use super::{CommitQueue, Delivery, QueueError};
-use crate::aws::AwsClients;
+use crate::aws::{AwsClients, AwsError};
+use crate::error::BoxError;
 use crate::storage::s3::{self, S3Error, S3Location};
 
 /// Bodies larger than this go to S3; the rest of SQS's 256 KiB is headroom.
@@ -95,7 +95,7 @@ impl SqsQueue {
         claim_prefix: &str,
     ) -> Result<Self, QueueError> {
         let mut claims = S3Location::parse(claim_prefix).map_err(|e| {
-            QueueError::Service(format!("SQS queue {queue_url}: claim-check prefix: {e}"))
+            QueueError::service(format!("SQS queue {queue_url}: claim-check prefix"), e)
         })?;
         if !claims.key.is_empty() && !claims.key.ends_with('/') {
             claims.key.push('/');
@@ -114,8 +114,14 @@ impl SqsQueue {
         &self.url
     }
 
-    fn err(&self, op: &str, detail: impl std::fmt::Display) -> QueueError {
-        QueueError::Service(format!("SQS {op} {}: {detail}", self.url))
+    /// `op` on this queue failed with `source`.
+    fn err(&self, op: &str, source: impl Into<BoxError>) -> QueueError {
+        QueueError::service(format!("SQS {op} {}", self.url), source)
+    }
+
+    /// `op` on this queue answered what floe cannot go on with.
+    fn refused(&self, op: &str, reason: impl std::fmt::Display) -> QueueError {
+        QueueError::failed(format!("SQS {op} {}: {reason}", self.url))
     }
 
     /// The message body for `body`: itself, or a reference to its S3 copy.
@@ -154,7 +160,7 @@ impl SqsQueue {
             .map_err(|e| self.err("claim-check reference", e))?;
         match s3::get(&self.s3, &loc, None).await {
             Ok(body) if body.len() == reference.size => Ok(Some((body, Some(loc.uri())))),
-            Ok(body) => Err(self.err(
+            Ok(body) => Err(self.refused(
                 "claim-check get",
                 format!(
                     "{} holds {} bytes, expected {}",
@@ -202,8 +208,8 @@ impl SqsQueue {
     pub async fn forget_claims(&self, receipts: &[String]) {
         for claim in receipts.iter().filter_map(|r| split_receipt(r).1) {
             let deleted = match S3Location::parse(claim) {
-                Ok(loc) => s3::delete(&self.s3, &loc).await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Ok(loc) => s3::delete(&self.s3, &loc).await,
+                Err(e) => Err(e),
             };
             if let Err(e) = deleted {
                 tracing::warn!(queue = %self.url, claim, error = %e, "claim-check object not deleted");
@@ -222,7 +228,7 @@ impl SqsQueue {
             .attribute_names(A::All)
             .send()
             .await
-            .map_err(|e| self.err("GetQueueAttributes", DisplayErrorContext(&e)))?;
+            .map_err(|e| self.err("GetQueueAttributes", AwsError::new(e)))?;
         let attrs = out.attributes();
         let count = |name: A| {
             attrs
@@ -292,13 +298,13 @@ impl SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| self.err("SendMessageBatch", DisplayErrorContext(&e)))?;
+                .map_err(|e| self.err("SendMessageBatch", AwsError::new(e)))?;
             let failed = out.failed();
             if failed.is_empty() {
                 return Ok(());
             }
             if let Some(bad) = failed.iter().find(|f| f.sender_fault()) {
-                return Err(self.err(
+                return Err(self.refused(
                     "SendMessageBatch",
                     format!("{}: {}", bad.code(), bad.message().unwrap_or("refused")),
                 ));
@@ -309,7 +315,7 @@ impl SqsQueue {
                 .filter_map(|f| f.id().parse::<usize>().ok())
                 .collect();
         }
-        Err(self.err(
+        Err(self.refused(
             "SendMessageBatch",
             format!(
                 "{} messages still refused after {SEND_ATTEMPTS} attempts",
@@ -385,7 +391,7 @@ impl CommitQueue for SqsQueue {
                     )
                     .send()
                     .await
-                    .map_err(|e| self.err("ReceiveMessage", DisplayErrorContext(&e)))?;
+                    .map_err(|e| self.err("ReceiveMessage", AwsError::new(e)))?;
                 // Only the first call waits: after that, take what is there.
                 wait_secs = 0;
                 let messages = got.messages();
@@ -394,7 +400,7 @@ impl CommitQueue for SqsQueue {
                 }
                 for m in messages {
                     let (Some(handle), Some(text)) = (m.receipt_handle(), m.body()) else {
-                        return Err(self.err("ReceiveMessage", "message without receipt or body"));
+                        return Err(self.refused("ReceiveMessage", "message without receipt or body"));
                     };
                     let receive_count = m
                         .attributes()
@@ -449,7 +455,7 @@ impl CommitQueue for SqsQueue {
                     .set_entries(Some(entries))
                     .send()
                     .await
-                    .map_err(|e| self.err("DeleteMessageBatch", DisplayErrorContext(&e)))?;
+                    .map_err(|e| self.err("DeleteMessageBatch", AwsError::new(e)))?;
                 for f in out.failed() {
                     errors.push(format!("{}: {}", f.code(), f.message().unwrap_or("refused")));
                 }
@@ -472,7 +478,7 @@ impl CommitQueue for SqsQueue {
             if errors.is_empty() {
                 Ok(())
             } else {
-                Err(self.err("DeleteMessageBatch", errors.join("; ")))
+                Err(self.refused("DeleteMessageBatch", errors.join("; ")))
             }
         }
         .instrument(span)
@@ -503,11 +509,9 @@ impl CommitQueue for SqsQueue {
                     .set_entries(Some(entries))
                     .send()
                     .await
-                    .map_err(|e| {
-                        self.err("ChangeMessageVisibilityBatch", DisplayErrorContext(&e))
-                    })?;
+                    .map_err(|e| self.err("ChangeMessageVisibilityBatch", AwsError::new(e)))?;
                 if let Some(f) = out.failed().first() {
-                    return Err(self.err(
+                    return Err(self.refused(
                         "ChangeMessageVisibilityBatch",
                         format!("{}: {}", f.code(), f.message().unwrap_or("refused")),
                     ));

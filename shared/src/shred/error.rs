@@ -1,53 +1,10 @@
-//! Public error types and the internal failure carried while a record unwinds.
+//! The shredder's own error and the internal failure carried while a record unwinds
+//! (reported as a [`RecordError`]).
 
 use std::fmt::Write as _;
 
-/// Why one record was rejected.
-///
-/// `field` is the path of the offending value (`payload.items[3].price`, `tags{"k"}` for a
-/// map value), empty when the record as a whole is at fault (not an object, malformed JSON).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", render(.field, .reason))]
-pub struct RecordError {
-    /// Path of the offending field, empty for the whole record.
-    pub field: String,
-    /// What is wrong, phrased so a user can fix the producer.
-    pub reason: String,
-    /// The class of the problem, for callers that route or count rejections by cause.
-    pub kind: RecordErrorKind,
-}
-
-/// The class of problem that rejected a record (the `reason` text says the specifics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RecordErrorKind {
-    /// Malformed JSON or an empty record: the input is not one JSON value.
-    Syntax,
-    /// Well-formed JSON the column does not take (wrong JSON type, text not of the column's type).
-    TypeMismatch,
-    /// Out of the column's range: int/long/float/double, decimal integer digits, dates, times.
-    OutOfRange,
-    /// More fractional digits than the column keeps (decimal scale, time or timestamp unit).
-    Precision,
-    /// A required field, or a map entry's key or required value, is absent.
-    MissingRequired,
-    /// `null` in a required field, list element or map value.
-    NullRequired,
-    /// A key twice in one object, a repeated map key, or a key naming several fields (any case).
-    Duplicate,
-    /// A key that matches no field of its struct, under [`super::UnknownFields::Reject`].
-    UnknownField,
-    /// The batch outgrew Arrow's 32-bit offsets: not the record's fault; finish and push it again.
-    BatchFull,
-}
-
-fn render(field: &str, reason: &str) -> String {
-    if field.is_empty() {
-        reason.to_string()
-    } else {
-        format!("field `{field}`: {reason}")
-    }
-}
+use crate::error::{Classify, ErrorKind};
+pub use crate::error::{RecordError, RecordErrorKind};
 
 /// Why a shredder could not be built or a batch could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +23,16 @@ pub enum ShredError {
     /// Arrow refused the assembled arrays (a bug in the shredder if it ever happens).
     #[error("cannot assemble the Arrow batch: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+}
+
+/// A schema the shredder cannot write stays so; so does a batch Arrow refused.
+impl Classify for ShredError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ShredError::Unsupported { .. } | ShredError::Schema(_) => ErrorKind::Unsupported,
+            ShredError::Arrow(_) => ErrorKind::Input,
+        }
+    }
 }
 
 /// One step of a field path, innermost pushed first while unwinding.

@@ -35,7 +35,7 @@ use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::aws::{AwsClients, AwsSettings};
+use crate::aws::{AwsClients, AwsError, AwsSettings};
 
 /// The size of each part of a multipart upload; writes smaller than one part
 /// go up in a single `PutObject`.
@@ -58,7 +58,7 @@ pub enum S3Error {
         uri: String,
     },
     /// S3 answered with an error, or could not be reached.
-    #[error("S3 {op} s3://{bucket}/{key}: {message}")]
+    #[error("S3 {op} s3://{bucket}/{key}: {source}")]
     Request {
         /// The S3 operation.
         op: &'static str,
@@ -68,8 +68,8 @@ pub enum S3Error {
         key: String,
         /// The HTTP status, when S3 answered.
         status: Option<u16>,
-        /// The SDK's description, with its causes.
-        message: String,
+        /// The SDK's error, shown with its causes.
+        source: AwsError,
     },
     /// S3 answered, but without something the protocol promises.
     #[error("S3 {op} s3://{bucket}/{key}: {reason}")]
@@ -86,10 +86,10 @@ pub enum S3Error {
 }
 
 impl S3Error {
-    pub(crate) fn request<E, R>(op: &'static str, loc: &S3Location, err: &SdkError<E, R>) -> Self
+    pub(crate) fn request<E, R>(op: &'static str, loc: &S3Location, err: SdkError<E, R>) -> Self
     where
-        E: std::error::Error + 'static,
-        R: std::fmt::Debug,
+        E: std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
         R: std::borrow::Borrow<HttpResponse>,
     {
         S3Error::Request {
@@ -97,7 +97,7 @@ impl S3Error {
             bucket: loc.bucket.clone(),
             key: loc.key.clone(),
             status: err.raw_response().map(|r| r.borrow().status().as_u16()),
-            message: DisplayErrorContext(err).to_string(),
+            source: AwsError::new(err),
         }
     }
 
@@ -180,7 +180,7 @@ async fn list_dir(client: &Client, mut loc: S3Location) -> Result<Vec<(String, i
         .send();
     let mut out = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| S3Error::request("ListObjectsV2", &loc, &e))?;
+        let page = page.map_err(|e| S3Error::request("ListObjectsV2", &loc, e))?;
         for o in page.contents() {
             if let Some(key) = o.key() {
                 let modified = o.last_modified().map_or(0, |t| t.to_millis().unwrap_or(0));
@@ -270,7 +270,7 @@ impl S3Storage {
                 Ok(Some(len))
             }
             Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
-            Err(err) => Err(S3Error::request("HeadObject", loc, &err)),
+            Err(err) => Err(S3Error::request("HeadObject", loc, err)),
         }
     }
 
@@ -297,7 +297,7 @@ impl S3Storage {
                 .delete(delete)
                 .send()
                 .await
-                .map_err(|e| S3Error::request("DeleteObjects", &loc, &e))?;
+                .map_err(|e| S3Error::request("DeleteObjects", &loc, e))?;
             if let Some(failed) = out.errors().first() {
                 let loc = S3Location {
                     bucket: bucket.to_string(),
@@ -369,7 +369,7 @@ impl Storage for S3Storage {
             .send()
             .instrument(span)
             .await
-            .map_err(|e| to_iceberg(S3Error::request("DeleteObject", &loc, &e)))?;
+            .map_err(|e| to_iceberg(S3Error::request("DeleteObject", &loc, e)))?;
         Ok(())
     }
 
@@ -427,7 +427,7 @@ pub(crate) async fn get(
         let out = req
             .send()
             .await
-            .map_err(|e| S3Error::request("GetObject", loc, &e))?;
+            .map_err(|e| S3Error::request("GetObject", loc, e))?;
         let body = out
             .body
             .collect()
@@ -451,7 +451,7 @@ pub(crate) async fn put(client: &Client, loc: &S3Location, body: Bytes) -> Resul
         .send()
         .instrument(span)
         .await
-        .map_err(|e| S3Error::request("PutObject", loc, &e))?;
+        .map_err(|e| S3Error::request("PutObject", loc, e))?;
     Ok(())
 }
 
@@ -463,7 +463,7 @@ pub(crate) async fn delete(client: &Client, loc: &S3Location) -> Result<(), S3Er
         .key(&loc.key)
         .send()
         .await
-        .map_err(|e| S3Error::request("DeleteObject", loc, &e))?;
+        .map_err(|e| S3Error::request("DeleteObject", loc, e))?;
     Ok(())
 }
 
@@ -525,7 +525,7 @@ impl S3Writer {
             .key(&self.loc.key)
             .send()
             .await
-            .map_err(|e| S3Error::request("CreateMultipartUpload", &self.loc, &e))?;
+            .map_err(|e| S3Error::request("CreateMultipartUpload", &self.loc, e))?;
         let id = out
             .upload_id()
             .ok_or_else(|| S3Error::protocol("CreateMultipartUpload", &self.loc, "no UploadId"))?;
@@ -565,7 +565,7 @@ impl S3Writer {
                     .body(ByteStream::from(body))
                     .send()
                     .await
-                    .map_err(|e| S3Error::request("UploadPart", &loc, &e))?;
+                    .map_err(|e| S3Error::request("UploadPart", &loc, e))?;
                 let etag = out
                     .e_tag()
                     .ok_or_else(|| S3Error::protocol("UploadPart", &loc, "no ETag"))?;
@@ -605,7 +605,7 @@ impl S3Writer {
             )
             .send()
             .await
-            .map_err(|e| S3Error::request("CompleteMultipartUpload", &loc, &e))?;
+            .map_err(|e| S3Error::request("CompleteMultipartUpload", &loc, e))?;
         self.upload = None;
         Ok(())
     }

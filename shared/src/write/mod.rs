@@ -29,6 +29,7 @@ pub use position::FileDeletes;
 pub use properties::*;
 use rows::RowId;
 
+use crate::error::{Classify, ErrorKind};
 use crate::ident::display;
 
 /// Rows handed to the Parquet writer between two checks of the file size.
@@ -55,13 +56,13 @@ pub enum WriteError {
     },
 }
 
-impl WriteError {
-    /// True when writing again may succeed (storage); a property floe cannot
-    /// use, or data Parquet cannot hold, fails the same way every time.
-    pub fn is_transient(&self) -> bool {
+/// Writing again may pass when storage failed; a property floe cannot use,
+/// or data Parquet cannot hold, fails the same way every time.
+impl Classify for WriteError {
+    fn kind(&self) -> ErrorKind {
         match self {
-            WriteError::Property { .. } => false,
-            WriteError::Iceberg { source, .. } => crate::transient::iceberg(source),
+            WriteError::Property { .. } => ErrorKind::Config,
+            WriteError::Iceberg { source, .. } => Classify::kind(source.as_ref()),
         }
     }
 }

@@ -30,7 +30,7 @@ use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use tracing::Instrument;
 
 use super::{Catalog, CatalogError, Landing, LoadedTable, TableCommit};
-use crate::aws::AwsClients;
+use crate::aws::{AwsClients, AwsError};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 
@@ -78,24 +78,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    CatalogError::store(format!("Glue {op} {table}"), Sdk(Box::new(err)))
-}
-
-/// An AWS SDK error shown with its whole context: the SDK's own `Display`
-/// names only its kind ("service error").
-#[derive(Debug)]
-struct Sdk(Box<dyn std::error::Error + Send + Sync>);
-
-impl std::fmt::Display for Sdk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", DisplayErrorContext(&*self.0))
-    }
-}
-
-impl std::error::Error for Sdk {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
+    CatalogError::store(format!("Glue {op} {table}"), AwsError::new(err))
 }
 
 impl GlueCatalog {

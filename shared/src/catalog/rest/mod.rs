@@ -104,6 +104,17 @@ pub enum RestError {
     /// The configuration cannot work.
     #[error("REST catalog configuration: {0}")]
     Config(String),
+    /// A configured or derived URL does not parse.
+    #[error("REST catalog configuration: `{url}` is not a URL: {source}")]
+    Url {
+        /// The text.
+        url: String,
+        /// The parser's error (`url::ParseError`, which reqwest does not re-export).
+        source: crate::error::BoxError,
+    },
+    /// The HTTP client could not be built (its TLS backend).
+    #[error("REST catalog HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
     /// The OAuth2 token endpoint refused or failed.
     #[error("OAuth2 token from {url}: {message}")]
     Token {
@@ -297,7 +308,7 @@ impl RestCatalog {
             .timeout(config.timeout)
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| RestError::Config(format!("HTTP client: {e}")))?;
+            .map_err(RestError::Client)?;
         let signer = signer(&config, aws).await?;
         let http = Http {
             client,
@@ -706,5 +717,8 @@ fn base_url(uri: &str, prefix: Option<&str>) -> Result<Url, RestError> {
 }
 
 fn parse_url(s: &str) -> Result<Url, RestError> {
-    Url::parse(s).map_err(|e| RestError::Config(format!("`{s}` is not a URL: {e}")))
+    Url::parse(s).map_err(|e| RestError::Url {
+        url: s.to_string(),
+        source: e.into(),
+    })
 }

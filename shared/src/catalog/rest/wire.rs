@@ -164,6 +164,7 @@ pub(super) fn namespace_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Classify;
 
     const COMMIT_FAILED: &[u8] = br#"{"error":{"message":"Requirement failed: branch main has changed","type":"CommitFailedException","code":409}}"#;
 
