@@ -50,22 +50,15 @@ pub enum DeployError {
         /// Why it is needed.
         message: String,
     },
-    /// The config cannot be loaded.
+    /// The config, `FLOE_FAULT` or a secret the config names cannot be used.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// `FLOE_FAULT` is not a fault spec.
-    #[error(transparent)]
-    Faults(#[from] crate::faults::FaultSpecError),
     /// The local warehouse cannot be opened.
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// The catalog cannot be opened.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-    /// A secret the config names by ARN cannot be read.
-    #[cfg(feature = "aws")]
-    #[error(transparent)]
-    Secret(#[from] crate::secrets::SecretError),
     /// The commit queue cannot be set up.
     #[error("config key queue.url (or queue.urls): {0}")]
     Queue(crate::queue::QueueError),

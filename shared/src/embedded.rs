@@ -20,7 +20,7 @@ use crate::dlq::{Rejected, Replayed, StorageDeadLetters};
 use crate::faults::Faults;
 use crate::ident::display;
 use crate::ledger::LedgerStore;
-use crate::maintain::orphans::{ListError, Lister};
+use crate::maintain::orphans::Lister;
 use crate::metrics::Counters;
 use crate::ndjson::Chunker;
 use crate::pipeline::{Committer, PipelineError, WriteReport, Writer, WriterParts};
@@ -67,14 +67,14 @@ pub enum EmbeddedError {
     CommitFailed {
         /// The last table's or request's error.
         #[source]
-        last: PipelineError,
+        last: Box<PipelineError>,
     },
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     /// The dead-letter location could not be listed.
     #[error("listing dead letters: {0}")]
-    List(#[from] ListError),
+    List(#[source] StorageError),
     /// A dead-letter file could not be read or removed.
     #[error("dead-letter file {path}: {source}")]
     DeadLetter {
@@ -588,7 +588,8 @@ impl Embedded {
         let mut listed: Vec<String> = self
             .lister
             .list(&prefix)
-            .await?
+            .await
+            .map_err(EmbeddedError::List)?
             .into_iter()
             .map(|l| l.uri)
             .filter(|uri| uri.ends_with(".ndjson") && !uri.starts_with(&requests))
@@ -982,7 +983,9 @@ pub async fn commit_until_closed(
                 .chain(report.unreadable.into_iter().map(|(_, e, _)| e))
                 .last();
             if let Some(last) = last {
-                return Err(EmbeddedError::CommitFailed { last });
+                return Err(EmbeddedError::CommitFailed {
+                    last: Box::new(last),
+                });
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -10,6 +10,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::error::ConfigError;
+
 /// A step of the pipeline where a fault can be injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultPoint {
@@ -54,13 +56,13 @@ impl fmt::Display for FaultPoint {
 }
 
 impl FromStr for FaultPoint {
-    type Err = FaultSpecError;
+    type Err = ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         FaultPoint::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| FaultSpecError(format!("unknown fault point `{s}`")))
+            .ok_or_else(|| spec_error(format!("unknown fault point `{s}`")))
     }
 }
 
@@ -73,12 +75,15 @@ pub enum FaultMode {
     Error,
 }
 
-/// A `FLOE_FAULT` value that cannot be parsed.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "invalid FLOE_FAULT: {0} (expected <point>[:crash|:error][@<n>], points: after_upload, after_enqueue, catalog_swap, catalog_ambiguous, after_commit)"
-)]
-pub struct FaultSpecError(String);
+/// A `FLOE_FAULT` value that cannot be parsed, for `detail`.
+fn spec_error(detail: String) -> ConfigError {
+    ConfigError::Env {
+        var: "FLOE_FAULT".into(),
+        message: format!(
+            "{detail} (expected <point>[:crash|:error][@<n>], points: after_upload, after_enqueue, catalog_swap, catalog_ambiguous, after_commit)"
+        ),
+    }
+}
 
 /// The error a step returns when an `Error`-mode fault fires.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -114,7 +119,7 @@ impl Faults {
     }
 
     /// Reads `FLOE_FAULT`; unset or empty means no faults.
-    pub fn from_env() -> Result<Self, FaultSpecError> {
+    pub fn from_env() -> Result<Self, ConfigError> {
         match std::env::var("FLOE_FAULT") {
             Ok(spec) if !spec.trim().is_empty() => spec.parse(),
             _ => Ok(Self::none()),
@@ -143,21 +148,21 @@ impl Faults {
 }
 
 impl FromStr for Faults {
-    type Err = FaultSpecError;
+    type Err = ConfigError;
 
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
         let (rest, nth) = match spec.split_once('@') {
             Some((rest, n)) => (
                 rest,
                 n.parse::<u64>()
-                    .map_err(|_| FaultSpecError(format!("`{n}` is not a count")))?,
+                    .map_err(|_| spec_error(format!("`{n}` is not a count")))?,
             ),
             None => (spec, 1),
         };
         let (point, mode) = match rest.split_once(':') {
             Some((p, "crash")) => (p, FaultMode::Crash),
             Some((p, "error")) => (p, FaultMode::Error),
-            Some((_, m)) => return Err(FaultSpecError(format!("unknown mode `{m}`"))),
+            Some((_, m)) => return Err(spec_error(format!("unknown mode `{m}`"))),
             None => (rest, FaultMode::Crash),
         };
         Ok(Faults::at(point.parse()?, mode, nth))

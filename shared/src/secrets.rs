@@ -3,10 +3,9 @@
 //! the value, so the value never sits in a Lambda environment or in Terraform
 //! state. Resolved once, at start.
 
-use aws_sdk_secretsmanager::error::DisplayErrorContext;
-
-use crate::aws::AwsClients;
+use crate::aws::{AwsClients, AwsError};
 use crate::config::{Config, Secret};
+use crate::error::ConfigError;
 
 /// Whether `value` is a Secrets Manager secret ARN, in any partition
 /// (`arn:aws:…`, `arn:aws-cn:…`, `arn:aws-us-gov:…`).
@@ -17,20 +16,8 @@ pub fn is_secret_arn(value: &str) -> bool {
         && parts.next() == Some("secretsmanager")
 }
 
-/// A secret named by the config could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("config key {key}: reading secret {arn}: {message}")]
-pub struct SecretError {
-    /// The config key holding the ARN.
-    pub key: &'static str,
-    /// The ARN.
-    pub arn: String,
-    /// What Secrets Manager said.
-    pub message: String,
-}
-
 /// Replaces each secret key's ARN by the secret's string value.
-pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), SecretError> {
+pub async fn resolve(config: &mut Config, clients: &AwsClients) -> Result<(), ConfigError> {
     let mut slots: Vec<(&'static str, &mut Option<Secret>)> = vec![
         ("catalog.token", &mut config.catalog.token),
         ("catalog.client_secret", &mut config.catalog.client_secret),
@@ -62,24 +49,23 @@ pub async fn read_secret(
     clients: &AwsClients,
     key: &'static str,
     arn: &str,
-) -> Result<String, SecretError> {
-    let fail = |message: String| SecretError {
-        key,
-        arn: arn.to_string(),
-        message,
-    };
+) -> Result<String, ConfigError> {
     let out = clients
         .secrets
         .get_secret_value()
         .secret_id(arn)
         .send()
         .await
-        .map_err(|e| fail(DisplayErrorContext(&e).to_string()))?;
+        .map_err(|e| ConfigError::Secret {
+            key: key.to_string(),
+            arn: arn.to_string(),
+            source: Box::new(AwsError::new(e)),
+        })?;
     out.secret_string()
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| fail("the secret has no string value".into()))
+        .ok_or_else(|| ConfigError::key(key, format!("secret {arn} has no string value")))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use floe_core::deploy::Deployment;
-pub use floe_core::http::HttpSetupError;
+pub use floe_core::http::HttpError;
 use floe_core::http::{HttpIngest, IamCaller};
 use lambda_http::{Body, Request, RequestExt, Response};
 
@@ -17,7 +17,7 @@ pub struct HttpFunction {
 impl HttpFunction {
     /// The function over a deployment. Without `http.token` only requests
     /// AWS authenticated (Function URL `AWS_IAM`) get in.
-    pub fn new(deployment: &Deployment) -> Result<Self, HttpSetupError> {
+    pub fn new(deployment: &Deployment) -> Result<Self, HttpError> {
         Ok(Self {
             api: HttpIngest::new(deployment)?,
         })

@@ -256,60 +256,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+pub use crate::error::ConfigError;
 use crate::ident::parse_table;
-use crate::route::{Router, RuleError};
+use crate::route::Router;
 pub use crate::route::{RoutingConfig, RoutingMode};
-
-/// A config that cannot be used; every message names the file, key or variable at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why it could not be read.
-        source: std::io::Error,
-    },
-    /// The text is not valid TOML.
-    #[error("{origin}: {message}")]
-    Syntax {
-        /// Where the text came from (`config file floe.toml`, `FLOE_CONFIG_TOML`).
-        origin: String,
-        /// The parser's message, with line and column.
-        message: String,
-    },
-    /// A key is unknown, missing, of the wrong type or has an unusable value.
-    #[error("config key {key}{}: {message}", from_var(var))]
-    Key {
-        /// The key's path, e.g. `routing.template` or `tables."bronze.events".sort[1]`.
-        key: String,
-        /// The environment variable that set the key, if one did.
-        var: Option<String>,
-        /// What is wrong.
-        message: String,
-    },
-    /// An environment variable cannot be used.
-    #[error("environment variable {var}: {message}")]
-    Env {
-        /// The variable.
-        var: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-fn from_var(var: &Option<String>) -> String {
-    var.as_ref()
-        .map(|v| format!(" (from {v})"))
-        .unwrap_or_default()
-}
-
-impl From<RuleError> for ConfigError {
-    fn from(e: RuleError) -> Self {
-        Self::key(e.key, e.message)
-    }
-}
 
 impl ConfigError {
     /// A `Key` error for `key`.

@@ -2,18 +2,14 @@
 
 use bytes::Bytes;
 
-/// A body that is not records.
-#[derive(Debug, thiserror::Error)]
-#[error("body: not a JSON array of records: {0}")]
-pub struct BodyError(#[from] serde_json::Error);
+use super::HttpError;
 
 /// The records of `body`, each with its position: its index in the array, or
 /// its 1-based line number in NDJSON (blank lines are skipped, not counted out).
-pub fn records(body: &[u8]) -> Result<Vec<(String, Bytes)>, BodyError> {
+pub fn records(body: &[u8]) -> Result<Vec<(String, Bytes)>, HttpError> {
     let start = body.iter().position(|b| !b.is_ascii_whitespace());
     if start.is_some_and(|i| body[i] == b'[') {
-        let items: Vec<&serde_json::value::RawValue> =
-            serde_json::from_slice(body).map_err(BodyError)?;
+        let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(body)?;
         return Ok(items
             .into_iter()
             .enumerate()

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
+use super::HttpError;
 use super::watch::CommitWatch;
 use crate::config::Location;
 use crate::deploy::Deployment;
@@ -29,17 +30,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 /// Longest a run may take: a table still committing by then is cut short
 /// and retried, so one slow table holds the others' next commits no longer.
 const RUN_DEADLINE: Duration = Duration::from_secs(120);
-
-/// Why the local committer could not start or finish.
-#[derive(Debug, thiserror::Error)]
-pub enum LocalCommitError {
-    /// The spool could not be opened.
-    #[error("opening the commit spool: {0}")]
-    Spool(#[from] QueueError),
-    /// The committer task panicked.
-    #[error("the committer task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
-}
 
 /// What was left when the committer stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,10 +53,7 @@ pub struct LocalCommits {
 impl LocalCommits {
     /// Opens the spool of `deployment`'s warehouse and starts committing it,
     /// gathering requests for `window` after the first one arrives.
-    pub async fn start(
-        deployment: &Deployment,
-        window: Duration,
-    ) -> Result<Self, LocalCommitError> {
+    pub async fn start(deployment: &Deployment, window: Duration) -> Result<Self, HttpError> {
         let spool = Arc::new(open_spool(deployment).await?);
         let recovered = spool.pending();
         let watch = Arc::new(CommitWatch::new());
@@ -102,9 +89,9 @@ impl LocalCommits {
 
     /// Commits what it can of what is queued (each waiting request gets one
     /// more attempt), then stops; the rest stays in the spool.
-    pub async fn stop(self) -> Result<Leftover, LocalCommitError> {
+    pub async fn stop(self) -> Result<Leftover, HttpError> {
         self.spool.close();
-        self.task.await.map_err(LocalCommitError::Task)?;
+        self.task.await.map_err(HttpError::Task)?;
         Ok(Leftover {
             queued: self.spool.pending(),
             location: self.spool.location(),
@@ -114,7 +101,7 @@ impl LocalCommits {
 }
 
 /// The spool under the deployment's warehouse.
-async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, LocalCommitError> {
+async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, HttpError> {
     match deployment.config.warehouse_location().join(SPOOL_DIR) {
         Location::Path(dir) => Ok(SpoolQueue::open_local(dir).await?),
         Location::Uri(uri) if uri.starts_with("file://") => {

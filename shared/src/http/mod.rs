@@ -57,15 +57,24 @@ use crate::source::{Records, Source, SourceBatch};
 use crate::status;
 use watch::{CommitWatch, Mark};
 
-/// Why the HTTP API cannot start.
+/// Why the HTTP API could not start, read a body, or stop its committer.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpSetupError {
+pub enum HttpError {
     /// `routing.allow` is not a list of table patterns.
     #[error(transparent)]
     Allow(#[from] crate::config::ConfigError),
     /// The writer step cannot be built.
     #[error(transparent)]
     Writer(#[from] PipelineError),
+    /// A body that is not records (answered 400).
+    #[error("body: not a JSON array of records: {0}")]
+    Body(#[from] serde_json::Error),
+    /// `floe serve`'s commit spool could not be opened.
+    #[error("opening the commit spool: {0}")]
+    Spool(#[from] crate::queue::QueueError),
+    /// `floe serve`'s committer task panicked.
+    #[error("the committer task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// A request extension saying AWS authenticated the caller (a Function URL
@@ -99,7 +108,7 @@ impl HttpIngest {
     /// The API over a deployment's parts. Without `http.token` only requests
     /// marked [`IamCaller`] get in. Tables are created on first write only
     /// with `http.create_tables`, whatever `routing.create` says.
-    pub fn new(deployment: &Deployment) -> Result<Self, HttpSetupError> {
+    pub fn new(deployment: &Deployment) -> Result<Self, HttpError> {
         let config = &deployment.config;
         let mut writer_config = (**config).clone();
         writer_config.routing.create = config.http.create_tables;
@@ -113,7 +122,7 @@ impl HttpIngest {
         })?;
         Ok(Self {
             token: config.http.token.clone(),
-            allow: Allow::of(&config.routing).map_err(crate::config::ConfigError::from)?,
+            allow: Allow::of(&config.routing)?,
             wait: config.http.wait(),
             writer,
             keys: deployment.http_keys(),

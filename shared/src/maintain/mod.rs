@@ -44,7 +44,7 @@ pub enum MaintainError {
     Catalog(#[from] CatalogError),
     /// Files could not be listed.
     #[error(transparent)]
-    List(#[from] orphans::ListError),
+    List(#[from] crate::storage::StorageError),
     /// Reading or building metadata failed.
     #[error("table {table}: {source}")]
     Iceberg {

@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::storage::StorageError;
+
 /// Default safety window: 16 days, the default commit queue's and DLQ's
 /// retention one after the other (`maintenance.orphan_window_seconds`).
 pub const DEFAULT_WINDOW_MS: i64 = crate::config::DEFAULT_ORPHAN_WINDOW_SECONDS as i64 * 1000;
@@ -17,26 +19,6 @@ pub struct Listed {
     pub uri: String,
     /// Last modification, ms since the epoch.
     pub modified_ms: i64,
-}
-
-/// Why files could not be listed.
-#[derive(Debug, thiserror::Error)]
-pub enum ListError {
-    /// The directory could not be read.
-    #[error("listing {path}: {source}")]
-    Io {
-        /// The directory.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A location this lister cannot list.
-    #[error("listing {0}: {1}")]
-    Unsupported(String, &'static str),
-    /// The object store refused the listing.
-    #[cfg(feature = "aws")]
-    #[error(transparent)]
-    S3(#[from] crate::storage::s3::S3Error),
 }
 
 /// Lists the files under a table location; FileIO cannot, so maintenance
@@ -53,7 +35,7 @@ pub enum Lister {
 
 impl Lister {
     /// Every file under `location`.
-    pub async fn list(&self, location: &str) -> Result<Vec<Listed>, ListError> {
+    pub async fn list(&self, location: &str) -> Result<Vec<Listed>, StorageError> {
         match self {
             #[cfg(feature = "aws")]
             Self::S3(client) if !is_local(location) => {
@@ -74,10 +56,10 @@ impl Lister {
                     Some(p) => PathBuf::from(p),
                     None if !location.contains("://") => PathBuf::from(location),
                     None => {
-                        return Err(ListError::Unsupported(
-                            location.to_string(),
-                            "a local lister reads file:// locations only",
-                        ));
+                        return Err(StorageError::Unlistable {
+                            location: location.to_string(),
+                            reason: "a local lister reads file:// locations only",
+                        });
                     }
                 };
                 let mut out = Vec::new();
@@ -94,8 +76,8 @@ fn is_local(location: &str) -> bool {
     location.starts_with("file:") || !location.contains("://")
 }
 
-fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), ListError> {
-    let io = |source| ListError::Io {
+fn walk(dir: &Path, out: &mut Vec<Listed>) -> Result<(), StorageError> {
+    let io = |source| StorageError::List {
         path: dir.to_path_buf(),
         source,
     };

@@ -15,8 +15,9 @@ use super::part::{Part, Sample, TableContext, infer_options, shred_options};
 use super::report::WriteReport;
 use crate::avro::json_of;
 use crate::catalog::CatalogError;
+use crate::error::RecordErrorKind;
 use crate::evolve::{self, InferOptions};
-use crate::shred::{RecordErrorKind, Shredder};
+use crate::shred::Shredder;
 use crate::source::Pos;
 
 /// Schema changes one batch may make before the rest of its misfits are dead-lettered.

@@ -75,7 +75,7 @@ pub enum PipelineError {
     Commit(#[from] CommitError),
     /// The routing rules cannot be used.
     #[error("config: {0}")]
-    Routing(#[from] crate::route::RuleError),
+    Routing(#[from] crate::error::ConfigError),
     /// A batch names no table and no routing is configured.
     #[error("config: no target table: give one, or configure [routing]")]
     NoTable,

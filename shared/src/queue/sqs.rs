@@ -28,7 +28,8 @@ use tracing::Instrument;
 use super::{CommitQueue, Delivery, QueueError};
 use crate::aws::{AwsClients, AwsError};
 use crate::error::BoxError;
-use crate::storage::s3::{self, S3Error, S3Location};
+use crate::storage::StorageError;
+use crate::storage::s3::{self, S3Location};
 
 /// Bodies larger than this go to S3; the rest of SQS's 256 KiB is headroom.
 pub const CLAIM_CHECK_THRESHOLD: usize = 240 * 1024;
@@ -169,7 +170,7 @@ impl SqsQueue {
                     reference.size
                 ),
             )),
-            Err(S3Error::Request {
+            Err(StorageError::Request {
                 status: Some(404), ..
             }) => Ok(None),
             Err(e) => Err(self.err("claim-check get", e)),

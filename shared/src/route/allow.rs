@@ -3,7 +3,8 @@
 use iceberg::TableIdent;
 
 use super::RouteError;
-use super::settings::{RoutingConfig, RoutingMode, RuleError};
+use super::settings::{RoutingConfig, RoutingMode};
+use crate::error::ConfigError;
 use crate::ident::display;
 
 /// The allow-list; empty allows every valid name.
@@ -15,7 +16,7 @@ pub struct Allow {
 impl Allow {
     /// `routing.allow` of `config`, for tables a caller names itself (the
     /// HTTP function's URL path), which no routing rule produced.
-    pub fn of(config: &RoutingConfig) -> Result<Allow, RuleError> {
+    pub fn of(config: &RoutingConfig) -> Result<Allow, ConfigError> {
         Self::new(&config.allow, config.mode)
     }
 
@@ -33,10 +34,10 @@ impl Allow {
     }
 
     /// Checks each pattern's shape: `NAMESPACE.TABLE` parts of name characters and `*`.
-    pub(super) fn new(patterns: &[String], mode: RoutingMode) -> Result<Allow, RuleError> {
+    pub(super) fn new(patterns: &[String], mode: RoutingMode) -> Result<Allow, ConfigError> {
         for (i, pattern) in patterns.iter().enumerate() {
             let bad = |why: &str| {
-                RuleError::new(
+                ConfigError::key(
                     format!("routing.allow[{i}]"),
                     format!("pattern `{pattern}` {why}"),
                 )

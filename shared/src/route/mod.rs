@@ -20,11 +20,12 @@ use std::sync::{PoisonError, RwLock};
 
 use iceberg::TableIdent;
 
+use crate::error::ConfigError;
 use crate::ident::{InvalidName, MAX_NAME_LEN, parse_table};
 use crate::source::SourceKind;
 pub use allow::Allow;
 use field::Found;
-pub use settings::{RoutingConfig, RoutingMode, RuleError};
+pub use settings::{RoutingConfig, RoutingMode};
 use template::{Placeholder, Template};
 
 /// Where a record came from.
@@ -136,10 +137,10 @@ pub struct Router {
 
 impl Router {
     /// Builds a router, checking the routing config (errors name `routing.*` keys).
-    pub fn new(config: &RoutingConfig) -> Result<Router, RuleError> {
+    pub fn new(config: &RoutingConfig) -> Result<Router, ConfigError> {
         let mode = config.mode;
         let unused = |key: &str, value: &Option<String>| match value {
-            Some(_) => Err(RuleError::new(
+            Some(_) => Err(ConfigError::key(
                 format!("routing.{key}"),
                 format!(
                     "not used when routing.mode = \"{mode}\"; remove it (an empty FLOE_ROUTING_{} clears it)",
@@ -153,7 +154,7 @@ impl Router {
                 .clone()
                 .filter(|v| !v.trim().is_empty())
                 .ok_or_else(|| {
-                    RuleError::new(
+                    ConfigError::key(
                         format!("routing.{key}"),
                         format!(
                             "required when routing.mode = \"{mode}\" (set it in [routing] or FLOE_ROUTING_{})",
@@ -163,7 +164,7 @@ impl Router {
                 })
         };
         let template = |text: String| {
-            Template::parse(&text, mode).map_err(|m| RuleError::new("routing.template", m))
+            Template::parse(&text, mode).map_err(|m| ConfigError::key("routing.template", m))
         };
         let allow = Allow::new(&config.allow, mode)?;
         let rule = match mode {
@@ -172,9 +173,9 @@ impl Router {
                 unused("template", &config.template)?;
                 let table = required("table", &config.table)?;
                 let ident = parse_table(&table)
-                    .map_err(|e| RuleError::new("routing.table", e.to_string()))?;
+                    .map_err(|e| ConfigError::key("routing.table", e.to_string()))?;
                 if !allow.allows(&table) {
-                    return Err(RuleError::new(
+                    return Err(ConfigError::key(
                         "routing.table",
                         format!(
                             "`{table}` is not allowed by routing.allow ({})",

@@ -67,23 +67,3 @@ impl fmt::Display for RoutingMode {
         f.write_str(self.as_str())
     }
 }
-
-/// A `[routing]` setting that cannot be used, naming its key (see
-/// [`crate::config::ConfigError`], which it becomes).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("config key {key}: {message}")]
-pub struct RuleError {
-    /// The key at fault, e.g. `routing.template`.
-    pub key: String,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
-
-impl RuleError {
-    pub(super) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}

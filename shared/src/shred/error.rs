@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::error::{Classify, ErrorKind};
-pub use crate::error::{RecordError, RecordErrorKind};
+pub(super) use crate::error::{RecordError, RecordErrorKind};
 
 /// Why a shredder could not be built or a batch could not be produced.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@
 //!
 //! Keys that match no field are skipped, rejected, or skipped and reported by
 //! [`Shredder::take_unknown`], as [`ShredOptions::unknown_fields`] says; every rejection carries
-//! a [`RecordErrorKind`].
+//! a [`crate::error::RecordErrorKind`].
 
 mod avro;
 mod binary;
@@ -32,9 +32,10 @@ use std::sync::Arc;
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::SchemaRef;
 
-pub use error::{RecordError, RecordErrorKind, ShredError};
+pub use error::ShredError;
 pub use unknown::{Unknown, UnknownFields};
 
+use crate::error::RecordError;
 use column::StructCol;
 use json::Cursor;
 use parse::{Ctx, Scratch};

@@ -35,6 +35,7 @@ use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::StorageError;
 use crate::aws::{AwsClients, AwsError, AwsSettings};
 
 /// The size of each part of a multipart upload; writes smaller than one part
@@ -48,51 +49,14 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// `DeleteObjects` takes at most this many keys per call.
 const DELETE_BATCH: usize = 1000;
 
-/// An S3 call that failed, or a location that is not on S3.
-#[derive(Debug, thiserror::Error)]
-pub enum S3Error {
-    /// The location is not an `s3://bucket/key` URI.
-    #[error("{uri} is not an s3://bucket/key location")]
-    BadUri {
-        /// The location.
-        uri: String,
-    },
-    /// S3 answered with an error, or could not be reached.
-    #[error("S3 {op} s3://{bucket}/{key}: {source}")]
-    Request {
-        /// The S3 operation.
-        op: &'static str,
-        /// The bucket.
-        bucket: String,
-        /// The key (or prefix).
-        key: String,
-        /// The HTTP status, when S3 answered.
-        status: Option<u16>,
-        /// The SDK's error, shown with its causes.
-        source: AwsError,
-    },
-    /// S3 answered, but without something the protocol promises.
-    #[error("S3 {op} s3://{bucket}/{key}: {reason}")]
-    Protocol {
-        /// The S3 operation.
-        op: &'static str,
-        /// The bucket.
-        bucket: String,
-        /// The key.
-        key: String,
-        /// What was missing.
-        reason: String,
-    },
-}
-
-impl S3Error {
+impl StorageError {
     pub(crate) fn request<E, R>(op: &'static str, loc: &S3Location, err: SdkError<E, R>) -> Self
     where
         E: std::error::Error + Send + Sync + 'static,
         R: std::fmt::Debug + Send + Sync + 'static,
         R: std::borrow::Borrow<HttpResponse>,
     {
-        S3Error::Request {
+        StorageError::Request {
             op,
             bucket: loc.bucket.clone(),
             key: loc.key.clone(),
@@ -102,7 +66,7 @@ impl S3Error {
     }
 
     pub(crate) fn protocol(op: &'static str, loc: &S3Location, reason: &str) -> Self {
-        S3Error::Protocol {
+        StorageError::Protocol {
             op,
             bucket: loc.bucket.clone(),
             key: loc.key.clone(),
@@ -111,7 +75,7 @@ impl S3Error {
     }
 }
 
-fn to_iceberg(err: S3Error) -> iceberg::Error {
+fn to_iceberg(err: StorageError) -> iceberg::Error {
     iceberg::Error::new(iceberg::ErrorKind::Unexpected, err.to_string()).with_source(err)
 }
 
@@ -126,16 +90,16 @@ pub struct S3Location {
 
 impl S3Location {
     /// Parses an `s3://bucket/key` URI.
-    pub fn parse(uri: &str) -> Result<Self, S3Error> {
+    pub fn parse(uri: &str) -> Result<Self, StorageError> {
         let rest = ["s3://", "s3a://", "s3n://"]
             .iter()
             .find_map(|scheme| uri.strip_prefix(scheme))
-            .ok_or_else(|| S3Error::BadUri {
+            .ok_or_else(|| StorageError::BadUri {
                 uri: uri.to_string(),
             })?;
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(S3Error::BadUri {
+            return Err(StorageError::BadUri {
                 uri: uri.to_string(),
             });
         }
@@ -154,7 +118,10 @@ impl S3Location {
 /// Every object under `location` (a directory: `t1` does not take `t10`)
 /// as `(URI, last modified ms since the epoch)`, for orphan cleanup, which
 /// FileIO cannot do since it does not list.
-pub async fn list_files(client: &Client, location: &str) -> Result<Vec<(String, i64)>, S3Error> {
+pub async fn list_files(
+    client: &Client,
+    location: &str,
+) -> Result<Vec<(String, i64)>, StorageError> {
     let loc = S3Location::parse(location)?;
     let bucket = loc.bucket.clone();
     // Metadata names files with the scheme of the table location (s3a://…).
@@ -168,7 +135,10 @@ pub async fn list_files(client: &Client, location: &str) -> Result<Vec<(String, 
 
 /// The keys and last-modified times (ms) of the objects below `loc` taken as
 /// a directory: `t1` names `t1/…`, never `t10/…`.
-async fn list_dir(client: &Client, mut loc: S3Location) -> Result<Vec<(String, i64)>, S3Error> {
+async fn list_dir(
+    client: &Client,
+    mut loc: S3Location,
+) -> Result<Vec<(String, i64)>, StorageError> {
     if !loc.key.is_empty() && !loc.key.ends_with('/') {
         loc.key.push('/');
     }
@@ -180,7 +150,7 @@ async fn list_dir(client: &Client, mut loc: S3Location) -> Result<Vec<(String, i
         .send();
     let mut out = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| S3Error::request("ListObjectsV2", &loc, e))?;
+        let page = page.map_err(|e| StorageError::request("ListObjectsV2", &loc, e))?;
         for o in page.contents() {
             if let Some(key) = o.key() {
                 let modified = o.last_modified().map_or(0, |t| t.to_millis().unwrap_or(0));
@@ -252,7 +222,7 @@ impl S3Storage {
         S3Location::parse(path).map_err(to_iceberg)
     }
 
-    async fn head(&self, loc: &S3Location) -> Result<Option<u64>, S3Error> {
+    async fn head(&self, loc: &S3Location) -> Result<Option<u64>, StorageError> {
         let out = self
             .client()
             .await
@@ -266,15 +236,17 @@ impl S3Storage {
                 let len = out
                     .content_length()
                     .and_then(|n| u64::try_from(n).ok())
-                    .ok_or_else(|| S3Error::protocol("HeadObject", loc, "no Content-Length"))?;
+                    .ok_or_else(|| {
+                        StorageError::protocol("HeadObject", loc, "no Content-Length")
+                    })?;
                 Ok(Some(len))
             }
             Err(err) if err.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
-            Err(err) => Err(S3Error::request("HeadObject", loc, err)),
+            Err(err) => Err(StorageError::request("HeadObject", loc, err)),
         }
     }
 
-    async fn delete_keys(&self, bucket: &str, keys: Vec<String>) -> Result<(), S3Error> {
+    async fn delete_keys(&self, bucket: &str, keys: Vec<String>) -> Result<(), StorageError> {
         let client = self.client().await;
         for chunk in keys.chunks(DELETE_BATCH) {
             let loc = S3Location {
@@ -285,25 +257,25 @@ impl S3Storage {
                 .iter()
                 .map(|key| ObjectIdentifier::builder().key(key).build())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| S3Error::protocol("DeleteObjects", &loc, &e.to_string()))?;
+                .map_err(|e| StorageError::protocol("DeleteObjects", &loc, &e.to_string()))?;
             let delete = Delete::builder()
                 .set_objects(Some(objects))
                 .quiet(true)
                 .build()
-                .map_err(|e| S3Error::protocol("DeleteObjects", &loc, &e.to_string()))?;
+                .map_err(|e| StorageError::protocol("DeleteObjects", &loc, &e.to_string()))?;
             let out = client
                 .delete_objects()
                 .bucket(bucket)
                 .delete(delete)
                 .send()
                 .await
-                .map_err(|e| S3Error::request("DeleteObjects", &loc, e))?;
+                .map_err(|e| StorageError::request("DeleteObjects", &loc, e))?;
             if let Some(failed) = out.errors().first() {
                 let loc = S3Location {
                     bucket: bucket.to_string(),
                     key: failed.key().unwrap_or_default().to_string(),
                 };
-                return Err(S3Error::protocol(
+                return Err(StorageError::protocol(
                     "DeleteObjects",
                     &loc,
                     failed.message().unwrap_or("delete refused"),
@@ -324,10 +296,9 @@ impl Storage for S3Storage {
 
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
         let loc = Self::location(path)?;
-        let size =
-            self.head(&loc).await.map_err(to_iceberg)?.ok_or_else(|| {
-                to_iceberg(S3Error::protocol("HeadObject", &loc, "no such object"))
-            })?;
+        let size = self.head(&loc).await.map_err(to_iceberg)?.ok_or_else(|| {
+            to_iceberg(StorageError::protocol("HeadObject", &loc, "no such object"))
+        })?;
         Ok(FileMetadata { size })
     }
 
@@ -369,7 +340,7 @@ impl Storage for S3Storage {
             .send()
             .instrument(span)
             .await
-            .map_err(|e| to_iceberg(S3Error::request("DeleteObject", &loc, e)))?;
+            .map_err(|e| to_iceberg(StorageError::request("DeleteObject", &loc, e)))?;
         Ok(())
     }
 
@@ -413,7 +384,7 @@ pub(crate) async fn get(
     client: &Client,
     loc: &S3Location,
     range: Option<Range<u64>>,
-) -> Result<Bytes, S3Error> {
+) -> Result<Bytes, StorageError> {
     let mut req = client.get_object().bucket(&loc.bucket).key(&loc.key);
     if let Some(r) = &range {
         if r.start >= r.end {
@@ -427,12 +398,12 @@ pub(crate) async fn get(
         let out = req
             .send()
             .await
-            .map_err(|e| S3Error::request("GetObject", loc, e))?;
+            .map_err(|e| StorageError::request("GetObject", loc, e))?;
         let body = out
             .body
             .collect()
             .await
-            .map_err(|e| S3Error::protocol("GetObject", loc, &e.to_string()))?;
+            .map_err(|e| StorageError::protocol("GetObject", loc, &e.to_string()))?;
         Ok(body.into_bytes())
     }
     .instrument(span)
@@ -440,7 +411,11 @@ pub(crate) async fn get(
 }
 
 /// Writes a whole object in one `PutObject`.
-pub(crate) async fn put(client: &Client, loc: &S3Location, body: Bytes) -> Result<(), S3Error> {
+pub(crate) async fn put(
+    client: &Client,
+    loc: &S3Location,
+    body: Bytes,
+) -> Result<(), StorageError> {
     let span =
         tracing::debug_span!("s3.put", bucket = %loc.bucket, key = %loc.key, len = body.len());
     client
@@ -451,19 +426,19 @@ pub(crate) async fn put(client: &Client, loc: &S3Location, body: Bytes) -> Resul
         .send()
         .instrument(span)
         .await
-        .map_err(|e| S3Error::request("PutObject", loc, e))?;
+        .map_err(|e| StorageError::request("PutObject", loc, e))?;
     Ok(())
 }
 
 /// Deletes one object; deleting a missing object succeeds, as in S3 itself.
-pub(crate) async fn delete(client: &Client, loc: &S3Location) -> Result<(), S3Error> {
+pub(crate) async fn delete(client: &Client, loc: &S3Location) -> Result<(), StorageError> {
     client
         .delete_object()
         .bucket(&loc.bucket)
         .key(&loc.key)
         .send()
         .await
-        .map_err(|e| S3Error::request("DeleteObject", loc, e))?;
+        .map_err(|e| StorageError::request("DeleteObject", loc, e))?;
     Ok(())
 }
 
@@ -488,7 +463,7 @@ impl FileRead for S3Reader {
 struct Upload {
     id: String,
     next_part: i32,
-    in_flight: JoinSet<Result<CompletedPart, S3Error>>,
+    in_flight: JoinSet<Result<CompletedPart, StorageError>>,
     done: Vec<CompletedPart>,
 }
 
@@ -514,7 +489,7 @@ impl S3Writer {
         }
     }
 
-    async fn start(&mut self) -> Result<(), S3Error> {
+    async fn start(&mut self) -> Result<(), StorageError> {
         if self.upload.is_some() {
             return Ok(());
         }
@@ -525,10 +500,10 @@ impl S3Writer {
             .key(&self.loc.key)
             .send()
             .await
-            .map_err(|e| S3Error::request("CreateMultipartUpload", &self.loc, e))?;
-        let id = out
-            .upload_id()
-            .ok_or_else(|| S3Error::protocol("CreateMultipartUpload", &self.loc, "no UploadId"))?;
+            .map_err(|e| StorageError::request("CreateMultipartUpload", &self.loc, e))?;
+        let id = out.upload_id().ok_or_else(|| {
+            StorageError::protocol("CreateMultipartUpload", &self.loc, "no UploadId")
+        })?;
         tracing::debug!(bucket = %self.loc.bucket, key = %self.loc.key, upload_id = id, "multipart upload started");
         self.upload = Some(Upload {
             id: id.to_string(),
@@ -540,12 +515,16 @@ impl S3Writer {
     }
 
     /// Sends one part, waiting first for a slot when too many are in flight.
-    async fn send_part(&mut self, body: Bytes) -> Result<(), S3Error> {
+    async fn send_part(&mut self, body: Bytes) -> Result<(), StorageError> {
         self.start().await?;
         let loc = self.loc.clone();
         let client = self.client.clone();
         let Some(upload) = self.upload.as_mut() else {
-            return Err(S3Error::protocol("UploadPart", &loc, "upload not started"));
+            return Err(StorageError::protocol(
+                "UploadPart",
+                &loc,
+                "upload not started",
+            ));
         };
         while upload.in_flight.len() >= PARTS_IN_FLIGHT {
             join_one(upload, &loc).await?;
@@ -565,10 +544,10 @@ impl S3Writer {
                     .body(ByteStream::from(body))
                     .send()
                     .await
-                    .map_err(|e| S3Error::request("UploadPart", &loc, e))?;
+                    .map_err(|e| StorageError::request("UploadPart", &loc, e))?;
                 let etag = out
                     .e_tag()
-                    .ok_or_else(|| S3Error::protocol("UploadPart", &loc, "no ETag"))?;
+                    .ok_or_else(|| StorageError::protocol("UploadPart", &loc, "no ETag"))?;
                 Ok(CompletedPart::builder()
                     .e_tag(etag)
                     .part_number(number)
@@ -579,10 +558,10 @@ impl S3Writer {
         Ok(())
     }
 
-    async fn complete(&mut self) -> Result<(), S3Error> {
+    async fn complete(&mut self) -> Result<(), StorageError> {
         let loc = self.loc.clone();
         let Some(upload) = self.upload.as_mut() else {
-            return Err(S3Error::protocol(
+            return Err(StorageError::protocol(
                 "CompleteMultipartUpload",
                 &loc,
                 "upload not started",
@@ -605,7 +584,7 @@ impl S3Writer {
             )
             .send()
             .await
-            .map_err(|e| S3Error::request("CompleteMultipartUpload", &loc, e))?;
+            .map_err(|e| StorageError::request("CompleteMultipartUpload", &loc, e))?;
         self.upload = None;
         Ok(())
     }
@@ -630,7 +609,7 @@ impl S3Writer {
         }
     }
 
-    async fn write_inner(&mut self, bs: Bytes) -> Result<(), S3Error> {
+    async fn write_inner(&mut self, bs: Bytes) -> Result<(), StorageError> {
         self.buf.extend_from_slice(&bs);
         while self.buf.len() >= PART_SIZE {
             let part = self.buf.split_to(PART_SIZE).freeze();
@@ -639,7 +618,7 @@ impl S3Writer {
         Ok(())
     }
 
-    async fn close_inner(&mut self) -> Result<(), S3Error> {
+    async fn close_inner(&mut self) -> Result<(), StorageError> {
         let rest = std::mem::take(&mut self.buf).freeze();
         if self.upload.is_none() {
             return put(&self.client, &self.loc, rest).await;
@@ -651,13 +630,13 @@ impl S3Writer {
     }
 }
 
-async fn join_one(upload: &mut Upload, loc: &S3Location) -> Result<(), S3Error> {
+async fn join_one(upload: &mut Upload, loc: &S3Location) -> Result<(), StorageError> {
     match upload.in_flight.join_next().await {
         Some(Ok(part)) => {
             upload.done.push(part?);
             Ok(())
         }
-        Some(Err(join)) => Err(S3Error::protocol("UploadPart", loc, &join.to_string())),
+        Some(Err(join)) => Err(StorageError::protocol("UploadPart", loc, &join.to_string())),
         None => Ok(()),
     }
 }
@@ -666,7 +645,7 @@ async fn join_one(upload: &mut Upload, loc: &S3Location) -> Result<(), S3Error> 
 impl FileWrite for S3Writer {
     async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
         if self.closed {
-            return Err(to_iceberg(S3Error::protocol(
+            return Err(to_iceberg(StorageError::protocol(
                 "write",
                 &self.loc,
                 "writer already closed",

@@ -29,7 +29,7 @@ pub use position::FileDeletes;
 pub use properties::*;
 use rows::RowId;
 
-use crate::error::{Classify, ErrorKind};
+use crate::error::{Classify, ConfigError, ErrorKind};
 use crate::ident::display;
 
 /// Rows handed to the Parquet writer between two checks of the file size.
@@ -44,7 +44,7 @@ pub enum WriteError {
         /// The table.
         table: String,
         /// The property at fault.
-        source: PropertyError,
+        source: Box<ConfigError>,
     },
     /// Parquet encoding, partitioning or storage failed.
     #[error("table {table}: writing data files: {source}")]
@@ -149,7 +149,7 @@ impl TableWriter {
         let settings = FileSettings::from_properties(metadata.properties()).map_err(|source| {
             WriteError::Property {
                 table: table.clone(),
-                source,
+                source: Box::new(source),
             }
         })?;
         let splitter = if spec.is_unpartitioned() {

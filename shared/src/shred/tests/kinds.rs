@@ -2,8 +2,9 @@
 
 use iceberg::spec::{PrimitiveType as P, Schema, Type};
 
-use super::super::{EpochUnit, RecordErrorKind as K, ShredOptions, UnknownFields};
+use super::super::{EpochUnit, ShredOptions, UnknownFields};
 use super::{list, map, opt, p, rejected, req, run_with, schema, strukt};
+use crate::error::RecordErrorKind as K;
 
 /// Pushes each record and asserts it is rejected at `field`, with `kind`, for a reason
 /// containing `says` (so each case hits the error site it is meant to).

@@ -401,16 +401,16 @@ fn unsupported_field_width_fails_at_build_only() {
 
 #[test]
 fn record_error_display() {
-    let e = super::super::RecordError {
+    let e = crate::error::RecordError {
         field: "a.b".into(),
         reason: "bad".into(),
-        kind: super::super::RecordErrorKind::TypeMismatch,
+        kind: crate::error::RecordErrorKind::TypeMismatch,
     };
     assert_eq!(e.to_string(), "field `a.b`: bad");
-    let e = super::super::RecordError {
+    let e = crate::error::RecordError {
         field: String::new(),
         reason: "bad".into(),
-        kind: super::super::RecordErrorKind::Syntax,
+        kind: crate::error::RecordErrorKind::Syntax,
     };
     assert_eq!(e.to_string(), "bad");
 }

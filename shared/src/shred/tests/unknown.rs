@@ -7,8 +7,9 @@ use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use iceberg::spec::PrimitiveType as P;
 
-use super::super::{RecordError, RecordErrorKind, ShredOptions, Shredder, Unknown, UnknownFields};
+use super::super::{ShredOptions, Shredder, Unknown, UnknownFields};
 use super::{all_ok, list, map, opt, p, rejected, req, run_with, schema, strukt};
+use crate::error::{RecordError, RecordErrorKind};
 
 fn nested_schema() -> iceberg::spec::Schema {
     schema(vec![
