@@ -69,6 +69,14 @@ pub enum EmbeddedError {
         #[source]
         last: Box<PipelineError>,
     },
+    /// An input's checkpoint (what a rerun skips) could not be read or saved.
+    #[error("reading {source_name}: {source}")]
+    Checkpoint {
+        /// The input.
+        source_name: String,
+        /// The checkpoint's error.
+        source: crate::rerun::CheckpointError,
+    },
     /// A task panicked or was cancelled.
     #[error("task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -800,9 +808,9 @@ impl Reading {
             source_name: input.source.clone(),
             error,
         };
-        let ck_err = |e: crate::rerun::CheckpointError| EmbeddedError::Input {
+        let ck_err = |source| EmbeddedError::Checkpoint {
             source_name: input.source.clone(),
-            error: std::io::Error::other(e.to_string()),
+            source,
         };
         let stream = matches!(
             input.kind,

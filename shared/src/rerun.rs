@@ -51,12 +51,12 @@ pub struct Checkpoint {
 
 /// Why a checkpoint could not be read or saved.
 #[derive(Debug, thiserror::Error)]
-#[error("input checkpoint {path}: {reason}")]
+#[error("input checkpoint {path}: {source}")]
 pub struct CheckpointError {
     /// The checkpoint file.
     pub path: String,
-    /// What failed.
-    pub reason: String,
+    /// The storage's error.
+    pub source: Box<iceberg::Error>,
 }
 
 /// The versions of one input runs read, newest first, as saved.
@@ -100,16 +100,16 @@ impl Checkpoints {
         let mut newest = Versions::default();
         for slot in 0..2 {
             let path = self.path(input, slot);
-            let err = |reason: String| CheckpointError {
+            let err = |source| CheckpointError {
                 path: path.clone(),
-                reason,
+                source: Box::new(source),
             };
             let io = &self.file_io;
-            if !io.exists(&path).await.map_err(|e| err(e.to_string()))? {
+            if !io.exists(&path).await.map_err(err)? {
                 continue;
             }
-            let input_file = io.new_input(&path).map_err(|e| err(e.to_string()))?;
-            let bytes = input_file.read().await.map_err(|e| err(e.to_string()))?;
+            let input_file = io.new_input(&path).map_err(err)?;
+            let bytes = input_file.read().await.map_err(err)?;
             // A save cut short is not JSON; the other slot holds the one before.
             let Ok(mut saved) = serde_json::from_slice::<Versions>(&bytes) else {
                 continue;
@@ -146,17 +146,18 @@ impl Checkpoints {
             list,
         };
         let path = self.path(&ck.input, next.seq);
-        let err = |reason: String| CheckpointError {
+        let err = |source| CheckpointError {
             path: path.clone(),
-            reason,
+            source: Box::new(source),
         };
-        let body = serde_json::to_vec(&next).map_err(|e| err(e.to_string()))?;
+        // Serialising a plain structure into memory cannot fail.
+        let body = serde_json::to_vec(&next).unwrap_or_default();
         self.file_io
             .new_output(&path)
-            .map_err(|e| err(e.to_string()))?
+            .map_err(err)?
             .write(body.into())
             .await
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(err)?;
         *versions = next;
         Ok(())
     }

@@ -28,6 +28,17 @@ pub enum TableDefError {
         #[source]
         source: serde_json::Error,
     },
+    /// The schema file could not be read.
+    #[error("schema file {}: {source}", path.display())]
+    SchemaFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// No schema is given, and the batch has no record to infer one from.
+    #[error("cannot infer a schema: no record in the batch has a non-null field")]
+    Uninferable,
     /// iceberg-rust refused the schema (an identifier field it cannot take).
     #[error("schema: {0}")]
     Schema(#[source] iceberg::Error),

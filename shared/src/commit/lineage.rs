@@ -182,7 +182,7 @@ fn written_out(
     columns[n - 2] = Arc::new(ids) as ArrayRef;
     columns[n - 1] = Arc::new(seqs) as ArrayRef;
     RecordBatch::try_new(batch.schema(), columns)
-        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("lineage columns: {e}")))
+        .map_err(|e| Error::new(ErrorKind::Unexpected, "lineage columns").with_source(e))
 }
 
 /// Assigns a `first_row_id` to each data manifest in `manifests` that has

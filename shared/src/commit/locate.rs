@@ -223,7 +223,7 @@ pub fn digests_of(batch: &RecordBatch, key_names: &[String]) -> iceberg::Result<
             "a keyed table's file lacks its key columns {key_names:?}"
         ))
     })?;
-    rowkey::digests(batch, &columns).map_err(|e| invalid(e.to_string()))
+    rowkey::digests(batch, &columns).map_err(|e| invalid("the file's keys".into()).with_source(e))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -51,14 +51,14 @@ pub async fn read_file(
         arrow
             .field_with_name(&name)
             .map(|f| Arc::new(f.clone()))
-            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e.to_string()))
+            .map_err(|e| invalid("a column the table's schema has", e))
     };
     let batches = if held.is_empty() {
         let rows = usize::try_from(file.record_count()).unwrap_or(usize::MAX);
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         vec![
             RecordBatch::try_new_with_options(Arc::new(ArrowSchema::empty()), vec![], &options)
-                .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e.to_string()))?,
+                .map_err(|e| invalid("an empty batch of the file's rows", e))?,
         ]
     } else {
         scan(file_io, schema.clone(), held.clone(), file).await?
@@ -83,7 +83,7 @@ pub async fn read_file(
                 }
             }
             RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
-                .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, e.to_string()))
+                .map_err(|e| invalid("the file's rows in the table's columns", e))
         })
         .collect()
 }
@@ -118,4 +118,9 @@ async fn scan(
     let reader = ArrowReaderBuilder::new(file_io.clone(), iceberg::Runtime::try_current()?).build();
     let tasks = futures::stream::iter([Ok(task)]).boxed();
     reader.read(tasks)?.stream().try_collect().await
+}
+
+/// Arrow refused to build `what`.
+fn invalid(what: &str, e: arrow_schema::ArrowError) -> iceberg::Error {
+    iceberg::Error::new(iceberg::ErrorKind::DataInvalid, what.to_string()).with_source(e)
 }

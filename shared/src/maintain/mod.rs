@@ -566,7 +566,7 @@ fn trim_metadata_log(
     // The builder only trims the log by count; the spec's JSON form is the
     // one way in from outside the crate.
     let mut json = serde_json::to_value(&metadata)
-        .map_err(|e| Error::new(ErrorKind::DataInvalid, e.to_string()))?;
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, "table metadata").with_source(e))?;
     if let Some(log) = json.get_mut("metadata-log").and_then(|l| l.as_array_mut()) {
         log.retain(|l| {
             l.get("timestamp-ms")
@@ -575,7 +575,7 @@ fn trim_metadata_log(
         });
     }
     let trimmed = serde_json::from_value(json)
-        .map_err(|e| Error::new(ErrorKind::DataInvalid, e.to_string()))?;
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, "trimmed table metadata").with_source(e))?;
     Ok((trimmed, dropped))
 }
 

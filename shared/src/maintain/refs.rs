@@ -15,10 +15,10 @@ use iceberg::{Error, ErrorKind};
 /// which the crate serialises from that same map.
 pub fn of(metadata: &TableMetadata) -> iceberg::Result<BTreeMap<String, SnapshotReference>> {
     let json = serde_json::to_value(metadata)
-        .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("table metadata: {e}")))?;
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, "table metadata").with_source(e))?;
     match json.get("refs") {
         None | Some(serde_json::Value::Null) => Ok(BTreeMap::new()),
         Some(refs) => serde_json::from_value(refs.clone())
-            .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("table refs: {e}"))),
+            .map_err(|e| Error::new(ErrorKind::DataInvalid, "table refs").with_source(e)),
     }
 }

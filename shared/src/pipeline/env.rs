@@ -21,12 +21,13 @@ use crate::change::{self, ChangeFormat};
 use crate::commit::CommitEngine;
 use crate::config::{Changelog, Config, ResolvedTable};
 use crate::dlq::{DeadLetters, Rejected};
+use crate::error::BoxError;
 use crate::evolve::{self, InferOptions};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 use crate::metrics::Counters;
 use crate::queue::QueueRef;
-use crate::tabledef;
+use crate::tabledef::{self, TableDefError};
 use crate::write::TableWriter;
 
 /// Records sampled to infer the schema of a table created on first write.
@@ -157,15 +158,22 @@ impl Env {
         sample: &Sample<'_, '_>,
     ) -> Result<LoadedTable, PipelineError> {
         let table = display(ident);
-        let def_err = |reason: String| PipelineError::TableDef {
+        let def_err = |source: BoxError| PipelineError::TableDef {
             table: table.clone(),
-            reason,
+            source,
         };
         let schema: Schema = match &settings.schema {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| def_err(format!("schema file {}: {e}", path.display())))?;
-                tabledef::parse_schema(&text).map_err(|e| def_err(e.to_string()))?
+                let text = std::fs::read_to_string(path).map_err(|source| {
+                    def_err(
+                        TableDefError::SchemaFile {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into(),
+                    )
+                })?;
+                tabledef::parse_schema(&text).map_err(|e| def_err(e.into()))?
             }
             None => {
                 // Change records describe rows: infer from the rows they carry.
@@ -198,15 +206,12 @@ impl Env {
                     declared: sample.declared.cloned(),
                     ..infer_options(settings)
                 };
-                evolve::infer_schema(&values, &opts).ok_or_else(|| {
-                    def_err(
-                        "cannot infer a schema: no record in the batch has a non-null field".into(),
-                    )
-                })?
+                evolve::infer_schema(&values, &opts)
+                    .ok_or_else(|| def_err(TableDefError::Uninferable.into()))?
             }
         };
         let creation = tabledef::configured_creation(ident.name(), schema, settings)
-            .map_err(|e| def_err(e.to_string()))?;
+            .map_err(|e| def_err(e.into()))?;
         match self.parts.catalog.create_table(ident, creation).await {
             Ok(loaded) => {
                 info!(table = %table, "created table on first write");

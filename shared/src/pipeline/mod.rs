@@ -80,12 +80,12 @@ pub enum PipelineError {
     #[error("config: no target table: give one, or configure [routing]")]
     NoTable,
     /// A table to create on first write has a definition floe cannot use.
-    #[error("table {table}: {reason}")]
+    #[error("table {table}: {source}")]
     TableDef {
         /// The table.
         table: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: the definition's error, or the schema's.
+        source: crate::error::BoxError,
     },
     /// The run's deadline came before this table's commit could start or
     /// finish; its requests go back to the queue and the next run commits

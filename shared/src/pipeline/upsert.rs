@@ -247,7 +247,7 @@ fn key_digests(
     let all: Vec<usize> = (0..keys.num_columns()).collect();
     let computed = rowkey::digests(&keys, &all).map_err(|e| PipelineError::TableDef {
         table: part.table.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     for (row, i) in rows.into_iter().enumerate() {
         digests[i] = computed.get(row).copied();

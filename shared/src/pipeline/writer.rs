@@ -22,7 +22,7 @@ use super::upsert::upsert;
 use crate::catalog::CatalogError;
 use crate::config::Changelog;
 use crate::dlq::Rejected;
-use crate::error::Classify;
+use crate::error::{BoxError, Classify};
 use crate::ident::display;
 use crate::metrics::Counters;
 use crate::route::Router;
@@ -226,14 +226,14 @@ impl Writer {
         let log = changelog::table_of(part.ident);
         let name = display(&log);
         if let Err(CatalogError::NoSuchTable { .. }) = parts.catalog.load_table(&log).await {
-            let def_err = |reason: String| PipelineError::TableDef {
+            let def_err = |source: BoxError| PipelineError::TableDef {
                 table: name.clone(),
-                reason,
+                source,
             };
-            let schema = changelog::schema(main_schema).map_err(|e| def_err(e.to_string()))?;
+            let schema = changelog::schema(main_schema).map_err(|e| def_err(e.into()))?;
             let settings = parts.config.table(&name);
             let creation = tabledef::configured_creation(log.name(), schema, &settings)
-                .map_err(|e| def_err(e.to_string()))?;
+                .map_err(|e| def_err(e.into()))?;
             match parts.catalog.create_table(&log, creation).await {
                 Ok(_) => report.created.push(name.clone()),
                 // Another writer created it first.

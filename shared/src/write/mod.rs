@@ -264,12 +264,10 @@ impl TableWriter {
         let mut files = Vec::new();
         for mut b in writer.close().await.map_err(|e| self.err(e))? {
             describe(&mut b);
-            files.push(b.build().map_err(|e| {
-                self.err(iceberg::Error::new(
-                    iceberg::ErrorKind::Unexpected,
-                    e.to_string(),
-                ))
-            })?);
+            files.push(
+                b.build()
+                    .map_err(|e| self.unexpected("a data file entry", e))?,
+            );
         }
         Ok(files)
     }
@@ -341,13 +339,8 @@ impl TableWriter {
         ));
         let mut columns = batch.columns().to_vec();
         columns.push(ordinals);
-        let widened =
-            RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns).map_err(|e| {
-                self.err(iceberg::Error::new(
-                    iceberg::ErrorKind::Unexpected,
-                    e.to_string(),
-                ))
-            })?;
+        let widened = RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)
+            .map_err(|e| self.unexpected("the batch with its row numbers", e))?;
         let last = batch.num_columns();
         splitter
             .split(&widened)
@@ -360,12 +353,9 @@ impl TableWriter {
                     .downcast_ref::<UInt32Array>()
                     .map(|a| a.values().to_vec())
                     .unwrap_or_default();
-                let part = part.project(&(0..last).collect::<Vec<_>>()).map_err(|e| {
-                    self.err(iceberg::Error::new(
-                        iceberg::ErrorKind::Unexpected,
-                        e.to_string(),
-                    ))
-                })?;
+                let part = part
+                    .project(&(0..last).collect::<Vec<_>>())
+                    .map_err(|e| self.unexpected("a partition without its row numbers", e))?;
                 Ok((Some(key), part, Some(ordinals)))
             })
             .collect()
@@ -427,12 +417,9 @@ impl TableWriter {
                     b.partition(k.data().clone());
                 }
                 b.partition_spec_id(self.spec.spec_id());
-                let file = b.build().map_err(|e| {
-                    self.err(iceberg::Error::new(
-                        iceberg::ErrorKind::Unexpected,
-                        e.to_string(),
-                    ))
-                })?;
+                let file = b
+                    .build()
+                    .map_err(|e| self.unexpected("a data file entry", e))?;
                 files.push(file);
             }
         }
@@ -463,5 +450,16 @@ impl TableWriter {
             table: display(&self.ident),
             source: Box::new(source),
         }
+    }
+
+    /// A step Arrow or iceberg-rust should never refuse here failed building `what`.
+    fn unexpected(
+        &self,
+        what: &str,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> WriteError {
+        self.err(
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, what.to_string()).with_source(e),
+        )
     }
 }

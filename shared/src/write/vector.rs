@@ -181,9 +181,11 @@ impl TableWriter {
                     .referenced_data_file(Some(d.data_file.clone()))
                     .content_offset(Some(offset as i64))
                     .content_size_in_bytes(Some(size as i64));
-                let file = b
-                    .build()
-                    .map_err(|e| self.err(Error::new(ErrorKind::Unexpected, e.to_string())))?;
+                let file = b.build().map_err(|e| {
+                    self.err(
+                        Error::new(ErrorKind::Unexpected, "deletion vector entry").with_source(e),
+                    )
+                })?;
                 Ok((d.spec_id, file))
             })
             .collect()
