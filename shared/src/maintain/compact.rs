@@ -242,7 +242,6 @@ pub async fn rewrite(
     let all_ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
     let writer =
         TableWriter::with_schema(&loaded.ident, meta, schema.clone(), ctx.file_io.clone())?;
-    let same_spec = |f: &LiveFile| f.spec_id == writer.spec_id();
     let mut out = Rewrite {
         sequence_number: current.sequence_number(),
         remaining,
@@ -253,36 +252,13 @@ pub async fn rewrite(
             .collect(),
         ..Default::default()
     };
-    // Per partition: the kept rows gathered so far, with the inputs they came from.
-    let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
-    for f in &step {
-        let read = Read {
-            schema: &schema,
-            ids: &all_ids,
-            key_names: &key_names,
-            lineage,
-        };
-        let kept = read_kept(ctx, f, &read, &deleted).await?;
-        out.dropped += kept.dropped;
-        let group = pending
-            .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
-            .or_default();
-        for b in kept.batches {
-            group.bytes += b.get_array_memory_size();
-            group.batches.push(b);
-        }
-        group
-            .inputs
-            .push((f.file.file_path().to_string(), kept.rows, same_spec(f)));
-        out.removed_data.push(f.file.file_path().to_string());
-        if group.bytes >= CHUNK_BYTES {
-            let group = std::mem::take(group);
-            flush(ctx, &writer, group, &mut out).await?;
-        }
-    }
-    for (_, group) in pending {
-        flush(ctx, &writer, group, &mut out).await?;
-    }
+    let read = Read {
+        schema: &schema,
+        ids: &all_ids,
+        key_names: &key_names,
+        lineage,
+    };
+    rewrite_files(ctx, &writer, &step, &read, &deleted, &mut out).await?;
     out.removed_deletes = unneeded_deletes(ctx, &live, &out.removed_data, &by_path).await?;
     info!(
         files_in = out.removed_data.len(),
@@ -294,6 +270,45 @@ pub async fn rewrite(
         "compaction step rewrote files"
     );
     Ok(Some(out))
+}
+
+/// Reads each file of `step` without its deleted rows and writes the kept
+/// rows partition by partition, a file whenever a partition has gathered
+/// [`CHUNK_BYTES`]; what it read and wrote goes into `out`.
+async fn rewrite_files(
+    ctx: &PlanContext<'_>,
+    writer: &TableWriter,
+    step: &[&LiveFile],
+    read: &Read<'_>,
+    deleted: &Deleted,
+    out: &mut Rewrite,
+) -> Result<(), CommitError> {
+    // Per partition: the kept rows gathered so far, with the inputs they came from.
+    let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+    for f in step {
+        let kept = read_kept(ctx, f, read, deleted).await?;
+        out.dropped += kept.dropped;
+        let group = pending
+            .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
+            .or_default();
+        for b in kept.batches {
+            group.bytes += b.get_array_memory_size();
+            group.batches.push(b);
+        }
+        let same_spec = f.spec_id == writer.spec_id();
+        group
+            .inputs
+            .push((f.file.file_path().to_string(), kept.rows, same_spec));
+        out.removed_data.push(f.file.file_path().to_string());
+        if group.bytes >= CHUNK_BYTES {
+            let group = std::mem::take(group);
+            flush(ctx, writer, group, out).await?;
+        }
+    }
+    for (_, group) in pending {
+        flush(ctx, writer, group, out).await?;
+    }
+    Ok(())
 }
 
 /// One step: the selected files in order, up to the step's input bytes
