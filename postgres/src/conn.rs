@@ -117,7 +117,7 @@ pub async fn read_login(
 ) -> Result<SecretLogin, PgError> {
     let text = floe_core::secrets::read_secret(clients, "postgres.secret", arn)
         .await
-        .map_err(|e| conninfo_error(e.to_string()))?;
+        .map_err(|e| setup_error("postgres.secret".into(), e))?;
     SecretLogin::from_json(&text).map_err(|e| conninfo_error(format!("postgres.secret {arn}: {e}")))
 }
 
@@ -309,17 +309,19 @@ impl ConnSettings {
         match &self.root_cert {
             None => {}
             Some(RootCert::File(path)) => {
-                let fail =
-                    |why: String| conninfo_error(format!("sslrootcert {}: {why}", path.display()));
+                let what = || format!("sslrootcert {}", path.display());
                 let certs = CertificateDer::pem_file_iter(path)
-                    .map_err(|e| fail(e.to_string()))?
+                    .map_err(|e| setup_error(what(), e))?
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| setup_error(what(), e))?;
                 if certs.is_empty() {
-                    return Err(fail("no PEM certificate in the file".into()));
+                    return Err(conninfo_error(format!(
+                        "{}: no PEM certificate in the file",
+                        what()
+                    )));
                 }
                 for cert in certs {
-                    roots.add(cert).map_err(|e| fail(e.to_string()))?;
+                    roots.add(cert).map_err(|e| setup_error(what(), e))?;
                 }
             }
             Some(RootCert::System) => {
@@ -380,7 +382,7 @@ impl ConnSettings {
 
     fn tls(&self) -> Result<MakeRustls, PgError> {
         let config = client_config(self.verify(), self.roots()?)
-            .map_err(|e| conninfo_error(format!("TLS setup: {e}")))?;
+            .map_err(|e| setup_error("TLS setup".into(), e))?;
         Ok(MakeRustls(std::sync::Arc::new(config)))
     }
 
@@ -549,6 +551,14 @@ fn quote_value(v: &str) -> String {
 
 fn conninfo_error(message: String) -> PgError {
     PgError::Conninfo { message }
+}
+
+/// Reading or using what the conninfo names (`context`) failed with `e`.
+fn setup_error(context: String, e: impl Into<floe_core::error::BoxError>) -> PgError {
+    PgError::Setup {
+        context,
+        source: e.into(),
+    }
 }
 
 /// Parses a libpq conninfo: `key=value` pairs (values optionally in single
@@ -728,7 +738,7 @@ fn pgpass_lookup(
         }
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|e| conninfo_error(format!("passfile {}: {e}", path.display())))?;
+        .map_err(|e| setup_error(format!("passfile {}", path.display()), e))?;
     let first = |key: &str| {
         params
             .get(key)

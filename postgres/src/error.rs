@@ -21,6 +21,16 @@ pub enum PgError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A file or secret the conninfo names could not be read or used: a
+    /// passfile, a root certificate, the login secret, the TLS setup.
+    #[error("postgres conninfo: {context}: {source}")]
+    Setup {
+        /// What it names, and where.
+        context: String,
+        /// The reader's or the TLS library's error.
+        #[source]
+        source: floe_core::error::BoxError,
+    },
     /// Connecting failed in a way with a known fix (TLS, password).
     #[error(
         "postgres: connecting to {host} (sslmode={sslmode}): {fix} ({})",
@@ -241,6 +251,7 @@ impl Classify for PgError {
             // A SQLSTATE no retry outlives: a privilege, an object, the query.
             PgError::Query { .. }
             | PgError::Conninfo { .. }
+            | PgError::Setup { .. }
             | PgError::Connect { .. }
             | PgError::WalLevel { .. }
             | PgError::NoReplicationRole { .. }

@@ -20,6 +20,7 @@ use floe_core::commit::{CommitEngine, CommitError, RetryPolicy};
 use floe_core::config::Config;
 use floe_core::deploy::Deployment;
 use floe_core::embedded::{Embedded, EmbeddedError, IngestOptions, IngestReport};
+use floe_core::error::{BoxError, Classify, ErrorKind};
 use floe_core::evolve::widen_column;
 use floe_core::ident::display;
 use floe_core::ledger::{Ledger, LedgerError, LedgerStore};
@@ -72,12 +73,20 @@ pub enum SyncError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     /// A table cannot be created or evolved.
-    #[error("table {table}: {reason}")]
+    #[error("table {table}: {source}")]
     Table {
         /// The Iceberg table.
         table: String,
-        /// Why.
-        reason: String,
+        /// Why: the definition's or the schema's error.
+        source: BoxError,
+    },
+    /// A table's commit failed; the slot was not advanced past its changes.
+    #[error("table {table}: commit failed, the slot stays where it was: {source}")]
+    CommitFailed {
+        /// The Iceberg table.
+        table: String,
+        /// The commit's error.
+        source: Box<PipelineError>,
     },
     /// The slot lost changes the tables have not got: reading on would
     /// silently skip them.
@@ -99,6 +108,25 @@ pub enum SyncError {
         /// The last position they hold.
         held: String,
     },
+}
+
+/// What each part answers; a table floe cannot create or evolve stays so,
+/// and a lost slot needs a resync.
+impl Classify for SyncError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            SyncError::Source(e) => e.kind(),
+            SyncError::Pipeline(e) => e.kind(),
+            SyncError::Write(e) => e.kind(),
+            SyncError::Queue(e) => e.kind(),
+            SyncError::Catalog(e) => e.kind(),
+            SyncError::Commit(e) => e.kind(),
+            SyncError::Ledger(e) => e.kind(),
+            SyncError::CommitFailed { source, .. } => source.kind(),
+            SyncError::Table { .. } => ErrorKind::Config,
+            SyncError::SlotLost { .. } => ErrorKind::Repair,
+        }
+    }
 }
 
 /// How a sync runs.
@@ -300,15 +328,15 @@ impl SyncTarget for Deployment {
             )
             .await?
         {
-            if let Some(failed) = commit.tables.into_iter().find(|t| t.result.is_err()) {
-                let reason = failed
-                    .result
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                return Err(SyncError::Table {
-                    table: failed.table,
-                    reason: format!("commit failed, the slot stays where it was: {reason}"),
+            if let Some((table, Err(e))) = commit
+                .tables
+                .into_iter()
+                .map(|t| (t.table, t.result))
+                .find(|(_, r)| r.is_err())
+            {
+                return Err(SyncError::CommitFailed {
+                    table,
+                    source: Box::new(e),
                 });
             }
         }
@@ -870,7 +898,7 @@ async fn ensure_table(
     let creation = tabledef::configured_creation(ident.name(), schema, &settings).map_err(|e| {
         SyncError::Table {
             table: name.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         }
     })?;
     catalog.ensure_namespace(ident.namespace()).await?;
@@ -916,12 +944,13 @@ fn with_schema_changes(
             (Type::Primitive(_), Type::Primitive(to)) => {
                 schema = widen_column(&schema, &f.name, to).map_err(|reason| SyncError::Table {
                     table: display(ident),
-                    reason: format!(
+                    source: format!(
                         "Postgres changed the type of column {:?} to one Iceberg cannot \
                          widen to: {reason}; fix: revert the column type, or drop the Iceberg \
                          table and run `floe pg resync` to copy it again with the new type",
                         f.name
-                    ),
+                    )
+                    .into(),
                 })?;
             }
             _ => {}
@@ -951,7 +980,7 @@ fn with_schema_changes(
         .map(Some)
         .map_err(|e| SyncError::Table {
             table: display(ident),
-            reason: e.to_string(),
+            source: e.into(),
         })
 }
 

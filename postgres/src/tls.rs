@@ -38,17 +38,18 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// A client config verifying as `verify` says against `roots` (unused for
 /// [`Verify::Nothing`]).
-pub(crate) fn client_config(verify: Verify, roots: RootCertStore) -> Result<ClientConfig, String> {
+pub(crate) fn client_config(
+    verify: Verify,
+    roots: RootCertStore,
+) -> Result<ClientConfig, floe_core::error::BoxError> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .with_safe_default_protocol_versions()?;
     let verifier: Arc<dyn ServerCertVerifier> = match verify {
         Verify::Nothing => Arc::new(NoVerify(provider)),
         Verify::Ca | Verify::Full => {
-            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| e.to_string())?;
+            let webpki =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build()?;
             if verify == Verify::Ca {
                 Arc::new(CaOnly(webpki))
             } else {

@@ -12,6 +12,7 @@ use crate::catalog::{CatalogError, CatalogRef, SqliteCatalog};
 use crate::commit::{CommitEngine, RetryPolicy};
 use crate::config::{CatalogType, Config, Location};
 use crate::dlq::{DeadLetters, StorageDeadLetters};
+use crate::error::{Classify, ErrorKind};
 use crate::faults::Faults;
 use crate::metrics::Counters;
 use crate::pipeline::{Committer, PipelineError, Writer, WriterParts};
@@ -62,6 +63,22 @@ pub enum DeployError {
     /// The commit queue cannot be set up.
     #[error("config key queue.url (or queue.urls): {0}")]
     Queue(crate::queue::QueueError),
+}
+
+/// A deployment the config cannot assemble stays so; the stores it opens
+/// answer for themselves.
+impl Classify for DeployError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            DeployError::Unsupported { .. }
+            | DeployError::NotBuilt { .. }
+            | DeployError::Missing { .. } => ErrorKind::Config,
+            DeployError::Config(e) => e.kind(),
+            DeployError::Storage(e) => e.kind(),
+            DeployError::Catalog(e) => e.kind(),
+            DeployError::Queue(e) => e.kind(),
+        }
+    }
 }
 
 /// Which function a deployment serves: each reads its own part of the config.

@@ -12,6 +12,7 @@ use iceberg::TableIdent;
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Classify, ErrorKind};
 use crate::ident::display;
 
 /// One rejected record.
@@ -153,6 +154,13 @@ pub struct DlqError {
     pub location: String,
     /// The storage error.
     pub source: Box<iceberg::Error>,
+}
+
+/// Storage failed; the batch fails and its records come again.
+impl Classify for DlqError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Service
+    }
 }
 
 /// A commit request the committer would not commit, with why.

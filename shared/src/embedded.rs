@@ -17,6 +17,7 @@ use crate::commit::CommitEngine;
 use crate::config::{Config, Location};
 use crate::deploy::Deployment;
 use crate::dlq::{Rejected, Replayed, StorageDeadLetters};
+use crate::error::{Classify, ErrorKind};
 use crate::faults::Faults;
 use crate::ident::display;
 use crate::ledger::LedgerStore;
@@ -99,6 +100,26 @@ pub enum EmbeddedError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// What each part answers; an input or a dead-letter file that cannot be
+/// read may read next time, one that is not a dead letter will not.
+impl Classify for EmbeddedError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            EmbeddedError::Storage(e) | EmbeddedError::List(e) => e.kind(),
+            EmbeddedError::Catalog(e) => e.kind(),
+            EmbeddedError::Deploy(e) => e.kind(),
+            EmbeddedError::Pipeline(e) => e.kind(),
+            EmbeddedError::Queue(e) => e.kind(),
+            EmbeddedError::CommitFailed { last } => last.kind(),
+            EmbeddedError::Input { .. }
+            | EmbeddedError::Checkpoint { .. }
+            | EmbeddedError::DeadLetter { .. } => ErrorKind::Service,
+            EmbeddedError::Task(_) => ErrorKind::Interrupted,
+            EmbeddedError::DeadLetterFormat { .. } => ErrorKind::Input,
+        }
+    }
 }
 
 impl From<PipelineError> for EmbeddedError {

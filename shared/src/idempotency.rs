@@ -13,6 +13,8 @@ use bytes::Bytes;
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Classify, ErrorKind};
+
 /// What a key's record holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyRecord {
@@ -60,6 +62,13 @@ pub struct KeyError {
     pub path: String,
     /// The storage error.
     pub source: Box<iceberg::Error>,
+}
+
+/// Storage failed; the request can be sent again.
+impl Classify for KeyError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Service
+    }
 }
 
 /// The idempotency records of one deployment.

@@ -23,6 +23,8 @@ use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
+use crate::error::{Classify, ErrorKind};
+
 /// The directory under the warehouse that holds the checkpoints.
 pub const DIR: &str = "_floe/inputs";
 
@@ -57,6 +59,13 @@ pub struct CheckpointError {
     pub path: String,
     /// The storage's error.
     pub source: Box<iceberg::Error>,
+}
+
+/// Storage failed; reading the input again can pass.
+impl Classify for CheckpointError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Service
+    }
 }
 
 /// The versions of one input runs read, newest first, as saved.

@@ -13,21 +13,21 @@ use iceberg::spec::{
 };
 
 use crate::config::ResolvedTable;
+use crate::error::{Classify, ErrorKind};
 use crate::write::COMPRESSION_CODEC;
 
 /// A table definition that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TableDefError {
-    /// The schema JSON does not parse as an Iceberg schema; `reason` names
-    /// the field at fault when floe can find it.
-    #[error("schema: {reason}")]
-    SchemaJson {
-        /// What is wrong, and where.
-        reason: String,
-        /// The parser's error.
-        #[source]
-        source: serde_json::Error,
-    },
+    /// The schema JSON does not parse as an Iceberg schema.
+    #[error("schema: {0}")]
+    SchemaJson(#[source] serde_json::Error),
+    /// A field of the schema JSON is not one Iceberg has. Found by floe
+    /// itself: the parser's own error ("did not match any variant of
+    /// untagged enum") names neither the field nor the type, so it is not
+    /// kept beside this.
+    #[error("schema: {0}")]
+    SchemaField(String),
     /// The schema file could not be read.
     #[error("schema file {}: {source}", path.display())]
     SchemaFile {
@@ -78,6 +78,13 @@ pub enum TableDefError {
     },
 }
 
+/// A table definition is a setting: it stays unusable until changed.
+impl Classify for TableDefError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Config
+    }
+}
+
 /// Parses an Iceberg schema from its JSON form.
 pub fn parse_schema(json: &str) -> Result<Schema, TableDefError> {
     serde_json::from_str(json).map_err(|e| {
@@ -86,9 +93,9 @@ pub fn parse_schema(json: &str) -> Result<Schema, TableDefError> {
         let found = serde_json::from_str::<serde_json::Value>(json)
             .ok()
             .and_then(|v| schema_fault(&v, ""));
-        TableDefError::SchemaJson {
-            reason: found.unwrap_or_else(|| e.to_string()),
-            source: e,
+        match found {
+            Some(reason) => TableDefError::SchemaField(reason),
+            None => TableDefError::SchemaJson(e),
         }
     })
 }

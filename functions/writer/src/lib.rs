@@ -48,9 +48,7 @@ enum PartError {
     #[error(transparent)]
     Write(#[from] PipelineError),
     #[error(transparent)]
-    Open(#[from] floe_core::envelope::TransientError),
-    #[error(transparent)]
-    Object(#[from] floe_core::envelope::s3::ObjectError),
+    Open(#[from] floe_core::envelope::EnvelopeError),
     #[error(
         "object {0}: an S3 notification names it, but this deployment has no S3 client (aws.endpoint/region)"
     )]

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::EnvelopeKind;
 use crate::config::{Config, SourceConfig};
-use crate::error::RecordError;
+use crate::error::{BoxError, Classify, ErrorKind, RecordError};
 use crate::source::Positions;
 use crate::source::{Records, SourceBatch};
 pub use object::ObjectRef;
@@ -115,15 +115,36 @@ pub struct OpenedBatch {
     pub objects: Vec<(String, ObjectRef)>,
 }
 
-/// A failure that says nothing about the records: a registry that did not
-/// answer. The batch fails and the source delivers it again.
+/// Why a batch could not be opened now: a schema registry or an object
+/// that did not answer, nothing about its records. The batch fails whole
+/// and its source delivers it again.
 #[derive(Debug, thiserror::Error)]
-#[error("source {source_name}: {source}")]
-pub struct TransientError {
-    /// The source.
-    pub source_name: String,
-    /// The registry's failure.
-    pub source: avro::RegistryError,
+pub enum EnvelopeError {
+    /// A schema registry did not answer, or refused floe's credentials.
+    #[error("source {source_name}: {source}")]
+    Registry {
+        /// The source.
+        source_name: String,
+        /// The registry's failure.
+        source: avro::RegistryError,
+    },
+    /// An object an S3 notification names could not be read.
+    #[error("object {object}: {context}: {source}")]
+    Object {
+        /// The object's source name.
+        object: String,
+        /// What was being done.
+        context: &'static str,
+        /// The storage's error.
+        source: BoxError,
+    },
+}
+
+/// Nothing here is about the records: the batch comes again.
+impl Classify for EnvelopeError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Service
+    }
 }
 
 /// Opens source batches by their sources' settings.
@@ -146,7 +167,7 @@ impl Opener {
     /// Opens every record of `batch` (which must hold separate records, as
     /// Lambda events give them; NDJSON passes unopened). Records that
     /// cannot be opened become [`Undecodable`] markers at their position.
-    pub async fn open(&self, batch: SourceBatch) -> Result<OpenedBatch, TransientError> {
+    pub async fn open(&self, batch: SourceBatch) -> Result<OpenedBatch, EnvelopeError> {
         let SourceBatch {
             source,
             table,
@@ -200,7 +221,7 @@ impl Opener {
             let records = self
                 .decode(records, &settings, &mut registered)
                 .await
-                .map_err(|e| TransientError {
+                .map_err(|e| EnvelopeError::Registry {
                     source_name: source.name.clone(),
                     source: e,
                 })?;

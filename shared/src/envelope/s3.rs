@@ -3,13 +3,13 @@
 //! into source batches of whole records, so an object of any size is never
 //! held whole and each batch is a run of its lines.
 
-use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 
-use super::Undecodable;
 use super::compress::Inflater;
 use super::object::{ObjectRef, Splitter};
-use crate::error::RecordError;
+use super::{EnvelopeError, Undecodable};
+use crate::aws::AwsError;
+use crate::error::{BoxError, RecordError};
 use crate::ndjson::Chunk;
 use crate::source::{Position, Positions, SourceSpan};
 use crate::source::{Records, Source, SourceBatch};
@@ -17,16 +17,6 @@ use crate::source::{Records, Source, SourceBatch};
 /// Decompressed bytes per source batch of an object, about: a writer holds
 /// one batch, and Lambda's memory is the limit.
 pub const BATCH_BYTES: usize = 64 * 1024 * 1024;
-
-/// An object that cannot be read now; the batch fails and comes again.
-#[derive(Debug, thiserror::Error)]
-#[error("object {object}: {message}")]
-pub struct ObjectError {
-    /// The object's source name.
-    pub object: String,
-    /// What failed.
-    pub message: String,
-}
 
 /// The records of one object, batch by batch.
 pub struct ObjectBatches {
@@ -49,7 +39,7 @@ impl ObjectBatches {
         object: ObjectRef,
         source: Source,
         oldest_ms: Option<i64>,
-    ) -> Result<Option<Self>, ObjectError> {
+    ) -> Result<Option<Self>, EnvelopeError> {
         let name = object.source();
         let mut get = s3.get_object().bucket(&object.bucket).key(&object.key);
         get = match (&object.version, &object.etag) {
@@ -65,9 +55,10 @@ impl ObjectBatches {
                     tracing::warn!(object = %name, status, "the notified object version is gone; nothing to read");
                     return Ok(None);
                 }
-                return Err(ObjectError {
+                return Err(EnvelopeError::Object {
                     object: name,
-                    message: format!("GetObject: {}", DisplayErrorContext(&e)),
+                    context: "GetObject",
+                    source: Box::new(AwsError::new(e)),
                 });
             }
         };
@@ -101,7 +92,7 @@ impl ObjectBatches {
     /// The next batch of the object's records; `None` after the last.
     /// A body that does not decompress or parse ends the object with one
     /// dead-lettered record naming where it broke.
-    pub async fn next_batch(&mut self) -> Result<Option<SourceBatch>, ObjectError> {
+    pub async fn next_batch(&mut self) -> Result<Option<SourceBatch>, EnvelopeError> {
         let mut gathered = Gathered::default();
         let mut out = Vec::new();
         while !self.done && gathered.text.len() < self.batch_bytes {
@@ -109,10 +100,7 @@ impl ObjectBatches {
             let step = match self.body.next().await {
                 Some(Ok(piece)) => self.push_piece(&piece, &mut out)?,
                 Some(Err(e)) => {
-                    return Err(ObjectError {
-                        object: self.object.source(),
-                        message: format!("reading the body: {e}"),
-                    });
+                    return Err(self.fail("reading the body", e));
                 }
                 None => {
                     self.done = true;
@@ -139,12 +127,12 @@ impl ObjectBatches {
         &mut self,
         piece: &[u8],
         out: &mut Vec<u8>,
-    ) -> Result<Result<Option<Chunk>, String>, ObjectError> {
+    ) -> Result<Result<Option<Chunk>, String>, EnvelopeError> {
         let inflater = match &mut self.inflater {
             Some(i) => i,
             None => self
                 .inflater
-                .insert(Inflater::for_head(piece).map_err(|e| self.fail(e.to_string()))?),
+                .insert(Inflater::for_head(piece).map_err(|e| self.fail("opening its codec", e))?),
         };
         Ok(inflater
             .push(piece, out)
@@ -213,10 +201,12 @@ impl ObjectBatches {
         SourceBatch::new(self.source.clone(), spans, Records::Ndjson(chunk)).oldest(self.oldest_ms)
     }
 
-    fn fail(&self, message: String) -> ObjectError {
-        ObjectError {
+    /// `context` failed with `e`: the object cannot be read now.
+    fn fail(&self, context: &'static str, e: impl Into<BoxError>) -> EnvelopeError {
+        EnvelopeError::Object {
             object: self.object.source(),
-            message,
+            context,
+            source: e.into(),
         }
     }
 }

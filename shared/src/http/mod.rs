@@ -47,6 +47,7 @@ use crate::catalog::{CatalogError, CatalogRef};
 use crate::clock::now_ms;
 use crate::config::{Config, Secret};
 use crate::deploy::Deployment;
+use crate::error::{Classify, ErrorKind};
 use crate::idempotency::{HttpKeys, Use};
 use crate::ident::{display, parse_table};
 use crate::pipeline::{PipelineError, Writer, WriterParts};
@@ -75,6 +76,19 @@ pub enum HttpError {
     /// `floe serve`'s committer task panicked.
     #[error("the committer task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+}
+
+/// A body that is not records is the caller's to fix (a 400).
+impl Classify for HttpError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            HttpError::Allow(e) => e.kind(),
+            HttpError::Writer(e) => e.kind(),
+            HttpError::Body(_) => ErrorKind::Input,
+            HttpError::Spool(e) => e.kind(),
+            HttpError::Task(_) => ErrorKind::Interrupted,
+        }
+    }
 }
 
 /// A request extension saying AWS authenticated the caller (a Function URL

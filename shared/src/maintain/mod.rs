@@ -28,6 +28,7 @@ use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
 use crate::commit::{CommitEngine, CommitError, RetryPolicy};
+use crate::error::Classify;
 use crate::ident::display;
 use compact::Compact;
 use expire::{Expiry, ExpiryRule};
@@ -53,6 +54,18 @@ pub enum MaintainError {
         /// The error.
         source: Box<Error>,
     },
+}
+
+/// What each part answers.
+impl Classify for MaintainError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            MaintainError::Commit(e) => e.kind(),
+            MaintainError::Catalog(e) => e.kind(),
+            MaintainError::List(e) => e.kind(),
+            MaintainError::Iceberg { source, .. } => Classify::kind(source.as_ref()),
+        }
+    }
 }
 
 /// What maintenance does.

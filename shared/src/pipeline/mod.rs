@@ -124,7 +124,7 @@ impl Classify for PipelineError {
             PipelineError::Queue { source, .. } => source.kind(),
             PipelineError::Shred { source, .. } => source.kind(),
             PipelineError::Request(e) => e.kind(),
-            PipelineError::DeadLetter(_) => ErrorKind::Service,
+            PipelineError::DeadLetter(e) => e.kind(),
             PipelineError::Deadline { .. } | PipelineError::Fault { .. } => ErrorKind::Interrupted,
             PipelineError::Routing(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
                 ErrorKind::Config

@@ -20,7 +20,7 @@ use std::sync::{PoisonError, RwLock};
 
 use iceberg::TableIdent;
 
-use crate::error::ConfigError;
+use crate::error::{Classify, ConfigError, ErrorKind};
 use crate::ident::{InvalidName, MAX_NAME_LEN, parse_table};
 use crate::source::SourceKind;
 pub use allow::Allow;
@@ -105,6 +105,13 @@ pub enum RouteError {
         /// `routing.allow`.
         patterns: Vec<String>,
     },
+}
+
+/// A record that names no usable table is dead-lettered; the rest route.
+impl Classify for RouteError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Input
+    }
 }
 
 type Routed = Result<TableIdent, RouteError>;

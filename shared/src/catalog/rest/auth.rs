@@ -9,6 +9,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use super::RestError;
+use crate::error::BoxError;
 
 /// The OAuth2 scope the Iceberg REST spec asks for when none is configured.
 pub const DEFAULT_SCOPE: &str = "catalog";
@@ -148,9 +149,10 @@ impl Tokens {
             ("client_secret", client_secret),
             ("scope", scope.unwrap_or(DEFAULT_SCOPE)),
         ];
-        let err = |message: String| RestError::Token {
+        let err = |context: &str, source: Option<BoxError>| RestError::Token {
             url: self.endpoint.clone(),
-            message,
+            context: context.to_string(),
+            source,
         };
         let span = tracing::debug_span!("rest.oauth2_token", url = %self.endpoint);
         let sent = http
@@ -159,17 +161,18 @@ impl Tokens {
             .send()
             .instrument(span)
             .await
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err("sending the request", Some(e.into())))?;
         let status = sent.status();
-        let body = sent.bytes().await.map_err(|e| err(e.to_string()))?;
+        let body = sent
+            .bytes()
+            .await
+            .map_err(|e| err("reading the answer", Some(e.into())))?;
         if !status.is_success() {
-            return Err(err(format!(
-                "{status}: {}",
-                super::wire::server_message(&body)
-            )));
+            let answer = format!("{status}: {}", super::wire::server_message(&body));
+            return Err(err(&answer, None));
         }
         let answer: TokenResponse = serde_json::from_slice(&body)
-            .map_err(|e| err(format!("unreadable token response: {e}")))?;
+            .map_err(|e| err("unreadable token response", Some(e.into())))?;
         let refresh_at = answer.expires_in.map(|secs| {
             let lifetime = Duration::from_secs(secs);
             // Refresh ahead of expiry by a tenth of the lifetime, at most a minute,

@@ -46,6 +46,7 @@ use self::sigv4::Signer;
 use self::wire::TableResponse;
 use super::{Catalog, CatalogError, LoadedTable, TableCommit};
 use crate::aws::AwsClients;
+use crate::error::{BoxError, Classify, ErrorKind, cause};
 use crate::ident::display;
 use crate::storage::s3::S3StorageFactory;
 
@@ -116,20 +117,25 @@ pub enum RestError {
     #[error("REST catalog HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     /// The OAuth2 token endpoint refused or failed.
-    #[error("OAuth2 token from {url}: {message}")]
+    #[error("OAuth2 token from {url}: {context}{}", cause(.source))]
     Token {
         /// The token endpoint.
         url: String,
-        /// What went wrong.
-        message: String,
+        /// What went wrong; for a refusal, the endpoint's answer.
+        context: String,
+        /// The client's error, when there is one.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A request could not be signed.
-    #[error("SigV4 signing of {url}: {message}")]
+    #[error("SigV4 signing of {url}: {context}: {source}")]
     Sign {
         /// The request's URL.
         url: String,
-        /// What went wrong.
-        message: String,
+        /// What was being done.
+        context: &'static str,
+        /// The signer's or the credential provider's error.
+        source: BoxError,
     },
     /// The catalog answered with an error, or not at all.
     #[error("REST {method} {url}: {message}")]
@@ -141,6 +147,21 @@ pub enum RestError {
         /// The status and the server's message, or the transport error.
         message: String,
     },
+}
+
+/// A configuration that cannot work stays so; the token endpoint, the
+/// signer's credentials and the catalog may answer next time.
+impl Classify for RestError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            RestError::Config(_) | RestError::Url { .. } | RestError::Client(_) => {
+                ErrorKind::Config
+            }
+            RestError::Token { .. } | RestError::Sign { .. } | RestError::Http { .. } => {
+                ErrorKind::Service
+            }
+        }
+    }
 }
 
 impl From<RestError> for CatalogError {

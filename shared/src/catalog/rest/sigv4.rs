@@ -13,6 +13,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use reqwest::header::{HeaderName, HeaderValue};
 
 use super::RestError;
+use crate::error::BoxError;
 
 /// Which AWS service and region to sign for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,18 +44,19 @@ impl Signer {
         body: &[u8],
     ) -> Result<(), RestError> {
         let url = request.url().to_string();
-        let err = |message: String| RestError::Sign {
+        let err = |context, source| RestError::Sign {
             url: url.clone(),
-            message,
+            context,
+            source,
         };
         let credentials = self
             .credentials
             .provide_credentials()
             .await
-            .map_err(|e| err(format!("no AWS credentials: {e}")))?;
+            .map_err(|e| err("no AWS credentials", e.into()))?;
         let identity = Identity::from(credentials);
         self.sign_with(request, body, &identity, SystemTime::now())
-            .map_err(err)
+            .map_err(|e| err("signing", e))
     }
 
     fn sign_with(
@@ -63,7 +65,7 @@ impl Signer {
         body: &[u8],
         identity: &Identity,
         time: SystemTime,
-    ) -> Result<(), String> {
+    ) -> Result<(), BoxError> {
         let mut settings = SigningSettings::default();
         // Glue's and S3 Tables' endpoints check the payload hash header, as
         // Java's RESTSigV4Signer sends it.
@@ -74,8 +76,7 @@ impl Signer {
             .name(&self.sigv4.service)
             .time(time)
             .settings(settings)
-            .build()
-            .map_err(|e| e.to_string())?
+            .build()?
             .into();
         let headers: Vec<(String, String)> = request
             .headers()
@@ -88,15 +89,12 @@ impl Signer {
             url.as_str(),
             headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             SignableBody::Bytes(body),
-        )
-        .map_err(|e| e.to_string())?;
-        let (instructions, _signature) = sign(signable, &params)
-            .map_err(|e| e.to_string())?
-            .into_parts();
+        )?;
+        let (instructions, _signature) = sign(signable, &params)?.into_parts();
         let (new_headers, _query) = instructions.into_parts();
         for header in new_headers {
             let name = HeaderName::from_static(header.name());
-            let mut value = HeaderValue::from_str(header.value()).map_err(|e| e.to_string())?;
+            let mut value = HeaderValue::from_str(header.value())?;
             value.set_sensitive(header.sensitive());
             request.headers_mut().insert(name, value);
         }
