@@ -48,10 +48,12 @@ pub enum ErrorKind {
     /// Another writer moved first, or the answer to a call was lost:
     /// another attempt, against the table as it is then, decides.
     Contention,
-    /// State floe keeps is gone (a ledger head deleted by someone else's
-    /// cleanup); the work waits, queued, until it is repaired.
+    /// State floe relies on is gone (a ledger head another engine's cleanup
+    /// deleted, a replication slot Postgres dropped); the work waits,
+    /// queued, until it is repaired (`floe ledger repair`, a resync).
     Repair,
-    /// The run stopped short: a deadline, a crash injected by a test.
+    /// The run stopped short: a deadline, a crash injected by a test, a
+    /// task that died.
     Interrupted,
 }
 
