@@ -1027,12 +1027,10 @@ impl Config {
         origin: &str,
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut root: Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Syntax {
-                origin: origin.to_string(),
-                message: e.to_string().trim_end().to_string(),
-            })?;
+        let mut root: Table = text.parse().map_err(|source| ConfigError::Syntax {
+            origin: origin.to_string(),
+            source,
+        })?;
         let applied = apply_env(&mut root, env)?;
         keys::check(&mut root).map_err(|e| e.blame_env(&applied))?;
         // `check` has vetted every key and type, so this only fails on a

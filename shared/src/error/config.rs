@@ -19,12 +19,12 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The text is not valid TOML.
-    #[error("{origin}: {message}")]
+    #[error("{origin}: {}", .source.to_string().trim_end())]
     Syntax {
         /// Where the text came from (`config file floe.toml`, `FLOE_CONFIG_TOML`).
         origin: String,
-        /// The parser's message, with line and column.
-        message: String,
+        /// The parser's error, which shows the line and column.
+        source: toml::de::Error,
     },
     /// A key is unknown, missing, of the wrong type or has an unusable value.
     #[error("config key {key}{}: {message}", from_var(var))]
