@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod dlq;
+mod failure;
 mod ingest;
 mod ledger;
 #[cfg(feature = "aws")]
@@ -115,7 +116,17 @@ enum Command {
     },
 }
 
-fn main() -> Result<ExitCode> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", failure::describe(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         // clap_complete panics on a write error: generate, then print.
