@@ -54,6 +54,8 @@ step "feature pins"
 python3 local-dev/feature-pins.py
 step "import cycles"
 python3 local-dev/cycles.py
+step "long functions"
+python3 local-dev/fn-length.py
 step "links"
 python3 local-dev/links.py
 # The Terraform module and examples: fmt, validate and `terraform test` where
