@@ -73,9 +73,9 @@ pub enum PipelineError {
     /// The commit failed.
     #[error(transparent)]
     Commit(#[from] CommitError),
-    /// The routing rules cannot be used.
-    #[error("config: {0}")]
-    Routing(#[from] crate::error::ConfigError),
+    /// A setting the step reads (the routing rules) cannot be used.
+    #[error(transparent)]
+    Config(#[from] crate::error::ConfigError),
     /// A batch names no table and no routing is configured.
     #[error("config: no target table: give one, or configure [routing]")]
     NoTable,
@@ -126,7 +126,7 @@ impl Classify for PipelineError {
             PipelineError::Request(e) => e.kind(),
             PipelineError::DeadLetter(e) => e.kind(),
             PipelineError::Deadline { .. } | PipelineError::Fault { .. } => ErrorKind::Interrupted,
-            PipelineError::Routing(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
+            PipelineError::Config(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
                 ErrorKind::Config
             }
         }
