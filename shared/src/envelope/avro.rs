@@ -13,7 +13,7 @@ pub use crate::avro::{
     Decoded, Decoder, Framing, Registered, SchemaError, framing, glue_uncompressed, json_of,
 };
 use crate::config::SourceConfig;
-use crate::error::{BoxError, RecordError, cause};
+use crate::error::{Failure, RecordError};
 
 /// Why an Avro record cannot be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -25,35 +25,7 @@ pub enum AvroError {
     /// The registry did not answer (or refused floe's credentials): the
     /// batch fails and the source delivers it again.
     #[error(transparent)]
-    Registry(#[from] RegistryError),
-}
-
-/// A schema registry that did not answer, or not as a registry does.
-#[derive(Debug, thiserror::Error)]
-#[error("{context}{}", cause(.source))]
-pub struct RegistryError {
-    /// What was asked of which registry.
-    pub context: String,
-    /// The client's own error, when there is one.
-    #[source]
-    pub source: Option<BoxError>,
-}
-
-impl RegistryError {
-    #[cfg(any(feature = "rest", feature = "aws"))]
-    fn new(context: String, source: impl Into<BoxError>) -> Self {
-        Self {
-            context,
-            source: Some(source.into()),
-        }
-    }
-
-    fn failed(context: String) -> Self {
-        Self {
-            context,
-            source: None,
-        }
-    }
+    Registry(#[from] Failure),
 }
 
 fn bad(field: &str, reason: impl Into<String>) -> AvroError {
@@ -203,8 +175,7 @@ impl Schemas {
         {
             get = get.basic_auth(user, Some(password.expose()));
         }
-        let unreachable =
-            |e: reqwest::Error| RegistryError::new(format!("schema registry {url}"), e);
+        let unreachable = |e: reqwest::Error| Failure::new(format!("schema registry {url}"), e);
         let answer = get.send().await.map_err(unreachable)?;
         let status = answer.status();
         let body = answer.text().await.map_err(unreachable)?;
@@ -218,7 +189,7 @@ impl Schemas {
         }
         if !status.is_success() {
             return Err(
-                RegistryError::failed(format!("schema registry {url}: {status}: {body}")).into(),
+                Failure::message(format!("schema registry {url}: {status}: {body}")).into(),
             );
         }
         #[derive(serde::Deserialize)]
@@ -228,7 +199,7 @@ impl Schemas {
             schema_type: Option<String>,
         }
         let answer: Answer = serde_json::from_str(&body).map_err(|e| {
-            RegistryError::new(
+            Failure::new(
                 format!("schema registry {url}: not a registry answer: {body}"),
                 e,
             )
@@ -254,7 +225,7 @@ impl Schemas {
         id: u32,
         _source: &SourceConfig,
     ) -> Result<Decoder, AvroError> {
-        Err(RegistryError::failed(format!(
+        Err(Failure::message(format!(
             "schema id {id} of registry {registry}: floe-core was built without the `rest` feature (its HTTP client)"
         ))
         .into())
@@ -265,7 +236,7 @@ impl Schemas {
         use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata as _};
         let label = format!("Glue schema version {id}");
         let Some(glue) = &self.glue else {
-            return Err(RegistryError::failed(format!(
+            return Err(Failure::message(format!(
                 "{label}: the record is framed for the Glue Schema Registry, but this deployment has no AWS clients"
             ))
             .into());
@@ -288,7 +259,7 @@ impl Schemas {
             }
             Err(e) => {
                 let e = crate::aws::AwsError::new(e);
-                return Err(RegistryError::new(format!("{label}: GetSchemaVersion"), e).into());
+                return Err(Failure::new(format!("{label}: GetSchemaVersion"), e).into());
             }
         };
         match out.data_format() {
@@ -304,14 +275,14 @@ impl Schemas {
             }
         }
         let definition = out.schema_definition().ok_or_else(|| {
-            RegistryError::failed(format!("{label}: Glue returned no schema definition"))
+            Failure::message(format!("{label}: Glue returned no schema definition"))
         })?;
         Ok(Decoder::new(label, definition)?)
     }
 
     #[cfg(not(feature = "aws"))]
     async fn glue(&self, id: uuid::Uuid) -> Result<Decoder, AvroError> {
-        Err(RegistryError::failed(format!(
+        Err(Failure::message(format!(
             "Glue schema version {id}: floe-core was built without the `aws` feature"
         ))
         .into())

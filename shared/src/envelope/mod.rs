@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::EnvelopeKind;
 use crate::config::{Config, SourceConfig};
-use crate::error::{BoxError, Classify, ErrorKind, RecordError};
+use crate::error::{BoxError, Classify, ErrorKind, Failure, RecordError};
 use crate::source::Positions;
 use crate::source::{Records, SourceBatch};
 pub use object::ObjectRef;
@@ -126,7 +126,7 @@ pub enum EnvelopeError {
         /// The source.
         source_name: String,
         /// The registry's failure.
-        source: avro::RegistryError,
+        source: Failure,
     },
     /// An object an S3 notification names could not be read.
     #[error("object {object}: {context}: {source}")]
@@ -252,7 +252,7 @@ impl Opener {
         records: Vec<Bytes>,
         settings: &SourceConfig,
         registered: &mut avro::Registered,
-    ) -> Result<Vec<Bytes>, avro::RegistryError> {
+    ) -> Result<Vec<Bytes>, Failure> {
         let mut out = Vec::with_capacity(records.len());
         for record in records {
             out.push(match self.schemas.decode(&record, settings).await {

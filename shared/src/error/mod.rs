@@ -97,6 +97,36 @@ pub fn cause(source: &Option<BoxError>) -> String {
         .unwrap_or_default()
 }
 
+/// What a service failed doing, with its own error when there is one: how
+/// a queue (SQS, the spool) or a schema registry failure is reported.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}{}", cause(.source))]
+pub struct Failure {
+    /// What was being done, and where; for a refusal, the service's answer.
+    pub context: String,
+    /// The service's own error, when there is one.
+    #[source]
+    pub source: Option<BoxError>,
+}
+
+impl Failure {
+    /// Doing `context` failed with the service's error `source`.
+    pub fn new(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self {
+            context: context.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// Doing `context` failed for the reason it gives, with no error to keep.
+    pub fn message(context: impl Into<String>) -> Self {
+        Self {
+            context: context.into(),
+            source: None,
+        }
+    }
+}
+
 /// Reads of iceberg-rust's local file storage that fail on the file system
 /// (a directory swapped for a file, a disk gone): it reports them as
 /// `DataInvalid` with no source, though they pass once the disk is back.

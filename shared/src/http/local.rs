@@ -19,6 +19,7 @@ use super::HttpError;
 use super::watch::CommitWatch;
 use crate::config::Location;
 use crate::deploy::Deployment;
+use crate::error::Failure;
 use crate::pipeline::{CommitReport, Committer};
 use crate::queue::spool::SPOOL_DIR;
 use crate::queue::{CommitQueue, Delivery, QueueError, QueueRef, SpoolQueue, gather};
@@ -113,7 +114,7 @@ async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, HttpError> {
                 .lister
                 .list(&prefix)
                 .await
-                .map_err(|e| QueueError::service(format!("listing {prefix}"), e))?;
+                .map_err(|e| QueueError::from(Failure::new(format!("listing {prefix}"), e)))?;
             let uris = listed.into_iter().map(|l| l.uri).collect();
             Ok(SpoolQueue::open_store(deployment.file_io.clone(), &prefix, uris).await?)
         }

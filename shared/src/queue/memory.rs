@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::{CommitQueue, Delivery, QueueError};
+use crate::error::Failure;
 
 #[derive(Debug, Default)]
 struct State {
@@ -45,7 +46,7 @@ impl MemoryQueue {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, QueueError> {
         self.state
             .lock()
-            .map_err(|_| QueueError::failed("queue state poisoned"))
+            .map_err(|_| Failure::message("queue state poisoned").into())
     }
 }
 

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use iceberg::TableIdent;
 
-use crate::error::{BoxError, Classify, ErrorKind, cause};
+use crate::error::{Classify, ErrorKind, Failure};
 pub use memory::MemoryQueue;
 pub use shard::{MAX_SHARDS, ShardedQueue, shard_of};
 pub use spool::SpoolQueue;
@@ -46,14 +46,8 @@ pub enum QueueError {
     Closed,
     /// The queue service (SQS, the spool's files) failed, or answered what
     /// its protocol does not allow.
-    #[error("commit queue: {context}{}", cause(.source))]
-    Service {
-        /// What was being done, and where.
-        context: String,
-        /// The service's own error, when there is one.
-        #[source]
-        source: Option<BoxError>,
-    },
+    #[error("commit queue: {0}")]
+    Service(#[from] Failure),
     /// A sharded queue was asked to receive: each committer reads its own shard.
     #[error("a sharded commit queue only sends; each committer receives from its own shard")]
     SendOnly,
@@ -65,30 +59,12 @@ pub enum QueueError {
     },
 }
 
-impl QueueError {
-    /// The service failed doing `context`, with its error `source`.
-    pub fn service(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        QueueError::Service {
-            context: context.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// The service failed for the reason `context` gives, with no error to keep.
-    pub fn failed(context: impl Into<String>) -> Self {
-        QueueError::Service {
-            context: context.into(),
-            source: None,
-        }
-    }
-}
-
 /// A queue set up wrongly (a sharded queue asked to receive, too many
 /// shards) stays wrong; a service failing, or a queue closing, does not.
 impl Classify for QueueError {
     fn kind(&self) -> ErrorKind {
         match self {
-            QueueError::Service { .. } => ErrorKind::Service,
+            QueueError::Service(_) => ErrorKind::Service,
             QueueError::Closed => ErrorKind::Interrupted,
             QueueError::SendOnly | QueueError::Shards { .. } => ErrorKind::Config,
         }

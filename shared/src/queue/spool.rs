@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{CommitQueue, Delivery, QueueError};
-use crate::error::BoxError;
+use crate::error::{BoxError, Failure};
 use crate::request::CommitRequest;
 
 /// The directory under the warehouse that holds the queue's files.
@@ -165,7 +165,7 @@ impl SpoolQueue {
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, QueueError> {
         self.state
             .lock()
-            .map_err(|_| QueueError::failed("spool queue state poisoned"))
+            .map_err(|_| Failure::message("spool queue state poisoned").into())
     }
 
     /// A name that sorts in send order, across restarts too.
@@ -304,7 +304,7 @@ impl Dir {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || load_local(&dir))
                     .await
-                    .map_err(|e| QueueError::service("spool task", e))?
+                    .map_err(|e| QueueError::from(Failure::new("spool task", e)))?
                     .map_err(|(path, e)| spool_error(&path, e))
             }
             Dir::Store {
@@ -341,7 +341,7 @@ impl Dir {
                 let (dir, name, body) = (dir.clone(), name.to_string(), body.clone());
                 tokio::task::spawn_blocking(move || store_local(&dir, &name, &body))
                     .await
-                    .map_err(|e| QueueError::service("spool task", e))?
+                    .map_err(|e| QueueError::from(Failure::new("spool task", e)))?
                     .map_err(|(path, e)| spool_error(&path, e))
             }
             Dir::Store {
@@ -386,7 +386,7 @@ fn is_message(name: &str) -> bool {
 }
 
 fn spool_error(path: &str, e: impl Into<BoxError>) -> QueueError {
-    QueueError::service(format!("spool file {path}"), e)
+    Failure::new(format!("spool file {path}"), e).into()
 }
 
 type IoResult<T> = Result<T, (String, std::io::Error)>;

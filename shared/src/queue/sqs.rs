@@ -27,7 +27,7 @@ use tracing::Instrument;
 
 use super::{CommitQueue, Delivery, QueueError};
 use crate::aws::{AwsClients, AwsError};
-use crate::error::BoxError;
+use crate::error::{BoxError, Failure};
 use crate::storage::StorageError;
 use crate::storage::s3::{self, S3Location};
 
@@ -96,7 +96,10 @@ impl SqsQueue {
         claim_prefix: &str,
     ) -> Result<Self, QueueError> {
         let mut claims = S3Location::parse(claim_prefix).map_err(|e| {
-            QueueError::service(format!("SQS queue {queue_url}: claim-check prefix"), e)
+            QueueError::from(Failure::new(
+                format!("SQS queue {queue_url}: claim-check prefix"),
+                e,
+            ))
         })?;
         if !claims.key.is_empty() && !claims.key.ends_with('/') {
             claims.key.push('/');
@@ -117,12 +120,12 @@ impl SqsQueue {
 
     /// `op` on this queue failed with `source`.
     fn err(&self, op: &str, source: impl Into<BoxError>) -> QueueError {
-        QueueError::service(format!("SQS {op} {}", self.url), source)
+        Failure::new(format!("SQS {op} {}", self.url), source).into()
     }
 
     /// `op` on this queue answered what floe cannot go on with.
     fn refused(&self, op: &str, reason: impl std::fmt::Display) -> QueueError {
-        QueueError::failed(format!("SQS {op} {}: {reason}", self.url))
+        Failure::message(format!("SQS {op} {}: {reason}", self.url)).into()
     }
 
     /// The message body for `body`: itself, or a reference to its S3 copy.
