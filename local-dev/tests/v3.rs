@@ -371,16 +371,17 @@ fn v2_tables_upgraded_to_v3_keep_their_rows_and_continue() {
 }
 
 /// `read_java.py`: Iceberg Java's reading of each table, by location, after
-/// `spark_sql` ran on `warehouse`'s catalog (`floe`).
+/// `spark_sql` ran on `warehouse`'s catalog (`floe`), rows sorted by `sort`.
 fn java(
     warehouse: &Warehouse,
+    sort: &str,
     tables: &[&str],
     locations: &[&str],
     spark_sql: &[&str],
 ) -> Vec<Value> {
     let mut args = vec!["--warehouse", warehouse.path().to_str().unwrap()];
     args.extend(tables);
-    args.extend(["--sort", "id"]);
+    args.extend(["--sort", sort]);
     for l in locations {
         args.extend(["--metadata", l]);
     }
@@ -481,6 +482,7 @@ fn iceberg_java_reads_v2_v3_and_upgraded_tables_and_writes_beside_floe() {
     let insert = "INSERT INTO floe.silver.kv VALUES (1000, 'spark', 7)";
     let read = java(
         &dv,
+        "id",
         &["silver.kv"],
         &[&upgraded, &keyed_v2, &events_v2],
         &[insert],
@@ -517,7 +519,7 @@ fn iceberg_java_reads_v2_v3_and_upgraded_tables_and_writes_beside_floe() {
     let f = facts(&dv, "silver.kv", &["id", "v", "n"]);
     assert_vectors(&f, 0);
     assert_rows(&f, &dv_model, true);
-    let read = java(&dv, &["silver.kv"], &[], &[]);
+    let read = java(&dv, "id", &["silver.kv"], &[], &[]);
     assert_eq!(
         read[0]["rows"].as_array().unwrap(),
         &expected(&dv_model),
@@ -760,7 +762,7 @@ fn spark_commits_land_while_floe_commits_every_second() {
         .collect();
     let inserts: Vec<&str> = inserts.iter().map(String::as_str).collect();
     // read_java.py fails (and this with it) when any INSERT does.
-    let read = java(&wh, &["bronze.busy"], &[], &inserts);
+    let read = java(&wh, "id", &["bronze.busy"], &[], &inserts);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let runs = floe.join().unwrap();
 
@@ -787,4 +789,105 @@ fn spark_commits_land_while_floe_commits_every_second() {
         ops[first..last].iter().any(|floe| *floe),
         "no floe commit between Spark's first and last: {ops:?} ({runs} floe runs)"
     );
+}
+
+const IDS_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+  {"id":1,"name":"k","required":true,"type":"uuid"},
+  {"id":2,"name":"v","required":false,"type":"string"},
+  {"id":3,"name":"ref","required":false,"type":"uuid"}]}"#;
+
+/// The uuid of key `n`, and of a row's reference `n`.
+fn uuid(n: u64) -> String {
+    format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        n >> 32,
+        n & 0xffff_ffff_ffff
+    )
+}
+
+/// uuid columns, the key among them, are Parquet UUIDs in every file floe
+/// writes (data files, equality deletes, compaction's rewrite), and every
+/// reader gives back the uuids the records carried: Iceberg Java, DuckDB,
+/// and pyiceberg where it reads the table (not equality deletes).
+#[test]
+fn uuid_columns_are_parquet_uuids_every_reader_reads_back() {
+    let wh = Warehouse::new();
+    wh.file("ids.json", IDS_SCHEMA);
+    let cfg = wh.file(
+        "floe.toml",
+        "[tables.\"silver.ids\"]\nschema = \"ids.json\"\nformat_version = 3\n\
+         [tables.\"silver.eq\"]\nschema = \"ids.json\"\nmerge_strategy = \"equality-deletes\"\n",
+    );
+    let cfg = cfg.to_str().unwrap();
+    let mut rng = Rng(0x0dd);
+    let mut model: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
+    for r in 0..4 {
+        let mut text = String::new();
+        for i in 0..30 {
+            let k = uuid(rng.next() % 40 + (1 << 40));
+            if r > 0 && rng.next().is_multiple_of(5) {
+                model.remove(&k);
+                text.push_str(&format!("{{\"_op\":\"d\",\"k\":\"{k}\"}}\n"));
+                continue;
+            }
+            let v = format!("r{r}c{i}");
+            let reference = (!rng.next().is_multiple_of(4)).then(|| uuid(rng.next()));
+            let json_ref = reference
+                .as_ref()
+                .map_or("null".to_string(), |u| format!("\"{u}\""));
+            text.push_str(&format!(
+                "{{\"_op\":\"u\",\"k\":\"{k}\",\"v\":\"{v}\",\"ref\":{json_ref}}}\n"
+            ));
+            model.insert(k, (v, reference));
+        }
+        for table in ["silver.ids", "silver.eq"] {
+            ingest(&wh, cfg, table, &format!("{table}-{r}.ndjson"), &text);
+        }
+        if r == 2 {
+            maintain(&wh, cfg, "silver.ids");
+        }
+    }
+    let want: Vec<Value> = model
+        .iter()
+        .map(|(k, (v, r))| json!({"k": k, "v": v, "ref": r}))
+        .collect();
+
+    for (table, pyiceberg) in [("silver.ids", true), ("silver.eq", false)] {
+        let f = facts(&wh, table, &["k", "v", "ref"]);
+        let files = f["fixed_columns"].as_object().unwrap();
+        assert!(files.len() >= 3, "{table}: {f}");
+        for (file, columns) in files {
+            let expected = if file.contains("-eq-deletes") {
+                json!({"k": "UUID"})
+            } else {
+                json!({"k": "UUID", "ref": "UUID"})
+            };
+            assert_eq!(columns, &expected, "{table}: {file}");
+        }
+        assert_eq!(f["duckdb"].as_array().unwrap(), &want, "DuckDB: {table}");
+        if pyiceberg {
+            assert_eq!(
+                f["pyiceberg"].as_array().unwrap(),
+                &want,
+                "pyiceberg: {table}"
+            );
+        }
+    }
+    assert!(
+        facts(&wh, "silver.eq", &["k"])["deletes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["content"] == "equality"),
+        "silver.eq has equality deletes"
+    );
+    let read = java(&wh, "k", &["silver.ids", "silver.eq"], &[], &[]);
+    for got in &read {
+        assert_eq!(
+            got["rows"].as_array().unwrap(),
+            &want,
+            "Java: {}",
+            got["table"]
+        );
+    }
 }

@@ -11,6 +11,7 @@ import pathlib
 import sys
 
 import duckdb
+import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 
 
@@ -61,6 +62,19 @@ def lineage_and_deletes(con, table):
     return data, deletes
 
 
+def fixed_columns(paths):
+    """{file: {column path: logical type}} of the FIXED_LEN_BYTE_ARRAY columns."""
+    out = {}
+    for path in paths:
+        schema = pq.ParquetFile(local(path)).schema
+        out[path] = {
+            c.path: str(c.logical_type)
+            for c in (schema.column(i) for i in range(len(schema)))
+            if c.physical_type == "FIXED_LEN_BYTE_ARRAY"
+        }
+    return out
+
+
 def main():
     warehouse, name, *columns = sys.argv[1:]
     cat = SqlCatalog("floe", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
@@ -89,6 +103,8 @@ def main():
         ],
         "data_files": data,
         "deletes": deletes,
+        "fixed_columns": fixed_columns(
+            [d["path"] for d in data] + [d["path"] for d in deletes if d["format"] == "parquet"]),
         "pyiceberg": rows,
         "duckdb": [dict(zip(columns, r)) for r in duck],
     }, default=str))

@@ -6,6 +6,7 @@
 
 mod dictionary;
 pub mod footer;
+pub mod parquet;
 pub mod position;
 mod properties;
 pub mod rows;
@@ -13,6 +14,7 @@ pub mod vector;
 
 use std::sync::Arc;
 
+use ::parquet::file::metadata::KeyValue;
 use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::{Field, Schema as ArrowSchema};
 use iceberg::TableIdent;
@@ -22,9 +24,7 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, FormatVersion, PartitionKey, PartitionSpecRef,
     Schema, SchemaRef, TableMetadata,
 };
-use iceberg::writer::CurrentFileStatus;
-use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
-use parquet::file::metadata::KeyValue;
+use parquet::ParquetFile;
 pub use position::FileDeletes;
 pub use properties::*;
 use rows::RowId;
@@ -257,19 +257,17 @@ impl TableWriter {
         batch: &RecordBatch,
         describe: impl Fn(&mut DataFileBuilder),
     ) -> Result<Vec<DataFile>, WriteError> {
-        let builder = ParquetWriterBuilder::new(self.settings.parquet.clone(), schema);
         let output = self.file_io.new_output(path).map_err(|e| self.err(e))?;
-        let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
+        let mut writer = ParquetFile::new(output, schema, self.settings.parquet.clone());
         writer.write(batch).await.map_err(|e| self.err(e))?;
-        let mut files = Vec::new();
-        for mut b in writer.close().await.map_err(|e| self.err(e))? {
-            describe(&mut b);
-            files.push(
-                b.build()
-                    .map_err(|e| self.unexpected("a data file entry", e))?,
-            );
-        }
-        Ok(files)
+        let Some(mut b) = writer.close().await.map_err(|e| self.err(e))? else {
+            return Ok(Vec::new());
+        };
+        describe(&mut b);
+        let file = b
+            .build()
+            .map_err(|e| self.unexpected("a data file entry", e))?;
+        Ok(vec![file])
     }
 
     /// Writes the batch as data files named `<name>-<n>.parquet`; returns them with metrics.
@@ -397,8 +395,7 @@ impl TableWriter {
                     .build(),
                 None => props.clone(),
             };
-            let builder = ParquetWriterBuilder::new(props, self.schema.clone());
-            let mut writer = builder.build(output).await.map_err(|e| self.err(e))?;
+            let mut writer = ParquetFile::new(output, self.schema.clone(), props);
             while offset < end {
                 let len = ROLL_CHECK_ROWS.min(end - offset);
                 writer
@@ -406,13 +403,12 @@ impl TableWriter {
                     .await
                     .map_err(|e| self.err(e))?;
                 offset += len;
-                if rows.is_none()
-                    && writer.current_written_size() as u64 >= self.settings.target_file_size
+                if rows.is_none() && writer.written_size() as u64 >= self.settings.target_file_size
                 {
                     break;
                 }
             }
-            for mut b in writer.close().await.map_err(|e| self.err(e))? {
+            if let Some(mut b) = writer.close().await.map_err(|e| self.err(e))? {
                 if let Some(k) = key {
                     b.partition(k.data().clone());
                 }
