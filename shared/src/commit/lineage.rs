@@ -14,14 +14,15 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
-use iceberg::io::FileIO;
+use futures::StreamExt;
+use iceberg::arrow::ArrowFileReader;
+use iceberg::io::{FileIO, FileMetadata};
 use iceberg::spec::{
     DataFile, DataFileBuilder, FormatVersion, Manifest, ManifestContentType, ManifestFile,
     NestedField, PrimitiveType, Schema, SchemaRef, TableMetadata, Type,
 };
 use iceberg::{Error, ErrorKind};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
 /// Field id the spec reserves for `_row_id`.
 pub const ROW_ID: i32 = 2147483540;
@@ -71,7 +72,8 @@ impl Written {
     /// What `file` holds; `None` for a file without lineage columns (every
     /// row inherits). iceberg-rust's reader takes the reserved field ids for
     /// metadata columns and does not read them from the file, so the
-    /// parquet crate reads them here.
+    /// parquet crate reads them here: the footer and the two columns' chunks
+    /// only, in ranged reads, not the file again.
     async fn read(file_io: &FileIO, file: &DataFile) -> iceberg::Result<Option<Self>> {
         let sizes = file.column_sizes();
         if !sizes.contains_key(&ROW_ID) && !sizes.contains_key(&LAST_UPDATED) {
@@ -84,8 +86,13 @@ impl Written {
                 format!("{path}: lineage columns: {e}"),
             )
         };
-        let bytes = file_io.new_input(path)?.read().await?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(err)?;
+        let size = FileMetadata {
+            size: file.file_size_in_bytes(),
+        };
+        let source = ArrowFileReader::new(size, file_io.new_input(path)?.reader().await?);
+        let builder = ParquetRecordBatchStreamBuilder::new(source)
+            .await
+            .map_err(err)?;
         let descr = builder.parquet_schema();
         let leaf = |id: i32| {
             descr.columns().iter().position(|c| {
@@ -99,10 +106,10 @@ impl Written {
             return Ok(None);
         }
         let mask = ProjectionMask::leaves(descr, leaves);
-        let reader = builder.with_projection(mask).build().map_err(err)?;
+        let mut batches = builder.with_projection(mask).build().map_err(err)?;
         let (mut ids, mut seqs) = (Vec::new(), Vec::new());
-        for batch in reader {
-            let batch = batch.map_err(|e| err(e.into()))?;
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(err)?;
             // Projected columns come in file order: the row id's first.
             let mut columns = batch.columns().iter();
             for (at, out) in [(row_leaf, &mut ids), (seq_leaf, &mut seqs)] {
