@@ -891,3 +891,65 @@ fn uuid_columns_are_parquet_uuids_every_reader_reads_back() {
         );
     }
 }
+
+/// A table another engine gave a v3 type floe cannot read yet (here
+/// `variant`, written into its metadata as such an engine would) is refused
+/// by name: the schema, the field and the type, not iceberg-rust's "did not
+/// match any variant of untagged enum". Nothing is written to it.
+#[test]
+fn a_table_with_a_variant_column_is_refused_naming_the_field() {
+    let wh = Warehouse::new();
+    let cfg = wh.file("floe.toml", "[tables.\"bronze.v\"]\nformat_version = 3\n");
+    let cfg = cfg.to_str().unwrap();
+    let schema = wh.file(
+        "v.json",
+        r#"{"type":"struct","schema-id":0,"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"},
+  {"id":2,"name":"payload","required":false,"type":"string"}]}"#,
+    );
+    wh.floe(&[
+        "--config",
+        cfg,
+        "table",
+        "create",
+        "bronze.v",
+        "--schema",
+        schema.to_str().unwrap(),
+    ]);
+    let metadata = std::fs::read_dir(wh.path().join("bronze/v/metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .unwrap();
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    let mut json: Value = serde_json::from_str(&text).unwrap();
+    json["schemas"][0]["fields"][1]["type"] = json!("variant");
+    std::fs::write(&metadata, json.to_string()).unwrap();
+
+    let input = wh.file("r.ndjson", "{\"id\":1,\"payload\":\"x\"}\n");
+    for args in [
+        vec![
+            "--config",
+            cfg,
+            "ingest",
+            "bronze.v",
+            input.to_str().unwrap(),
+        ],
+        vec!["--config", cfg, "maintain", "bronze.v"],
+    ] {
+        let out = wh.floe_env(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains(
+                "schema 0, field `payload`: type `variant` (Iceberg v3) is not supported yet"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("untagged enum"), "{err}");
+    }
+    let files = std::fs::read_dir(wh.path().join("bronze/v/metadata"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 1, "no commit touched the table");
+}

@@ -118,6 +118,24 @@ const PRIMITIVES: &[&str] = &[
     "binary",
 ];
 
+/// Why a table's metadata (its JSON) did not parse, when one of its schemas
+/// is the cause: iceberg-rust's own answer names no field.
+pub fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
+    let schemas = metadata.get("schemas").and_then(|s| s.as_array());
+    let legacy = metadata.get("schema");
+    schemas
+        .into_iter()
+        .flatten()
+        .chain(legacy)
+        .find_map(|schema| {
+            let fault = schema_fault(schema, "")?;
+            match schema.get("schema-id").and_then(|id| id.as_i64()) {
+                Some(id) => Some(format!("schema {id}, {fault}")),
+                None => Some(fault),
+            }
+        })
+}
+
 /// Iceberg v3 types floe cannot write yet: iceberg-rust 0.10.1, which floe
 /// reads and writes table metadata with, has none of them, so a table
 /// holding one could not even be loaded.
@@ -461,6 +479,18 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("`string` column"), "{err}");
+        // Table metadata whose schema holds one says where.
+        let metadata = serde_json::json!({"format-version": 3, "schemas": [
+            {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"}]},
+            {"type": "struct", "schema-id": 1, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"},
+                {"id": 2, "name": "shape", "required": false, "type": "geometry(srid:4326)"}]}]});
+        let fault = metadata_fault(&metadata).unwrap();
+        assert!(
+            fault.starts_with("schema 1, field `shape`: type `geometry` (Iceberg v3)"),
+            "{fault}"
+        );
         // Broken JSON keeps serde's line and column.
         let err = parse_schema("{\"type\": ").unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");

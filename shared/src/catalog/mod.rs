@@ -377,6 +377,30 @@ async fn write_metadata(
         })
 }
 
+/// `e`, the failure to parse the metadata file at `location`, as
+/// unsupported when a schema in it is why (a type floe cannot read, such as
+/// v3's variant another engine added), naming the schema and field.
+async fn diagnosed(file_io: &FileIO, location: &str, e: iceberg::Error) -> iceberg::Error {
+    if e.kind() != iceberg::ErrorKind::DataInvalid {
+        return e;
+    }
+    let Ok(bytes) = async { file_io.new_input(location)?.read().await }.await else {
+        return e;
+    };
+    let fault = serde_json::from_slice(&bytes)
+        .ok()
+        .and_then(|json| crate::tabledef::metadata_fault(&json));
+    // Without iceberg-rust's error: "did not match any variant of untagged
+    // enum TableMetadataEnum" says nothing the fault does not say better.
+    match fault {
+        Some(fault) => iceberg::Error::new(
+            iceberg::ErrorKind::FeatureUnsupported,
+            format!("{location}: {fault}"),
+        ),
+        None => e,
+    }
+}
+
 /// The metadata file each table was last loaded from or committed to, parsed.
 /// A metadata file never changes once written, so a load that finds the
 /// table still at that location reuses it: on a table with a long history,
@@ -399,12 +423,15 @@ impl MetadataCache {
         {
             return Ok(hit.clone());
         }
-        let metadata = TableMetadata::read_from(file_io, &location)
-            .await
-            .map_err(|source| CatalogError::Iceberg {
-                table: display(ident),
-                source: Box::new(source),
-            })?;
+        let metadata = match TableMetadata::read_from(file_io, &location).await {
+            Ok(metadata) => metadata,
+            Err(e) => {
+                return Err(CatalogError::Iceberg {
+                    table: display(ident),
+                    source: Box::new(diagnosed(file_io, &location, e).await),
+                });
+            }
+        };
         Ok(self.keep(LoadedTable {
             ident: ident.clone(),
             metadata: Arc::new(metadata),

@@ -29,7 +29,6 @@ mod sigv4;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -43,7 +42,6 @@ use self::auth::Tokens;
 pub use self::auth::{DEFAULT_SCOPE, RestAuth};
 pub use self::sigv4::SigV4;
 use self::sigv4::Signer;
-use self::wire::TableResponse;
 use super::{Catalog, CatalogError, LoadedTable, TableCommit};
 use crate::aws::AwsClients;
 use crate::error::{BoxError, Classify, ErrorKind, cause};
@@ -405,25 +403,6 @@ impl RestCatalog {
         self.url(Some(ident.namespace()), Some(ident.name()))
     }
 
-    fn loaded(
-        &self,
-        ident: &TableIdent,
-        url: &Url,
-        body: &[u8],
-        what: &str,
-    ) -> Result<LoadedTable, CatalogError> {
-        let answer: TableResponse = serde_json::from_slice(body)
-            .map_err(|e| CatalogError::store(format!("unreadable {what} answer from {url}"), e))?;
-        let metadata_location = answer.metadata_location.ok_or_else(|| {
-            CatalogError::failed(format!("{what} answer from {url} has no metadata-location"))
-        })?;
-        Ok(LoadedTable {
-            ident: ident.clone(),
-            metadata: Arc::new(answer.metadata),
-            metadata_location,
-        })
-    }
-
     /// Every page of a list call, each decoded by `page` into its items and
     /// the next page's token.
     async fn pages<T, P: serde::de::DeserializeOwned>(
@@ -535,7 +514,7 @@ impl Catalog for RestCatalog {
             let url = self.url(Some(ident.namespace()), None);
             match self.post(&url, &body).await? {
                 Outcome::Answer(status, body) if status.is_success() => {
-                    self.loaded(ident, &url, &body, "create")
+                    wire::loaded(ident, &url, &body, "create")
                 }
                 Outcome::Answer(status, body) => Err(wire::create_error(
                     &table,
@@ -585,7 +564,7 @@ impl Catalog for RestCatalog {
             let url = self.table_url(ident);
             match self.http.get(&url, self.get_attempts).await? {
                 Outcome::Answer(status, body) if status.is_success() => {
-                    self.loaded(ident, &url, &body, "load")
+                    wire::loaded(ident, &url, &body, "load")
                 }
                 Outcome::Answer(status, body) => Err(wire::load_error(
                     &table,
@@ -648,12 +627,14 @@ impl Catalog for RestCatalog {
             };
             match self.post(&url, &body).await? {
                 // Applied, but an answer floe cannot read leaves it unsure what it holds.
-                Outcome::Answer(status, body) if status.is_success() => self
-                    .loaded(&ident, &url, &body, "commit")
-                    .map_err(|e| CatalogError::Ambiguous {
-                        table: table.clone(),
-                        reason: e.to_string(),
-                    }),
+                Outcome::Answer(status, body) if status.is_success() => {
+                    wire::loaded(&ident, &url, &body, "commit").map_err(|e| {
+                        CatalogError::Ambiguous {
+                            table: table.clone(),
+                            reason: e.to_string(),
+                        }
+                    })
+                }
                 Outcome::Answer(status, body) => Err(wire::commit_error(
                     &table,
                     url.as_str(),

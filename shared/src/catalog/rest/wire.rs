@@ -1,12 +1,16 @@
 //! The REST spec's JSON bodies and how its answers map to [`CatalogError`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use iceberg::spec::{Schema, SortOrder, TableMetadata, UnboundPartitionSpec};
-use iceberg::{TableRequirement, TableUpdate};
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
+use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CatalogError;
+use crate::catalog::{CatalogError, LoadedTable};
+use crate::ident::display;
+use crate::tabledef::metadata_fault;
 
 /// `GET /v1/config`.
 #[derive(Debug, Default, Deserialize)]
@@ -58,10 +62,44 @@ pub(super) struct CommitTable<'a> {
 /// LoadTableResult and CommitTableResponse: both carry these two.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(super) struct TableResponse {
+struct TableResponse {
     /// Absent only for a staged create, which floe never asks for.
-    pub metadata_location: Option<String>,
-    pub metadata: TableMetadata,
+    metadata_location: Option<String>,
+    metadata: TableMetadata,
+}
+
+/// The table a create, load or commit answer (`body`, from `url`) carries.
+pub(super) fn loaded(
+    ident: &TableIdent,
+    url: &Url,
+    body: &[u8],
+    what: &str,
+) -> Result<LoadedTable, CatalogError> {
+    let answer: TableResponse = serde_json::from_slice(body).map_err(|e| {
+        // A table whose schema floe cannot read fails the same way on every
+        // retry: say so, not that the service garbled its answer.
+        let fault = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| metadata_fault(v.get("metadata")?));
+        match fault {
+            Some(fault) => CatalogError::Iceberg {
+                table: display(ident),
+                source: Box::new(iceberg::Error::new(
+                    iceberg::ErrorKind::FeatureUnsupported,
+                    format!("{what} answer from {url}: {fault}"),
+                )),
+            },
+            None => CatalogError::store(format!("unreadable {what} answer from {url}"), e),
+        }
+    })?;
+    let metadata_location = answer.metadata_location.ok_or_else(|| {
+        CatalogError::failed(format!("{what} answer from {url} has no metadata-location"))
+    })?;
+    Ok(LoadedTable {
+        ident: ident.clone(),
+        metadata: Arc::new(answer.metadata),
+        metadata_location,
+    })
 }
 
 /// The spec's error body: `{"error": {"message", "type", "code"}}`.
@@ -167,6 +205,31 @@ mod tests {
     use crate::error::Classify;
 
     const COMMIT_FAILED: &[u8] = br#"{"error":{"message":"Requirement failed: branch main has changed","type":"CommitFailedException","code":409}}"#;
+
+    /// A load answer for a table another engine gave a variant column: not
+    /// a garbled answer to retry, a table floe cannot read, said where.
+    #[test]
+    fn a_table_with_a_type_floe_cannot_read_is_unsupported_not_a_bad_answer() {
+        let body = serde_json::json!({
+            "metadata-location": "s3://b/t/metadata/1.json",
+            "metadata": {"format-version": 3, "table-uuid": "00000000-0000-0000-0000-000000000001",
+                "location": "s3://b/t", "current-schema-id": 0,
+                "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                    {"id": 1, "name": "id", "required": true, "type": "long"},
+                    {"id": 2, "name": "payload", "required": false, "type": "variant"}]}]}
+        });
+        let url = Url::parse("http://c/v1/p/namespaces/bronze/tables/t").unwrap();
+        let ident = TableIdent::from_strs(["bronze", "t"]).unwrap();
+        let e = loaded(&ident, &url, body.to_string().as_bytes(), "load").unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unsupported, "{e}");
+        assert!(
+            e.to_string()
+                .contains("field `payload`: type `variant` (Iceberg v3)"),
+            "{e}"
+        );
+        let garbled = loaded(&ident, &url, b"{\"metadata\": 1}", "load").unwrap_err();
+        assert!(garbled.is_transient(), "{garbled}");
+    }
 
     #[test]
     fn commit_answers_map_to_the_engine_s_outcomes() {
