@@ -14,6 +14,7 @@ use arrow_array::{
     ArrayRef, FixedSizeBinaryArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use floe_core::write::MetricsConfig;
 use floe_core::write::parquet::ParquetFile;
 use iceberg::io::FileIO;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, SchemaRef, Type};
@@ -82,6 +83,8 @@ fn bench(c: &mut Criterion) {
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level")))
         .build();
+    // Every metric, as iceberg-rust's writer keeps them.
+    let full = MetricsConfig::full();
     let mut group = c.benchmark_group("parquet_file");
     group.throughput(Throughput::Elements(ROWS as u64));
     group.sample_size(20);
@@ -93,7 +96,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 runtime.block_on(async {
                     let output = io.new_output(path).expect("output");
-                    let mut w = ParquetFile::new(output, schema.clone(), props.clone());
+                    let mut w = ParquetFile::new(output, schema.clone(), props.clone(), &full);
                     w.write(&batch).await.expect("write");
                     black_box(w.close().await.expect("close"))
                 })

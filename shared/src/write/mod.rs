@@ -6,6 +6,7 @@
 
 mod dictionary;
 pub mod footer;
+mod metrics;
 pub mod parquet;
 pub mod position;
 mod properties;
@@ -24,6 +25,7 @@ use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, FormatVersion, PartitionKey, PartitionSpecRef,
     Schema, SchemaRef, TableMetadata,
 };
+pub use metrics::{MetricsConfig, MetricsMode};
 use parquet::ParquetFile;
 pub use position::FileDeletes;
 pub use properties::*;
@@ -258,7 +260,14 @@ impl TableWriter {
         describe: impl Fn(&mut DataFileBuilder),
     ) -> Result<Vec<DataFile>, WriteError> {
         let output = self.file_io.new_output(path).map_err(|e| self.err(e))?;
-        let mut writer = ParquetFile::new(output, schema, self.settings.parquet.clone());
+        // Delete files keep every metric: a position-delete file's path
+        // bounds are how readers tell which data file it deletes from.
+        let mut writer = ParquetFile::new(
+            output,
+            schema,
+            self.settings.parquet.clone(),
+            &MetricsConfig::full(),
+        );
         writer.write(batch).await.map_err(|e| self.err(e))?;
         let Some(mut b) = writer.close().await.map_err(|e| self.err(e))? else {
             return Ok(Vec::new());
@@ -395,7 +404,8 @@ impl TableWriter {
                     .build(),
                 None => props.clone(),
             };
-            let mut writer = ParquetFile::new(output, self.schema.clone(), props);
+            let mut writer =
+                ParquetFile::new(output, self.schema.clone(), props, &self.settings.metrics);
             while offset < end {
                 let len = ROLL_CHECK_ROWS.min(end - offset);
                 writer

@@ -32,21 +32,31 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::statistics::Statistics;
 use parquet::schema::types::{SchemaDescriptor, Type as ParquetType, TypePtr};
 
+use super::metrics::{MetricsConfig, MetricsMode};
+
 /// A Parquet file being written: opened at its first rows, so a file that
 /// gets none is never made.
 pub struct ParquetFile {
     output: OutputFile,
     schema: SchemaRef,
     props: WriterProperties,
+    modes: HashMap<i32, MetricsMode>,
     writer: Option<AsyncArrowWriter<Sink>>,
     rows: usize,
     nans: HashMap<i32, u64>,
 }
 
 impl ParquetFile {
-    /// A file at `output` holding rows of `schema`, encoded as `props` say.
-    pub fn new(output: OutputFile, schema: SchemaRef, props: WriterProperties) -> Self {
+    /// A file at `output` holding rows of `schema`, encoded as `props` say,
+    /// its entry keeping the column metrics `metrics` asks for.
+    pub fn new(
+        output: OutputFile,
+        schema: SchemaRef,
+        props: WriterProperties,
+        metrics: &MetricsConfig,
+    ) -> Self {
         Self {
+            modes: metrics.modes(&schema),
             output,
             schema,
             props,
@@ -97,7 +107,7 @@ impl ParquetFile {
             .await
             .map_err(|e| unexpected("finishing Parquet", e))?;
         let size = writer.bytes_written() as u64;
-        let mut entry = entry(&self.schema, &meta, size, self.nans)?;
+        let mut entry = entry(&self.schema, &self.modes, &meta, size, self.nans)?;
         entry.file_path(self.output.location().to_string());
         Ok(Some(entry))
     }
@@ -262,16 +272,18 @@ fn in_range<O: Into<i64> + Copy>(values: &ArrayRef, offsets: &[O]) -> ArrayRef {
 /// column metrics.
 fn entry(
     schema: &Schema,
+    modes: &HashMap<i32, MetricsMode>,
     meta: &ParquetMetaData,
     size: u64,
-    nans: HashMap<i32, u64>,
+    mut nans: HashMap<i32, u64>,
 ) -> iceberg::Result<DataFileBuilder> {
     let mut m = Metrics::default();
     for group in meta.row_groups() {
         for chunk in group.columns() {
-            m.add(schema, chunk)?;
+            m.add(schema, modes, chunk)?;
         }
     }
+    nans.retain(|id, _| mode(modes, *id) != MetricsMode::None);
     let mut b = DataFileBuilder::default();
     b.content(DataContentType::Data)
         .file_format(DataFileFormat::Parquet)
@@ -294,8 +306,10 @@ fn entry(
 }
 
 /// Per column (by field id, at any depth), summed over a file's row groups:
-/// its size, value and null counts, and the bounds Parquet's statistics give
-/// exactly (a truncated string's are left out, as Iceberg's own writer does).
+/// its size, and as its [`MetricsMode`] asks, its value and null counts and
+/// bounds. A bound comes from Parquet's statistics where they are exact, or,
+/// for a mode that truncates, from Parquet's own truncated ones too (a
+/// prefix of the true minimum, a raised prefix above the maximum).
 #[derive(Default)]
 struct Metrics {
     sizes: HashMap<i32, u64>,
@@ -306,7 +320,12 @@ struct Metrics {
 }
 
 impl Metrics {
-    fn add(&mut self, schema: &Schema, chunk: &ColumnChunkMetaData) -> iceberg::Result<()> {
+    fn add(
+        &mut self,
+        schema: &Schema,
+        modes: &HashMap<i32, MetricsMode>,
+        chunk: &ColumnChunkMetaData,
+    ) -> iceberg::Result<()> {
         let info = chunk.column_descr().self_type().get_basic_info();
         let Some(field) = info
             .has_id()
@@ -317,6 +336,10 @@ impl Metrics {
         };
         let id = field.id;
         *self.sizes.entry(id).or_default() += chunk.compressed_size() as u64;
+        let mode = mode(modes, id);
+        if mode == MetricsMode::None {
+            return Ok(());
+        }
         *self.values.entry(id).or_default() += chunk.num_values() as u64;
         let Some(stats) = chunk.statistics() else {
             return Ok(());
@@ -324,24 +347,44 @@ impl Metrics {
         if let Some(n) = stats.null_count_opt() {
             *self.nulls.entry(id).or_default() += n;
         }
+        if mode == MetricsMode::Counts {
+            return Ok(());
+        }
         let Type::Primitive(ty) = field.field_type.as_ref() else {
             return Err(Error::new(
                 ErrorKind::Unexpected,
                 format!("column {id} is a Parquet leaf but not an Iceberg primitive"),
             ));
         };
-        if stats.min_is_exact()
-            && let Some(min) = bound(ty, stats, stats.min_bytes_opt())?
-        {
-            widen(&mut self.lower, id, min, Ordering::Less);
-        }
-        if stats.max_is_exact()
-            && let Some(max) = bound(ty, stats, stats.max_bytes_opt())?
-        {
-            widen(&mut self.upper, id, max, Ordering::Greater);
+        let truncates = matches!(mode, MetricsMode::Truncate(_));
+        let sides = [
+            (stats.min_is_exact(), stats.min_bytes_opt(), false),
+            (stats.max_is_exact(), stats.max_bytes_opt(), true),
+        ];
+        for (exact, bytes, upper) in sides {
+            let value = match exact {
+                true => bound(ty, stats, bytes)?,
+                // Parquet cut a string at a character boundary; a prefix
+                // that still does not decode is no bound.
+                false if truncates => bound(ty, stats, bytes).ok().flatten(),
+                false => None,
+            };
+            let Some(value) = value.and_then(|v| mode.bound(v, upper)) else {
+                continue;
+            };
+            match upper {
+                false => widen(&mut self.lower, id, value, Ordering::Less),
+                true => widen(&mut self.upper, id, value, Ordering::Greater),
+            }
         }
         Ok(())
     }
+}
+
+/// `id`'s mode; a field the schema names but `modes` lacks (none should)
+/// keeps everything.
+fn mode(modes: &HashMap<i32, MetricsMode>, id: i32) -> MetricsMode {
+    modes.get(&id).copied().unwrap_or(MetricsMode::Full)
 }
 
 /// Keeps `value` as `id`'s bound when there is none yet or it lies further
@@ -553,7 +596,7 @@ mod tests {
                 None,
                 Some(1),
             ])),
-            Arc::new(StringArray::from(vec![Some("b"), Some("a"), None])),
+            Arc::new(StringArray::from(vec![Some("bcd"), Some("a"), None])),
             Arc::new(uuids()),
             Arc::new(
                 FixedSizeBinaryArray::try_from_iter(
@@ -636,6 +679,7 @@ mod tests {
             io.new_output(ours.to_str().unwrap()).unwrap(),
             schema.clone(),
             props,
+            &MetricsConfig::full(),
         );
         w.write(&batch.slice(0, 2)).await.unwrap();
         w.write(&batch.slice(2, 1)).await.unwrap();
@@ -688,6 +732,67 @@ mod tests {
         assert_eq!(read.columns(), batch.columns(), "every value reads back");
     }
 
+    /// `write.metadata.metrics.*` decide what the entry keeps, per column;
+    /// a truncated bound still bounds, even from Parquet's own truncated
+    /// statistics.
+    #[tokio::test]
+    async fn metrics_modes_decide_what_the_entry_keeps() {
+        let (schema, batch) = table();
+        let props: HashMap<String, String> = [
+            ("write.metadata.metrics.default", "truncate(1)"),
+            ("write.metadata.metrics.column.d", "none"),
+            ("write.metadata.metrics.column.small", "counts"),
+            ("write.metadata.metrics.column.point.x", "full"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("modes.parquet");
+        let output = FileIO::new_with_fs()
+            .new_output(path.to_str().unwrap())
+            .unwrap();
+        let writer_props = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_statistics_truncate_length(Some(16))
+            .build();
+        let metrics = MetricsConfig::from_properties(&props).unwrap();
+        let mut w = ParquetFile::new(output, schema, writer_props, &metrics);
+        w.write(&batch).await.unwrap();
+        let f = w
+            .close()
+            .await
+            .unwrap()
+            .unwrap()
+            .partition_spec_id(0)
+            .build()
+            .unwrap();
+        let kept = |id: i32| {
+            [
+                f.value_counts().contains_key(&id),
+                f.null_value_counts().contains_key(&id),
+                f.lower_bounds().contains_key(&id),
+                f.upper_bounds().contains_key(&id),
+            ]
+        };
+        // none: the size only (and no NaN count); counts: no bounds.
+        assert_eq!(kept(5), [false; 4]);
+        assert!(f.column_sizes().contains_key(&5) && !f.nan_value_counts().contains_key(&5));
+        assert_eq!(kept(3), [true, true, false, false]);
+        // truncate(1): "a".."bcd" is kept as "a".."c"; a long binary minimum
+        // Parquet truncated itself becomes a one-byte prefix.
+        assert_eq!(f.lower_bounds()[&13], Datum::string("a"));
+        assert_eq!(f.upper_bounds()[&13], Datum::string("c"));
+        assert_eq!(f.lower_bounds()[&16], Datum::binary(b"z".to_vec()));
+        assert_eq!(f.upper_bounds()[&16], Datum::binary(vec![0xff]));
+        // Other types keep whole bounds; a column set to full keeps its own.
+        assert_eq!(
+            f.upper_bounds()[&10],
+            Datum::timestamp_micros(1_796_292_000_000_000)
+        );
+        assert_eq!(f.lower_bounds()[&31], Datum::double(-1.5));
+    }
+
     #[tokio::test]
     async fn a_file_that_gets_no_rows_is_never_made() {
         let (schema, batch) = table();
@@ -696,7 +801,12 @@ mod tests {
         let output = FileIO::new_with_fs()
             .new_output(path.to_str().unwrap())
             .unwrap();
-        let mut w = ParquetFile::new(output, schema, WriterProperties::default());
+        let mut w = ParquetFile::new(
+            output,
+            schema,
+            WriterProperties::default(),
+            &MetricsConfig::default(),
+        );
         w.write(&batch.slice(0, 0)).await.unwrap();
         assert_eq!(w.written_size(), 0);
         assert!(w.close().await.unwrap().is_none());

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 
+use super::metrics::MetricsConfig;
 use crate::error::ConfigError;
 
 /// `write.parquet.compression-codec`.
@@ -31,6 +32,8 @@ pub struct FileSettings {
     pub parquet: WriterProperties,
     /// Roll to a new file past this many bytes.
     pub target_file_size: u64,
+    /// Which column metrics data files' entries keep.
+    pub metrics: MetricsConfig,
 }
 
 impl FileSettings {
@@ -67,6 +70,7 @@ impl FileSettings {
             target_file_size: parse::<u64>(props, TARGET_FILE_SIZE)?
                 .unwrap_or(DEFAULT_TARGET_FILE_SIZE)
                 .max(1),
+            metrics: MetricsConfig::from_properties(props)?,
         })
     }
 }
@@ -156,5 +160,8 @@ mod tests {
         assert!(matches!(e, ConfigError::Property { key, .. } if key == COMPRESSION_CODEC));
         let e = FileSettings::from_properties(&props(&[(TARGET_FILE_SIZE, "big")])).unwrap_err();
         assert!(matches!(e, ConfigError::Property { key, .. } if key == TARGET_FILE_SIZE));
+        let column = "write.metadata.metrics.column.info";
+        let e = FileSettings::from_properties(&props(&[(column, "most")])).unwrap_err();
+        assert!(matches!(e, ConfigError::Property { key, .. } if key == column));
     }
 }
