@@ -42,10 +42,12 @@ pub mod rerun;
 pub mod route;
 pub mod row;
 pub mod rowkey;
+pub mod schema_json;
 #[cfg(feature = "aws")]
 pub mod secrets;
 pub mod shred;
 pub mod source;
+pub mod spelling;
 pub mod status;
 pub mod storage;
 pub mod tabledef;

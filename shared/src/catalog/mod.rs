@@ -389,7 +389,7 @@ async fn diagnosed(file_io: &FileIO, location: &str, e: iceberg::Error) -> icebe
     };
     let fault = serde_json::from_slice(&bytes)
         .ok()
-        .and_then(|json| crate::tabledef::metadata_fault(&json));
+        .and_then(|json| crate::schema_json::metadata_fault(&json));
     // Without iceberg-rust's error: "did not match any variant of untagged
     // enum TableMetadataEnum" says nothing the fault does not say better.
     match fault {

@@ -6,6 +6,7 @@ use toml::{Table, Value};
 
 use super::ConfigError;
 use crate::ident::parse_table;
+use crate::spelling::closest;
 
 /// How a key's value is checked (and, for env overrides, parsed from text).
 #[derive(Debug, Clone, Copy)]
@@ -341,45 +342,6 @@ fn unknown_message<'a>(
     }
 }
 
-/// The known name that `name` most likely misspells: within two edits, else
-/// sharing a prefix of at least four characters (`evolve` → `evolution`).
-pub(crate) fn closest<'a>(
-    name: &str,
-    known: impl Iterator<Item = &'a str> + Clone,
-) -> Option<&'a str> {
-    let near = known
-        .clone()
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, _)| *d <= 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k);
-    near.or_else(|| {
-        known
-            .map(|k| (common_prefix(name, k), k))
-            .filter(|(n, _)| *n >= 4)
-            .max_by_key(|(n, _)| *n)
-            .map(|(_, k)| k)
-    })
-}
-
-fn common_prefix(a: &str, b: &str) -> usize {
-    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut row = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let swap = if ca == *cb { prev[j] } else { prev[j] + 1 };
-            row[j + 1] = swap.min(prev[j + 1] + 1).min(row[j] + 1);
-        }
-        prev = row;
-    }
-    prev[b.len()]
-}
-
 pub(super) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::String(_) => "a string",
@@ -575,20 +537,6 @@ mod tests {
         assert_eq!(join("", "routing"), "routing");
         assert_eq!(join("routing", "mode"), "routing.mode");
         assert_eq!(join("tables", "bronze.events"), "tables.\"bronze.events\"");
-    }
-
-    #[test]
-    fn suggests_close_names_only() {
-        assert_eq!(
-            closest("tempalte", ["template", "table"].into_iter()),
-            Some("template")
-        );
-        assert_eq!(closest("zzz", ["template"].into_iter()), None);
-        assert_eq!(
-            closest("evolve", ["epoch_unit", "evolution"].into_iter()),
-            Some("evolution")
-        );
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

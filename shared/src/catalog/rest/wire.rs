@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{CatalogError, LoadedTable};
 use crate::ident::display;
-use crate::tabledef::metadata_fault;
+use crate::schema_json::metadata_fault;
 
 /// `GET /v1/config`.
 #[derive(Debug, Default, Deserialize)]

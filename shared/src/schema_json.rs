@@ -1,0 +1,121 @@
+//! What is wrong with an Iceberg schema's JSON, in words a user can act on:
+//! iceberg-rust's deserializer answers any bad field with "did not match any
+//! variant of untagged enum", naming neither the field nor the type.
+
+/// Iceberg's primitive type names (`decimal(P,S)` and `fixed[N]` aside).
+const PRIMITIVES: &[&str] = &[
+    "boolean",
+    "int",
+    "long",
+    "float",
+    "double",
+    "date",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "timestamp_ns",
+    "timestamptz_ns",
+    "string",
+    "uuid",
+    "binary",
+];
+
+/// Why a table's metadata (its JSON) did not parse, when one of its schemas
+/// is the cause: iceberg-rust's own answer names no field.
+pub fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
+    let schemas = metadata.get("schemas").and_then(|s| s.as_array());
+    let legacy = metadata.get("schema");
+    schemas
+        .into_iter()
+        .flatten()
+        .chain(legacy)
+        .find_map(|schema| {
+            let fault = fault(schema, "")?;
+            match schema.get("schema-id").and_then(|id| id.as_i64()) {
+                Some(id) => Some(format!("schema {id}, {fault}")),
+                None => Some(fault),
+            }
+        })
+}
+
+/// Iceberg v3 types floe cannot write yet: iceberg-rust 0.10.1, which floe
+/// reads and writes table metadata with, has none of them, so a table
+/// holding one could not even be loaded.
+const NOT_YET: &[&str] = &["variant", "unknown", "geometry", "geography"];
+
+/// The first field of a schema (or nested type) that cannot parse, described.
+pub(crate) fn fault(ty: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    let at = |what: String| match path {
+        "" => what,
+        p => format!("field `{p}`: {what}"),
+    };
+    match ty {
+        Value::String(name) => {
+            let known = PRIMITIVES.contains(&name.as_str())
+                || name.starts_with("decimal(")
+                || name.starts_with("fixed[");
+            let base = name.split('(').next().unwrap_or_default();
+            if NOT_YET.contains(&base) {
+                return Some(at(format!(
+                    "type `{base}` (Iceberg v3) is not supported yet: iceberg-rust 0.10.1, \
+                     which floe reads table metadata with, has no such type; until it does, \
+                     keep such values as text (JSON, WKT) in a `string` column"
+                )));
+            }
+            (!known).then(|| {
+                let hint = crate::spelling::closest(name, PRIMITIVES.iter().copied())
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                at(format!("unknown type `{name}`{hint}; types are {}, decimal(P,S), fixed[N], struct, list and map", PRIMITIVES.join(", ")))
+            })
+        }
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("struct") => {
+                let fields = o.get("fields").and_then(Value::as_array)?;
+                fields.iter().enumerate().find_map(|(i, f)| {
+                    let name = f.get("name").and_then(Value::as_str);
+                    let here = match (path, name) {
+                        (_, None) => return Some(at(format!("field #{} has no \"name\"", i + 1))),
+                        ("", Some(n)) => n.to_string(),
+                        (p, Some(n)) => format!("{p}.{n}"),
+                    };
+                    for key in ["id", "required", "type"] {
+                        if f.get(key).is_none() {
+                            return Some(format!("field `{here}`: no \"{key}\""));
+                        }
+                    }
+                    fault(&f["type"], &here)
+                })
+            }
+            Some("list") => fault(o.get("element")?, &format!("{path}[]")),
+            Some("map") => fault(o.get("key")?, &format!("{path}.key"))
+                .or_else(|| fault(o.get("value")?, &format!("{path}.value"))),
+            Some(other) => Some(at(format!(
+                "unknown nested type `{other}` (struct, list or map)"
+            ))),
+            None => None,
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_metadata_whose_schema_holds_a_v3_type_says_where() {
+        let metadata = serde_json::json!({"format-version": 3, "schemas": [
+            {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"}]},
+            {"type": "struct", "schema-id": 1, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"},
+                {"id": 2, "name": "shape", "required": false, "type": "geometry(srid:4326)"}]}]});
+        let fault = metadata_fault(&metadata).unwrap();
+        assert!(
+            fault.starts_with("schema 1, field `shape`: type `geometry` (Iceberg v3)"),
+            "{fault}"
+        );
+    }
+}
