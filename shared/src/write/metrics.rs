@@ -206,12 +206,7 @@ mod tests {
     use iceberg::spec::{NestedField, Type};
 
     use super::*;
-
-    fn props(kv: &[(&str, &str)]) -> HashMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::write::props;
 
     #[test]
     fn truncated_bounds_stay_bounds() {

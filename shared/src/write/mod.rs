@@ -34,6 +34,14 @@ use rows::RowId;
 use crate::error::{Classify, ConfigError, ErrorKind};
 use crate::ident::display;
 
+/// Table properties from pairs, for the tests of what reads them.
+#[cfg(test)]
+fn props(kv: &[(&str, &str)]) -> std::collections::HashMap<String, String> {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Rows handed to the Parquet writer between two checks of the file size.
 const ROLL_CHECK_ROWS: usize = 16 * 1024;
 

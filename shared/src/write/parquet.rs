@@ -1,5 +1,6 @@
 //! One Parquet file written through arrow-rs, closed into the data-file
-//! entry Iceberg needs (row count, size, split offsets, column metrics).
+//! entry Iceberg needs (row count, size, split offsets, and the column
+//! metrics the table's metrics modes keep, `write::metrics`).
 //!
 //! floe writes its files itself rather than through iceberg-rust's
 //! `ParquetWriter` (0.10), whose Parquet schema leaves a uuid column a bare
@@ -42,7 +43,6 @@ pub struct ParquetFile {
     props: WriterProperties,
     modes: HashMap<i32, MetricsMode>,
     writer: Option<AsyncArrowWriter<Sink>>,
-    rows: usize,
     nans: HashMap<i32, u64>,
 }
 
@@ -61,7 +61,6 @@ impl ParquetFile {
             schema,
             props,
             writer: None,
-            rows: 0,
             nans: HashMap::new(),
         }
     }
@@ -71,7 +70,6 @@ impl ParquetFile {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.rows += batch.num_rows();
         count_nans(
             self.schema.as_struct().fields(),
             batch.columns(),
@@ -738,15 +736,12 @@ mod tests {
     #[tokio::test]
     async fn metrics_modes_decide_what_the_entry_keeps() {
         let (schema, batch) = table();
-        let props: HashMap<String, String> = [
+        let props = crate::write::props(&[
             ("write.metadata.metrics.default", "truncate(1)"),
             ("write.metadata.metrics.column.d", "none"),
             ("write.metadata.metrics.column.small", "counts"),
             ("write.metadata.metrics.column.point.x", "full"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("modes.parquet");
         let output = FileIO::new_with_fs()

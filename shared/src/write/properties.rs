@@ -122,12 +122,7 @@ mod tests {
     use parquet::schema::types::ColumnPath;
 
     use super::*;
-
-    fn props(kv: &[(&str, &str)]) -> HashMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::write::props;
 
     #[test]
     fn defaults_to_zstd_and_iceberg_sizes() {
