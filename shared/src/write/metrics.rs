@@ -143,12 +143,8 @@ impl MetricsConfig {
             config.default = MetricsMode::parse(DEFAULT_MODE, v)?;
             config.explicit = true;
         }
-        if let Some(v) = props.get(MAX_INFERRED) {
-            config.max_inferred = v.trim().parse().map_err(|_| ConfigError::Property {
-                key: MAX_INFERRED.into(),
-                value: v.clone(),
-                reason: "not a valid number".into(),
-            })?;
+        if let Some(n) = super::number(props, MAX_INFERRED)? {
+            config.max_inferred = n;
         }
         for (key, value) in props {
             if let Some(column) = key.strip_prefix(COLUMN_MODE) {

@@ -34,6 +34,23 @@ use rows::RowId;
 use crate::error::{Classify, ConfigError, ErrorKind};
 use crate::ident::display;
 
+/// The number table property `key` holds, if it is set.
+fn number<T: std::str::FromStr>(
+    props: &std::collections::HashMap<String, String>,
+    key: &str,
+) -> Result<Option<T>, ConfigError> {
+    props
+        .get(key)
+        .map(|v| {
+            v.trim().parse::<T>().map_err(|_| ConfigError::Property {
+                key: key.into(),
+                value: v.clone(),
+                reason: "not a valid number".into(),
+            })
+        })
+        .transpose()
+}
+
 /// Table properties from pairs, for the tests of what reads them.
 #[cfg(test)]
 fn props(kv: &[(&str, &str)]) -> std::collections::HashMap<String, String> {

@@ -7,6 +7,7 @@ use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 
 use super::metrics::MetricsConfig;
+use super::number;
 use crate::error::ConfigError;
 
 /// `write.parquet.compression-codec`.
@@ -43,7 +44,7 @@ impl FileSettings {
             .get(COMPRESSION_CODEC)
             .map(String::as_str)
             .unwrap_or("zstd");
-        let level = parse::<i32>(props, COMPRESSION_LEVEL)?;
+        let level = number::<i32>(props, COMPRESSION_LEVEL)?;
         let compression = compression(codec, level).map_err(|reason| ConfigError::Property {
             key: COMPRESSION_CODEC.into(),
             value: codec.into(),
@@ -56,39 +57,23 @@ impl FileSettings {
             // page-level ones would cost encode time for no reader that floe targets.
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_created_by(format!("floe {}", env!("CARGO_PKG_VERSION")));
-        if let Some(v) = parse::<usize>(props, PAGE_SIZE)? {
+        if let Some(v) = number::<usize>(props, PAGE_SIZE)? {
             b = b.set_data_page_size_limit(v);
         }
-        if let Some(v) = parse::<usize>(props, PAGE_ROW_LIMIT)? {
+        if let Some(v) = number::<usize>(props, PAGE_ROW_LIMIT)? {
             b = b.set_data_page_row_count_limit(v);
         }
-        if let Some(v) = parse::<usize>(props, DICT_SIZE)? {
+        if let Some(v) = number::<usize>(props, DICT_SIZE)? {
             b = b.set_dictionary_page_size_limit(v);
         }
         Ok(Self {
             parquet: b.build(),
-            target_file_size: parse::<u64>(props, TARGET_FILE_SIZE)?
+            target_file_size: number::<u64>(props, TARGET_FILE_SIZE)?
                 .unwrap_or(DEFAULT_TARGET_FILE_SIZE)
                 .max(1),
             metrics: MetricsConfig::from_properties(props)?,
         })
     }
-}
-
-fn parse<T: std::str::FromStr>(
-    props: &HashMap<String, String>,
-    key: &str,
-) -> Result<Option<T>, ConfigError> {
-    props
-        .get(key)
-        .map(|v| {
-            v.trim().parse::<T>().map_err(|_| ConfigError::Property {
-                key: key.into(),
-                value: v.clone(),
-                reason: "not a valid number".into(),
-            })
-        })
-        .transpose()
 }
 
 fn compression(codec: &str, level: Option<i32>) -> Result<Compression, String> {
