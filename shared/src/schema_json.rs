@@ -22,7 +22,7 @@ const PRIMITIVES: &[&str] = &[
 
 /// Why a table's metadata (its JSON) did not parse, when one of its schemas
 /// is the cause: iceberg-rust's own answer names no field.
-pub fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
+fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
     let schemas = metadata.get("schemas").and_then(|s| s.as_array());
     let legacy = metadata.get("schema");
     schemas
@@ -36,6 +36,20 @@ pub fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
                 None => Some(fault),
             }
         })
+}
+
+/// The error for table metadata iceberg-rust could not parse because of
+/// one of its schemas, naming `whence` (its file, the catalog's answer):
+/// unsupported, so nothing retries it. `None` when its schemas are not why.
+/// iceberg-rust's own error is left out: "did not match any variant of
+/// untagged enum TableMetadataEnum" says nothing the fault does not say
+/// better.
+pub fn unsupported(whence: &str, metadata: &serde_json::Value) -> Option<iceberg::Error> {
+    let fault = metadata_fault(metadata)?;
+    Some(iceberg::Error::new(
+        iceberg::ErrorKind::FeatureUnsupported,
+        format!("{whence}: {fault}"),
+    ))
 }
 
 /// Iceberg v3 types floe cannot write yet: iceberg-rust 0.10.1, which floe

@@ -387,18 +387,10 @@ async fn diagnosed(file_io: &FileIO, location: &str, e: iceberg::Error) -> icebe
     let Ok(bytes) = async { file_io.new_input(location)?.read().await }.await else {
         return e;
     };
-    let fault = serde_json::from_slice(&bytes)
+    serde_json::from_slice(&bytes)
         .ok()
-        .and_then(|json| crate::schema_json::metadata_fault(&json));
-    // Without iceberg-rust's error: "did not match any variant of untagged
-    // enum TableMetadataEnum" says nothing the fault does not say better.
-    match fault {
-        Some(fault) => iceberg::Error::new(
-            iceberg::ErrorKind::FeatureUnsupported,
-            format!("{location}: {fault}"),
-        ),
-        None => e,
-    }
+        .and_then(|json| crate::schema_json::unsupported(location, &json))
+        .unwrap_or(e)
 }
 
 /// The metadata file each table was last loaded from or committed to, parsed.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{CatalogError, LoadedTable};
 use crate::ident::display;
-use crate::schema_json::metadata_fault;
+use crate::schema_json;
 
 /// `GET /v1/config`.
 #[derive(Debug, Default, Deserialize)]
@@ -78,18 +78,16 @@ pub(super) fn loaded(
     let answer: TableResponse = serde_json::from_slice(body).map_err(|e| {
         // A table whose schema floe cannot read fails the same way on every
         // retry: say so, not that the service garbled its answer.
-        let fault = serde_json::from_slice::<serde_json::Value>(body)
+        let whence = format!("{what} answer from {url}");
+        let unsupported = serde_json::from_slice::<serde_json::Value>(body)
             .ok()
-            .and_then(|v| metadata_fault(v.get("metadata")?));
-        match fault {
-            Some(fault) => CatalogError::Iceberg {
+            .and_then(|v| schema_json::unsupported(&whence, v.get("metadata")?));
+        match unsupported {
+            Some(source) => CatalogError::Iceberg {
                 table: display(ident),
-                source: Box::new(iceberg::Error::new(
-                    iceberg::ErrorKind::FeatureUnsupported,
-                    format!("{what} answer from {url}: {fault}"),
-                )),
+                source: Box::new(source),
             },
-            None => CatalogError::store(format!("unreadable {what} answer from {url}"), e),
+            None => CatalogError::store(format!("unreadable {whence}"), e),
         }
     })?;
     let metadata_location = answer.metadata_location.ok_or_else(|| {
