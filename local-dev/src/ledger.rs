@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use floe_core::commit::{CommitEngine, RetryPolicy};
-use floe_core::deploy::Deployment;
 use floe_core::embedded::Embedded;
 use floe_core::ident;
 use floe_core::ledger::{self, Ledger, LedgerStore};
@@ -31,10 +30,10 @@ pub enum LedgerCommand {
     },
 }
 
-pub async fn run(floe: &Embedded, deployment: &Deployment, cmd: LedgerCommand) -> Result<()> {
+pub async fn run(floe: &Embedded, cmd: LedgerCommand) -> Result<()> {
     match cmd {
         LedgerCommand::Show { table } => show(floe, &table).await,
-        LedgerCommand::Repair { table } => repair(floe, deployment, &table).await,
+        LedgerCommand::Repair { table } => repair(floe, &table).await,
     }
 }
 
@@ -80,29 +79,11 @@ async fn show(floe: &Embedded, table: &str) -> Result<()> {
     Ok(())
 }
 
-async fn repair(floe: &Embedded, deployment: &Deployment, table: &str) -> Result<()> {
+async fn repair(floe: &Embedded, table: &str) -> Result<()> {
     let ident = ident::parse_table(table)?;
     let catalog = floe.catalog();
-    let loaded = catalog.load_table(&ident).await?;
-    let dirs = [
-        ledger::place::dir(&loaded.metadata),
-        format!(
-            "{}/{}",
-            loaded.metadata.location().trim_end_matches('/'),
-            ledger::LEGACY_DIR
-        ),
-    ];
-    let mut candidates = Vec::new();
-    for dir in &dirs {
-        let listed = deployment
-            .lister
-            .list(dir)
-            .await
-            .with_context(|| format!("listing {dir}"))?;
-        candidates.extend(listed.into_iter().map(|f| f.uri));
-    }
     let engine = CommitEngine::new(catalog, RetryPolicy::default());
-    let rebuilt = engine.repair_ledger(&ident, &candidates).await?;
+    let rebuilt = engine.repair_ledger(&ident).await?;
     match &rebuilt.base {
         Some(base) => outln!("{table}: rebuilt from {base}"),
         None => outln!("{table}: no ledger head survived; rebuilt from the table's snapshots"),

@@ -182,10 +182,7 @@ fn run() -> Result<ExitCode> {
                 maintain::run(&floe, &deployment, args).await
             }
             Command::Demo(args) => demo::run(&open(config, faults).await?.1, args).await,
-            Command::Ledger(cmd) => {
-                let (deployment, floe) = open(config, faults).await?;
-                ledger::run(&floe, &deployment, cmd).await
-            }
+            Command::Ledger(cmd) => ledger::run(&open(config, faults).await?.1, cmd).await,
             #[cfg(feature = "postgres")]
             Command::Pg(cmd) => pg::run(config, faults, cmd).await,
             #[cfg(not(feature = "postgres"))]

@@ -78,3 +78,34 @@ fn crash_after_catalog_swap_with_lost_answer_then_retry_is_exact() {
 fn crash_after_commit_before_ack_then_retry_is_exact() {
     crash_then_retry("after_commit", 1);
 }
+
+/// A crash between writing the ledger head and the catalog swap leaves a
+/// head no commit named; `floe ledger repair` (the ledger is intact, so a
+/// user runs it needlessly, perhaps twice) must not trust it, or the rerun
+/// skips the crashed batch's records as committed.
+#[test]
+fn repair_after_a_crash_before_the_swap_trusts_only_named_heads() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let a = wh.file("a.ndjson", &events(0..10));
+    let b = wh.file("b.ndjson", &events(10..20));
+    wh.ingest("bronze.events", &[&a], &[]);
+    let args = ["ingest", "bronze.events", b.to_str().unwrap()];
+    let crashed = wh.floe_env(&args, &[("FLOE_FAULT", "catalog_swap:crash@1")]);
+    assert!(
+        !crashed.status.success(),
+        "the injected crash did not stop floe"
+    );
+    for _ in 0..2 {
+        let repaired = wh.floe(&["ledger", "repair", "bronze.events"]);
+        assert!(repaired.contains("rebuilt from"), "{repaired}");
+    }
+    let rerun = wh.ingest("bronze.events", &[&b], &[]);
+    assert_eq!(rerun["records_committed"], 10, "{rerun}");
+    let table = wh.read("bronze.events", None);
+    assert_eq!(ids(&table), (0..20).collect::<Vec<_>>());
+    // And once more: now everything is a duplicate.
+    let again = wh.ingest("bronze.events", &[&a, &b], &[]);
+    assert_eq!(again["records_committed"], 0, "{again}");
+    assert_eq!(wh.read("bronze.events", None)["count"], 20);
+}

@@ -3,6 +3,7 @@
 //! hold (new optional columns at any depth, int→long, float→double, wider
 //! decimals at the same scale, required→optional). Never a drop or a rename.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -47,6 +48,20 @@ pub struct Evolution {
     pub schema: Schema,
     /// What changed, for logs and reports (e.g. `added optional payload.note: string`).
     pub changes: Vec<String>,
+    /// Records whose new fields no schema can hold: they go to the dead
+    /// letters, never into the table without those fields.
+    pub refused: Vec<Refused>,
+}
+
+/// A record [`evolve`] cannot make fit, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// Its index among the records evolved for.
+    pub record: usize,
+    /// The field at fault, as Iceberg names it (`http.method`).
+    pub field: String,
+    /// Why, and what to do.
+    pub reason: String,
 }
 
 /// The iceberg type for a JSON value; `None` for null or empty containers,
@@ -90,46 +105,100 @@ pub fn infer_type(value: &Value, opts: &InferOptions, next_id: &mut i32) -> Opti
     })
 }
 
-/// Infers a whole schema from sample records (the union of their fields, in order of appearance).
+/// Infers a whole schema from sample records (the union of their fields, in
+/// order of appearance); records whose fields collide are left out of it.
 pub fn infer_schema<'a>(
     records: impl IntoIterator<Item = &'a Value>,
     opts: &InferOptions,
-) -> Option<Schema> {
-    let empty = Schema::builder().build().ok()?;
-    let evolved = evolve(&empty, 0, records, opts)?;
-    Some(evolved.schema)
+) -> Result<Option<Schema>, iceberg::Error> {
+    let empty = Schema::builder().build()?;
+    Ok(evolve(&empty, 0, records, opts)?
+        .filter(|e| !e.changes.is_empty())
+        .map(|e| e.schema))
 }
 
-/// The schema change that lets `schema` hold every record, or `None` if it
-/// already does. New field ids start after `last_column_id`.
+/// The schema change that lets `schema` hold every record it can, or `None`
+/// if it already does. New field ids start after `last_column_id`. A record
+/// whose new fields would give two fields one full name (the key
+/// `"http.method"` beside the nested `http.method`) changes nothing and is
+/// [`Refused`]; the others still evolve the schema. An error is a schema
+/// Iceberg refuses for another reason: never read as "no change".
 pub fn evolve<'a>(
     schema: &Schema,
     last_column_id: i32,
     records: impl IntoIterator<Item = &'a Value>,
     opts: &InferOptions,
-) -> Option<Evolution> {
+) -> Result<Option<Evolution>, iceberg::Error> {
     let mut next_id = last_column_id.max(schema.highest_field_id()) + 1;
     let mut root = schema.as_struct().clone();
     let mut changes = Vec::new();
+    let mut refused = Vec::new();
     // Identifier fields stay required whatever a record lacks: Iceberg needs them so.
     let keys: Vec<i32> = schema.identifier_field_ids().collect();
     let ctx = Ctx { opts, keys: &keys };
     let declared = opts.declared.as_deref();
-    for record in records {
-        if let Value::Object(map) = record {
-            root = evolve_struct(&root, map, declared, "", &ctx, &mut next_id, &mut changes);
+    for (index, record) in records.into_iter().enumerate() {
+        let Value::Object(map) = record else { continue };
+        let before = changes.len();
+        let evolved = evolve_struct(&root, map, declared, "", &ctx, &mut next_id, &mut changes);
+        if changes.len() == before {
+            root = evolved;
+            continue;
+        }
+        match duplicate_name(&evolved) {
+            None => root = evolved,
+            Some(field) => {
+                changes.truncate(before);
+                refused.push(Refused {
+                    record: index,
+                    reason: format!(
+                        "`{field}` would name two fields: a key with a dot in its name and a \
+                         nested field (Iceberg joins nested names with dots); rename the key \
+                         or send it nested"
+                    ),
+                    field,
+                });
+            }
         }
     }
-    if changes.is_empty() {
-        return None;
+    if changes.is_empty() && refused.is_empty() {
+        return Ok(None);
     }
     let schema = Schema::builder()
         .with_schema_id(schema.schema_id())
         .with_identifier_field_ids(schema.identifier_field_ids())
         .with_fields(root.fields().iter().cloned())
-        .build()
-        .ok()?;
-    Some(Evolution { schema, changes })
+        .build()?;
+    Ok(Some(Evolution {
+        schema,
+        changes,
+        refused,
+    }))
+}
+
+/// The first full name (as Iceberg indexes them: `a.b`, `l.element.x`,
+/// `m.key`, `m.value.y`) that two fields of `st` share.
+fn duplicate_name(st: &StructType) -> Option<String> {
+    fn walk(prefix: &str, t: &Type, seen: &mut HashSet<String>) -> Option<String> {
+        let mut visit = |name: &str, inner: &Type| {
+            let full = join(prefix, name);
+            match seen.insert(full.clone()) {
+                false => Some(full),
+                true => walk(&full, inner, seen),
+            }
+        };
+        match t {
+            Type::Primitive(_) => None,
+            Type::Struct(st) => st
+                .fields()
+                .iter()
+                .find_map(|f| visit(&f.name, &f.field_type)),
+            Type::List(l) => visit("element", &l.element_field.field_type),
+            Type::Map(m) => visit("key", &m.key_field.field_type)
+                .or_else(|| visit("value", &m.value_field.field_type)),
+        }
+    }
+    walk("", &Type::Struct(st.clone()), &mut HashSet::new())
 }
 
 struct Ctx<'a> {
@@ -473,7 +542,9 @@ mod tests {
     fn adds_optional_columns_at_top_level_and_nested_with_fresh_ids() {
         let s = schema(BASE);
         let recs = [json!({"id":1,"payload":{"a":"x","b":{"c":1.5}},"tags":["t"],"seen":true})];
-        let e = evolve(&s, 5, recs.iter(), &InferOptions::default()).unwrap();
+        let e = evolve(&s, 5, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
         let payload = e.schema.field_by_name("payload").unwrap();
         let Type::Struct(st) = payload.field_type.as_ref() else {
             panic!()
@@ -512,7 +583,9 @@ mod tests {
             json!({"n": 3_000_000_000i64, "amount": "123456.7"}),
             json!({"id": 2, "n": "text"}),
         ];
-        let e = evolve(&s, 5, recs.iter(), &InferOptions::default()).unwrap();
+        let e = evolve(&s, 5, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(
             *e.schema.field_by_name("n").unwrap().field_type,
             Type::Primitive(PrimitiveType::Long)
@@ -565,7 +638,9 @@ mod tests {
               "value":{"type":"struct","fields":[{"id":7,"name":"v","required":false,"type":"long"}]}}}]}"#,
         );
         let recs = [json!({"items":[{"sku":"a","qty":2}],"attrs":{"k":{"v":1,"unit":"kg"}}})];
-        let e = evolve(&s, 7, recs.iter(), &InferOptions::default()).unwrap();
+        let e = evolve(&s, 7, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
         let Type::List(items) = e.schema.field_by_name("items").unwrap().field_type.as_ref() else {
             panic!()
         };
@@ -601,7 +676,9 @@ mod tests {
             .build()
             .unwrap();
         let recs = [json!({"other": 1})];
-        let e = evolve(&s, 1, recs.iter(), &InferOptions::default()).unwrap();
+        let e = evolve(&s, 1, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
         assert!(e.schema.field_by_name("id").unwrap().required);
         assert_eq!(e.changes, ["added optional other: long"]);
     }
@@ -633,7 +710,7 @@ mod tests {
             ..InferOptions::default()
         };
         let recs = [json!({"day":"2026-11-30","note":null,"amount":12.5,"extra":1})];
-        let s = infer_schema(recs.iter(), &opts).unwrap();
+        let s = infer_schema(recs.iter(), &opts).unwrap().unwrap();
         let types: Vec<String> = s
             .as_struct()
             .fields()
@@ -655,7 +732,11 @@ mod tests {
     fn nothing_to_do_when_records_fit() {
         let s = schema(BASE);
         let recs = [json!({"id":1,"n":5,"amount":"1.50","payload":{"a":"x"}})];
-        assert!(evolve(&s, 5, recs.iter(), &InferOptions::default()).is_none());
+        assert!(
+            evolve(&s, 5, recs.iter(), &InferOptions::default())
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -667,7 +748,7 @@ mod tests {
         };
         let recs =
             [json!({"id":1,"ts":"2026-11-30T10:00:00Z","price":1.25,"name":"a","nothing":null})];
-        let s = infer_schema(recs.iter(), &opts).unwrap();
+        let s = infer_schema(recs.iter(), &opts).unwrap().unwrap();
         let names: Vec<_> = s
             .as_struct()
             .fields()
@@ -686,5 +767,56 @@ mod tests {
                 scale: 4
             })
         );
+    }
+
+    #[test]
+    fn a_dotted_key_colliding_with_a_nested_field_is_refused_and_the_rest_evolves() {
+        let s = schema(
+            r#"{"type":"struct","schema-id":0,"fields":[
+            {"id":1,"name":"http","required":false,"type":{"type":"struct","fields":[
+                {"id":2,"name":"method","required":false,"type":"string"}]}}]}"#,
+        );
+        let recs = [
+            json!({"http":{"method":"GET"},"msg":"a"}),
+            json!({"http.method":"POST","host":"h"}),
+            json!({"host":"h2"}),
+        ];
+        let e = evolve(&s, 2, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.refused.len(), 1, "{:?}", e.refused);
+        assert_eq!(e.refused[0].record, 1);
+        assert_eq!(e.refused[0].field, "http.method");
+        assert!(e.refused[0].reason.contains("rename the key"));
+        // The other records' new fields joined; the colliding key did not.
+        assert!(e.schema.field_by_name("msg").is_some());
+        assert!(e.schema.field_by_name("host").is_some());
+        let top: Vec<&str> = e
+            .schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(top, ["http", "msg", "host"]);
+    }
+
+    #[test]
+    fn one_record_colliding_with_itself_is_refused_on_a_new_table() {
+        let recs = [json!({"a.b":1,"a":{"b":2}}), json!({"c":3})];
+        let opts = InferOptions::default();
+        let e = evolve(&Schema::builder().build().unwrap(), 0, recs.iter(), &opts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.refused.iter().map(|r| r.record).collect::<Vec<_>>(), [0]);
+        assert_eq!(e.refused[0].field, "a.b");
+        let s = infer_schema(recs.iter(), &opts).unwrap().unwrap();
+        assert!(s.field_by_name("c").is_some() && s.field_by_name("a").is_none());
+        // Within a list's struct and a map's value too.
+        let recs = [json!({"l":[{"x":1}],"l.element.x":2})];
+        let e = evolve(&Schema::builder().build().unwrap(), 0, recs.iter(), &opts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.refused[0].field, "l.element.x");
     }
 }

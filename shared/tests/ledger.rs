@@ -398,7 +398,7 @@ async fn a_ledger_destroyed_by_cleanup_is_a_clear_error_and_repair_restores_exac
     );
     assert!(err.is_transient(), "the requests stay queued");
 
-    let rebuilt = engine.repair_ledger(&rig.table, &[]).await.unwrap();
+    let rebuilt = engine.repair_ledger(&rig.table).await.unwrap();
     assert!(rebuilt.base.is_none());
     assert!(rebuilt.snapshots >= 3);
     let outcome = engine.append(&rig.table, vec![request]).await.unwrap();
@@ -424,14 +424,8 @@ async fn repair_starts_from_the_newest_head_that_survives() {
     let current = ledger.head_path().unwrap().to_string();
     // Only the current head is lost; the retired ones are still there.
     std::fs::remove_file(current.trim_start_matches("file://")).unwrap();
-    let dir = ledger.dir().trim_start_matches("file://").to_string();
-    let candidates: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| format!("file://{}", e.path().display()))
-        .collect();
     let engine = CommitEngine::new(catalog, fast_retry());
-    let rebuilt = engine.repair_ledger(&rig.table, &candidates).await.unwrap();
+    let rebuilt = engine.repair_ledger(&rig.table).await.unwrap();
     assert!(rebuilt.base.is_some(), "an older head survived");
     assert_eq!(
         rig.deliver("kafka:v/0", 0, &[&row(0, "v"), &row(1, "v")])

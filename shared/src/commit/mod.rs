@@ -422,14 +422,12 @@ impl CommitEngine {
         Ok(())
     }
 
-    /// Rebuilds a table's ledger from what survives of it (`candidates`:
-    /// the files found in its ledger directories) and what the table's
-    /// snapshots record, and makes it the table's ledger in a commit that
-    /// changes nothing else (see [`ledger::repair`]).
+    /// Rebuilds a table's ledger from the heads the table names that
+    /// survive and what its snapshots record, and makes it the table's
+    /// ledger in a commit that changes nothing else (see [`ledger::repair`]).
     pub async fn repair_ledger(
         &self,
         ident: &TableIdent,
-        candidates: &[String],
     ) -> Result<ledger::repair::Rebuilt, CommitError> {
         let table = display(ident);
         let mut attempts = Attempts::new(&self.retry);
@@ -437,7 +435,7 @@ impl CommitEngine {
         while attempts.next().await.is_some() {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
-            let rebuilt = ledger::repair::rebuild(&self.ledger, &base.metadata, candidates).await?;
+            let rebuilt = ledger::repair::rebuild(&self.ledger, &base.metadata).await?;
             let path = ledger::repair::head_path(&base.metadata, &rebuilt.head);
             self.ledger
                 .put_head(&path, Arc::new(rebuilt.head.clone()))

@@ -192,12 +192,19 @@ pub struct Ledger {
 impl Ledger {
     /// The ledger of a table as its metadata names it (or, for a table whose
     /// ledger is still in its snapshot summaries, as those describe it).
+    /// After another engine rolled the table back past floe's last commit,
+    /// the ledger main's history names instead ([`repair::rolled_back`]):
+    /// records the rollback undid are not in the table, so they commit
+    /// again when sent again.
     pub async fn open(
         store: Arc<LedgerStore>,
         metadata: &TableMetadata,
     ) -> Result<Self, LedgerError> {
         let head_path = metadata.properties().get(PROPERTY).cloned();
         let head = match &head_path {
+            Some(_) if repair::rolled_back(metadata) => {
+                Arc::new(repair::rebuild(&store, metadata).await?.head)
+            }
             Some(path) => {
                 let head = store.head(path).await?;
                 if head.version < head::FORMAT {

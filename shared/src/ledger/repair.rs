@@ -1,21 +1,32 @@
-//! Rebuilding a ledger whose head is gone (`floe ledger repair`), from what
-//! survives and what the table itself records.
+//! Rebuilding a ledger whose head is gone (`floe ledger repair`), or that
+//! names commits the table no longer has (another engine rolled the table
+//! back), from what the table's history names.
 //!
-//! The newest head that still reads is the base: heads are retired, not
+//! Only heads the table names are trusted: the one its `floe.ledger`
+//! property names and those the snapshots of main's history recorded when
+//! they committed. A head file that no commit named (one written by a
+//! commit that crashed before the catalog swap) says nothing about the
+//! table: trusting it would count its records as committed. The newest
+//! trusted head that still reads is the base: heads are retired, not
 //! deleted, for a while, so after a cleanup that took only the current one
-//! an older head is there. Every snapshot the table still has then adds what
+//! an older head is there. Every snapshot of main's history then adds what
 //! its summary records: its batch ids, its ordered spans per source
 //! (`floe.spans.*`; snapshots of older builds only their high-water marks,
-//! below which everything counts as committed) and its source state. Files
-//! the base head names that are gone too are dropped from it; a missing
-//! page's positions count as committed, so a redelivery of them is never
+//! below which everything counts as committed) and its source state.
+//! Snapshots a rollback left off main's history add nothing. Files the
+//! base head names that are gone too are dropped from it; a missing page's
+//! positions count as committed, so a redelivery of them is never
 //! committed twice.
 
-use iceberg::spec::TableMetadata;
+use std::collections::HashSet;
+
+use iceberg::spec::{SnapshotRef, TableMetadata};
 
 use super::head::{self, Head};
 use super::marks::Marks;
-use super::{BATCH_IDS, HWM_PREFIX, LedgerError, LedgerStore, SPANS_PREFIX, STATE_PREFIX, archive};
+use super::{
+    BATCH_IDS, HWM_PREFIX, LedgerError, LedgerStore, PROPERTY, SPANS_PREFIX, STATE_PREFIX, archive,
+};
 use crate::source::Position;
 
 /// What a repair rebuilt from.
@@ -31,16 +42,14 @@ pub struct Rebuilt {
     pub snapshots: usize,
 }
 
-/// Rebuilds the head of the table `metadata` describes; `candidates` are
-/// the files found in its ledger directories (heads among them are tried,
-/// newest first).
+/// Rebuilds the head of the table `metadata` describes.
 pub async fn rebuild(
     store: &LedgerStore,
     metadata: &TableMetadata,
-    candidates: &[String],
 ) -> Result<Rebuilt, LedgerError> {
     let mut out = Rebuilt::default();
-    let (mut head, base) = newest_head(store, candidates).await?;
+    let history = main_history(metadata);
+    let (mut head, base) = newest_head(store, &named_heads(metadata, &history)).await?;
     out.base = base;
     out.missing = drop_missing(store, &mut head).await?;
     let newest_entry = head
@@ -50,9 +59,7 @@ pub async fn rebuild(
         .chain(head.segments.iter().map(|s| s.to_ms))
         .max()
         .unwrap_or(i64::MIN);
-    let mut snapshots: Vec<_> = metadata.snapshots().collect();
-    snapshots.sort_by_key(|s| s.sequence_number());
-    for snapshot in snapshots {
+    for snapshot in history {
         out.snapshots += 1;
         let ms = snapshot.timestamp_ms();
         let props = &snapshot.summary().additional_properties;
@@ -86,20 +93,69 @@ pub async fn rebuild(
     Ok(out)
 }
 
-/// The newest head among `candidates` that reads, else one started from
-/// the table's summaries alone.
+/// Whether the head the table's property names was written by a commit
+/// that main's history no longer holds (another engine rolled the table
+/// back past it): that ledger counts records the table does not have, and
+/// [`rebuild`] gives the one that matches the table. Decided while the
+/// rolled-back snapshot is still in the metadata (until it expires).
+pub fn rolled_back(metadata: &TableMetadata) -> bool {
+    let Some(named) = metadata.properties().get(PROPERTY) else {
+        return false;
+    };
+    let names = |s: &SnapshotRef| s.summary().additional_properties.get(PROPERTY) == Some(named);
+    if metadata.current_snapshot().is_some_and(names) {
+        return false;
+    }
+    let Some(writer) = metadata.snapshots().find(|s| names(s)) else {
+        // A repair's commit names a head with no snapshot of its own.
+        return false;
+    };
+    !main_history(metadata)
+        .iter()
+        .any(|s| s.snapshot_id() == writer.snapshot_id())
+}
+
+/// Main's snapshots, oldest first: the current one and its ancestors that
+/// the metadata still holds.
+fn main_history(metadata: &TableMetadata) -> Vec<&SnapshotRef> {
+    let mut history = Vec::new();
+    let mut next = metadata.current_snapshot();
+    while let Some(s) = next {
+        history.push(s);
+        next = s
+            .parent_snapshot_id()
+            .and_then(|p| metadata.snapshot_by_id(p));
+    }
+    history.reverse();
+    history
+}
+
+/// The heads the table names, newest first: its property's, and those
+/// `history`'s snapshots recorded.
+fn named_heads<'m>(metadata: &'m TableMetadata, history: &[&'m SnapshotRef]) -> Vec<&'m String> {
+    let property = metadata.properties().get(PROPERTY);
+    let recorded = history
+        .iter()
+        .filter_map(|s| s.summary().additional_properties.get(PROPERTY));
+    let mut seen = HashSet::new();
+    let mut heads: Vec<&String> = property
+        .into_iter()
+        .chain(recorded)
+        .filter(|p| seen.insert(p.as_str()))
+        .collect();
+    heads.sort_by_key(|p| std::cmp::Reverse(head_seq(p)));
+    heads
+}
+
+/// The newest of the `named` heads that reads, else one started from the
+/// table's summaries alone.
 async fn newest_head(
     store: &LedgerStore,
-    candidates: &[String],
+    named: &[&String],
 ) -> Result<(Head, Option<String>), LedgerError> {
-    let mut heads: Vec<(u64, &String)> = candidates
-        .iter()
-        .filter_map(|p| Some((head_seq(p)?, p)))
-        .collect();
-    heads.sort_by_key(|h| std::cmp::Reverse(h.0));
-    for (_, path) in heads {
+    for path in named {
         match store.head(path).await {
-            Ok(h) => return Ok(((*h).clone(), Some(path.clone()))),
+            Ok(h) => return Ok(((*h).clone(), Some((*path).clone()))),
             Err(LedgerError::Missing { .. } | LedgerError::Format { .. }) => continue,
             Err(e) => return Err(e),
         }

@@ -207,6 +207,7 @@ impl Env {
                     ..infer_options(settings)
                 };
                 evolve::infer_schema(&values, &opts)
+                    .map_err(|e| def_err(Box::new(e)))?
                     .ok_or_else(|| def_err(TableDefError::Uninferable.into()))?
             }
         };

@@ -3,7 +3,7 @@
 //! again, up to [`MAX_EVOLUTIONS`] times a batch.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -16,7 +16,7 @@ use super::report::WriteReport;
 use crate::avro::json_of;
 use crate::catalog::CatalogError;
 use crate::error::RecordErrorKind;
-use crate::evolve::{self, InferOptions};
+use crate::evolve::{self, Evolution, InferOptions};
 use crate::shred::Shredder;
 use crate::source::Pos;
 
@@ -34,7 +34,10 @@ pub(super) struct Shredded {
 }
 
 /// Shreds `rows` against the table's schema, evolving the schema for
-/// misfits up to [`MAX_EVOLUTIONS`] times.
+/// misfits up to [`MAX_EVOLUTIONS`] times. A record whose new fields the
+/// schema cannot take (a colliding name), or could only take with more
+/// changes than a batch makes, is failed naming them: never accepted
+/// without its fields.
 pub(super) async fn shred_evolving(
     env: &Env,
     part: &Part<'_>,
@@ -49,6 +52,7 @@ pub(super) async fn shred_evolving(
         declared: part.declared.as_ref(),
         avro,
     };
+    let mut refused = BTreeMap::new();
     let mut evolutions = 0;
     loop {
         let Some(ctx) = env.context(part.ident, &sample, report).await? else {
@@ -57,46 +61,90 @@ pub(super) async fn shred_evolving(
             }
             .into());
         };
-        let (shredded, misfits) = shred_once(ctx, part, rows)?;
+        let (shredded, misfits) = shred_once(ctx, part, rows, &refused)?;
         let settings = &shredded.ctx.settings;
-        if !settings.evolution || misfits.is_empty() || evolutions == MAX_EVOLUTIONS {
+        if !settings.evolution || misfits.is_empty() {
             return Ok(shredded);
         }
-        let values: Vec<serde_json::Value> = misfits
-            .iter()
-            .filter_map(|i| rows.get(*i))
-            .filter_map(|(_, r)| serde_json::from_slice(&json_of(avro, r).ok()?).ok())
-            .collect();
+        let mut ordinals = Vec::with_capacity(misfits.len());
+        let mut values = Vec::with_capacity(misfits.len());
+        for i in misfits {
+            let Some((_, r)) = rows.get(i) else { continue };
+            // A record that does not decode is one the shredder failed
+            // already (it is in `failed`): nothing of it was accepted.
+            if let Some(v) = json_of(avro, r)
+                .ok()
+                .and_then(|j| serde_json::from_slice::<serde_json::Value>(&j).ok())
+            {
+                ordinals.push(i);
+                values.push(v);
+            }
+        }
         let opts = InferOptions {
             declared: part.declared.clone(),
             ..infer_options(settings)
         };
-        if !evolve(env, part, &shredded.ctx, &values, &opts, report).await? {
+        let meta = &shredded.ctx.loaded.metadata;
+        let evolution =
+            evolve::evolve(meta.current_schema(), meta.last_column_id(), &values, &opts)
+                .map_err(|source| part.evolve_err(source))?;
+        let Some(evolution) = evolution else {
+            return Ok(shredded);
+        };
+        for r in &evolution.refused {
+            refused.insert(ordinals[r.record], (r.field.clone(), r.reason.clone()));
+        }
+        if evolution.changes.is_empty() {
+            // Only refusals: shred once more without those records.
+            continue;
+        }
+        if evolutions == MAX_EVOLUTIONS {
+            // The records still needing a change are failed, not written
+            // without the fields they bring.
+            for (ordinal, value) in ordinals.iter().zip(&values) {
+                let one = std::slice::from_ref(value);
+                let needs =
+                    evolve::evolve(meta.current_schema(), meta.last_column_id(), one, &opts)
+                        .map_err(|source| part.evolve_err(source))?
+                        .map(|e| e.changes)
+                        .unwrap_or_default();
+                if let Some(first) = needs.first() {
+                    let reason = format!(
+                        "needs schema changes ({}) beyond the {MAX_EVOLUTIONS} one batch \
+                         makes; send it again and the next batch evolves the table further",
+                        needs.join(", ")
+                    );
+                    refused.entry(*ordinal).or_insert((first.clone(), reason));
+                }
+            }
+            let (shredded, _) = shred_once(shredded.ctx.clone(), part, rows, &refused)?;
             return Ok(shredded);
         }
+        apply(env, part, &values, &opts, &evolution, report).await?;
         evolutions += 1;
     }
 }
 
-/// Evolves the table's schema so `values` fit; false when no change
-/// makes them fit.
-async fn evolve(
+/// Commits `evolution` (as the table is then: another writer may have
+/// evolved it first) and forgets the loaded table.
+async fn apply(
     env: &Env,
     part: &Part<'_>,
-    ctx: &TableContext,
     values: &[serde_json::Value],
     opts: &InferOptions,
+    evolution: &Evolution,
     report: &mut WriteReport,
-) -> Result<bool, PipelineError> {
-    let meta = &ctx.loaded.metadata;
-    let Some(evolution) =
-        evolve::evolve(meta.current_schema(), meta.last_column_id(), values, opts)
-    else {
-        return Ok(false);
-    };
+) -> Result<(), PipelineError> {
     env.engine
         .update_schema(part.ident, |m| {
-            evolve::evolve(m.current_schema(), m.last_column_id(), values, opts).map(|e| e.schema)
+            // Iceberg refused no schema for these records a moment ago;
+            // should it now, the table changed under us and the next pass
+            // evolves again from what it is.
+            evolve::evolve(m.current_schema(), m.last_column_id(), values, opts)
+                .ok()
+                .flatten()
+                .filter(|e| !e.changes.is_empty())
+                .map(|e| e.schema)
         })
         .await?;
     info!(changes = ?evolution.changes, "evolved the table schema");
@@ -107,7 +155,7 @@ async fn evolve(
             .map(|c| format!("{}: {c}", part.table)),
     );
     env.forget(part.ident);
-    Ok(true)
+    Ok(())
 }
 
 /// One pass of the shredder over `rows`: what fits, what does not, and the
@@ -116,6 +164,7 @@ fn shred_once(
     ctx: Arc<TableContext>,
     part: &Part<'_>,
     rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+    refused: &BTreeMap<usize, (String, String)>,
 ) -> Result<(Shredded, HashSet<usize>), PipelineError> {
     let avro = part.avro.as_deref();
     let settings = &ctx.settings;
@@ -128,6 +177,10 @@ fn shred_once(
     let mut accepted = Vec::with_capacity(rows.len());
     let mut misfits = HashSet::new();
     for (ordinal, (_, record)) in rows.iter().enumerate() {
+        if let Some((field, reason)) = refused.get(&ordinal) {
+            failed.push((ordinal, field.clone(), reason.clone()));
+            continue;
+        }
         let pushed = match avro.and_then(|a| a.binary(record)) {
             Some((decoder, datum)) => shredder.push_avro(decoder, datum),
             None => shredder.push(record),

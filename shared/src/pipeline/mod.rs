@@ -79,6 +79,17 @@ pub enum PipelineError {
     /// A batch names no table and no routing is configured.
     #[error("config: no target table: give one, or configure [routing]")]
     NoTable,
+    /// The schema the batch's new fields need is one Iceberg refuses (a
+    /// name that collides is not this: its records are dead-lettered).
+    #[error("table {table} batch {batch_id}: evolving the schema: {source}")]
+    Evolve {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// Iceberg's refusal.
+        source: Box<iceberg::Error>,
+    },
     /// A table to create on first write has a definition floe cannot use.
     #[error("table {table}: {source}")]
     TableDef {
@@ -126,6 +137,7 @@ impl Classify for PipelineError {
             PipelineError::Request(e) => e.kind(),
             PipelineError::DeadLetter(e) => e.kind(),
             PipelineError::Deadline { .. } | PipelineError::Fault { .. } => ErrorKind::Interrupted,
+            PipelineError::Evolve { .. } => ErrorKind::Input,
             PipelineError::Config(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
                 ErrorKind::Config
             }

@@ -100,6 +100,15 @@ impl<'p> Part<'p> {
         }
     }
 
+    /// The schema this part's new fields need is one Iceberg refuses.
+    pub(super) fn evolve_err(&self, source: iceberg::Error) -> PipelineError {
+        PipelineError::Evolve {
+            table: self.table.clone(),
+            batch_id: self.batch_id.to_string(),
+            source: Box::new(source),
+        }
+    }
+
     /// A data or delete file of this part that could not be written.
     pub(super) fn write_err(&self, source: WriteError) -> PipelineError {
         PipelineError::Write {
