@@ -1,7 +1,8 @@
 //! Several `floe ingest` processes and `floe maintain` on one warehouse at
 //! once, as a user's cron jobs overlap: no job fails because another moved
 //! the table on (a ledger head or segment retired under a process that had
-//! just loaded the table), and every record is in the table once.
+//! just loaded the table), no run loses another's input checkpoint, and
+//! every record is in the table once.
 
 mod common;
 
@@ -77,4 +78,54 @@ fn concurrent_ingests_and_maintenance_never_fail_and_commit_every_record_once() 
         (0..9_000).collect::<Vec<_>>(),
         "every record once, after a rerun of every file too"
     );
+}
+
+/// Two stdin pipelines into two tables of one warehouse at once share the
+/// warehouse's checkpoint of `stdin`: each must keep the other's version,
+/// or a retry of one reads as a new source and commits its records again.
+#[test]
+fn concurrent_stdin_runs_keep_each_others_checkpoints() {
+    use std::io::Write;
+    let wh = Warehouse::new();
+    for t in ["raw.left", "raw.right"] {
+        wh.create_table(t, EVENT_SCHEMA, &[]);
+    }
+    let inputs = [
+        ("raw.left", events(0..20_000)),
+        ("raw.right", events(50_000..70_000)),
+    ];
+    let run = |table: &str, text: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(["ingest", table, "-", "--batch-size", "1000"])
+            .env("FLOE_WAREHOUSE", wh.path())
+            .env_remove("FLOE_FAULT")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn floe");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let text = text.to_string();
+        let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+        (child, writer)
+    };
+    for round in 0..3 {
+        let jobs: Vec<_> = inputs.iter().map(|(t, text)| run(t, text)).collect();
+        for (child, writer) in jobs {
+            writer.join().unwrap().expect("write stdin");
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for (table, first) in [("raw.left", 0), ("raw.right", 50_000)] {
+            assert_eq!(
+                ids(&wh.read(table, None)),
+                (first..first + 20_000).collect::<Vec<_>>(),
+                "round {round}: {table}"
+            );
+        }
+    }
 }

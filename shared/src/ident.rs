@@ -46,6 +46,13 @@ fn validate_part(part: &str) -> Result<(), String> {
     if part.len() > MAX_NAME_LEN {
         return Err(format!("name part longer than {MAX_NAME_LEN} bytes"));
     }
+    if part.len() >= 5 && part[..5].eq_ignore_ascii_case("_floe") {
+        // floe keeps a namespace's ledgers in `<namespace>/_floe/`, and a
+        // warehouse's keys, checkpoints and dead letters in `_floe/`: a
+        // table or namespace of that name would share, and could purge,
+        // another table's state.
+        return Err("names starting with `_floe` are reserved for floe's own files".into());
+    }
     if let Some(c) = part
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
@@ -71,7 +78,18 @@ mod tests {
 
     #[test]
     fn refuses_traversal_empty_and_long_names() {
-        for bad in ["events", "../x.y", "a..b", ".t", "a.", "a/b.c", "a.b c"] {
+        for bad in [
+            "events",
+            "../x.y",
+            "a..b",
+            ".t",
+            "a.",
+            "a/b.c",
+            "a.b c",
+            "ns._floe",
+            "_floe.t",
+            "ns._FLOE-ledger",
+        ] {
             assert!(parse_table(bad).is_err(), "{bad} accepted");
         }
         let long = format!("ns.{}", "x".repeat(MAX_NAME_LEN + 1));

@@ -133,25 +133,48 @@ impl Checkpoints {
     }
 
     /// Saves `ck` as its input's newest version, before the others of
-    /// `versions` (its source's earlier read among them is dropped), and
-    /// makes `versions` what was saved.
+    /// `versions` and of what another run saved meanwhile (its source's
+    /// earlier read among them is dropped), and makes `versions` what was
+    /// saved. Two runs reading the same input (stdin into two tables, or
+    /// one file twice) save in turn, each keeping the other's versions: on
+    /// a local warehouse under a file lock, elsewhere read again just
+    /// before the write.
     pub async fn save(
         &self,
         ck: &Checkpoint,
         versions: &mut Versions,
     ) -> Result<(), CheckpointError> {
-        let list: Vec<Checkpoint> = std::iter::once(ck.clone())
+        let lock_path = self.lock_path(&ck.input);
+        let _lock = match &lock_path {
+            Some(path) => Some(lock(path).map_err(|e| {
+                CheckpointError {
+                    path: path.display().to_string(),
+                    source: Box::new(
+                        iceberg::Error::new(
+                            iceberg::ErrorKind::Unexpected,
+                            "locking the input's checkpoint",
+                        )
+                        .with_source(e),
+                    ),
+                }
+            })?),
+            None => None,
+        };
+        let stored = self.load(&ck.input).await?;
+        let mut seen = std::collections::HashSet::from([ck.source.as_str()]);
+        let list: Vec<Checkpoint> = std::iter::once(ck)
             .chain(
                 versions
                     .list
                     .iter()
-                    .filter(|v| v.source != ck.source)
-                    .cloned(),
+                    .chain(&stored.list)
+                    .filter(|v| seen.insert(v.source.as_str())),
             )
             .take(KEPT)
+            .cloned()
             .collect();
         let next = Versions {
-            seq: versions.seq + 1,
+            seq: versions.seq.max(stored.seq) + 1,
             list,
         };
         let path = self.path(&ck.input, next.seq);
@@ -170,6 +193,30 @@ impl Checkpoints {
         *versions = next;
         Ok(())
     }
+
+    /// The lock file beside an input's checkpoint, on a local warehouse.
+    fn lock_path(&self, input: &str) -> Option<std::path::PathBuf> {
+        let dir = match self.dir.strip_prefix("file://") {
+            Some(rest) => rest,
+            None if self.dir.starts_with('/') => &self.dir,
+            None => return None,
+        };
+        Some(std::path::Path::new(dir).join(format!("{:016x}.lock", xxh3_64(input.as_bytes()))))
+    }
+}
+
+/// An exclusive lock on `path` (created), held until the file is dropped.
+fn lock(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// Which of `versions` the input still starts with (the longest, since a
