@@ -566,3 +566,35 @@ async fn serve_takes_its_token_from_the_command_line_and_warns_without_one() {
         json!([{"id": 1, "name": "a"}])
     );
 }
+
+/// Idempotency records belong to the table's uuid: after the table is
+/// dropped (kept files or purged) and created again under the running
+/// server, the same keys and bodies are first uses, written and committed,
+/// where they used to replay the old table's 200 and write nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_and_created_again_takes_the_same_keys_anew() {
+    let wh = Warehouse::new();
+    wh.create_table("web.events", SCHEMA, &[]);
+    let server = Server::start(&wh, CONFIG);
+    let url = server.records("web.events");
+    let client = reqwest::Client::new();
+    let body = "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}";
+    committed(&client, &url, Some("k-1"), body).await;
+    // A retry on the same table replays.
+    let again = committed(&client, &url, Some("k-1"), body).await;
+    assert_eq!(again["records"], 2, "{again}");
+    assert_eq!(common::ids(&wh.read("web.events", Some("id"))), [1, 2]);
+    for purge in [false, true] {
+        let mut drop = vec!["table", "drop", "web.events"];
+        if purge {
+            drop.push("--purge");
+        }
+        wh.floe(&drop);
+        wh.create_table("web.events", SCHEMA, &[]);
+        let answer = committed(&client, &url, Some("k-1"), body).await;
+        assert_eq!(answer["records"], 2, "purge {purge}: {answer}");
+        let table = wh.read("web.events", Some("id"));
+        assert_eq!(common::ids(&table), [1, 2], "purge {purge}: {table}");
+    }
+    server.stop();
+}

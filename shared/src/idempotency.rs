@@ -2,7 +2,8 @@
 //! records the hash of its body and, once written, its answer; a retry with
 //! the same key and body gets that answer again, the same key with another
 //! body gets 422. Records live beside the warehouse (`_floe/http-keys/`),
-//! one small object per key, for the key window from the key's first
+//! one small object per key and table uuid (a table dropped and created
+//! again starts with none), for the key window from the key's first
 //! receipt; the commit itself is kept exactly-once by the table's ledger (the
 //! batch id derives from key and body), so a first POST that crashed halfway
 //! is simply written again. Every retry is dated by the key's first receipt,
@@ -27,6 +28,18 @@ pub struct KeyRecord {
     /// The first answer, once the records were written: status and body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<(u16, serde_json::Value)>,
+}
+
+/// Whose a key is: the table, by name and uuid (a table dropped and
+/// created again has a new one), and the key as the client sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyOf<'a> {
+    /// The table's name.
+    pub table: &'a str,
+    /// The table's uuid.
+    pub uuid: &'a str,
+    /// The Idempotency-Key.
+    pub key: &'a str,
 }
 
 /// What a POST with an idempotency key may do.
@@ -94,22 +107,21 @@ impl HttpKeys {
         format!("{:032x}", xxhash_rust::xxh3::xxh3_128(body))
     }
 
-    fn path(&self, table: &str, key: &str) -> String {
-        let name = xxhash_rust::xxh3::xxh3_128(key.as_bytes());
-        format!("{}/{table}/{name:032x}.json", self.prefix)
+    fn path(&self, at: &KeyOf<'_>) -> String {
+        let name = xxhash_rust::xxh3::xxh3_128(at.key.as_bytes());
+        format!("{}/{}/{}/{name:032x}.json", self.prefix, at.table, at.uuid)
     }
 
-    /// Decides what a POST of `body_hash` to `table` with `key` may do, and
+    /// Decides what a POST of `body_hash` with key `at` may do, and
     /// records the key's first use.
     pub async fn begin(
         &self,
-        table: &str,
-        key: &str,
+        at: &KeyOf<'_>,
         body_hash: &str,
         batch_id: &str,
         now_ms: i64,
     ) -> Result<Use, KeyError> {
-        let path = self.path(table, key);
+        let path = self.path(at);
         if let Some(record) = self.read(&path).await?
             && record.created_ms >= now_ms - self.window_ms
         {
@@ -141,8 +153,7 @@ impl HttpKeys {
     /// Records the answer a key's first POST got.
     pub async fn finish(
         &self,
-        table: &str,
-        key: &str,
+        at: &KeyOf<'_>,
         body_hash: &str,
         batch_id: &str,
         created_ms: i64,
@@ -154,7 +165,7 @@ impl HttpKeys {
             created_ms,
             answer: Some(answer),
         };
-        self.write(&self.path(table, key), &record).await
+        self.write(&self.path(at), &record).await
     }
 
     async fn read(&self, path: &str) -> Result<Option<KeyRecord>, KeyError> {

@@ -48,7 +48,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, Secret};
 use crate::deploy::Deployment;
 use crate::error::{Classify, ErrorKind};
-use crate::idempotency::{HttpKeys, Use};
+use crate::idempotency::{HttpKeys, KeyOf, Use};
 use crate::ident::{display, parse_table};
 use crate::pipeline::{PipelineError, Writer, WriterParts};
 use crate::route::Allow;
@@ -105,11 +105,20 @@ pub struct HttpIngest {
     token: Option<Secret>,
     allow: Allow,
     wait: Duration,
-    /// Schemas of tables seen to exist: a table is not dropped under a
-    /// running writer, and a stale schema only makes the column check reload.
-    schemas: Mutex<HashMap<TableIdent, SchemaRef>>,
+    /// Tables seen to exist. A stale schema only makes the column check
+    /// reload; a stale uuid (the table dropped and created again) is
+    /// checked before a key's record answers for it.
+    tables: Mutex<HashMap<TableIdent, Known>>,
     /// The in-process committer's view, when it runs in this process.
     watch: Option<Arc<CommitWatch>>,
+}
+
+/// A table as the API last loaded it.
+#[derive(Debug, Clone)]
+struct Known {
+    /// Its uuid: idempotency records belong to it.
+    uuid: String,
+    schema: SchemaRef,
 }
 
 /// The request's target: a table and whether it names its records.
@@ -142,7 +151,7 @@ impl HttpIngest {
             keys: deployment.http_keys(),
             catalog: deployment.catalog.clone(),
             config: config.clone(),
-            schemas: Mutex::new(HashMap::new()),
+            tables: Mutex::new(HashMap::new()),
             watch: None,
         })
     }
@@ -218,26 +227,30 @@ impl HttpIngest {
         }
     }
 
-    /// The table's schema, `None` when it does not exist.
-    async fn schema(&self, ident: &TableIdent, fresh: bool) -> Result<Option<SchemaRef>, String> {
-        if !fresh && let Some(s) = self.cached(ident) {
-            return Ok(Some(s));
+    /// The table as last loaded (`fresh`: as it is now), `None` when it
+    /// does not exist.
+    async fn known(&self, ident: &TableIdent, fresh: bool) -> Result<Option<Known>, String> {
+        if !fresh && let Some(k) = self.cached(ident) {
+            return Ok(Some(k));
         }
         match self.catalog.load_table(ident).await {
             Ok(loaded) => {
-                let schema = loaded.metadata.current_schema().clone();
-                if let Ok(mut cache) = self.schemas.lock() {
-                    cache.insert(ident.clone(), schema.clone());
+                let known = Known {
+                    uuid: loaded.metadata.uuid().to_string(),
+                    schema: loaded.metadata.current_schema().clone(),
+                };
+                if let Ok(mut cache) = self.tables.lock() {
+                    cache.insert(ident.clone(), known.clone());
                 }
-                Ok(Some(schema))
+                Ok(Some(known))
             }
             Err(CatalogError::NoSuchTable { .. }) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    fn cached(&self, ident: &TableIdent) -> Option<SchemaRef> {
-        self.schemas.lock().ok()?.get(ident).cloned()
+    fn cached(&self, ident: &TableIdent) -> Option<Known> {
+        self.tables.lock().ok()?.get(ident).cloned()
     }
 
     /// The answer refusing the request before anything is written, if any:
@@ -258,8 +271,8 @@ impl HttpIngest {
                 )}),
             ));
         }
-        let schema = match self.schema(ident, false).await {
-            Ok(Some(s)) => s,
+        let schema = match self.known(ident, false).await {
+            Ok(Some(k)) => k.schema,
             Ok(None) if self.config.http.create_tables => return None,
             Ok(None) => {
                 return Some(reply(
@@ -293,8 +306,8 @@ impl HttpIngest {
         let mut new = count(&schema);
         if new.len() > cap {
             // Another request may have added them since the schema was cached.
-            if let Ok(Some(fresh)) = self.schema(ident, true).await {
-                new = count(&fresh);
+            if let Ok(Some(fresh)) = self.known(ident, true).await {
+                new = count(&fresh.schema);
             }
         }
         if new.len() <= cap {
@@ -341,10 +354,10 @@ impl HttpIngest {
             stream: false,
         }];
         let id = batch_id(&spans, None);
-        let first_ms = match &header_key {
-            None => now_ms(),
+        let (first_ms, uuid) = match &header_key {
+            None => (now_ms(), None),
             Some(k) => match self.first_receipt(&ident, k, &body_hash, &id, wait).await {
-                Ok(first_ms) => first_ms,
+                Ok(first) => first,
                 Err(answered) => return answered,
             },
         };
@@ -361,12 +374,15 @@ impl HttpIngest {
         };
         // What the records became is the answer a retry gets; whether they
         // are committed yet is asked anew each time.
-        if let Some(k) = &header_key
+        if let (Some(k), Some(uuid)) = (&header_key, &uuid)
             && let Err(e) = self
                 .keys
                 .finish(
-                    &table,
-                    k,
+                    &KeyOf {
+                        table: &table,
+                        uuid,
+                        key: k,
+                    },
                     &body_hash,
                     &id,
                     first_ms,
@@ -380,10 +396,15 @@ impl HttpIngest {
             .await
     }
 
-    /// When key `key` was first received, for a POST that writes its body;
-    /// the whole answer when it must not (a replay, a conflict, a failure).
-    /// A retry is dated by its key's first receipt: the ledger looks for its
-    /// batch from then on, however late the retry comes.
+    /// When key `key` was first received, and the uuid of the table its
+    /// record belongs to, for a POST that writes its body; the whole answer
+    /// when it must not (a replay, a conflict, a failure). A retry is dated
+    /// by its key's first receipt: the ledger looks for its batch from then
+    /// on, however late the retry comes. Records belong to the table's
+    /// uuid, so a key first used on a table since dropped and created again
+    /// is a first use on the new one. A table not created yet keeps no
+    /// record: a retry once it exists is a first use there, and its ledger
+    /// commits the batch once.
     async fn first_receipt(
         &self,
         ident: &TableIdent,
@@ -391,10 +412,44 @@ impl HttpIngest {
         body_hash: &str,
         id: &str,
         wait: Option<Mark>,
-    ) -> Result<i64, http::Response<Bytes>> {
+    ) -> Result<(i64, Option<String>), http::Response<Bytes>> {
         let table = display(ident);
-        match self.keys.begin(&table, key, body_hash, id, now_ms()).await {
-            Ok(Use::Write { first_ms }) => Ok(first_ms),
+        let unavailable = |e: &dyn std::fmt::Display| {
+            reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
+            )
+        };
+        let mut fresh = false;
+        let (uuid, used) = loop {
+            let Some(known) = self
+                .known(ident, fresh)
+                .await
+                .map_err(|e| unavailable(&e))?
+            else {
+                return Ok((now_ms(), None));
+            };
+            let used = self
+                .keys
+                .begin(
+                    &KeyOf {
+                        table: &table,
+                        uuid: &known.uuid,
+                        key,
+                    },
+                    body_hash,
+                    id,
+                    now_ms(),
+                )
+                .await;
+            match used {
+                // Answering from a record: make sure it is this table's.
+                Ok(Use::Replay { .. } | Use::Conflict { .. }) if !fresh => fresh = true,
+                used => break (known.uuid, used),
+            }
+        };
+        match used {
+            Ok(Use::Write { first_ms }) => Ok((first_ms, Some(uuid))),
             Ok(Use::Replay {
                 status,
                 answer,
@@ -414,10 +469,7 @@ impl HttpIngest {
             )),
             Err(e) => {
                 error!(%table, error = %e, "idempotency record unreadable");
-                Err(reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
-                ))
+                Err(unavailable(&e))
             }
         }
     }
