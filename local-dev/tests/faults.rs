@@ -109,3 +109,47 @@ fn repair_after_a_crash_before_the_swap_trusts_only_named_heads() {
     assert_eq!(again["records_committed"], 0, "{again}");
     assert_eq!(wh.read("bronze.events", None)["count"], 20);
 }
+
+/// Another engine rolls the table back past floe's last commit (pyiceberg's
+/// `rollback_to_snapshot`, as a user undoing a bad batch does): the
+/// ledger follows main's history, so sending the undone input again
+/// commits it, and what the rollback kept stays exactly once.
+#[test]
+fn after_another_engines_rollback_the_undone_input_commits_again() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let a = wh.file("a.ndjson", &events(0..10));
+    let b = wh.file("b.ndjson", &events(10..20));
+    wh.ingest("bronze.events", &[&a], &[]);
+    wh.ingest("bronze.events", &[&b], &[]);
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         c = SqlCatalog('floe', uri='sqlite:///{w}/catalog.db', warehouse='file://{w}')\n\
+         t = c.load_table('bronze.events')\n\
+         parent = t.current_snapshot().parent_snapshot_id\n\
+         t.manage_snapshots().rollback_to_snapshot(parent).commit()\n",
+        w = wh.path().display()
+    );
+    let out = std::process::Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .expect("run pyiceberg");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ids(&wh.read("bronze.events", None)),
+        (0..10).collect::<Vec<_>>()
+    );
+    let resent = wh.ingest("bronze.events", &[&a, &b], &[]);
+    assert_eq!(resent["records_committed"], 10, "{resent}");
+    assert_eq!(
+        ids(&wh.read("bronze.events", None)),
+        (0..20).collect::<Vec<_>>()
+    );
+    let again = wh.ingest("bronze.events", &[&a, &b], &[]);
+    assert_eq!(again["records_committed"], 0, "{again}");
+}

@@ -130,10 +130,14 @@ fn main_history(metadata: &TableMetadata) -> Vec<&SnapshotRef> {
     history
 }
 
-/// The heads the table names, newest first: its property's, and those
-/// `history`'s snapshots recorded.
+/// The heads the table names, newest first: its property's (unless a
+/// rollback left it ahead of the table), and those `history`'s snapshots
+/// recorded.
 fn named_heads<'m>(metadata: &'m TableMetadata, history: &[&'m SnapshotRef]) -> Vec<&'m String> {
-    let property = metadata.properties().get(PROPERTY);
+    let property = metadata
+        .properties()
+        .get(PROPERTY)
+        .filter(|_| !rolled_back(metadata));
     let recorded = history
         .iter()
         .filter_map(|s| s.summary().additional_properties.get(PROPERTY));
