@@ -80,23 +80,22 @@ fn concurrent_ingests_and_maintenance_never_fail_and_commit_every_record_once() 
     );
 }
 
-/// Two stdin pipelines into two tables of one warehouse at once share the
-/// warehouse's checkpoint of `stdin`: each must keep the other's version,
+/// Stdin pipelines into several tables of one warehouse at once share the
+/// warehouse's checkpoint of `stdin`: each must keep the others' versions,
 /// or a retry of one reads as a new source and commits its records again.
 #[test]
 fn concurrent_stdin_runs_keep_each_others_checkpoints() {
     use std::io::Write;
     let wh = Warehouse::new();
-    for t in ["raw.left", "raw.right"] {
+    let tables: Vec<(String, u64)> = (0..4u64)
+        .map(|i| (format!("raw.t{i}"), i * 1_000))
+        .collect();
+    for (t, _) in &tables {
         wh.create_table(t, EVENT_SCHEMA, &[]);
     }
-    let inputs = [
-        ("raw.left", events(0..20_000)),
-        ("raw.right", events(50_000..70_000)),
-    ];
-    let run = |table: &str, text: &str| {
+    let run = |table: &str, text: String| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
-            .args(["ingest", table, "-", "--batch-size", "1000"])
+            .args(["ingest", table, "-"])
             .env("FLOE_WAREHOUSE", wh.path())
             .env_remove("FLOE_FAULT")
             .stdin(Stdio::piped())
@@ -105,12 +104,14 @@ fn concurrent_stdin_runs_keep_each_others_checkpoints() {
             .spawn()
             .expect("spawn floe");
         let mut stdin = child.stdin.take().expect("stdin");
-        let text = text.to_string();
         let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
         (child, writer)
     };
-    for round in 0..3 {
-        let jobs: Vec<_> = inputs.iter().map(|(t, text)| run(t, text)).collect();
+    for round in 0..5 {
+        let jobs: Vec<_> = tables
+            .iter()
+            .map(|(t, first)| run(t, events(*first..first + 10)))
+            .collect();
         for (child, writer) in jobs {
             writer.join().unwrap().expect("write stdin");
             let out = child.wait_with_output().unwrap();
@@ -120,10 +121,10 @@ fn concurrent_stdin_runs_keep_each_others_checkpoints() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        for (table, first) in [("raw.left", 0), ("raw.right", 50_000)] {
+        for (table, first) in &tables {
             assert_eq!(
                 ids(&wh.read(table, None)),
-                (first..first + 20_000).collect::<Vec<_>>(),
+                (*first..first + 10).collect::<Vec<_>>(),
                 "round {round}: {table}"
             );
         }

@@ -396,4 +396,28 @@ mod tests {
         assert_eq!(second, new_source("stdin", b"a\n", Some(&before)));
         assert!(second.starts_with("stdin@"));
     }
+
+    /// Two runs of one input (stdin into two tables) load the same
+    /// versions and save in turn: the second keeps the first's.
+    #[tokio::test]
+    async fn interleaved_saves_keep_each_others_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = FileIO::new_with_fs();
+        let cks = Checkpoints::new(io, &format!("file://{}", dir.path().display()));
+        let (mut a, mut b) = (
+            cks.load("stdin").await.unwrap(),
+            cks.load("stdin").await.unwrap(),
+        );
+        let version = |source: &str| Checkpoint {
+            input: "stdin".into(),
+            source: source.into(),
+            bytes: 3,
+            hash: 7,
+        };
+        cks.save(&version("stdin@a"), &mut a).await.unwrap();
+        cks.save(&version("stdin@b"), &mut b).await.unwrap();
+        let saved = cks.load("stdin").await.unwrap();
+        let sources: Vec<&str> = saved.list.iter().map(|v| v.source.as_str()).collect();
+        assert_eq!(sources, ["stdin@b", "stdin@a"]);
+    }
 }
