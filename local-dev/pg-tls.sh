@@ -6,7 +6,8 @@
 #   <conninfo without sslmode or password>
 #   <directory with ca.crt (the CA), other-ca.crt (a CA that signed nothing)>
 #
-#   FLOE_PG_TLS_PORT  port on 127.0.0.1 (default 54330)
+#   FLOE_PG_TLS_PORT  port on 127.0.0.1 (default 15433; pg.sh takes another
+#                     when that one is in use or in the ephemeral port range)
 #
 # The server's certificate names only `floe-db.test`, so tests connect with
 # host=floe-db.test hostaddr=127.0.0.1 (verify-full passes) or host=localhost
@@ -14,7 +15,7 @@
 # password is `floe-tls-test`. Tests only: it listens on 127.0.0.1 alone.
 set -euo pipefail
 
-port="${FLOE_PG_TLS_PORT:-54330}"
+port="${FLOE_PG_TLS_PORT:-15433}"
 root="${FLOE_PG_TLS_DIR:-$HOME/.cache/floe-pg-tls/$port}"
 certs="$root/certs"
 data="$root/data"
@@ -49,7 +50,6 @@ printf '%s\n' \
   "hostssl all all 127.0.0.1/32 scram-sha-256" \
   "hostnossl all all 127.0.0.1/32 reject" > "$hba"
 
-mkdir -p "$data"
 # The server reads its key as its own user, and refuses a key others can read.
 cp "$certs/server.crt" "$certs/server.key" "$certs/ca.crt" "$root/"
 if [ "$(id -u)" = 0 ]; then
@@ -64,7 +64,9 @@ conninfo="$(
   "$here/pg.sh" | tail -n 1
 )"
 
-# pg.sh's conninfo points at TCP; the socket lives in the data directory.
+# pg.sh's conninfo points at TCP, on the port the cluster took; the socket
+# lives in the data directory.
+port="$(sed -n 's/.*port=\([0-9]*\).*/\1/p' <<<"$conninfo")"
 psql -h "$data" -p "$port" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \
   -c "ALTER ROLE postgres PASSWORD 'floe-tls-test'" >&2
 

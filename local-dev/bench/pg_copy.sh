@@ -19,9 +19,11 @@ if [ "${#bins[@]}" = 0 ]; then
   cargo build --release --locked --bin floe --features full >/dev/null
   bins=("${CARGO_TARGET_DIR:-target}/release/floe")
 fi
-port="${FLOE_BENCH_PG_PORT:-54339}"
+port="${FLOE_BENCH_PG_PORT:-15439}"
 export FLOE_PG_PORT="$port" FLOE_PG_DATA="$HOME/.cache/floe-pg-bench/$port"
 conninfo="$(local-dev/pg.sh)"
+# pg.sh may have taken another port (in use, or in the ephemeral range).
+port="$(sed -n 's/.*port=\([0-9]*\).*/\1/p' <<<"$conninfo")"
 pgbin="$(dirname "$(find /usr/lib/postgresql -name psql | sort -V | tail -n 1)")"
 psql() { "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres "$@"; }
 work="$(mktemp -d)"

@@ -18,8 +18,8 @@ pub fn repo() -> &'static Path {
     })
 }
 
-/// Runs `local-dev/<script>`; the last line it prints (its endpoint).
-pub fn run(script: &str) -> String {
+/// Runs `local-dev/<script>`; the lines it prints.
+pub fn run_lines(script: &str) -> Vec<String> {
     let path = repo().join("local-dev").join(script);
     let out = std::process::Command::new("bash")
         .arg(&path)
@@ -32,10 +32,16 @@ pub fn run(script: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .last()
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Runs `local-dev/<script>`; the last line it prints (its endpoint, on
+/// the port the script chose: see `local-dev/ports.sh`).
+pub fn run(script: &str) -> String {
+    run_lines(script)
+        .pop()
         .unwrap_or_else(|| panic!("{script} prints its endpoint"))
-        .trim()
-        .to_string()
 }
 
 /// moto's endpoint (S3, SQS, Glue, Secrets Manager), started once, with the
@@ -61,15 +67,13 @@ pub fn moto() -> &'static str {
 pub fn lakana() -> &'static (String, String) {
     static REST: OnceLock<(String, String)> = OnceLock::new();
     REST.get_or_init(|| {
-        let uri = run("rest.sh");
+        let mut lines = run_lines("rest.sh");
         moto();
-        let port = std::env::var("FLOE_REST_PORT").unwrap_or_else(|_| "8181".into());
-        let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
-        let token = std::fs::read_to_string(format!("{tmp}/floe-lakana-{port}.token"))
-            .expect("rest.sh writes the token file")
-            .trim()
-            .to_string();
-        (uri, token)
+        let token = lines.pop();
+        match (lines.pop(), token) {
+            (Some(uri), Some(token)) => (uri, token),
+            _ => panic!("rest.sh prints its base URI and token"),
+        }
     })
 }
 

@@ -1363,9 +1363,16 @@ async fn pg_sync_copies_then_streams_a_table_within_its_deadline() {
     .await
     .unwrap();
     // The login comes from Secrets Manager as RDS writes it (the local
-    // cluster trusts local users, so any password passes).
+    // cluster trusts local users, so any password passes), with the port
+    // pg.sh chose.
+    let port = conninfo
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port="))
+        .expect("pg.sh names the port");
     let login = env
-        .secret(r#"{"engine":"postgres","username":"postgres","password":"unused","port":54329}"#)
+        .secret(&format!(
+            r#"{{"engine":"postgres","username":"postgres","password":"unused","port":{port}}}"#
+        ))
         .await;
     let mut config = env.config().await;
     let pg = &mut config.postgres;

@@ -116,7 +116,8 @@ async fn a_dropped_slot_is_an_error_naming_resync_and_resync_repairs_the_table()
 }
 
 /// A cluster whose slots Postgres invalidates after 1 MB of unread WAL
-/// (1 MB segments), so a test can lose one in seconds; its conninfo.
+/// (1 MB segments), so a test can lose one in seconds; its conninfo. Its own
+/// data directory (pg.sh names it by FLOE_PG_PORT), on the port pg.sh chose.
 fn small_wal_cluster() -> Option<&'static str> {
     static CLUSTER: OnceLock<Option<String>> = OnceLock::new();
     CLUSTER
@@ -125,7 +126,7 @@ fn small_wal_cluster() -> Option<&'static str> {
             let script = floe_test_support::services::repo().join("local-dev/pg.sh");
             let out = std::process::Command::new("bash")
                 .arg(&script)
-                .env("FLOE_PG_PORT", "54331")
+                .env("FLOE_PG_PORT", "15434")
                 .env("FLOE_PG_INITDB_OPTS", "--wal-segsize=1")
                 .env(
                     "FLOE_PG_OPTS",
@@ -135,7 +136,7 @@ fn small_wal_cluster() -> Option<&'static str> {
                 .expect("running local-dev/pg.sh");
             assert!(
                 out.status.success(),
-                "pg.sh (port 54331) failed:\n{}",
+                "pg.sh (FLOE_PG_PORT=15434) failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
             String::from_utf8(out.stdout)
