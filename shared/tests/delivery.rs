@@ -218,7 +218,7 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
                 SourceKind::Http,
                 SourceSpan {
                     source: "http:h".into(),
-                    positions: Positions::Key { key },
+                    positions: Positions::Key { key, order: None },
                     stream: false,
                 },
             )
