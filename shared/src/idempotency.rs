@@ -15,6 +15,7 @@ use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Classify, ErrorKind};
+use crate::source::Position;
 
 /// What a key's record holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +26,10 @@ pub struct KeyRecord {
     pub batch_id: String,
     /// When the key was first used (ms since epoch).
     pub created_ms: i64,
+    /// Where its first receipt stands in the order of receipts
+    /// ([`crate::http::order`]); `None` in records of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Position>,
     /// The first answer, once the records were written: status and body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<(u16, serde_json::Value)>,
@@ -42,14 +47,24 @@ pub struct KeyOf<'a> {
     pub key: &'a str,
 }
 
+/// When a request was received, and where it stands in the order of
+/// receipts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receipt {
+    /// Ms since epoch.
+    pub ms: i64,
+    /// Its place in the order ([`crate::http::order`]).
+    pub order: Position,
+}
+
 /// What a POST with an idempotency key may do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Use {
     /// Write the records (a first use, or a retry of one that did not finish).
     Write {
-        /// When the key was first received (now, for a first use): the
-        /// batch's records are dated from it.
-        first_ms: i64,
+        /// The key's first receipt (this one, for a first use): the
+        /// batch's records are dated and ordered by it.
+        first: Receipt,
     },
     /// Answer as the first time.
     Replay {
@@ -112,18 +127,18 @@ impl HttpKeys {
         format!("{}/{}/{}/{name:032x}.json", self.prefix, at.table, at.uuid)
     }
 
-    /// Decides what a POST of `body_hash` with key `at` may do, and
-    /// records the key's first use.
+    /// Decides what a POST of `body_hash` with key `at`, received as
+    /// `now`, may do, and records the key's first use.
     pub async fn begin(
         &self,
         at: &KeyOf<'_>,
         body_hash: &str,
         batch_id: &str,
-        now_ms: i64,
+        now: &Receipt,
     ) -> Result<Use, KeyError> {
         let path = self.path(at);
         if let Some(record) = self.read(&path).await?
-            && record.created_ms >= now_ms - self.window_ms
+            && record.created_ms >= now.ms - self.window_ms
         {
             if record.body_hash != body_hash {
                 return Ok(Use::Conflict {
@@ -137,17 +152,24 @@ impl HttpKeys {
                     answer,
                     first_ms,
                 },
-                None => Use::Write { first_ms },
+                None => Use::Write {
+                    first: Receipt {
+                        ms: first_ms,
+                        // A record of an earlier build: ordered as received now.
+                        order: record.order.unwrap_or_else(|| now.order.clone()),
+                    },
+                },
             });
         }
         let record = KeyRecord {
             body_hash: body_hash.to_string(),
             batch_id: batch_id.to_string(),
-            created_ms: now_ms,
+            created_ms: now.ms,
+            order: Some(now.order.clone()),
             answer: None,
         };
         self.write(&path, &record).await?;
-        Ok(Use::Write { first_ms: now_ms })
+        Ok(Use::Write { first: now.clone() })
     }
 
     /// Records the answer a key's first POST got.
@@ -156,13 +178,14 @@ impl HttpKeys {
         at: &KeyOf<'_>,
         body_hash: &str,
         batch_id: &str,
-        created_ms: i64,
+        first: &Receipt,
         answer: (u16, serde_json::Value),
     ) -> Result<(), KeyError> {
         let record = KeyRecord {
             body_hash: body_hash.to_string(),
             batch_id: batch_id.to_string(),
-            created_ms,
+            created_ms: first.ms,
+            order: Some(first.order.clone()),
             answer: Some(answer),
         };
         self.write(&self.path(at), &record).await

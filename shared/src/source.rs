@@ -320,6 +320,12 @@ pub enum Positions {
     Key {
         /// The key.
         key: String,
+        /// Where the request stands in the order its source received
+        /// requests in (its key's first receipt): a keyed table applies
+        /// changes from HTTP in this order. Not part of the batch id, so a
+        /// retry is the same batch. `None` from writers before it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        order: Option<Position>,
     },
 }
 
@@ -371,7 +377,7 @@ pub fn batch_id(spans: &[SourceSpan], content: Option<&[u8]>) -> String {
                     field(id.as_bytes());
                 }
             }
-            Positions::Key { key } => {
+            Positions::Key { key, .. } => {
                 field(b"key");
                 field(key.as_bytes());
             }

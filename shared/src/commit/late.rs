@@ -197,6 +197,10 @@ fn may_interleave(earlier: &CommitRequest, later: &CommitRequest) -> bool {
                     (Positions::Range { last, .. }, Positions::Range { first, .. }) => {
                         last >= first
                     }
+                    (
+                        Positions::Key { order: Some(e), .. },
+                        Positions::Key { order: Some(l), .. },
+                    ) => e >= l,
                     _ => true,
                 }
         })

@@ -90,14 +90,17 @@ impl Action for RowDelta {
     }
 }
 
-/// Source order: by each request's first span (source name, then first position).
+/// Source order: by each request's first span (source name, then first
+/// position, or for HTTP its place in the order of receipts); the writer's
+/// clock only between requests whose source has no order.
 pub fn order_key(r: &CommitRequest) -> (String, Option<Position>, i64) {
     let first = r.sources.first();
     (
         first.map(|s| s.source.clone()).unwrap_or_default(),
         first.and_then(|s| match &s.positions {
             crate::source::Positions::Range { first, .. } => Some(first.clone()),
-            _ => None,
+            crate::source::Positions::Key { order, .. } => order.clone(),
+            crate::source::Positions::Ids { .. } => None,
         }),
         r.created_at_ms,
     )

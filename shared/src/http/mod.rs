@@ -30,6 +30,7 @@ pub mod auth;
 pub mod body;
 mod guard;
 pub mod local;
+pub mod order;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -48,7 +49,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, Secret};
 use crate::deploy::Deployment;
 use crate::error::{Classify, ErrorKind};
-use crate::idempotency::{HttpKeys, KeyOf, Use};
+use crate::idempotency::{HttpKeys, KeyOf, Receipt, Use};
 use crate::ident::{display, parse_table};
 use crate::pipeline::{PipelineError, Writer, WriterParts};
 use crate::route::Allow;
@@ -56,6 +57,7 @@ use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::source::{Records, Source, SourceBatch};
 use crate::status;
+use order::ReceiptOrder;
 use watch::{CommitWatch, Mark};
 
 /// Why the HTTP API could not start, read a body, or stop its committer.
@@ -76,6 +78,14 @@ pub enum HttpError {
     /// `floe serve`'s committer task panicked.
     #[error("the committer task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// The order of receipts could not be read or reserved.
+    #[error("the HTTP receipt order ({path}): {source}")]
+    Order {
+        /// Its reservation file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }
 
 /// A body that is not records is the caller's to fix (a 400).
@@ -87,6 +97,7 @@ impl Classify for HttpError {
             HttpError::Body(_) => ErrorKind::Input,
             HttpError::Spool(e) => e.kind(),
             HttpError::Task(_) => ErrorKind::Interrupted,
+            HttpError::Order { .. } => ErrorKind::Service,
         }
     }
 }
@@ -111,6 +122,23 @@ pub struct HttpIngest {
     tables: Mutex<HashMap<TableIdent, Known>>,
     /// The in-process committer's view, when it runs in this process.
     watch: Option<Arc<CommitWatch>>,
+    /// The order requests are received in, for keyed tables.
+    order: ReceiptOrder,
+}
+
+/// Where a deployment orders its HTTP receipts: a reservation file under a
+/// local warehouse (`_floe/http-order`), else this process's clock.
+fn receipt_order(config: &crate::config::Config) -> Result<ReceiptOrder, HttpError> {
+    match config.warehouse_location() {
+        crate::config::Location::Path(dir) => {
+            let path = dir.join("_floe").join("http-order");
+            ReceiptOrder::open(path.clone()).map_err(|source| HttpError::Order {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+        crate::config::Location::Uri(_) => Ok(ReceiptOrder::in_memory()),
+    }
 }
 
 /// A table as the API last loaded it.
@@ -153,6 +181,7 @@ impl HttpIngest {
             config: config.clone(),
             tables: Mutex::new(HashMap::new()),
             watch: None,
+            order: receipt_order(config)?,
         })
     }
 
@@ -346,21 +375,43 @@ impl HttpIngest {
         let table = display(&ident);
         let body_hash = HttpKeys::body_hash(body);
         let header_key = idempotency_key(req);
-        let spans = vec![SourceSpan {
+        let now = match self.order.next() {
+            Ok(order) => Receipt {
+                ms: now_ms(),
+                order,
+            },
+            Err(e) => {
+                error!(%table, error = %e, "no place in the order of receipts");
+                return reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("ordering the request: {e}; retry")}),
+                );
+            }
+        };
+        let mut spans = vec![SourceSpan {
             source: format!("http:{table}"),
             positions: Positions::Key {
                 key: batch_key(header_key.as_deref(), &body_hash),
+                order: None,
             },
             stream: false,
         }];
+        // The order is not part of the batch id: a retry is the same batch.
         let id = batch_id(&spans, None);
-        let (first_ms, uuid) = match &header_key {
-            None => (now_ms(), None),
-            Some(k) => match self.first_receipt(&ident, k, &body_hash, &id, wait).await {
+        let (first, uuid) = match &header_key {
+            None => (now, None),
+            Some(k) => match self
+                .first_receipt(&ident, k, &body_hash, &id, wait, now)
+                .await
+            {
                 Ok(first) => first,
                 Err(answered) => return answered,
             },
         };
+        if let Positions::Key { order, .. } = &mut spans[0].positions {
+            *order = Some(first.order.clone());
+        }
+        let first_ms = first.ms;
         let batch = SourceBatch::new(
             Source::new(SourceKind::Http, "http"),
             spans,
@@ -385,7 +436,7 @@ impl HttpIngest {
                     },
                     &body_hash,
                     &id,
-                    first_ms,
+                    &first,
                     (status.as_u16(), answer.clone()),
                 )
                 .await
@@ -412,7 +463,8 @@ impl HttpIngest {
         body_hash: &str,
         id: &str,
         wait: Option<Mark>,
-    ) -> Result<(i64, Option<String>), http::Response<Bytes>> {
+        now: Receipt,
+    ) -> Result<(Receipt, Option<String>), http::Response<Bytes>> {
         let table = display(ident);
         let unavailable = |e: &dyn std::fmt::Display| {
             reply(
@@ -427,7 +479,7 @@ impl HttpIngest {
                 .await
                 .map_err(|e| unavailable(&e))?
             else {
-                return Ok((now_ms(), None));
+                return Ok((now, None));
             };
             let used = self
                 .keys
@@ -439,7 +491,7 @@ impl HttpIngest {
                     },
                     body_hash,
                     id,
-                    now_ms(),
+                    &now,
                 )
                 .await;
             match used {
@@ -449,7 +501,7 @@ impl HttpIngest {
             }
         };
         match used {
-            Ok(Use::Write { first_ms }) => Ok((first_ms, Some(uuid))),
+            Ok(Use::Write { first }) => Ok((first, Some(uuid))),
             Ok(Use::Replay {
                 status,
                 answer,

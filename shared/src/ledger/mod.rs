@@ -407,7 +407,16 @@ impl Ledger {
                     let since = request.lookback_ms().min(request.first_seen_ms() - SKEW_MS);
                     lookups.push((&span.source, None, since));
                 }
-                Positions::Key { .. } => {}
+                // Requests received after this one were committed after it
+                // was received.
+                Positions::Key { order: Some(o), .. } => {
+                    lookups.push((
+                        &span.source,
+                        Some(o.next()),
+                        request.first_seen_ms() - SKEW_MS,
+                    ));
+                }
+                Positions::Key { order: None, .. } => {}
             }
         }
         // A replay of dead letters: the changes its records' first sources
@@ -551,7 +560,12 @@ fn entry(r: &CommitRequest, now_ms: i64) -> Entry {
                 digests.dedup();
                 keys.insert(span.source.clone(), digest::pack(&digests));
             }
-            Positions::Key { .. } => {}
+            // The request's place in the order of receipts, as a span of
+            // one: what a late request of the source looks for.
+            Positions::Key { order: Some(o), .. } => {
+                spans.push((span.source.clone(), o.clone(), o.clone()));
+            }
+            Positions::Key { order: None, .. } => {}
         }
     }
     Entry {

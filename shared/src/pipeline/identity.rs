@@ -80,10 +80,12 @@ impl<'a> Identity<'a> {
 
     /// Where a key's change sits in its source's order: the record's
     /// position on an ordered span (or on a Kinesis shard read in parallel,
-    /// whose ids are positions), else the change's own (a DynamoDB sequence
+    /// whose ids are positions), the request's place in the order of
+    /// receipts for HTTP, else the change's own (a DynamoDB sequence
     /// number, ordered per key).
     pub(super) fn key_position(&self, pos: Pos<'_>, change: &Change) -> Option<Position> {
         match (pos.plain(), self.span.map(|s| &s.positions)) {
+            (_, Some(Positions::Key { order: Some(o), .. })) => Some(o.clone()),
             (Pos::Line(n), Some(Positions::Range { .. })) => Some(Position::from(n)),
             (Pos::Item(p), Some(Positions::Range { .. })) => Position::parse(p),
             (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_ordered => Position::parse(p),
