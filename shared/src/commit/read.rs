@@ -89,38 +89,46 @@ pub async fn read_file(
     let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(parquet_err)?;
     batches
         .iter()
-        .map(|batch| {
-            let columns = wanted
+        .map(|batch| fit_batch(batch, &wanted, &out_schema, path))
+        .collect()
+}
+
+/// `batch`, read from the file at `path`, as the columns `wanted`.
+fn fit_batch(
+    batch: &RecordBatch,
+    wanted: &[FieldRef],
+    out_schema: &Arc<ArrowSchema>,
+    path: &str,
+) -> iceberg::Result<RecordBatch> {
+    let columns = wanted
+        .iter()
+        .map(|want| {
+            let at = batch
+                .schema()
+                .fields()
                 .iter()
-                .map(|want| {
-                    let at = batch
-                        .schema()
-                        .fields()
-                        .iter()
-                        .position(|f| field_id(f) == field_id(want));
-                    match at {
-                        Some(i) => fit(batch.column(i), want),
-                        None => Ok(new_null_array(want.data_type(), batch.num_rows())),
-                    }
-                    .map_err(|e| {
-                        Error::new(
-                            ErrorKind::DataInvalid,
-                            format!("{path}: column `{}` onto the table's schema", want.name()),
-                        )
-                        .with_source(e)
-                    })
-                })
-                .collect::<iceberg::Result<Vec<ArrayRef>>>()?;
-            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-            RecordBatch::try_new_with_options(out_schema.clone(), columns, &options).map_err(|e| {
+                .position(|f| field_id(f) == field_id(want));
+            match at {
+                Some(i) => fit(batch.column(i), want),
+                None => Ok(new_null_array(want.data_type(), batch.num_rows())),
+            }
+            .map_err(|e| {
                 Error::new(
                     ErrorKind::DataInvalid,
-                    format!("{path}: rows onto the table's schema"),
+                    format!("{path}: column `{}` onto the table's schema", want.name()),
                 )
                 .with_source(e)
             })
         })
-        .collect()
+        .collect::<iceberg::Result<Vec<ArrayRef>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(out_schema.clone(), columns, &options).map_err(|e| {
+        Error::new(
+            ErrorKind::DataInvalid,
+            format!("{path}: rows onto the table's schema"),
+        )
+        .with_source(e)
+    })
 }
 
 /// A batch of `rows` rows, every column null.

@@ -141,6 +141,28 @@ fn receipt_order(config: &crate::config::Config) -> Result<ReceiptOrder, HttpErr
     }
 }
 
+/// The span of a POST to `table` with batch key `key`, at `order` in the
+/// order of receipts.
+fn http_span(table: &str, key: &str, order: Option<crate::source::Position>) -> SourceSpan {
+    SourceSpan {
+        source: format!("http:{table}"),
+        positions: Positions::Key {
+            key: key.to_string(),
+            order,
+        },
+        stream: false,
+    }
+}
+
+/// The 503 for a request that got no place in the order of receipts.
+fn unordered(table: &str, e: &std::io::Error) -> http::Response<Bytes> {
+    error!(%table, error = %e, "no place in the order of receipts");
+    reply(
+        StatusCode::SERVICE_UNAVAILABLE,
+        json!({"error": format!("ordering the request: {e}; retry")}),
+    )
+}
+
 /// A table as the API last loaded it.
 #[derive(Debug, Clone)]
 struct Known {
@@ -380,24 +402,11 @@ impl HttpIngest {
                 ms: now_ms(),
                 order,
             },
-            Err(e) => {
-                error!(%table, error = %e, "no place in the order of receipts");
-                return reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"error": format!("ordering the request: {e}; retry")}),
-                );
-            }
+            Err(e) => return unordered(&table, &e),
         };
-        let mut spans = vec![SourceSpan {
-            source: format!("http:{table}"),
-            positions: Positions::Key {
-                key: batch_key(header_key.as_deref(), &body_hash),
-                order: None,
-            },
-            stream: false,
-        }];
+        let key = batch_key(header_key.as_deref(), &body_hash);
         // The order is not part of the batch id: a retry is the same batch.
-        let id = batch_id(&spans, None);
+        let id = batch_id(&[http_span(&table, &key, None)], None);
         let (first, uuid) = match &header_key {
             None => (now, None),
             Some(k) => match self
@@ -408,9 +417,7 @@ impl HttpIngest {
                 Err(answered) => return answered,
             },
         };
-        if let Positions::Key { order, .. } = &mut spans[0].positions {
-            *order = Some(first.order.clone());
-        }
+        let spans = vec![http_span(&table, &key, Some(first.order.clone()))];
         let first_ms = first.ms;
         let batch = SourceBatch::new(
             Source::new(SourceKind::Http, "http"),

@@ -380,7 +380,9 @@ impl Ledger {
     /// for them. On an ordered span, the commits of its source at or above
     /// its lowest open position, made since its source first committed
     /// such a position (none at all when it never did); on an unordered
-    /// span, the commits of its source since its records reached it; for
+    /// span, the commits of its source since its records reached it; on
+    /// an HTTP span, those of requests received after it (committed after
+    /// it was received); for
     /// the sources a replay's records first came from (`request.order`), the
     /// commits at or above their first position there.
     pub async fn later_key_files(
@@ -407,8 +409,6 @@ impl Ledger {
                     let since = request.lookback_ms().min(request.first_seen_ms() - SKEW_MS);
                     lookups.push((&span.source, None, since));
                 }
-                // Requests received after this one were committed after it
-                // was received.
                 Positions::Key { order: Some(o), .. } => {
                     lookups.push((
                         &span.source,

@@ -66,20 +66,7 @@ pub(super) async fn shred_evolving(
         if !settings.evolution || misfits.is_empty() {
             return Ok(shredded);
         }
-        let mut ordinals = Vec::with_capacity(misfits.len());
-        let mut values = Vec::with_capacity(misfits.len());
-        for i in misfits {
-            let Some((_, r)) = rows.get(i) else { continue };
-            // A record that does not decode is one the shredder failed
-            // already (it is in `failed`): nothing of it was accepted.
-            if let Some(v) = json_of(avro, r)
-                .ok()
-                .and_then(|j| serde_json::from_slice::<serde_json::Value>(&j).ok())
-            {
-                ordinals.push(i);
-                values.push(v);
-            }
-        }
+        let (ordinals, values) = misfit_values(rows, misfits, avro);
         let opts = InferOptions {
             declared: part.declared.clone(),
             ..infer_options(settings)
@@ -123,6 +110,29 @@ pub(super) async fn shred_evolving(
         apply(env, part, &values, &opts, &evolution, report).await?;
         evolutions += 1;
     }
+}
+
+/// The misfits as JSON values, with their ordinals.
+fn misfit_values(
+    rows: &[(Pos<'_>, Cow<'_, [u8]>)],
+    misfits: HashSet<usize>,
+    avro: Option<&crate::avro::Registered>,
+) -> (Vec<usize>, Vec<serde_json::Value>) {
+    let mut ordinals = Vec::with_capacity(misfits.len());
+    let mut values = Vec::with_capacity(misfits.len());
+    for i in misfits {
+        let Some((_, r)) = rows.get(i) else { continue };
+        // A record that does not decode is one the shredder failed
+        // already (it is in `failed`): nothing of it was accepted.
+        if let Some(v) = json_of(avro, r)
+            .ok()
+            .and_then(|j| serde_json::from_slice::<serde_json::Value>(&j).ok())
+        {
+            ordinals.push(i);
+            values.push(v);
+        }
+    }
+    (ordinals, values)
 }
 
 /// Commits `evolution` (as the table is then: another writer may have
