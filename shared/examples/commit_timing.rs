@@ -66,6 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             e["file_path"] = format!("file://{}", copy.display()).into();
             requests.push(CommitRequest {
                 version: VERSION,
+                table_uuid: None,
                 table: ident.clone(),
                 batch_id: batch_id(&spans, None),
                 sources: spans,

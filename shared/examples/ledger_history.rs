@@ -44,6 +44,7 @@ fn request(ident: &floe_core::iceberg::TableIdent, n: u64, created_at_ms: i64) -
     ];
     CommitRequest {
         version: VERSION,
+        table_uuid: None,
         table: ident.clone(),
         batch_id: batch_id(&spans, None),
         sources: spans,

@@ -54,6 +54,11 @@ pub struct CommitRequest {
     pub batch_id: String,
     /// The source positions the batch covers.
     pub sources: Vec<SourceSpan>,
+    /// The uuid of the table the files were written for: a table of the same
+    /// name created since (dropped, created again) is another table, whose
+    /// schema ids name other fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_uuid: Option<String>,
     /// Schema id the files were written with.
     pub schema_id: i32,
     /// Partition spec id the files were written with.
@@ -157,6 +162,7 @@ impl CommitRequest {
             table,
             batch_id,
             sources,
+            table_uuid: None,
             schema_id: 0,
             spec_id: 0,
             data_files: Vec::new(),
@@ -187,6 +193,7 @@ impl CommitRequest {
         let ctx = (&self.table, self.batch_id.as_str());
         self.data_files = Self::encode_files(metadata, spec_id, data, ctx)?;
         self.delete_files = Self::encode_files(metadata, spec_id, deletes, ctx)?;
+        self.table_uuid = Some(metadata.uuid().to_string());
         self.schema_id = schema_id;
         self.spec_id = spec_id;
         self.record_count = records;
@@ -258,6 +265,16 @@ impl CommitRequest {
         files: &[serde_json::Value],
     ) -> Result<Vec<DataFile>, RequestError> {
         let ctx = (&self.table, self.batch_id.as_str());
+        let uuid = metadata.uuid().to_string();
+        if let Some(written) = self.table_uuid.as_ref().filter(|w| **w != uuid) {
+            return Err(RequestError::Unbound {
+                table: display(&self.table),
+                batch_id: self.batch_id.clone(),
+                reason: format!(
+                    "its files were written for table uuid {written}, dropped since; the table of this name now is {uuid}, so nothing of it is committed there (replay the source to write it anew)"
+                ),
+            });
+        }
         let partition_type = partition_type(metadata, self.spec_id, ctx)?;
         let schema =
             metadata

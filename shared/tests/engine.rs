@@ -90,6 +90,7 @@ async fn request(catalog: &SqliteCatalog, ident: &TableIdent, first: i64, n: i64
     let files = writer.write(&batch, &id).await.unwrap();
     CommitRequest {
         version: VERSION,
+        table_uuid: None,
         table: ident.clone(),
         batch_id: id.clone(),
         sources: spans,

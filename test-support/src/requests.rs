@@ -37,6 +37,7 @@ pub async fn write_request(
     let files = writer.write(&batch, &id).await.unwrap();
     CommitRequest {
         version: VERSION,
+        table_uuid: None,
         table: ident.clone(),
         batch_id: id.clone(),
         sources: spans,

@@ -106,13 +106,17 @@ impl Env {
             let tables = self.cached_tables();
             (tables.map.get(ident).cloned(), tables.generation)
         };
-        if let Some(ctx) = cached {
-            return Ok(Some(ctx));
-        }
         let table = display(ident);
         let settings = self.parts.config.table(&table);
+        // Every batch asks the catalog (a pointer read: catalogs keep the
+        // parsed metadata of a location): a warm process must not write for
+        // a table dropped and created again since, nor with a schema or spec
+        // another writer has moved on from.
         let loaded = match self.parts.catalog.load_table(ident).await {
-            Ok(loaded) => loaded,
+            Ok(loaded) => match cached {
+                Some(ctx) if ctx.describes(&loaded.metadata) => return Ok(Some(ctx)),
+                _ => loaded,
+            },
             Err(CatalogError::NoSuchTable { .. }) if self.parts.config.routing.create => {
                 let loaded = self.create(ident, &settings, sample).await?;
                 report.created.push(table.clone());

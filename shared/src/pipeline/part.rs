@@ -32,6 +32,16 @@ pub(super) struct TableContext {
     pub settings: ResolvedTable,
 }
 
+impl TableContext {
+    /// True while `metadata` is still the table this context writes for,
+    /// with the schema and partition spec its writer uses.
+    pub fn describes(&self, metadata: &iceberg::spec::TableMetadata) -> bool {
+        metadata.uuid() == self.loaded.metadata.uuid()
+            && metadata.current_schema_id() == self.writer.schema_id()
+            && metadata.default_partition_spec_id() == self.writer.spec_id()
+    }
+}
+
 /// One table's part of a batch as every stage of the writer step sees it,
 /// built once when the table is loaded: what names it in errors and dead
 /// letters, what its records declare, and the table itself.
