@@ -118,6 +118,11 @@ impl Faults {
         })))
     }
 
+    /// True when a point is armed (a process that may fail on purpose).
+    pub fn is_armed(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Reads `FLOE_FAULT`; unset or empty means no faults.
     pub fn from_env() -> Result<Self, ConfigError> {
         match std::env::var("FLOE_FAULT") {

@@ -7,6 +7,7 @@
 pub mod glue;
 pub mod harness;
 pub mod overtaking;
+pub mod product;
 pub mod racing;
 pub mod requests;
 pub mod services;

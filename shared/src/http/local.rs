@@ -88,6 +88,12 @@ impl LocalCommits {
         self.spool.location()
     }
 
+    /// Stops at once, as `kill -9` would: a commit in flight is cut short
+    /// and everything spooled stays for the next start.
+    pub fn kill(self) {
+        self.task.abort();
+    }
+
     /// Commits what it can of what is queued (each waiting request gets one
     /// more attempt), then stops; the rest stays in the spool.
     pub async fn stop(self) -> Result<Leftover, HttpError> {
