@@ -402,6 +402,40 @@ fn a_dotted_key_that_collides_is_dead_lettered_and_the_rest_evolve() {
 
 /// Files written before a struct, a list's struct or a map's struct gained
 /// a field are read onto the current schema by field id at every depth:
+
+/// On a keyed table, a key's last change in a batch that is dead-lettered
+/// leaves the change before it: that one's new nested field must evolve
+/// the table too, not be dropped (the product harness found `m.k.w`
+/// written without its value this way).
+#[test]
+fn a_keys_earlier_change_kept_after_its_last_is_refused_keeps_its_new_fields() {
+    let wh = Warehouse::new();
+    let keyed = NESTED_SCHEMA.replacen(
+        r#""schema-id":0,"#,
+        r#""schema-id":0,"identifier-field-ids":[1],"#,
+        1,
+    );
+    wh.create_table("bronze.kv", &keyed, &[]);
+    let f = wh.file(
+        "kv.ndjson",
+        concat!(
+            "{\"id\":1,\"http\":{\"method\":\"GET\"}}\n",
+            "{\"id\":2,\"http\":{\"method\":\"PUT\",\"status\":201},\"host\":\"h2\"}\n",
+            "{\"id\":2,\"http.method\":\"POST\"}\n",
+        ),
+    );
+    let report = wh.ingest("bronze.kv", &[&f], &[]);
+    assert_eq!(report["rejected"], 1, "{report}");
+    let table = wh.read("bronze.kv", Some("id"));
+    assert_eq!(
+        table["rows"],
+        serde_json::json!([
+            {"id":1,"http":{"method":"GET","status":null},"host":null},
+            {"id":2,"http":{"method":"PUT","status":201},"host":"h2"},
+        ])
+    );
+}
+
 /// compaction and keyed updates of rows written before the evolution both
 /// work, where iceberg-rust's reader failed on every run ("Incorrect number
 /// of arrays for StructArray fields").

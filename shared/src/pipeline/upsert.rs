@@ -2,11 +2,9 @@
 //! key's newest state shredded, and a state that does not fit replaced by
 //! the key's state before it, so a rejected change never deletes a row.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_select::concat::concat_batches;
 
 use super::PipelineError;
 use super::classify::{Classified, Row};
@@ -19,7 +17,7 @@ use super::report::WriteReport;
 use crate::change::Change;
 use crate::dlq::Rejected;
 use crate::rowkey;
-use crate::shred::{ShredError, Shredder, UnknownFields};
+use crate::shred::{Shredder, UnknownFields};
 use crate::source::Pos;
 
 /// Rejects change `i` of the batch: field at fault, reason.
@@ -82,6 +80,9 @@ pub(super) async fn upsert(
 /// [`Self::shred_evolving`] does; a state that still does not fit is
 /// rejected and its key falls back to the state before, until each key's
 /// state fits or none is left. Returns the keys written, in row order.
+/// Every pass shreds (and evolves for) the states chosen then: a state a
+/// key falls back to may bring fields of its own, which must evolve the
+/// table, not be dropped.
 async fn shred_states(
     env: &Env,
     part: &Part<'_>,
@@ -91,45 +92,21 @@ async fn shred_states(
     reject: &mut Reject<'_>,
     report: &mut WriteReport,
 ) -> Result<(Arc<TableContext>, RecordBatch, Vec<usize>), PipelineError> {
-    let (rows, owners) = states(folded, chosen, None, positions);
-    let shredded = shred_evolving(env, part, &rows, report).await?;
-    let mut parts = vec![shredded.data];
-    let mut written: Vec<usize> = shredded.accepted.iter().map(|i| owners[*i]).collect();
-    let mut failed: Vec<(usize, String, String)> = shredded
-        .failed
-        .into_iter()
-        .map(|(i, f, r)| (owners[i], f, r))
-        .collect();
-    let ctx = shredded.ctx;
-    while !failed.is_empty() {
-        let mut retry = HashSet::new();
-        for (k, field, reason) in failed.drain(..) {
+    loop {
+        let (rows, owners) = states(folded, chosen, positions);
+        let shredded = shred_evolving(env, part, &rows, report).await?;
+        if shredded.failed.is_empty() {
+            let written = shredded.accepted.iter().map(|i| owners[*i]).collect();
+            return Ok((shredded.ctx, shredded.data, written));
+        }
+        for (i, field, reason) in shredded.failed {
+            let k = owners[i];
             if let Some(c) = chosen[k] {
                 reject(folded.keys[k].states[c].change, &field, &reason);
                 chosen[k] = c.checked_sub(1);
-                retry.insert(k);
             }
         }
-        let (rows, owners) = states(folded, chosen, Some(&retry), positions);
-        if rows.is_empty() {
-            break;
-        }
-        let mut shredder = Shredder::new(
-            ctx.loaded.metadata.current_schema(),
-            shred_options(&ctx.settings),
-        )
-        .map_err(|e| part.shred_err(e))?;
-        for (i, (_, row)) in rows.iter().enumerate() {
-            match shredder.push(row) {
-                Ok(()) => written.push(owners[i]),
-                Err(e) => failed.push((owners[i], e.field, e.reason)),
-            }
-        }
-        parts.push(shredder.finish().map_err(|e| part.shred_err(e))?);
     }
-    let data = concat_batches(&parts[0].schema(), &parts)
-        .map_err(|e| part.shred_err(ShredError::from(e)))?;
-    Ok((ctx, data, written))
 }
 
 /// Each change's key digest, then the fold; changes without a key, or
@@ -161,20 +138,15 @@ fn fold(
     Ok(folded)
 }
 
-/// The rows of each key's chosen state (of the keys in `only`, if given),
-/// borrowed from the fold, with the key each belongs to; deletes have none.
+/// The rows of each key's chosen state, borrowed from the fold, with the key each belongs to; deletes have none.
 fn states<'f>(
     folded: &'f Folded,
     chosen: &[Option<usize>],
-    only: Option<&HashSet<usize>>,
     positions: &[Pos<'f>],
 ) -> (Vec<Row<'f>>, Vec<usize>) {
     let mut rows = Vec::new();
     let mut owners = Vec::new();
     for (k, c) in chosen.iter().enumerate() {
-        if only.is_some_and(|o| !o.contains(&k)) {
-            continue;
-        }
         let Some(state) = c.map(|c| &folded.keys[k].states[c]) else {
             continue;
         };
