@@ -51,6 +51,8 @@ use crate::harness::{Rng, report};
 const MIN_STEPS: usize = 6;
 /// The commit window of the harness's `floe serve`.
 const SERVE_WINDOW: Duration = Duration::from_millis(30);
+/// The commit window of a `floe serve` started again after a kill.
+const RESTART_WINDOW: Duration = Duration::from_millis(400);
 /// Schedules run at once.
 const AT_ONCE: usize = 3;
 
@@ -171,6 +173,14 @@ impl Gen {
                 return (json!({"_op": "d", "id": id}), Some((id, None)));
             }
         }
+        self.row(id)
+    }
+
+    /// A valid change of `id` (an append record, or a keyed upsert) in the
+    /// schedule's shapes.
+    fn row(&mut self, id: i64) -> (Value, Option<(i64, Option<Value>)>) {
+        self.counter += 1;
+        let c = self.counter;
         let a: i64 = if self.shapes.wide && self.rng.chance(40) {
             3_000_000_000 + c as i64
         } else {
@@ -282,11 +292,9 @@ struct Serve {
 }
 
 impl Serve {
-    async fn start(dir: &Path, broken: Arc<AtomicBool>) -> Self {
+    async fn start(dir: &Path, broken: Arc<AtomicBool>, window: Duration) -> Self {
         let mut deployment = process(dir, Faults::none(), Some(broken)).await;
-        let commits = LocalCommits::start(&deployment, SERVE_WINDOW)
-            .await
-            .unwrap();
+        let commits = LocalCommits::start(&deployment, window).await.unwrap();
         deployment.queue = commits.queue();
         let api = HttpIngest::new(&deployment)
             .unwrap()
@@ -321,13 +329,14 @@ struct Post {
 
 impl Post {
     /// Fails unless the answer is what the model expects: 200 or 202, and
-    /// 400 naming each bad record (the others written) when it has some.
+    /// 400 naming each bad record (the others written) when it has some
+    /// (a keyed bad change followed by one of its key may be folded away).
     fn check(&self, status: u16, answer: &Value) -> Result<(), String> {
-        let bad = self.batch.effects.iter().filter(|e| e.is_none()).count();
+        let (least, most) = self.batch.dead_letters();
         let named = answer["rejected"].as_array().map_or(0, Vec::len);
-        let fine = match bad {
-            0 => status == 200 || status == 202,
-            _ => status == 400 && named == bad,
+        let fine = match named {
+            0 => least == 0 && (status == 200 || status == 202),
+            _ => status == 400 && (least..=most).contains(&named),
         };
         match fine {
             true => Ok(()),
@@ -607,13 +616,25 @@ impl Run {
 
     async fn serve(&mut self) -> &Serve {
         if self.serve.is_none() {
-            self.serve = Some(Serve::start(&self.dir, self.broken.clone()).await);
+            self.serve = Some(Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW).await);
         }
         self.serve.as_ref().unwrap()
     }
 
-    /// A new POST (its key never sent before), maybe while commits fail.
+    /// A new POST (its key never sent before), maybe while commits fail;
+    /// one that fails is followed by a newer change of its keys.
     async fn post(&mut self, wait: bool, failing: bool) {
+        let post = self.new_post();
+        self.send(post.clone(), wait && !failing, failing).await;
+        if failing && let Some(newer) = self.newer(&post) {
+            // Committed while the failed one waits for its retry: the retry
+            // must not undo it.
+            self.send(newer, true, false).await;
+        }
+    }
+
+    /// A POST of a few new records under a new key.
+    fn new_post(&mut self) -> Post {
         let n = 1 + self.rng.below(4);
         let batch = self.records.batch(n);
         // HTTP bodies carry rows; keyed deletes go by files.
@@ -638,13 +659,39 @@ impl Run {
                 })
                 .collect(),
         };
+        self.keyed_post(batch)
+    }
+
+    /// A POST of newer changes of the keys `post` changed, under a new key.
+    fn newer(&mut self, post: &Post) -> Option<Post> {
+        let ids: BTreeSet<i64> = post
+            .batch
+            .effects
+            .iter()
+            .flatten()
+            .map(|(id, _)| *id)
+            .collect();
+        let mut newer = Batch {
+            lines: Vec::new(),
+            effects: Vec::new(),
+        };
+        for id in ids {
+            let (line, effect) = self.records.row(id);
+            newer.lines.push(line.to_string());
+            newer.effects.push(effect);
+        }
+        (!newer.lines.is_empty()).then(|| self.keyed_post(newer))
+    }
+
+    /// `batch` under a new Idempotency-Key, remembered for resends.
+    fn keyed_post(&mut self, batch: Batch) -> Post {
         let post = Post {
             key: format!("k{}-{}", self.seed, self.records.counter),
             batch,
             incarnation: self.incarnation,
         };
         self.posts.push(post.clone());
-        self.send(post, wait && !failing, failing).await;
+        post
     }
 
     /// Sends `post` to the serve process; the model takes it in receipt order.
@@ -676,8 +723,11 @@ impl Run {
         if let Err(e) = post.check(status, &answer) {
             panic!("seed {seed}: {e}\n{}", self.trace.join("\n"));
         }
-        self.trace
-            .push(format!("  {} -> {status} {answer}", post.key));
+        self.trace.push(format!(
+            "  {} {} -> {status} {answer}",
+            post.key,
+            post.batch.lines.join(" ")
+        ));
         let committed = answer["committed"].as_bool() == Some(true);
         if !committed {
             self.pending.push(post.clone());
@@ -720,8 +770,20 @@ impl Run {
         }
     }
 
-    /// `floe serve` killed (-9) and started again with its clock moved.
+    /// `floe serve` killed (-9) and started again with its clock moved;
+    /// on a keyed table, often with a change acknowledged just before the
+    /// kill and a newer one of its keys just after: both wait in the spool
+    /// and commit together, in the order they were received.
     async fn restart(&mut self) {
+        let around = self.keyed && self.rng.chance(60);
+        let before = match around {
+            true => {
+                let post = self.new_post();
+                self.send(post.clone(), false, false).await;
+                Some(post)
+            }
+            false => None,
+        };
         if let Some(serve) = self.serve.take() {
             serve.commits.kill();
         }
@@ -735,7 +797,12 @@ impl Run {
         clock::shift(shift);
         self.shifted += shift;
         self.trace.push(format!("  killed; clock moved {shift} ms"));
-        self.serve().await;
+        // A window long enough that what the spool held and what comes
+        // next commit together.
+        self.serve = Some(Serve::start(&self.dir, self.broken.clone(), RESTART_WINDOW).await);
+        if let Some(newer) = before.and_then(|p| self.newer(&p)) {
+            self.send(newer, false, false).await;
+        }
     }
 
     /// Another engine's `rollback_to_snapshot` to the snapshot an earlier
@@ -755,6 +822,7 @@ impl Run {
             return;
         };
         let (id, rows, inputs) = self.model.history[i].clone();
+        let undone: Vec<usize> = self.model.inputs.difference(&inputs).copied().collect();
         let built = floe_core::iceberg::spec::TableMetadataBuilder::new_from_metadata(
             (*base.metadata).clone(),
             Some(base.metadata_location.clone()),
@@ -788,6 +856,13 @@ impl Run {
         // request, and the user who rolled it back sends the fix anew.
         self.posts.retain(|p| p.incarnation != self.incarnation);
         self.trace.push(format!("  main rolled back to {id}"));
+        // The user who rolled a bad input back sends it (fixed) again.
+        if let Some(&again) = undone.get(self.rng.below(undone.len()))
+            && self.rng.chance(70)
+        {
+            self.trace.push(format!("  input {again} sent again"));
+            self.ingest(again, None, false).await;
+        }
     }
 
     /// `floe table drop [--purge]` and `floe table create`.
