@@ -368,7 +368,7 @@ struct Run {
     sibling: Option<(TableIdent, Rows)>,
     trace: Vec<String>,
     counts: Counts,
-    /// How far this schedule moved the process's clock.
+    /// How far this schedule moved the process's clock back.
     shifted: i64,
 }
 
@@ -795,7 +795,7 @@ impl Run {
             _ => (1 + self.rng.below(3600) as i64) * 1000,
         };
         clock::shift(shift);
-        self.shifted += shift;
+        self.shifted += shift.min(0);
         self.trace.push(format!("  killed; clock moved {shift} ms"));
         // A window long enough that what the spool held and what comes
         // next commit together.
@@ -1079,7 +1079,8 @@ async fn schedule(seed: u64) -> Result<(Left, Counts), String> {
         run.settle().await;
     };
     let outcome = tokio::time::timeout(Duration::from_secs(300), step).await;
-    // Its moves of the clock undone (other schedules' stay).
+    // Its moves back undone (forward: never back, which for the
+    // schedules running beside it would be a jump beyond the skew).
     clock::shift(-run.shifted);
     if outcome.is_err() {
         return Err(format!(
