@@ -1172,6 +1172,11 @@ pub async fn run_all(label: &str, seeds: &[u64]) {
             Err(panicked) => failures.push(format!("seed {seed}: {}", panic_text(panicked))),
         }
     }
+    if std::env::var("FLOE_HARNESS_SEED").is_ok() {
+        for l in &left {
+            println!("{}", l.trace);
+        }
+    }
     let wanted: Vec<(&Wanted, &str)> = left
         .iter()
         .flat_map(|l| l.wanted.iter().map(|w| (w, l.trace.as_str())))
