@@ -400,9 +400,6 @@ fn a_dotted_key_that_collides_is_dead_lettered_and_the_rest_evolve() {
     assert_eq!(wh.read("bronze.fresh", None)["rows"][0]["c"], 3);
 }
 
-/// Files written before a struct, a list's struct or a map's struct gained
-/// a field are read onto the current schema by field id at every depth:
-
 /// On a keyed table, a key's last change in a batch that is dead-lettered
 /// leaves the change before it: that one's new nested field must evolve
 /// the table too, not be dropped (the product harness found `m.k.w`
@@ -436,6 +433,8 @@ fn a_keys_earlier_change_kept_after_its_last_is_refused_keeps_its_new_fields() {
     );
 }
 
+/// Files written before a struct, a list's struct or a map's struct gained
+/// a field are read onto the current schema by field id at every depth:
 /// compaction and keyed updates of rows written before the evolution both
 /// work, where iceberg-rust's reader failed on every run ("Incorrect number
 /// of arrays for StructArray fields").

@@ -411,7 +411,7 @@ impl Counts {
 
 impl Run {
     fn new(seed: u64) -> Self {
-        let mut rng = Rng::new(seed ^ 0x9A0D_0C7);
+        let mut rng = Rng::new(seed ^ 0x09A0_D0C7);
         let keyed = rng.chance(50);
         let format_version = if rng.chance(33) { 3 } else { 2 };
         let tmp = tempfile::tempdir().unwrap();
