@@ -529,6 +529,189 @@ fn iceberg_java_reads_v2_v3_and_upgraded_tables_and_writes_beside_floe() {
     );
 }
 
+/// The table's current metadata.json (`table show`'s metadata location).
+fn metadata_json(wh: &Warehouse, table: &str) -> Value {
+    let show: Value = serde_json::from_str(&wh.floe(&["table", "show", table, "--json"])).unwrap();
+    let location = show["metadata_location"].as_str().unwrap();
+    serde_json::from_slice(&std::fs::read(local_path(location)).unwrap()).unwrap()
+}
+
+/// A `file:` URI (`file:/…` as Java writes it, or `file:///…`) as a path.
+fn local_path(uri: &str) -> String {
+    let path = uri.strip_prefix("file:").unwrap_or(uri);
+    path.strip_prefix("//").unwrap_or(path).to_string()
+}
+
+/// Statistics Iceberg Java computes (Puffin `.stats` files) go with the
+/// snapshot they describe when floe's maintain expires it, entry and file,
+/// as Java's own expiry does; those of a snapshot a branch keeps stay.
+/// iceberg-rust's snapshot removal left the entry, naming a snapshot that
+/// no longer exists, and orphan cleanup kept its file forever.
+#[test]
+fn expiry_removes_the_statistics_of_the_snapshots_it_removes() {
+    let wh = Warehouse::new();
+    let cfg = keyed(&wh, "format_version = 3\n");
+    let mut rng = Rng(0x57a7);
+    let mut model = Model::new();
+    let stats = "CALL floe.system.compute_table_stats(table => 'silver.kv')";
+    for r in 0..2 {
+        let text = round(&mut rng, &mut model, r, 30, 40);
+        ingest(&wh, &cfg, "silver.kv", &format!("r{r}.ndjson"), &text);
+        let mut sql = vec![stats];
+        if r == 1 {
+            sql.push("ALTER TABLE floe.silver.kv CREATE BRANCH audit");
+        }
+        let read = java(&wh, "id", &["silver.kv"], &[], &sql);
+        assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
+    }
+    let meta = metadata_json(&wh, "silver.kv");
+    let described = |meta: &Value| -> Vec<(i64, String)> {
+        meta["statistics"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| {
+                        let path = s["statistics-path"].as_str().unwrap();
+                        (s["snapshot-id"].as_i64().unwrap(), path.to_string())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = described(&meta);
+    assert_eq!(before.len(), 2, "Java's statistics: {meta}");
+    let audit = meta["refs"]["audit"]["snapshot-id"].as_i64();
+    let (branch, first): (Vec<_>, Vec<_>) = before.into_iter().partition(|s| Some(s.0) == audit);
+    let (first, branch) = (first[0].clone(), branch[0].clone());
+    let text = round(&mut rng, &mut model, 2, 30, 40);
+    ingest(&wh, &cfg, "silver.kv", "r2.ndjson", &text);
+
+    let report = wh.floe(&[
+        "--config",
+        &cfg,
+        "maintain",
+        "silver.kv",
+        "--max-snapshots",
+        "1",
+        "--json",
+    ]);
+    let meta = metadata_json(&wh, "silver.kv");
+    let snapshots: HashSet<i64> = meta["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["snapshot-id"].as_i64().unwrap())
+        .collect();
+    assert!(!snapshots.contains(&first.0), "{report}");
+    assert!(
+        snapshots.contains(&branch.0),
+        "the branch keeps its snapshot"
+    );
+    assert_eq!(described(&meta), vec![branch.clone()], "{report}");
+    assert!(!Path::new(&local_path(&first.1)).exists(), "{report}");
+    assert!(Path::new(&local_path(&branch.1)).exists());
+
+    // Java reads the table and its branch, and computes statistics again.
+    let read = java(
+        &wh,
+        "id",
+        &["silver.kv"],
+        &[],
+        &[stats, "SELECT * FROM floe.silver.kv VERSION AS OF 'audit'"],
+    );
+    assert!(read[0].get("error").is_none(), "{}", read[0]);
+    assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
+    assert_eq!(described(&metadata_json(&wh, "silver.kv")).len(), 2);
+}
+
+/// A copy-on-write table on which Iceberg Java wrote deletion vectors (its
+/// delete mode set to merge-on-read) takes floe's next changes as vectors
+/// too, never as equality deletes, which pyiceberg refuses; once maintain
+/// has compacted the vectors away, floe rewrites files again.
+#[test]
+fn copy_on_write_after_java_vectors_writes_vectors_not_equality_deletes() {
+    let wh = Warehouse::new();
+    let cfg = keyed(
+        &wh,
+        "format_version = 3\nmerge_strategy = \"copy-on-write\"\n",
+    );
+    let mut rng = Rng(0xc0e);
+    let mut model = Model::new();
+    let text = round(&mut rng, &mut model, 0, 40, 30);
+    ingest(&wh, &cfg, "silver.kv", "r0.ndjson", &text);
+    java(
+        &wh,
+        "id",
+        &["silver.kv"],
+        &[],
+        &[
+            "ALTER TABLE floe.silver.kv SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')",
+            "DELETE FROM floe.silver.kv WHERE id < 10",
+        ],
+    );
+    model.retain(|id, _| *id >= 10);
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert!(
+        assert_vectors(&f, 0) > 0,
+        "Java's vectors: {}",
+        f["deletes"]
+    );
+
+    let text = round(&mut rng, &mut model, 1, 40, 30);
+    ingest(&wh, &cfg, "silver.kv", "r1.ndjson", &text);
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_vectors(&f, 0);
+    assert_rows(&f, &model, true);
+    let read = java(&wh, "id", &["silver.kv"], &[], &[]);
+    assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
+
+    maintain(&wh, &cfg, "silver.kv");
+    let text = round(&mut rng, &mut model, 2, 40, 30);
+    ingest(&wh, &cfg, "silver.kv", "r2.ndjson", &text);
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_eq!(
+        f["deletes"],
+        json!([]),
+        "copy-on-write again after compaction"
+    );
+    assert_rows(&f, &model, true);
+}
+
+/// A keyed table Iceberg Java created (identifier fields, none of floe's
+/// properties) takes floe's changes as deletion vectors, which every
+/// reader applies, not equality deletes.
+#[test]
+fn a_keyed_table_java_created_takes_vectors() {
+    let wh = Warehouse::new();
+    wh.floe(&["table", "list"]);
+    java(
+        &wh,
+        "id",
+        &[],
+        &[],
+        &[
+            "CREATE NAMESPACE IF NOT EXISTS floe.silver",
+            "CREATE TABLE floe.silver.jk (id bigint NOT NULL, v string, n bigint) \
+             USING iceberg TBLPROPERTIES ('format-version'='3')",
+            "ALTER TABLE floe.silver.jk SET IDENTIFIER FIELDS id",
+            "INSERT INTO floe.silver.jk VALUES (1, 'java', 1), (2, 'java', 2), (3, 'java', 3)",
+        ],
+    );
+    let mut model: Model = (1..=3).map(|i| (i, ("java".to_string(), i))).collect();
+    let mut rng = Rng(0x1a7a);
+    for r in 0..2 {
+        let text = round(&mut rng, &mut model, r, 20, 6);
+        let file = wh.file(&format!("j{r}.ndjson"), &text);
+        let report = wh.report(&["ingest", "silver.jk", "--json", file.to_str().unwrap()]);
+        assert_eq!(report["rejected"], 0, "{report}");
+    }
+    let f = facts(&wh, "silver.jk", &["id", "v", "n"]);
+    assert!(assert_vectors(&f, 0) > 0, "{}", f["deletes"]);
+    assert_rows(&f, &model, true);
+    let read = java(&wh, "id", &["silver.jk"], &[], &[]);
+    assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
+}
+
 /// Rows a rewrite moves into new files keep their `_row_id` and
 /// `_last_updated_sequence_number`, as Iceberg Java reads them: compaction's
 /// (inherited before the first compaction, written out by it and read back
@@ -669,6 +852,9 @@ fn nanosecond_timestamps_keep_every_digit_on_a_v3_table() {
             "{\"id\":1,\"ts\":\"2026-12-03T10:00:00.123456789\",\"tstz\":\"2026-12-03T11:00:00.123456789+01:00\"}\n",
             "{\"id\":2,\"ts\":1796032800000000001,\"tstz\":1796032800000000001}\n",
             "{\"id\":3,\"ts\":\"2026-12-03T10:00:00.1234567891\",\"tstz\":\"2026-12-03T10:00:00Z\"}\n",
+            // Near the lowest instant nanoseconds hold: its whole seconds
+            // alone are out of range.
+            "{\"id\":4,\"ts\":\"1677-09-21T00:12:43.5\",\"tstz\":\"1677-09-21T00:12:43.145224192Z\"}\n",
         ),
     );
     let report = wh.report(&[
@@ -696,7 +882,8 @@ fn nanosecond_timestamps_keep_every_digit_on_a_v3_table() {
             2,
             1_796_032_800_000_000_001u64,
             1_796_032_800_000_000_001u64
-        ]
+        ],
+        [4, -9_223_372_036_500_000_000i64, i64::MIN]
     ]);
     assert_eq!(read["pyiceberg"], want, "{read}");
     // DuckDB 1.5.5's Iceberg reader does not know timestamptz_ns yet

@@ -25,15 +25,23 @@ const PRIMITIVES: &[&str] = &[
 fn metadata_fault(metadata: &serde_json::Value) -> Option<String> {
     let schemas = metadata.get("schemas").and_then(|s| s.as_array());
     let legacy = metadata.get("schema");
+    let current = metadata.get("current-schema-id").and_then(|id| id.as_i64());
     schemas
         .into_iter()
         .flatten()
         .chain(legacy)
         .find_map(|schema| {
             let fault = fault(schema, "")?;
-            match schema.get("schema-id").and_then(|id| id.as_i64()) {
-                Some(id) => Some(format!("schema {id}, {fault}")),
-                None => Some(fault),
+            match (schema.get("schema-id").and_then(|id| id.as_i64()), current) {
+                (Some(id), Some(current)) if id != current => Some(format!(
+                    "schema {id}, {fault}; only earlier schemas hold it, not the current \
+                     one ({current}): expiring the snapshots that use them with Iceberg \
+                     Java's `CALL system.expire_snapshots(table => 'NS.TABLE', \
+                     clean_expired_metadata => true)` drops those schemas, after which \
+                     floe loads the table"
+                )),
+                (Some(id), _) => Some(format!("schema {id}, {fault}")),
+                (None, _) => Some(fault),
             }
         })
 }
@@ -129,6 +137,29 @@ mod tests {
         let fault = metadata_fault(&metadata).unwrap();
         assert!(
             fault.starts_with("schema 1, field `shape`: type `geometry` (Iceberg v3)"),
+            "{fault}"
+        );
+        assert!(!fault.contains("expire_snapshots"), "{fault}");
+    }
+
+    /// Another engine dropped the column: only an older schema has the type,
+    /// and the way out is to drop that schema.
+    #[test]
+    fn a_v3_type_only_earlier_schemas_hold_names_the_way_out() {
+        let metadata = serde_json::json!({"format-version": 3, "current-schema-id": 1, "schemas": [
+            {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"},
+                {"id": 2, "name": "payload", "required": false, "type": "variant"}]},
+            {"type": "struct", "schema-id": 1, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"}]}]});
+        let fault = metadata_fault(&metadata).unwrap();
+        assert!(
+            fault.starts_with("schema 0, field `payload`: type `variant` (Iceberg v3)"),
+            "{fault}"
+        );
+        assert!(
+            fault.contains("not the current one (1)")
+                && fault.contains("clean_expired_metadata => true"),
             "{fault}"
         );
     }

@@ -92,8 +92,9 @@ struct Candidate {
 }
 
 /// Plans ONE snapshot applying `ordered` (source order) by rewriting files;
-/// `None` when the table holds delete files, which a rewrite would wrongly
-/// drop, so the caller falls back to merge-on-read.
+/// `None` when the table holds delete files (another engine's, or from
+/// before the mode was set), which a rewrite would wrongly drop, so the
+/// caller falls back to position deletes.
 pub async fn plan(
     ctx: &PlanContext<'_>,
     ordered: &[&CommitRequest],
@@ -105,7 +106,7 @@ pub async fn plan(
     if !live.deletes.is_empty() {
         warn!(
             delete_files = live.deletes.len(),
-            "copy-on-write table holds delete files (written before the mode was set); merging on read until it is compacted"
+            "copy-on-write table holds delete files (another engine's, or from before the mode was set): this commit writes position deletes; `floe maintain` compacts them away"
         );
         return Ok(None);
     }

@@ -628,8 +628,8 @@ enum Attempted {
 }
 
 /// Table property: how a keyed table's changes reach its older rows:
-/// `position` (position deletes resolved at commit, the default for keyed
-/// tables floe creates) or `equality` (equality delete files, as before).
+/// `position` (position deletes resolved at commit, the default) or
+/// `equality` (equality delete files, which fewer readers apply).
 /// `write.update.mode = copy-on-write` overrides both.
 pub const KEYED_DELETES: &str = "floe.keyed.deletes";
 
@@ -645,15 +645,17 @@ pub enum KeyedMode {
 }
 
 impl KeyedMode {
-    /// The mode a table's properties choose (tables without the property,
-    /// from before position deletes, keep equality deletes).
+    /// The mode a table's properties choose. A table without the property
+    /// (another engine created it, or floe before position deletes) takes
+    /// position deletes: every reader applies them, and pyiceberg refuses
+    /// equality deletes.
     pub fn of(metadata: &TableMetadata) -> Self {
         if copy_on_write::enabled(metadata) {
             return KeyedMode::CopyOnWrite;
         }
         match metadata.properties().get(KEYED_DELETES).map(String::as_str) {
-            Some("position") => KeyedMode::Positions,
-            _ => KeyedMode::Equalities,
+            Some("equality") => KeyedMode::Equalities,
+            _ => KeyedMode::Positions,
         }
     }
 }

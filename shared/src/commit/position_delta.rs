@@ -1,16 +1,16 @@
 //! Keyed requests committed with position deletes (`floe.keyed.deletes =
-//! position`, the default for keyed tables floe creates): every key a
-//! request changes is looked up in the table's current rows (and in the rows
-//! of the requests before it in the same commit), and the row it replaces is
-//! named in a position-delete file, so the table never holds an equality
-//! delete and every reader (pyiceberg, Snowflake, Athena, DuckDB,
-//! iceberg-rust) reads it. All the requests of a commit become ONE snapshot,
-//! applied in source order: a later request's change to a key deletes the
-//! earlier one's new row in the same snapshot (position deletes apply to data
-//! files of their own sequence number), a key moved to another partition is
-//! deleted in the partition it left. On format v3 tables the deletes are
-//! deletion vectors: a file's new vector holds its earlier one's rows too and
-//! replaces it in the same snapshot, so no data file ever has two.
+//! position`, the default): every key a request changes is looked up in the
+//! table's current rows (and in the rows of the requests before it in the
+//! same commit), and the row it replaces is named in a position-delete file,
+//! so the table never holds an equality delete and every reader (pyiceberg,
+//! Snowflake, Athena, DuckDB, iceberg-rust) reads it. All the requests of a
+//! commit become ONE snapshot, applied in source order: a later request's
+//! change to a key deletes the earlier one's new row in the same snapshot
+//! (position deletes apply to data files of their own sequence number), a key
+//! moved to another partition is deleted in the partition it left. On format
+//! v3 tables the deletes are deletion vectors: a file's new vector holds its
+//! earlier one's rows too and replaces it in the same snapshot, so no data
+//! file ever has two.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -84,6 +84,13 @@ pub async fn plan(
         }
         let touched = touched_keys(ctx, &schema, &key_names, r).await?;
         rows_deleted += delete_rows(&mut targets, &touched, &equality);
+        // Key rows a writer wrote for another mode (a copy-on-write table
+        // that holds delete files) are read above, never committed.
+        plan.obsolete.extend(
+            r.delete_files(meta)?
+                .iter()
+                .map(|f| f.file_path().to_string()),
+        );
         for file in r.data_files(meta)? {
             targets.push(new_target(ctx, &schema, &key_names, r.spec_id, &file).await?);
             added.push((r.spec_id, file));

@@ -36,6 +36,10 @@ impl Action for RowDelta {
                 if let Some(plan) = copy_on_write::plan(ctx, &ordered).await? {
                     return Ok(vec![plan]);
                 }
+                // A copy-on-write table's readers may apply no equality
+                // deletes (pyiceberg refuses them): position deletes, which
+                // every reader applies, until compaction removes them all.
+                return Ok(vec![position_delta::plan(ctx, &ordered).await?]);
             }
             KeyedMode::Positions => {
                 return Ok(vec![position_delta::plan(ctx, &ordered).await?]);

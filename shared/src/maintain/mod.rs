@@ -431,6 +431,11 @@ async fn expire_once(
         .min()
         .unwrap_or(now_ms);
     let built = remove_expired(base, &plan, &refs).map_err(err)?;
+    let kept_stats = statistics_files(&built.metadata);
+    let dropped_stats: Vec<String> = statistics_files(meta)
+        .into_iter()
+        .filter(|f| !kept_stats.contains(f))
+        .collect();
     let (metadata, dropped_logs) = trim_metadata_log(built.metadata, oldest_kept).map_err(err)?;
     let commit = TableCommit {
         requirements: refs_as_planned(meta, &refs),
@@ -446,7 +451,8 @@ async fn expire_once(
                     .expired_metadata_logs
                     .into_iter()
                     .map(|l| l.metadata_file)
-                    .chain(dropped_logs),
+                    .chain(dropped_logs)
+                    .chain(dropped_stats),
             );
             Ok(Some((plan, deleted)))
         }
@@ -472,7 +478,15 @@ fn remove_expired(
     for name in &plan.refs {
         builder = builder.remove_ref(name);
     }
-    let built = builder.remove_snapshots(&plan.snapshots).build()?;
+    builder = builder.remove_snapshots(&plan.snapshots);
+    // iceberg-rust keeps statistics of removed snapshots; Java drops them
+    // with the snapshot, and one left names a snapshot that is gone.
+    for id in &plan.snapshots {
+        builder = builder
+            .remove_statistics(*id)
+            .remove_partition_statistics(*id);
+    }
+    let built = builder.build()?;
     // The builder silently drops refs whose snapshot it removed; the plan
     // keeps every live ref's snapshot, so one missing here is a bug that
     // must not reach the catalog.
@@ -674,13 +688,21 @@ fn metadata_files(loaded: &LoadedTable) -> reachable::Paths {
     }
     files.insert(&loaded.metadata_location);
     // Statistics files other engines attach (Puffin) are named only here.
-    for f in meta.statistics_iter() {
-        files.insert(&f.statistics_path);
-    }
-    for f in meta.partition_statistics_iter() {
-        files.insert(&f.statistics_path);
+    for f in statistics_files(meta) {
+        files.insert(&f);
     }
     files
+}
+
+/// The table's statistics and partition statistics files.
+fn statistics_files(meta: &TableMetadata) -> HashSet<String> {
+    meta.statistics_iter()
+        .map(|f| f.statistics_path.clone())
+        .chain(
+            meta.partition_statistics_iter()
+                .map(|f| f.statistics_path.clone()),
+        )
+        .collect()
 }
 
 async fn stats(catalog: &CatalogRef, loaded: &LoadedTable) -> Result<TableStats, MaintainError> {

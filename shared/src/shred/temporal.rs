@@ -215,8 +215,14 @@ pub(super) fn parse_timestamp(s: &[u8], unit: TsUnit, dates: &mut DateCache) -> 
         Ok(off) => local_secs - off.unwrap_or(0),
         Err(()) => return Err(bad_timestamp(s)),
     };
-    utc_secs
-        .checked_mul(per_sec)
+    // Before the epoch a positive fraction moves the instant up, so the
+    // whole seconds alone can be out of range where the instant is not (the
+    // lowest nanosecond timestamps): borrow a second from the fraction.
+    let (secs, frac) = match utc_secs < 0 && frac > 0 {
+        true => (utc_secs + 1, frac - per_sec),
+        false => (utc_secs, frac),
+    };
+    secs.checked_mul(per_sec)
         .and_then(|v| v.checked_add(frac))
         .ok_or_else(|| {
             Fail::new(
@@ -337,5 +343,23 @@ mod tests {
         assert!(offset(b"+5:30", 0).is_err());
         assert!(offset(b"+24:00", 0).is_err());
         assert!(offset(b"Zulu", 0).is_err());
+    }
+
+    fn nanos(s: &str) -> PResult<i64> {
+        parse_timestamp(s.as_bytes(), TsUnit::Nanos, &mut DateCache::default())
+    }
+
+    #[test]
+    fn nanosecond_timestamps_reach_both_ends_of_the_range() {
+        assert_eq!(nanos("1677-09-21T00:12:43.145224192Z").ok(), Some(i64::MIN));
+        assert_eq!(
+            nanos("1677-09-21T00:12:43.5Z").ok(),
+            Some(-9_223_372_036_500_000_000)
+        );
+        assert!(nanos("1677-09-21T00:12:43.145224191Z").is_err());
+        assert_eq!(nanos("2262-04-11T23:47:16.854775807Z").ok(), Some(i64::MAX));
+        assert!(nanos("2262-04-11T23:47:16.854775808Z").is_err());
+        assert_eq!(nanos("1969-12-31T23:59:59.999999999Z").ok(), Some(-1));
+        assert_eq!(nanos("1970-01-01T00:00:00.000000001Z").ok(), Some(1));
     }
 }
