@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use floe_core::catalog::CatalogError;
 use floe_core::embedded::{DeadLetterFile, Embedded, IngestOptions};
 use floe_core::iceberg::TableIdent;
 use floe_core::ident;
@@ -69,12 +70,27 @@ pub async fn run(floe: &Embedded, cmd: DlqCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn table_arg(table: Option<&str>) -> Result<Option<TableIdent>> {
-    Ok(table.map(ident::parse_table).transpose()?)
+/// `--table`, refused when it names neither a table of the catalog nor one
+/// with dead letters: a typo would otherwise replay or purge nothing and
+/// succeed.
+async fn table_arg(floe: &Embedded, table: Option<&str>) -> Result<Option<TableIdent>> {
+    let Some(table) = table.map(ident::parse_table).transpose()? else {
+        return Ok(None);
+    };
+    match floe.catalog().load_table(&table).await {
+        Err(e @ CatalogError::NoSuchTable { .. }) => {
+            if floe.dead_letter_files(Some(&table)).await?.is_empty() {
+                return Err(e.into());
+            }
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    Ok(Some(table))
 }
 
 async fn list(floe: &Embedded, args: ListArgs) -> Result<()> {
-    let table = table_arg(args.table.as_deref())?;
+    let table = table_arg(floe, args.table.as_deref()).await?;
     let files = floe.dead_letter_files(table.as_ref()).await?;
     if args.json {
         let out: Vec<_> = files
@@ -151,7 +167,7 @@ pub async fn none_message(floe: &Embedded, table: Option<&TableIdent>) -> Result
 }
 
 async fn replay(floe: &Embedded, args: ReplayArgs) -> Result<ExitCode> {
-    let table = table_arg(args.table.as_deref())?;
+    let table = table_arg(floe, args.table.as_deref()).await?;
     let (r, replayed) = floe
         .replay_dead_letters(table.as_ref(), &IngestOptions::default())
         .await?;
@@ -164,7 +180,7 @@ async fn replay(floe: &Embedded, args: ReplayArgs) -> Result<ExitCode> {
 }
 
 async fn purge(floe: &Embedded, args: PurgeArgs) -> Result<()> {
-    let table = table_arg(args.table.as_deref())?;
+    let table = table_arg(floe, args.table.as_deref()).await?;
     let purged = floe.purge_dead_letters(table.as_ref()).await?;
     let records: usize = purged.iter().map(|(_, n)| n).sum();
     for (path, n) in &purged {

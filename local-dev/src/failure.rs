@@ -1,5 +1,10 @@
 //! How the CLI shows the error that ends it.
 
+use floe_core::catalog::CatalogError;
+use floe_core::embedded::Embedded;
+use floe_core::ident;
+use floe_core::spelling::closest;
+
 /// `e`'s message, then each cause it does not already show. floe's errors
 /// name their source in their own message (a log line reads whole), so
 /// anyhow's usual "Caused by" list would repeat each of them line by line.
@@ -24,6 +29,29 @@ pub fn describe(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+/// `e`, with the catalog's table nearest to the one it found missing
+/// (`did you mean bronze.events?`), or the tables there are.
+pub async fn suggest_table(floe: &Embedded, e: anyhow::Error) -> anyhow::Error {
+    let Some(missing @ CatalogError::NoSuchTable { table }) =
+        e.chain().find_map(|c| c.downcast_ref::<CatalogError>())
+    else {
+        return e;
+    };
+    let (missing, table) = (missing.to_string(), table.clone());
+    // The listing only adds a hint: without it the error still says all.
+    let Ok(tables) = floe.catalog().list_tables().await else {
+        return e;
+    };
+    let names: Vec<String> = tables.iter().map(ident::display).collect();
+    let hint = match closest(&table, names.iter().map(String::as_str)) {
+        Some(near) => format!("did you mean {near}?"),
+        None if names.is_empty() => "the catalog has no tables".to_string(),
+        None if names.len() <= 10 => format!("its tables: {}", names.join(", ")),
+        None => format!("{} tables: `floe table list`", names.len()),
+    };
+    e.context(format!("{missing} ({hint})"))
 }
 
 #[cfg(test)]

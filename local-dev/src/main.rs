@@ -166,13 +166,25 @@ fn run() -> Result<ExitCode> {
                 let (deployment, floe) = open(config, faults).await?;
                 return ingest::run(&floe, &deployment, args).await;
             }
-            Command::Dlq(cmd) => return dlq::run(&open(config, faults).await?.1, cmd).await,
+            Command::Dlq(cmd) => {
+                let floe = open(config, faults).await?.1;
+                return match dlq::run(&floe, cmd).await {
+                    Ok(code) => Ok(code),
+                    Err(e) => Err(failure::suggest_table(&floe, e).await),
+                };
+            }
             #[cfg(feature = "aws")]
             Command::Local(args) => local::run(config, args).await,
             #[cfg(not(feature = "aws"))]
             Command::Local(_) => Err(unbuilt::command("local", "aws")),
             Command::Serve(args) => serve::run(open(config, faults).await?.0, args).await,
-            Command::Table(cmd) => table::run(&open(config, faults).await?.1, cmd).await,
+            Command::Table(cmd) => {
+                let floe = open(config, faults).await?.1;
+                match table::run(&floe, cmd).await {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(failure::suggest_table(&floe, e).await),
+                }
+            }
             Command::Status(args) => {
                 let (deployment, floe) = open(config, faults).await?;
                 status::run(&floe, &deployment, args).await
@@ -182,7 +194,13 @@ fn run() -> Result<ExitCode> {
                 maintain::run(&floe, &deployment, args).await
             }
             Command::Demo(args) => demo::run(&open(config, faults).await?.1, args).await,
-            Command::Ledger(cmd) => ledger::run(&open(config, faults).await?.1, cmd).await,
+            Command::Ledger(cmd) => {
+                let floe = open(config, faults).await?.1;
+                match ledger::run(&floe, cmd).await {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(failure::suggest_table(&floe, e).await),
+                }
+            }
             #[cfg(feature = "postgres")]
             Command::Pg(cmd) => pg::run(config, faults, cmd).await,
             #[cfg(not(feature = "postgres"))]

@@ -193,3 +193,34 @@ fn dead_letters_keep_the_records_exact_bytes_and_replay_them() {
         vec![json!({"id": 2, "s": "ok"}), json!({"id": 3, "s": "déjà"})]
     );
 }
+
+/// A mistyped `--table` fails naming the table it probably meant, where it
+/// replayed and purged nothing and succeeded; `table show` says the same.
+#[test]
+fn a_mistyped_table_is_refused_with_the_nearest_name() {
+    let wh = Warehouse::new();
+    wh.create_table("t.text", TEXT_SCHEMA, &[]);
+    let bad = wh.file("bad.ndjson", "{\"id\":\"x\"}\n{\"id\":2,\"s\":\"ok\"}\n");
+    assert_eq!(wh.ingest("t.text", &[&bad], &[])["rejected"], 1);
+    for args in [
+        &["dlq", "replay", "--table", "t.txet"][..],
+        &["dlq", "purge", "--table", "t.txet"],
+        &["dlq", "list", "--table", "t.txet"],
+        &["table", "show", "t.txet"],
+    ] {
+        let out = wh.floe_env(args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "floe {args:?}: {err}");
+        assert!(
+            err.contains("table t.txet does not exist (did you mean t.text?)"),
+            "floe {args:?}: {err}"
+        );
+    }
+    // Nothing was replayed or purged: the dead letter is still there.
+    let listed = json_out(&wh, &["dlq", "list", "--table", "t.text", "--json"]);
+    assert_eq!(
+        listed[0]["records"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+}
