@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::embedded::Embedded;
 use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, TableMetadata};
+use floe_core::type_text::type_text;
 use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
 
@@ -296,7 +297,13 @@ async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {
     outln!("schema    (id {})", m.current_schema_id());
     for f in m.current_schema().as_struct().fields() {
         let req = if f.required { "required" } else { "optional" };
-        outln!("  {:>4}  {:<24} {:<10} {}", f.id, f.name, req, f.field_type);
+        outln!(
+            "  {:>4}  {:<24} {:<10} {}",
+            f.id,
+            f.name,
+            req,
+            type_text(&f.field_type)
+        );
     }
     let spec = m.default_partition_spec();
     if spec.is_unpartitioned() {

@@ -51,6 +51,7 @@ pub mod spelling;
 pub mod status;
 pub mod storage;
 pub mod tabledef;
+pub mod type_text;
 pub mod uri;
 pub mod write;
 
