@@ -127,6 +127,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<ExitCode> {
+    use std::io::IsTerminal;
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         // clap_complete panics on a write error: generate, then print.
@@ -140,6 +141,9 @@ fn run() -> Result<ExitCode> {
             EnvFilter::try_from_env("FLOE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: stderr redirected to a file or
+        // a log collector would keep the escapes.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     floe_core::metrics::emf::set_sink(cli.metrics.clone());
     let faults = Faults::from_env()?;
