@@ -395,15 +395,25 @@ impl CommitEngine {
         }
     }
 
-    /// Gives a table whose ledger is still in its snapshot summaries (written
-    /// by an earlier build) its ledger files, in a commit of its own, so the
-    /// summaries may expire. Tables with ledger files are left alone.
+    /// Makes the table's ledger one that outlives expiry, before maintenance
+    /// expires anything: a table whose ledger is still in its snapshot
+    /// summaries (an earlier build) gets its ledger files, and one another
+    /// engine rolled back gets the ledger of its history (a repair), each in
+    /// a commit of its own. Other tables are left alone.
     pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
         let mut attempts = Attempts::new(&self.retry);
         while attempts.next().await.is_some() {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
             if base.metadata.properties().contains_key(ledger::PROPERTY) {
+                if ledger::repair::rolled_back(&base.metadata) {
+                    // Another engine rolled the table back past floe's last
+                    // commit. Only the undone snapshot, still in the
+                    // metadata, shows it; expiry is about to remove it, after
+                    // which the ledger would count the undone records as
+                    // committed and skip them when they are sent again.
+                    self.repair_ledger(ident).await?;
+                }
                 return Ok(());
             }
             let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;

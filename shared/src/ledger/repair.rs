@@ -106,13 +106,29 @@ pub fn rolled_back(metadata: &TableMetadata) -> bool {
     if metadata.current_snapshot().is_some_and(names) {
         return false;
     }
-    let Some(writer) = metadata.snapshots().find(|s| names(s)) else {
-        // A repair's commit names a head with no snapshot of its own.
+    // A repair's commit names a head with no snapshot of its own; its
+    // file name carries the snapshot it was rebuilt against.
+    let Some(writer) = metadata
+        .snapshots()
+        .find(|s| names(s))
+        .map(|s| s.snapshot_id())
+        .or_else(|| repaired_at(named).filter(|id| metadata.snapshot_by_id(*id).is_some()))
+    else {
         return false;
     };
     !main_history(metadata)
         .iter()
-        .any(|s| s.snapshot_id() == writer.snapshot_id())
+        .any(|s| s.snapshot_id() == writer)
+}
+
+/// The snapshot a repaired head was rebuilt against (`head-…-s<id>.json.zst`).
+fn repaired_at(path: &str) -> Option<i64> {
+    let name = path.rsplit('/').next()?;
+    name.strip_suffix(".json.zst")?
+        .rsplit_once("-s")?
+        .1
+        .parse()
+        .ok()
 }
 
 /// Main's snapshots, oldest first: the current one and its ancestors that
@@ -264,10 +280,16 @@ fn parse_spans(text: &str) -> Vec<(Position, Position)> {
 }
 
 /// Where a rebuilt head goes: the table's ledger directory, with the
-/// sequence number it carries.
+/// sequence number it carries and the snapshot it matches (no snapshot
+/// names a repaired head, and [`rolled_back`] needs to know which one it
+/// describes).
 pub fn head_path(metadata: &TableMetadata, head: &Head) -> String {
+    let at = metadata
+        .current_snapshot_id()
+        .map(|id| format!("-s{id}"))
+        .unwrap_or_default();
     format!(
-        "{}/head-{:012}-{}.json.zst",
+        "{}/head-{:012}-{}{at}.json.zst",
         super::place::dir(metadata),
         head.seq,
         uuid::Uuid::now_v7().simple()
@@ -281,11 +303,23 @@ mod tests {
     #[test]
     fn head_names_and_spans_parse() {
         assert_eq!(
-            head_seq("s3://b/w/_floe/ledger/u/head-000000000042-0190abc.json.zst"),
+            head_seq("s3://b/w/_floe/ledger/u/head-000000000042-0190abc-s-17.json.zst"),
             Some(42)
         );
         assert_eq!(
             head_seq("s3://b/w/_floe/ledger/u/seg-0-0190abc.json.zst"),
+            None
+        );
+        assert_eq!(
+            repaired_at("s3://b/w/_floe/ledger/u/head-000000000042-0190abc-s-17.json.zst"),
+            Some(-17)
+        );
+        assert_eq!(
+            repaired_at("file:///w/_floe/ledger/u/head-000000000042-0190abc-s8123.json.zst"),
+            Some(8123)
+        );
+        assert_eq!(
+            repaired_at("s3://b/w/_floe/ledger/u/head-000000000042-0190abc.json.zst"),
             None
         );
         assert_eq!(
