@@ -113,28 +113,44 @@ fn repair_after_a_crash_before_the_swap_trusts_only_named_heads() {
 /// Another engine rolls the table back past floe's last commit (pyiceberg's
 /// `rollback_to_snapshot`, as a user undoing a bad batch does): the
 /// ledger follows main's history, so sending the undone input again
-/// commits it, and what the rollback kept stays exactly once.
+/// commits it, and what the rollback kept stays exactly once. Also when
+/// `floe ledger repair` ran just before the rollback (a repaired head has
+/// no snapshot of its own), and when maintenance expires the undone
+/// snapshot before the input is sent again (maintain settles the ledger on
+/// the table's history first): the product harness found both, the resent
+/// input skipped as a duplicate.
 #[test]
 fn after_another_engines_rollback_the_undone_input_commits_again() {
-    let wh = Warehouse::new();
-    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
-    let a = wh.file("a.ndjson", &events(0..10));
-    let b = wh.file("b.ndjson", &events(10..20));
-    wh.ingest("bronze.events", &[&a], &[]);
-    wh.ingest("bronze.events", &[&b], &[]);
-    roll_back_one(&wh);
-    assert_eq!(
-        ids(&wh.read("bronze.events", None)),
-        (0..10).collect::<Vec<_>>()
-    );
-    let resent = wh.ingest("bronze.events", &[&a, &b], &[]);
-    assert_eq!(resent["records_committed"], 10, "{resent}");
-    assert_eq!(
-        ids(&wh.read("bronze.events", None)),
-        (0..20).collect::<Vec<_>>()
-    );
-    let again = wh.ingest("bronze.events", &[&a, &b], &[]);
-    assert_eq!(again["records_committed"], 0, "{again}");
+    for (repair, maintain) in [(false, false), (true, false), (false, true)] {
+        let wh = Warehouse::new();
+        wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+        let a = wh.file("a.ndjson", &events(0..10));
+        let b = wh.file("b.ndjson", &events(10..20));
+        wh.ingest("bronze.events", &[&a], &[]);
+        wh.ingest("bronze.events", &[&b], &[]);
+        if repair {
+            wh.floe(&["ledger", "repair", "bronze.events"]);
+        }
+        roll_back_one(&wh);
+        assert_eq!(
+            ids(&wh.read("bronze.events", None)),
+            (0..10).collect::<Vec<_>>()
+        );
+        if maintain {
+            wh.floe(&["maintain", "bronze.events", "--max-snapshots", "1"]);
+        }
+        let resent = wh.ingest("bronze.events", &[&a, &b], &[]);
+        assert_eq!(
+            resent["records_committed"], 10,
+            "repair {repair}, maintain {maintain}: {resent}"
+        );
+        assert_eq!(
+            ids(&wh.read("bronze.events", None)),
+            (0..20).collect::<Vec<_>>()
+        );
+        let again = wh.ingest("bronze.events", &[&a, &b], &[]);
+        assert_eq!(again["records_committed"], 0, "{again}");
+    }
 }
 
 /// pyiceberg rolls `bronze.events` back to its current snapshot's parent.
@@ -157,37 +173,4 @@ fn roll_back_one(wh: &Warehouse) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// The rollback is still seen when `floe ledger repair` ran just before it
-/// (a repaired head has no snapshot of its own), and when maintenance
-/// expires the undone snapshot before the input is sent again (maintain
-/// settles the ledger on the table's history first). The product harness
-/// found both: the resent input was skipped as a duplicate.
-#[test]
-fn a_rollback_after_a_repair_or_before_maintenance_still_lets_the_input_commit_again() {
-    for (repair, maintain) in [(true, false), (false, true)] {
-        let wh = Warehouse::new();
-        wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
-        let a = wh.file("a.ndjson", &events(0..10));
-        let b = wh.file("b.ndjson", &events(10..20));
-        wh.ingest("bronze.events", &[&a], &[]);
-        wh.ingest("bronze.events", &[&b], &[]);
-        if repair {
-            wh.floe(&["ledger", "repair", "bronze.events"]);
-        }
-        roll_back_one(&wh);
-        if maintain {
-            wh.floe(&["maintain", "bronze.events", "--max-snapshots", "1"]);
-        }
-        let resent = wh.ingest("bronze.events", &[&a, &b], &[]);
-        assert_eq!(
-            resent["records_committed"], 10,
-            "repair {repair}, maintain {maintain}: {resent}"
-        );
-        assert_eq!(
-            ids(&wh.read("bronze.events", None)),
-            (0..20).collect::<Vec<_>>()
-        );
-    }
 }
