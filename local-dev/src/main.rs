@@ -21,6 +21,7 @@ mod status;
 mod table;
 mod unbuilt;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -127,7 +128,6 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<ExitCode> {
-    use std::io::IsTerminal;
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         // clap_complete panics on a write error: generate, then print.
@@ -172,10 +172,7 @@ fn run() -> Result<ExitCode> {
             }
             Command::Dlq(cmd) => {
                 let floe = open(config, faults).await?.1;
-                return match dlq::run(&floe, cmd).await {
-                    Ok(code) => Ok(code),
-                    Err(e) => Err(failure::suggest_table(&floe, e).await),
-                };
+                return hint(&floe, dlq::run(&floe, cmd).await).await;
             }
             #[cfg(feature = "aws")]
             Command::Local(args) => local::run(config, args).await,
@@ -184,10 +181,7 @@ fn run() -> Result<ExitCode> {
             Command::Serve(args) => serve::run(open(config, faults).await?.0, args).await,
             Command::Table(cmd) => {
                 let floe = open(config, faults).await?.1;
-                match table::run(&floe, cmd).await {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(failure::suggest_table(&floe, e).await),
-                }
+                hint(&floe, table::run(&floe, cmd).await).await
             }
             Command::Status(args) => {
                 let (deployment, floe) = open(config, faults).await?;
@@ -200,10 +194,7 @@ fn run() -> Result<ExitCode> {
             Command::Demo(args) => demo::run(&open(config, faults).await?.1, args).await,
             Command::Ledger(cmd) => {
                 let floe = open(config, faults).await?.1;
-                match ledger::run(&floe, cmd).await {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(failure::suggest_table(&floe, e).await),
-                }
+                hint(&floe, ledger::run(&floe, cmd).await).await
             }
             #[cfg(feature = "postgres")]
             Command::Pg(cmd) => pg::run(config, faults, cmd).await,
@@ -214,6 +205,14 @@ fn run() -> Result<ExitCode> {
         };
         done.map(|()| ExitCode::SUCCESS)
     })
+}
+
+/// `done`, its error naming the table nearest to one it found missing.
+async fn hint<T>(floe: &Embedded, done: Result<T>) -> Result<T> {
+    match done {
+        Ok(v) => Ok(v),
+        Err(e) => Err(failure::suggest_table(floe, e).await),
+    }
 }
 
 /// `--metrics`: the CLI's stdout is for people, so EMF goes there only when asked.
