@@ -31,20 +31,17 @@ impl Action for RowDelta {
         let mut ordered: Vec<&CommitRequest> = requests.iter().collect();
         ordered.sort_by_key(|r| order_key(r));
         let metadata = ctx.metadata();
-        match KeyedMode::of(metadata) {
-            KeyedMode::CopyOnWrite => {
-                if let Some(plan) = copy_on_write::plan(ctx, &ordered).await? {
-                    return Ok(vec![plan]);
-                }
-                // A copy-on-write table's readers may apply no equality
-                // deletes (pyiceberg refuses them): position deletes, which
-                // every reader applies, until compaction removes them all.
-                return Ok(vec![position_delta::plan(ctx, &ordered).await?]);
-            }
-            KeyedMode::Positions => {
-                return Ok(vec![position_delta::plan(ctx, &ordered).await?]);
-            }
-            KeyedMode::Equalities => {}
+        let mode = KeyedMode::of(metadata);
+        if mode == KeyedMode::CopyOnWrite
+            && let Some(plan) = copy_on_write::plan(ctx, &ordered).await?
+        {
+            return Ok(vec![plan]);
+        }
+        // A copy-on-write table that holds delete files lands here too: its
+        // readers may apply no equality deletes (pyiceberg refuses them), so
+        // position deletes, which every reader applies, until compaction.
+        if mode != KeyedMode::Equalities {
+            return Ok(vec![position_delta::plan(ctx, &ordered).await?]);
         }
         ordered
             .into_iter()

@@ -186,6 +186,9 @@ impl Env {
                 let values: Vec<serde_json::Value> = sample
                     .records
                     .iter()
+                    // Only the schema is inferred here: a record that does
+                    // not parse is left out of the sample, and shredding
+                    // dead-letters it with its reason, so nothing is lost.
                     .filter_map(|(pos, r)| {
                         let r = &json_of(sample.avro, r).ok()?;
                         if !changes {
