@@ -690,3 +690,57 @@ async fn keyed_http_changes_keep_their_order_across_a_restart_with_the_clock_set
     server.stop();
     assert_eq!(names(&wh), [(1, "new".to_string())]);
 }
+
+/// A standard Debezium 2.7 event.
+fn debezium(op: &str, lsn: u64, before: Value, after: Value) -> String {
+    json!({
+        "before": before,
+        "after": after,
+        "source": {"version": "2.7.0.Final", "connector": "postgresql", "name": "pg",
+                   "ts_ms": 1_767_225_600_000u64 + lsn, "snapshot": "false", "db": "app",
+                   "sequence": "[null,\"1\"]", "schema": "public", "table": "kv",
+                   "txId": 700 + lsn, "lsn": lsn, "xmin": null},
+        "op": op,
+        "ts_ms": 1_767_225_600_100u64 + lsn,
+        "transaction": null
+    })
+    .to_string()
+}
+
+/// Debezium envelopes over HTTP to a keyed table are changes, as through
+/// `floe ingest`: the new-columns guard counts the columns of the rows they
+/// carry (`balance`), not the envelope's fields (`after`, `source.*`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debezium_envelopes_over_http_change_a_keyed_table() {
+    let wh = Warehouse::new();
+    wh.create_table("web.kv", KEYED, &[]);
+    let server = Server::start(&wh, "[http]\ntoken = \"t\"\nmax_new_columns = 2\n");
+    let url = server.records("web.kv");
+    let client = reqwest::Client::new();
+    let row = |id: u64, name: &str| json!({"id": id, "name": name, "balance": "10.50"});
+    let body = [
+        debezium("c", 10, Value::Null, row(1, "a")),
+        debezium("c", 11, Value::Null, row(2, "b")),
+        debezium("u", 12, row(1, "a"), row(1, "a2")),
+        debezium("d", 13, row(2, "b"), Value::Null),
+    ]
+    .join("\n");
+    committed(&client, &url, Some("dbz-1"), &body).await;
+    // The guard still holds for the rows: three new columns are too many.
+    let wide = debezium(
+        "c",
+        14,
+        Value::Null,
+        json!({"id": 3, "name": "c", "x1": 1, "x2": 2, "x3": 3}),
+    );
+    let (status, answer) = send(&client, &url, None, &wide).await.unwrap();
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["new_columns"], json!(["x1", "x2", "x3"]), "{answer}");
+    server.stop();
+    let table = wh.read("web.kv", Some("id"));
+    assert_eq!(
+        table["rows"],
+        json!([{"id": 1, "name": "a2", "balance": "10.50"}]),
+        "{table}"
+    );
+}

@@ -3,10 +3,16 @@
 //! answer when `http.redact_values` is on (the caller may be a browser or a
 //! log that must not hold them).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use iceberg::spec::{NestedFieldRef, Schema, StructType, Type};
 use serde_json::Value;
+
+use crate::change::{self, ChangeFormat};
+use crate::config::Changelog;
+use crate::pipeline::changelog;
+use crate::source::Pos;
 
 /// The column paths (`a`, `a.b`; a list's struct elements as `list.b`) the
 /// records would add to `schema`, read until a record takes them past
@@ -29,6 +35,31 @@ pub(super) fn new_columns<'a>(
         }
     }
     found
+}
+
+/// The rows `records` become in a table: a keyed table or a changelog-only
+/// one takes the row a change record carries (a Debezium envelope's
+/// `after`), not the envelope, so the envelope's own fields are no columns.
+/// A record that does not decode stays as sent; the writer dead-letters it.
+pub(super) fn table_rows<'a>(
+    records: impl Iterator<Item = &'a [u8]>,
+    keyed: bool,
+    changelog: Changelog,
+) -> Vec<Cow<'a, [u8]>> {
+    records
+        .map(|record| {
+            if !keyed && changelog != Changelog::Only {
+                return Cow::Borrowed(record);
+            }
+            match change::decode(record, ChangeFormat::Auto) {
+                Ok(c) if changelog == Changelog::Only => {
+                    Cow::Owned(changelog::row(&c, Pos::Line(0)))
+                }
+                Ok(c) => Cow::Owned(c.row.into_bytes()),
+                Err(_) => Cow::Borrowed(record),
+            }
+        })
+        .collect()
 }
 
 fn walk_struct(

@@ -346,10 +346,12 @@ impl HttpIngest {
             return None;
         }
         let cap = self.config.http.max_new_columns();
+        let keyed = schema.identifier_field_ids().next().is_some();
+        let rows = guard::table_rows(items.iter().map(|(_, r)| &r[..]), keyed, settings.changelog);
         let count = |schema: &SchemaRef| {
             guard::new_columns(
                 schema,
-                items.iter().map(|(_, r)| &r[..]),
+                rows.iter().map(|r| &r[..]),
                 settings.case_insensitive,
                 cap,
             )
