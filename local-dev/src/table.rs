@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::embedded::Embedded;
-use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, TableMetadata};
+use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, Schema, TableMetadata};
 use floe_core::type_text::type_text;
 use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
@@ -22,7 +22,7 @@ pub enum TableCommand {
     Create(CreateArgs),
     /// Show a table's schema, partitioning and snapshots.
     Show(ShowArgs),
-    /// Change a table: promote column types, upgrade its format version.
+    /// Change a table: promote column types, make columns optional, upgrade its format version.
     Alter(AlterArgs),
     /// List the catalog's tables with their rows and last commit.
     List(ListArgs),
@@ -56,8 +56,12 @@ pub struct AlterArgs {
     /// NAMESPACE.TABLE
     table: String,
     /// Promote a column: `COLUMN=TYPE` (int→long, float→double, decimal(p,s)→decimal(P,s)); repeatable.
-    #[arg(long = "widen", required_unless_present = "format_version")]
+    #[arg(long = "widen", required_unless_present_any = ["format_version", "optional"])]
     widen: Vec<String>,
+    /// Make a required column optional (`a.b` inside a struct), so records
+    /// without it are taken; repeatable.
+    #[arg(long = "optional")]
+    optional: Vec<String>,
     /// Upgrade the table's Iceberg format version in place (2 or 3; 3 brings
     /// row lineage and deletion vectors, and is not read by Athena).
     #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
@@ -199,11 +203,17 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
             version as u8
         );
     }
-    // Check every promotion up front so a bad one changes nothing.
-    let mut schema = (**loaded.metadata.current_schema()).clone();
-    for (column, ty) in &changes {
-        schema = evolve::widen_column(&schema, column, ty).map_err(anyhow::Error::msg)?;
-    }
+    // Check every change up front so a bad one changes nothing.
+    let apply = |mut s: Schema| -> Result<Schema, String> {
+        for (column, ty) in &changes {
+            s = evolve::widen_column(&s, column, ty)?;
+        }
+        for column in &args.optional {
+            s = evolve::relax_column(&s, column)?;
+        }
+        Ok(s)
+    };
+    apply((**loaded.metadata.current_schema()).clone()).map_err(anyhow::Error::msg)?;
     if let Some(version) = version {
         let loaded = engine.upgrade_format_version(&ident, version).await?;
         outln!(
@@ -212,15 +222,15 @@ async fn alter(floe: &Embedded, args: AlterArgs) -> Result<()> {
             loaded.metadata.format_version() as u8
         );
     }
-    if changes.is_empty() {
+    if changes.is_empty() && args.optional.is_empty() {
         return Ok(());
     }
     let loaded = engine
         .update_schema(&ident, |m| {
-            let mut s = (**m.current_schema()).clone();
-            for (column, ty) in &changes {
-                s = evolve::widen_column(&s, column, ty).ok()?;
-            }
+            // Checked above; should the table have changed since so that a
+            // change no longer applies, the schema is left as it is and the
+            // message below names the schema the table is at.
+            let s = apply((**m.current_schema()).clone()).ok()?;
             (s.as_struct() != m.current_schema().as_struct()).then_some(s)
         })
         .await?;

@@ -510,3 +510,133 @@ fn nested_fields_added_by_evolution_leave_the_table_maintainable_and_updatable()
         }
     }
 }
+
+const DECLARED: &str = r#"{"type":"struct","schema-id":0,"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"},
+  {"id":2,"name":"repo","required":true,"type":{"type":"struct","fields":[
+    {"id":3,"name":"id","required":true,"type":"long"}]}},
+  {"id":4,"name":"note","required":false,"type":"string"},
+  {"id":5,"name":"at","required":false,"type":"timestamptz"}]}"#;
+
+/// A declared `required` column stays required: a record without it is
+/// dead-lettered naming the field, unless the table opts into relaxing or
+/// the column is made optional by hand. Numeric strings and values for a
+/// string column are taken only where the table opts in.
+#[test]
+fn required_columns_hold_and_coercions_are_opt_in() {
+    let wh = Warehouse::new();
+    let config = wh.file(
+        "floe.toml",
+        "[tables.\"bronze.loose\"]\nrelax_required = true\ncoerce = [\"numeric_strings\", \"to_string\"]\n",
+    );
+    let cfg = config.to_str().unwrap();
+    let schema = wh.file("declared.json", DECLARED);
+    let lines = [
+        r#"{"id":1,"repo":{"id":10},"note":"a"}"#,
+        r#"{"id":2,"repo":{"id":"1009635"},"note":7,"at":"1700000000000"}"#,
+        r#"{"id":3,"repo":{},"note":"no repo id"}"#,
+        r#"{"id":4,"note":{"why":"no repo"}}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let input = wh.file("declared.ndjson", &lines);
+    let ingest = |table: &str| {
+        wh.floe(&[
+            "--config",
+            cfg,
+            "table",
+            "create",
+            table,
+            "--schema",
+            schema.to_str().unwrap(),
+        ]);
+        wh.report(&[
+            "--config",
+            cfg,
+            "ingest",
+            table,
+            input.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let required = |table: &str, column: &str| {
+        let show: Value =
+            serde_json::from_str(&wh.floe(&["table", "show", table, "--json"])).unwrap();
+        let fields = show["schema"]["fields"].as_array().unwrap().clone();
+        let repo = fields.iter().find(|f| f["name"] == "repo").unwrap().clone();
+        match column {
+            "repo" => repo["required"] == true,
+            _ => repo["type"]["fields"][0]["required"] == true,
+        }
+    };
+
+    // The default: every misfit is dead-lettered, the table keeps its schema.
+    let strict = ingest("bronze.strict");
+    assert_eq!(strict["records_committed"], 1, "{strict}");
+    assert_eq!(strict["rejected"], 3, "{strict}");
+    assert!(strict["evolved"].as_array().unwrap().is_empty(), "{strict}");
+    assert!(required("bronze.strict", "repo") && required("bronze.strict", "repo.id"));
+    let listed: Value = serde_json::from_str(&wh.floe(&["dlq", "list", "--json"])).unwrap();
+    let mut fields: Vec<(String, String)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["records"].as_array().unwrap().clone())
+        .map(|e| {
+            (
+                e["field"].as_str().unwrap().to_string(),
+                e["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    fields.sort();
+    let names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(names, ["note", "repo.id", "repo.id"], "{fields:?}");
+    assert!(
+        fields[1].1.contains("got the string \"1009635\""),
+        "{fields:?}"
+    );
+    assert!(
+        fields[2].1.contains("required field is missing"),
+        "{fields:?}"
+    );
+
+    // Opted in: converted, relaxed, and the report says so.
+    let loose = ingest("bronze.loose");
+    assert_eq!(loose["records_committed"], 4, "{loose}");
+    assert_eq!(loose["rejected"], 0, "{loose}");
+    let evolved = loose["evolved"].to_string();
+    assert!(
+        evolved.contains("made repo optional") && evolved.contains("made repo.id optional"),
+        "{evolved}"
+    );
+    let table = wh.read("bronze.loose", Some("id"));
+    let rows = table["rows"].as_array().unwrap();
+    assert_eq!(rows[1]["repo"]["id"], 1009635, "{table}");
+    assert_eq!(rows[1]["note"], "7", "{table}");
+    assert!(
+        rows[1]["at"]
+            .as_str()
+            .unwrap()
+            .starts_with("2023-11-14T22:13:20"),
+        "{table}"
+    );
+    assert_eq!(rows[3]["note"], r#"{"why":"no repo"}"#, "{table}");
+    assert_eq!(rows[3]["repo"], Value::Null, "{table}");
+
+    // By hand: `table alter --optional`, then the dead letters replay.
+    wh.floe(&[
+        "table",
+        "alter",
+        "bronze.strict",
+        "--optional",
+        "repo",
+        "--optional",
+        "repo.id",
+    ]);
+    assert!(!required("bronze.strict", "repo") && !required("bronze.strict", "repo.id"));
+    let replay = wh.report(&["dlq", "replay", "--table", "bronze.strict", "--json"]);
+    // Line 3 only lacked `repo.id`; the others still need a conversion.
+    assert_eq!(replay["records_committed"], 1, "{replay}");
+    assert_eq!(ids(&wh.read("bronze.strict", Some("id"))), [1, 3]);
+}

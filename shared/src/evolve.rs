@@ -23,6 +23,9 @@ pub struct InferOptions {
     /// Widen existing column types (int→long, float→double, decimal precision);
     /// off, only columns are added and relaxed.
     pub widen: bool,
+    /// Make a required field optional when a record lacks it (or holds
+    /// null for it); off, such records fit no schema change.
+    pub relax_required: bool,
     /// The records' declared types (a schema registry's Avro schema, mapped):
     /// a new field found here takes its declared type, even while its values
     /// are null, instead of one inferred from its JSON value.
@@ -36,6 +39,7 @@ impl Default for InferOptions {
             timestamps: false,
             case_insensitive: false,
             widen: true,
+            relax_required: false,
             declared: None,
         }
     }
@@ -220,6 +224,7 @@ fn evolve_struct(
     // Required fields a record lacks become optional.
     for f in fields.iter_mut() {
         if f.required
+            && opts.relax_required
             && !ctx.keys.contains(&f.id)
             && lookup(map, &f.name, opts).is_none_or(Value::is_null)
         {
@@ -281,7 +286,7 @@ fn evolve_type(
         (Type::List(list), Value::Array(items)) => {
             let mut element = list.element_field.clone();
             for item in items {
-                if item.is_null() && element.required {
+                if item.is_null() && element.required && opts.relax_required {
                     changes.push(format!("made {path}[] optional"));
                     element = Arc::new(with_type(&element, (*element.field_type).clone(), false));
                     continue;
@@ -304,7 +309,7 @@ fn evolve_type(
         (Type::Map(map), Value::Object(entries)) => {
             let mut value_field = map.value_field.clone();
             for v in entries.values() {
-                if v.is_null() && value_field.required {
+                if v.is_null() && value_field.required && opts.relax_required {
                     changes.push(format!("made {path}{{}} optional"));
                     value_field = Arc::new(with_type(
                         &value_field,
@@ -387,6 +392,42 @@ pub fn widen_column(schema: &Schema, column: &str, to: &PrimitiveType) -> Result
         .with_fields(fields)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// `schema` with the field named `column` (a full name: `device.os`,
+/// `items.element.sku`) made optional, as `floe table alter --optional` asks.
+pub fn relax_column(schema: &Schema, column: &str) -> Result<Schema, String> {
+    let field = schema
+        .field_by_name(column)
+        .ok_or_else(|| format!("no column `{column}`"))?;
+    if schema.identifier_field_ids().any(|id| id == field.id) {
+        return Err(format!(
+            "`{column}` is an identifier field, which Iceberg keeps required"
+        ));
+    }
+    Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(relax_in(schema.as_struct(), field.id).fields().to_vec())
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn relax_in(st: &StructType, id: i32) -> StructType {
+    StructType::new(st.fields().iter().map(|f| relax_field(f, id)).collect())
+}
+
+fn relax_field(f: &NestedFieldRef, id: i32) -> NestedFieldRef {
+    let t = match f.field_type.as_ref() {
+        Type::Struct(st) => Type::Struct(relax_in(st, id)),
+        Type::List(l) => Type::List(ListType::new(relax_field(&l.element_field, id))),
+        Type::Map(m) => Type::Map(MapType::new(
+            m.key_field.clone(),
+            relax_field(&m.value_field, id),
+        )),
+        p => p.clone(),
+    };
+    Arc::new(with_type(f, t, f.required && f.id != id))
 }
 
 /// The wider primitive a value needs, if the type can widen to hold it.
@@ -591,9 +632,11 @@ mod tests {
             json!({"n": 3_000_000_000i64, "amount": "123456.7"}),
             json!({"id": 2, "n": "text"}),
         ];
-        let e = evolve(&s, 5, recs.iter(), &InferOptions::default())
-            .unwrap()
-            .unwrap();
+        let relax = InferOptions {
+            relax_required: true,
+            ..InferOptions::default()
+        };
+        let e = evolve(&s, 5, recs.iter(), &relax).unwrap().unwrap();
         assert_eq!(
             *e.schema.field_by_name("n").unwrap().field_type,
             Type::Primitive(PrimitiveType::Long)
@@ -607,6 +650,12 @@ mod tests {
         );
         assert!(!e.schema.field_by_name("id").unwrap().required);
         assert_eq!(e.changes.len(), 3, "{:?}", e.changes);
+        // By default a required field stays required: its misfits are dead-lettered.
+        let e = evolve(&s, 5, recs.iter(), &InferOptions::default())
+            .unwrap()
+            .unwrap();
+        assert!(e.schema.field_by_name("id").unwrap().required);
+        assert_eq!(e.changes.len(), 2, "{:?}", e.changes);
     }
 
     #[test]
@@ -634,6 +683,28 @@ mod tests {
         assert!(e.contains("cannot change `amount`"), "{e}");
         assert!(widen_column(&s, "id", &PrimitiveType::String).is_err());
         assert!(widen_column(&s, "missing", &PrimitiveType::Long).is_err());
+    }
+
+    #[test]
+    fn relaxes_a_nested_column_and_never_a_key() {
+        let s = schema(
+            r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+            {"id":1,"name":"id","required":true,"type":"long"},
+            {"id":2,"name":"items","required":true,"type":{"type":"list","element-id":3,"element-required":true,
+              "element":{"type":"struct","fields":[{"id":4,"name":"sku","required":true,"type":"string"}]}}}]}"#,
+        );
+        let r = relax_column(&s, "items.element.sku").unwrap();
+        assert!(!r.field_by_id(4).unwrap().required);
+        assert!(r.field_by_id(2).unwrap().required && r.field_by_id(3).unwrap().required);
+        assert!(
+            !relax_column(&r, "items")
+                .unwrap()
+                .field_by_id(2)
+                .unwrap()
+                .required
+        );
+        assert!(relax_column(&s, "id").unwrap_err().contains("identifier"));
+        assert!(relax_column(&s, "nope").unwrap_err().contains("no column"));
     }
 
     #[test]

@@ -66,8 +66,8 @@ struct Model {
     /// Inputs whose every record is in the table.
     inputs: BTreeSet<usize>,
     /// The state at the end of earlier steps, by the snapshot current then:
-    /// what another engine's rollback to it leaves.
-    history: Vec<(i64, Rows, BTreeSet<usize>)>,
+    /// what another engine's rollback to it leaves (and the step, for the trace).
+    history: Vec<(i64, Rows, BTreeSet<usize>, usize)>,
 }
 
 /// One file or stdin input of a schedule: its lines and what each becomes.
@@ -529,8 +529,9 @@ impl Run {
             .await
             .unwrap();
         if let Some(s) = loaded.metadata.current_snapshot_id() {
+            let step = self.counts.steps.values().sum();
             let m = &mut self.model;
-            m.history.push((s, m.rows.clone(), m.inputs.clone()));
+            m.history.push((s, m.rows.clone(), m.inputs.clone(), step));
         }
     }
 
@@ -565,6 +566,12 @@ impl Run {
                 batch.lines.join("\n"),
                 self.trace.join("\n")
             );
+        }
+        if let Ok(report) = &ran {
+            self.trace.push(format!(
+                "  {} commits, {} records, {} duplicates",
+                report.commits, report.records_committed, report.duplicates
+            ));
         }
         if let Err(e) = ran {
             let point = fault.map_or("none", |(p, _)| p.name());
@@ -821,8 +828,9 @@ impl Run {
             self.trace.push("  nothing to roll back to".into());
             return;
         };
-        let (id, rows, inputs) = self.model.history[i].clone();
+        let (id, rows, inputs, step) = self.model.history[i].clone();
         let undone: Vec<usize> = self.model.inputs.difference(&inputs).copied().collect();
+        let held = self.model.inputs.intersection(&inputs).count();
         let built = floe_core::iceberg::spec::TableMetadataBuilder::new_from_metadata(
             (*base.metadata).clone(),
             Some(base.metadata_location.clone()),
@@ -855,7 +863,9 @@ impl Run {
         // The undone keys are not sent again: an idempotency key is the
         // request, and the user who rolled it back sends the fix anew.
         self.posts.retain(|p| p.incarnation != self.incarnation);
-        self.trace.push(format!("  main rolled back to {id}"));
+        self.trace.push(format!(
+            "  main rolled back to {id} (the end of step {step}: {held} inputs kept, {undone:?} undone)"
+        ));
         // The user who rolled a bad input back sends it (fixed) again.
         if let Some(&again) = undone.get(self.rng.below(undone.len()))
             && self.rng.chance(70)

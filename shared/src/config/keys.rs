@@ -21,6 +21,8 @@ pub(super) enum Kind {
     Choice(&'static [&'static str]),
     /// An array of non-blank strings.
     List,
+    /// An array of strings, each out of a fixed set.
+    Choices(&'static [&'static str]),
     /// A table of string-valued properties; numbers and booleans are accepted
     /// and turned into strings, since Iceberg properties are all strings and
     /// `write.target-file-size-bytes = 134217728` is the natural way to write one.
@@ -54,6 +56,7 @@ pub(super) const ENVELOPES: &[&str] = &[
     "cloudwatch-logs",
 ];
 pub(super) const REMOVES: &[&str] = &["skip", "keep"];
+pub(super) const COERCIONS: &[&str] = &["numeric_strings", "to_string"];
 
 const WAREHOUSE: &[Key] = &[key("path", Kind::Text), key("uri", Kind::Text)];
 const DEAD_LETTER: &[Key] = &[key("location", Kind::Text)];
@@ -76,6 +79,8 @@ const DEFAULTS: &[Key] = &[
     key("case_insensitive", Kind::Bool),
     key("epoch_unit", Kind::Choice(EPOCH_UNITS)),
     key("widen_types", Kind::Bool),
+    key("relax_required", Kind::Bool),
+    key("coerce", Kind::Choices(COERCIONS)),
     key("merge_strategy", Kind::Choice(MERGE_STRATEGIES)),
     key("changelog", Kind::Choice(CHANGELOGS)),
 ];
@@ -411,6 +416,15 @@ fn check_value(at: &str, kind: Kind, value: &mut Value) -> Result<(), ConfigErro
                 format!("expected an array of strings, got {}", type_name(other)),
             )),
         },
+        Kind::Choices(choices) => {
+            check_value(at, Kind::List, value)?;
+            let items = value.as_array().map(Vec::as_slice).unwrap_or_default();
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("{at}[{i}]");
+                check_value(&at, Kind::Choice(choices), &mut item.clone())?;
+            }
+            Ok(())
+        }
         Kind::Props => check_props(at, value),
     }
 }
@@ -479,7 +493,7 @@ pub(super) fn parse_env(kind: Kind, text: &str) -> Result<Value, String> {
             .parse::<i64>()
             .map(Value::Integer)
             .map_err(|_| format!("expected an integer, got {trimmed:?}")),
-        Kind::List => Ok(Value::Array(
+        Kind::List | Kind::Choices(_) => Ok(Value::Array(
             trimmed
                 .split(',')
                 .map(str::trim)

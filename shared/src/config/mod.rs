@@ -140,6 +140,8 @@
 //! |---|---|---|---|
 //! | `evolution` | boolean | `true` | Add columns and widen types (int → long, float → double, decimal precision) as records need them. |
 //! | `widen_types` | boolean | `true` | With `evolution`, whether types widen too; `false` keeps types fixed, so values that do not fit go to the dead letter location (widen by hand with `floe table alter --widen`, then `floe dlq replay`). |
+//! | `relax_required` | boolean | `false` | With `evolution`, a record that lacks a required column (or holds null for it) makes the column optional for every record, reported as a schema change (`made repo.id optional`); `false` keeps declared columns required, so such a record goes to the dead letter location naming the field (make a column optional by hand with `floe table alter --optional COLUMN`, then `floe dlq replay`). Identifier fields always stay required. |
+//! | `coerce` | list of `"numeric_strings"`, `"to_string"` | `[]` | Values of another JSON type the columns take anyway: `numeric_strings` writes a string holding a number (`"1009635"`, spaces around allowed) to int, long, float, double, decimal, date, time and timestamp columns as that number would go (an epoch in `epoch_unit` for temporal columns, ISO text still parsed first), and `"true"`/`"false"` to booleans; `to_string` writes numbers, booleans, objects and arrays to string columns as their JSON text. A string that holds no number is dead-lettered as before. Timestamps take ISO-8601 text and epoch numbers without any coercion. |
 //! | `unknown_fields` | `"ignore"` or `"reject"` | `"ignore"` | With `evolution = false`, what happens to a record field that the table has no column for: dropped, or the whole record goes to the dead letter location. |
 //! | `format_version` | 1, 2 or 3 | `2` | Iceberg format version of tables that floe creates. 3 brings row lineage, deletion vectors for keyed tables' deletes and the `timestamp_ns`/`timestamptz_ns` types; Iceberg Java (Spark, Flink, Trino), DuckDB and pyiceberg read it, Athena does not ([cdc.md](cdc.md#format-v3-deletion-vectors-and-row-lineage)). `floe table alter --format-version 3` upgrades an existing table. |
 //! | `properties` | table of strings | `{}` | Iceberg table properties for tables floe creates, e.g. `"write.parquet.compression-codec" = "zstd"`. Numbers and booleans are accepted and stored as text. A table's own `properties` are merged key by key, the table's value winning. |
@@ -760,6 +762,24 @@ pub enum UnknownFields {
 /// `epoch_unit`: the unit of JSON numbers written to temporal columns (`s`, `ms`, `us`, `ns`).
 pub use crate::shred::EpochUnit;
 
+/// `coerce`: a conversion a table opts into for values of another JSON type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Coercion {
+    /// `"1009635"` to numeric and temporal columns, `"true"` to booleans.
+    NumericStrings,
+    /// Numbers, booleans, objects and arrays to string columns as JSON text.
+    ToString,
+}
+
+/// The shredder's switches for a table's `coerce` list.
+pub fn coercions(list: &[Coercion]) -> crate::shred::Coercions {
+    crate::shred::Coercions {
+        numeric_strings: list.contains(&Coercion::NumericStrings),
+        to_string: list.contains(&Coercion::ToString),
+    }
+}
+
 /// `merge_strategy`: how a keyed table applies updates and deletes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -812,6 +832,10 @@ pub struct TableDefaults {
     pub epoch_unit: EpochUnit,
     /// With `evolution`, also widen column types (int→long, float→double, decimal precision).
     pub widen_types: bool,
+    /// With `evolution`, make a required column optional when a record lacks it.
+    pub relax_required: bool,
+    /// Values of another JSON type the columns take anyway.
+    pub coerce: Vec<Coercion>,
     /// How keyed tables apply updates and deletes.
     pub merge_strategy: MergeStrategy,
     /// Whether changes are also kept in an append-only changelog table.
@@ -831,6 +855,8 @@ impl Default for TableDefaults {
             case_insensitive: false,
             epoch_unit: EpochUnit::default(),
             widen_types: true,
+            relax_required: false,
+            coerce: Vec::new(),
             merge_strategy: MergeStrategy::default(),
             changelog: Changelog::default(),
             properties: BTreeMap::new(),
@@ -875,6 +901,12 @@ pub struct TableConfig {
     /// Overrides `defaults.widen_types`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub widen_types: Option<bool>,
+    /// Overrides `defaults.relax_required`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relax_required: Option<bool>,
+    /// Overrides `defaults.coerce` (the whole list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coerce: Option<Vec<Coercion>>,
     /// Overrides `defaults.merge_strategy`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_strategy: Option<MergeStrategy>,
@@ -918,6 +950,11 @@ pub struct ResolvedTable {
     pub epoch_unit: EpochUnit,
     /// Types widen as records need (with `evolution`).
     pub widen_types: bool,
+    /// A required column a record lacks becomes optional (with `evolution`);
+    /// otherwise the record is dead-lettered.
+    pub relax_required: bool,
+    /// Values of another JSON type the columns take anyway.
+    pub coerce: Vec<Coercion>,
     /// How a keyed table applies updates and deletes.
     pub merge_strategy: MergeStrategy,
     /// Whether changes are also kept in an append-only changelog table.
@@ -1305,6 +1342,8 @@ impl Config {
             case_insensitive: own.case_insensitive.unwrap_or(defaults.case_insensitive),
             epoch_unit: own.epoch_unit.unwrap_or(defaults.epoch_unit),
             widen_types: own.widen_types.unwrap_or(defaults.widen_types),
+            relax_required: own.relax_required.unwrap_or(defaults.relax_required),
+            coerce: own.coerce.unwrap_or_else(|| defaults.coerce.clone()),
             merge_strategy,
             changelog: own.changelog.unwrap_or(defaults.changelog),
         }

@@ -534,6 +534,14 @@ fn wrong_types_and_values_are_named() {
             "config key defaults.epoch_unit: unknown value \"millis\" (use s, ms, us or ns)",
         ),
         (
+            "[routing]\ntable = \"a.b\"\n[tables.\"a.b\"]\ncoerce = [\"to_string\", \"strings\"]\n",
+            "config key tables.\"a.b\".coerce[1]: unknown value \"strings\" (use numeric_strings or to_string)",
+        ),
+        (
+            "[routing]\ntable = \"a.b\"\n[defaults]\ncoerce = \"to_string\"\n",
+            "config key defaults.coerce: expected an array of strings, got a string",
+        ),
+        (
             "[routing]\ntable = \"a.b\"\n[defaults]\nunknown_fields = \"drop\"\n",
             "config key defaults.unknown_fields: unknown value \"drop\" (use ignore or reject)",
         ),

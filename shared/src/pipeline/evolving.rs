@@ -200,7 +200,9 @@ fn shred_once(
             Err(e) => {
                 let evolvable = match e.kind {
                     RecordErrorKind::OutOfRange => settings.widen_types,
-                    RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => true,
+                    RecordErrorKind::MissingRequired | RecordErrorKind::NullRequired => {
+                        settings.relax_required
+                    }
                     _ => false,
                 };
                 if evolvable {

@@ -259,6 +259,7 @@ pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
             (false, ConfigUnknown::Ignore) => UnknownFields::Ignore,
             (false, ConfigUnknown::Reject) => UnknownFields::Reject,
         },
+        coerce: crate::config::coercions(&t.coerce),
     }
 }
 
@@ -269,6 +270,7 @@ pub(super) fn infer_options(t: &ResolvedTable) -> InferOptions {
         timestamps: t.infer_timestamps,
         case_insensitive: t.case_insensitive,
         widen: t.widen_types,
+        relax_required: t.relax_required,
         declared: None,
     }
 }

@@ -69,6 +69,20 @@ pub struct ShredOptions {
     pub epoch_unit: EpochUnit,
     /// What to do with keys that match no field (default: ignore them).
     pub unknown_fields: UnknownFields,
+    /// Values of another JSON type a column takes anyway (default: none).
+    pub coerce: Coercions,
+}
+
+/// Opt-in conversions of values whose JSON type the column does not take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coercions {
+    /// A string holding a JSON number (`"1009635"`, surrounding spaces
+    /// allowed) goes to numeric, date, time and timestamp columns as that
+    /// number would; `"true"`/`"false"` to boolean columns.
+    pub numeric_strings: bool,
+    /// Numbers and booleans go to string columns as their JSON text, and so
+    /// do objects and arrays (compact, as sent).
+    pub to_string: bool,
 }
 
 /// Turns JSON records into Arrow record batches of one Iceberg table schema.
@@ -130,6 +144,7 @@ impl Shredder {
             scratch: &mut self.scratch,
             epoch: self.options.epoch_unit,
             case_insensitive: self.options.case_insensitive,
+            coerce: self.options.coerce,
         };
         match parse::record(&mut ctx, &mut self.root, self.rows) {
             Ok(()) => {

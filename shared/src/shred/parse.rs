@@ -1,13 +1,15 @@
 //! Walks one JSON record and writes each value straight into its column.
 
-use super::EpochUnit;
 use super::column::{Column, Kind, ListCol, MapCol, StructCol, child_offset};
 use super::error::{Fail, PResult, RecordErrorKind, show};
 use super::json::Cursor;
 use super::lookup::Found;
-use super::scalar::{Reject, expects, from_key_text, from_number, from_str, not_integer};
+use super::scalar::{
+    Reject, expects, from_key_text, from_number, from_str, integer, not_integer, number_in_string,
+};
 use super::temporal::parse_timestamp;
 use super::unknown::{Collector, UnknownFields, unknown_key};
+use super::{Coercions, EpochUnit};
 
 /// State kept across records: buffers reused so the common path allocates nothing, and what
 /// unknown keys were seen. One pointer in [`Ctx`], so a push sets up no more than it uses.
@@ -27,6 +29,7 @@ pub(super) struct Ctx<'a, 's> {
     pub scratch: &'s mut Scratch,
     pub epoch: EpochUnit,
     pub case_insensitive: bool,
+    pub coerce: Coercions,
 }
 
 /// Parses one record into the columns of `root` at row `row`.
@@ -170,7 +173,7 @@ pub(super) fn value(ctx: &mut Ctx, col: &mut Column) -> PResult<()> {
             unit,
             values,
             dates,
-        } if b == b'"' => {
+        } if b == b'"' && !ctx.coerce.numeric_strings => {
             let s = ctx.cur.read_str(&mut ctx.scratch.text)?;
             values.push(parse_timestamp(s, *unit, dates)?);
         }
@@ -194,8 +197,19 @@ fn value_rest(ctx: &mut Ctx, col: &mut Column, b: u8, start: usize) -> PResult<(
                 ctx.cur.literal(b"false")?;
                 bits.push(false);
             }
+            b'"' if ctx.coerce.numeric_strings => match ctx.cur.read_str(&mut ctx.scratch.text)? {
+                b"true" => bits.push(true),
+                b"false" => bits.push(false),
+                _ => return Err(wrong_type(ctx, &col.kind, start)),
+            },
             _ => return Err(wrong_type(ctx, &col.kind, start)),
         },
+        Kind::String(v) if ctx.coerce.to_string => {
+            ctx.cur.skip_value(0)?;
+            v.data
+                .extend_from_slice(ctx.cur.input().get(start..ctx.cur.pos).unwrap_or(&[]));
+            v.close()?;
+        }
         Kind::String(_) => return Err(wrong_type(ctx, &col.kind, start)),
         Kind::Struct(st) => {
             if b != b'{' {
@@ -216,8 +230,18 @@ fn value_rest(ctx: &mut Ctx, col: &mut Column, b: u8, start: usize) -> PResult<(
         kind => {
             let result = match b {
                 b'"' => {
+                    let (coerce, epoch) = (ctx.coerce, ctx.epoch);
                     let s = ctx.cur.read_str(&mut ctx.scratch.text)?;
-                    from_str(kind, s)
+                    match from_str(kind, s) {
+                        // A column no number goes to keeps its own complaint.
+                        Err(e) if coerce.numeric_strings => {
+                            match number_in_string(kind, s, epoch) {
+                                None | Some(Err(Reject::WrongType)) => Err(e),
+                                Some(r) => r,
+                            }
+                        }
+                        r => r,
+                    }
                 }
                 b'-' | b'0'..=b'9' => {
                     let tok = ctx.cur.number()?;
@@ -239,6 +263,9 @@ fn value_rest(ctx: &mut Ctx, col: &mut Column, b: u8, start: usize) -> PResult<(
 /// An `int`/`long` read without going through text.
 #[inline(always)]
 fn int(ctx: &mut Ctx, b: u8, min: i64, max: i64, start: usize) -> PResult<i64> {
+    if b == b'"' && ctx.coerce.numeric_strings {
+        return int_in_string(ctx, min, max, start);
+    }
     if b != b'-' && !b.is_ascii_digit() {
         let name = if min == i32::MIN as i64 {
             "int"
@@ -261,6 +288,28 @@ fn int(ctx: &mut Ctx, b: u8, min: i64, max: i64, start: usize) -> PResult<i64> {
     let text = ctx.cur.input().get(start..ctx.cur.pos).unwrap_or(&[]);
     // Past the check above, `tok` is out of range or not an integer.
     Err(not_integer(text, tok, min, max))
+}
+
+/// An `int`/`long` from a string holding one, for tables that opt in.
+#[cold]
+fn int_in_string(ctx: &mut Ctx, min: i64, max: i64, start: usize) -> PResult<i64> {
+    let s = ctx.cur.read_str(&mut ctx.scratch.text)?.trim_ascii();
+    let mut c = Cursor::new(s);
+    match c.int() {
+        Ok(tok) if c.pos == s.len() => integer(s, tok, min, max),
+        _ => {
+            let name = if min == i32::MIN as i64 {
+                "int"
+            } else {
+                "long"
+            };
+            let found = describe(ctx.cur.input(), start);
+            Err(Fail::new(
+                RecordErrorKind::TypeMismatch,
+                format!("expected a JSON integer or a string holding one ({name}), got {found}"),
+            ))
+        }
+    }
 }
 
 #[cold]

@@ -125,6 +125,20 @@ fn not_special(s: &[u8]) -> Reject {
     ))
 }
 
+/// A string's content read as the JSON number it holds (`"12.5"`, spaces
+/// around allowed), for tables that opt in; `None` when it holds none.
+#[cold]
+pub(super) fn number_in_string(
+    kind: &mut Kind,
+    s: &[u8],
+    epoch: EpochUnit,
+) -> Option<Result<(), Reject>> {
+    let s = s.trim_ascii();
+    let mut c = Cursor::new(s);
+    let tok = c.number().ok()?;
+    (c.pos == s.len()).then(|| from_number(kind, tok, epoch))
+}
+
 /// An integer from number text, range-checked for `int` or `long`.
 pub(super) fn integer(text: &[u8], tok: IntTok, min: i64, max: i64) -> PResult<i64> {
     match tok {

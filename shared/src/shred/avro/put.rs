@@ -3,12 +3,12 @@
 //! a column that refuses) is a [`Miss`]: the caller rolls the record back
 //! and gives it to the JSON path, whose outcome is the record's.
 
-use super::super::EpochUnit;
 use super::super::column::{Column, Kind, ListCol, MapCol, StructCol, child_offset};
 use super::super::decimal::POW10;
 use super::super::json::Cursor;
 use super::super::parse::{self, Ctx, Scratch};
 use super::super::unknown::unknown_key;
+use super::super::{Coercions, EpochUnit};
 use super::bind::{Fields, Op, Slot};
 use crate::avro::check::{branch, decimal_bytes, enum_symbol, map_entries, skip, unscaled, uuid};
 use crate::avro::plan::{Node, NodeId, Plan};
@@ -281,6 +281,8 @@ fn value_rest(op: &Op, col: &mut Column, r: &mut Reader<'_>, cx: &mut Cx<'_>) ->
                 scratch: cx.scratch,
                 epoch: cx.epoch,
                 case_insensitive: cx.case_insensitive,
+                // A declared Avro type is never a JSON type sent by mistake.
+                coerce: Coercions::default(),
             };
             // The JSON reader commits the row itself.
             return parse::value(&mut ctx, col).map_err(|_| Miss);

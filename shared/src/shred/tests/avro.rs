@@ -534,6 +534,7 @@ fn options(rng: &mut Rng) -> ShredOptions {
             UnknownFields::Collect,
             UnknownFields::Reject,
         ]),
+        ..ShredOptions::default()
     }
 }
 

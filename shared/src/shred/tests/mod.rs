@@ -1,6 +1,7 @@
 //! Unit tests of the shredder, asserting on the values it produces.
 
 mod avro;
+mod coercions;
 mod kinds;
 mod nested;
 mod primitives;
