@@ -94,7 +94,10 @@ pub async fn run(floe: &Embedded, deployment: &Deployment, args: StatusArgs) -> 
         outln!("queue: in-process (nothing waits between runs)");
     }
     if dead.is_empty() {
-        outln!("{}", dlq::none_message(floe, only.as_ref()).await?);
+        outln!(
+            "{}",
+            dlq::none_message(floe, only.as_ref(), &Default::default()).await?
+        );
     }
     dlq::print_by_reason(&dead, "dead letters of ");
     Ok(())

@@ -224,3 +224,125 @@ fn a_mistyped_table_is_refused_with_the_nearest_name() {
         "{listed}"
     );
 }
+
+const GH_SCHEMA: &str = r#"{"type":"struct","schema-id":0,"fields":[
+  {"id":1,"name":"id","required":true,"type":"long"},
+  {"id":2,"name":"repo","required":false,"type":{"type":"struct","fields":[
+    {"id":3,"name":"id","required":false,"type":"long"}]}},
+  {"id":4,"name":"n","required":false,"type":"int"}]}"#;
+
+/// A thousand rejections of one problem are one line of `dlq list`, and a
+/// filtered replay with a fix takes exactly the records it selects: the
+/// numeric strings become numbers, the rest stay dead-lettered (with why),
+/// other fields' dead letters are untouched, and a second replay commits
+/// nothing. Purge and export take the same filters.
+#[test]
+fn dead_letters_group_by_problem_and_a_filtered_replay_fixes_them() {
+    let wh = Warehouse::new();
+    wh.create_table("gh.events", GH_SCHEMA, &[]);
+    let lines: String = (0..1000u64)
+        .map(|i| match i % 10 {
+            0 => format!("{{\"id\":{i},\"repo\":{{\"id\":\"oops{i}\"}}}}\n"),
+            1 => format!("{{\"id\":{i},\"repo\":{{\"id\":7}},\"n\":true}}\n"),
+            2..=7 => format!("{{\"id\":{i},\"repo\":{{\"id\":\"{}\"}}}}\n", 1_000_000 + i),
+            _ => format!("{{\"id\":{i},\"repo\":{{\"id\":{i}}}}}\n"),
+        })
+        .collect();
+    let input = wh.file("gh.ndjson", &lines);
+    let first = wh.ingest("gh.events", &[&input], &[]);
+    assert_eq!(first["records_committed"], 200, "{}", first["rejected"]);
+
+    let listed = wh.floe(&["dlq", "list"]);
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        [
+            "gh.events: 800 records",
+            "     100  n: expected a JSON integer (int), got true",
+            "     700  repo.id: expected a JSON integer (long), got the string <value>",
+        ],
+        "{listed}"
+    );
+    let some: Value = serde_json::from_str(&wh.floe(&[
+        "dlq",
+        "list",
+        "--json",
+        "--reason",
+        "oops",
+        "--newer-than",
+        "1h",
+    ]))
+    .unwrap();
+    assert_eq!(some[0]["records"].as_array().unwrap().len(), 100, "{some}");
+    let none = wh.floe(&["dlq", "list", "--field", "repo.id", "--older-than", "1d"]);
+    assert!(none.contains("no dead letters match (800 others"), "{none}");
+    let exported = wh.floe(&["dlq", "export", "--field", "repo.id", "--records"]);
+    assert_eq!(exported.lines().count(), 700);
+    assert!(
+        exported.lines().all(|l| l.contains("\"repo\":{\"id\":\"")),
+        "{exported}"
+    );
+
+    // The replay's fix converts the numeric strings; "oops…" cannot be, and is rejected again.
+    let out = wh.floe_env(
+        &[
+            "dlq",
+            "replay",
+            "--table",
+            "gh.events",
+            "--field",
+            "repo.id",
+            "--fix",
+            "repo.id=number",
+        ],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("fixed 600 records"), "{text}");
+    assert!(
+        text.contains("not fixed: ") && text.contains("and 90 more not fixed"),
+        "{text}"
+    );
+    let table = wh.read("gh.events", Some("id"));
+    assert_eq!(table["count"], 800, "{table}");
+    let rows = table["rows"].as_array().unwrap();
+    let row2 = rows.iter().find(|r| r["id"] == 2).unwrap();
+    assert_eq!(row2["repo"]["id"], 1_000_002, "{row2}");
+    let listed = wh.floe(&["dlq", "list"]);
+    assert!(listed.starts_with("gh.events: 200 records"), "{listed}");
+    assert!(listed.contains("     100  n: "), "{listed}");
+
+    // Exactly once: the same replay again commits nothing new.
+    let again = wh.report(&[
+        "dlq",
+        "replay",
+        "--table",
+        "gh.events",
+        "--field",
+        "repo.id",
+        "--fix",
+        "repo.id=number",
+        "--json",
+    ]);
+    assert_eq!(again["records_committed"], 0, "{again}");
+    assert_eq!(wh.read("gh.events", None)["count"], 800);
+
+    // A purge without a table or --all is refused; with a filter it takes only those.
+    assert!(
+        !wh.floe_env(&["dlq", "purge", "--reason", "oops"], &[])
+            .status
+            .success()
+    );
+    let purged = wh.floe(&["dlq", "purge", "--table", "gh.events", "--field", "repo.id"]);
+    assert!(
+        purged.contains("purged 100 dead-lettered records"),
+        "{purged}"
+    );
+    let left: Vec<Value> = wh
+        .floe(&["dlq", "export"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(left.len(), 100);
+    assert!(left.iter().all(|e| e["field"] == "n"), "{left:?}");
+}

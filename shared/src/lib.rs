@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod ndjson;
 pub mod pipeline;
 pub mod queue;
+pub mod redact;
 pub mod request;
 pub mod rerun;
 pub mod route;

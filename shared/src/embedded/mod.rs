@@ -5,7 +5,7 @@
 
 mod dead_letters;
 
-pub use dead_letters::DeadLetterFile;
+pub use dead_letters::{DeadLetterFile, Replay};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -574,7 +574,7 @@ impl HttpIngest {
             return Ok((StatusCode::OK, answer));
         }
         let reason = |position: &str, reason: &str| match records.get(position) {
-            Some(record) => guard::redact(reason, record),
+            Some(record) => crate::redact::redact(reason, record),
             None => reason.to_string(),
         };
         let rejected: Vec<Value> = report

@@ -3,6 +3,12 @@
 //! puts them here before it enqueues its commit request, so a batch is only
 //! acknowledged once every record is either in a data file or dead-lettered.
 
+mod filter;
+mod fix;
+
+pub use filter::{Filter, parse_age};
+pub use fix::{Conversion, Fix};
+
 use std::collections::HashMap;
 
 use async_trait::async_trait;
@@ -80,6 +86,13 @@ impl Rejected {
             0 => format!("{}|{}", self.source, self.position),
             n => format!("{}|{}|replay {n}", self.source, self.position),
         }
+    }
+
+    /// The reason with the record's own values taken out (`expected a JSON
+    /// integer (long), got the string <value>`): what groups a thousand
+    /// rejections of one problem into one line.
+    pub fn reason_class(&self) -> String {
+        crate::redact::redact(&self.reason, self.record.as_bytes())
     }
 
     /// Where the record first came from, for replaying it.
