@@ -7,7 +7,8 @@
 //!   (one invocation at a time), partial batch responses (the messages it
 //!   names stay and come back after the visibility timeout), and the
 //!   queue's own redrive to its dead-letter queue after `maxReceiveCount`;
-//! - a source queue feeds the writer the same way (several pollers);
+//! - a source queue feeds the writer the same way (several pollers), and
+//!   the bucket announces objects put under `incoming/` to it;
 //! - the HTTP function answers on a local port;
 //! - the maintenance function runs on a timer.
 //!
@@ -382,11 +383,56 @@ impl Stack {
             args.max_receive_count,
         )
         .await?;
+        announce_uploads(&clients.s3, &bucket, &source.1).await;
         Ok(Stack {
             bucket,
             commits,
             source,
         })
+    }
+}
+
+/// Where uploads announce themselves to the source queue, as a bucket
+/// notification on AWS does: objects under this prefix of the bucket.
+const UPLOADS: &str = "incoming/";
+
+/// Has the bucket announce each object created under [`UPLOADS`] to the
+/// source queue. An S3 without notifications (s3s-fs) only loses that
+/// path, so the stack starts anyway and says so.
+async fn announce_uploads(s3: &aws_sdk_s3::Client, bucket: &str, queue_arn: &str) {
+    use aws_sdk_s3::types::{
+        Event, FilterRule, FilterRuleName, NotificationConfiguration,
+        NotificationConfigurationFilter, QueueConfiguration, S3KeyFilter,
+    };
+    let prefix = FilterRule::builder()
+        .name(FilterRuleName::Prefix)
+        .value(UPLOADS)
+        .build();
+    let filter = NotificationConfigurationFilter::builder()
+        .key(S3KeyFilter::builder().filter_rules(prefix).build())
+        .build();
+    let wired = match QueueConfiguration::builder()
+        .queue_arn(queue_arn)
+        .events(Event::S3ObjectCreated)
+        .filter(filter)
+        .build()
+    {
+        Ok(queue) => s3
+            .put_bucket_notification_configuration()
+            .bucket(bucket)
+            .notification_configuration(
+                NotificationConfiguration::builder()
+                    .queue_configurations(queue)
+                    .build(),
+            )
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(&e).to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = wired {
+        warn!(bucket, error = %e, "this S3 has no bucket notifications: uploads under {UPLOADS} are not announced to the source queue");
     }
 }
 
@@ -560,6 +606,10 @@ fn announce(
         args.visibility_timeout_s,
         args.max_receive_count,
         args.name
+    );
+    outln!(
+        "floe local: objects put under s3://{}/{UPLOADS} -> source queue (bucket notification)",
+        stack.bucket
     );
     outln!(
         "floe local: tables under s3://{}/warehouse, catalog {}; config {}",
