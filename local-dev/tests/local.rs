@@ -261,6 +261,34 @@ async fn scenario(s3: Option<&str>) {
             stack.pyiceberg_ids(&source_table),
             vec![10, 11, 12, 13, 20, 21]
         );
+
+        // boto3, as a producer would, puts records to the stack's stream;
+        // each shard's mapping invokes the writer with Lambda's Kinesis event.
+        let script = format!(
+            "import boto3, json\n\
+             k = boto3.client('kinesis', endpoint_url='{}', region_name='us-east-1',\n\
+                 aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+             k.put_records(StreamName='{name}-stream', Records=[\n\
+                 {{'Data': json.dumps({{'id': i, 'name': 'k%d' % i}}).encode(), 'PartitionKey': str(i)}}\n\
+                 for i in range(30, 40)])\n",
+            services::moto()
+        );
+        let out = std::process::Command::new(services::python())
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eventually("the stream's records in their table", || {
+            let out = stack.floe(&["table", "show", &source_table, "--json"]);
+            out.status.success()
+                && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 16)
+        });
+        let ids = stack.pyiceberg_ids(&source_table);
+        assert_eq!(ids[6..], (30..40).collect::<Vec<_>>(), "{ids:?}");
     }
 
     let config = floe_core::config::Config::load(Some(&stack.config())).unwrap();

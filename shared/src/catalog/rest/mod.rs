@@ -25,7 +25,7 @@
 //! SigV4 signing uses `aws-sigv4`, also already in the SDK's tree.
 
 mod auth;
-mod sigv4;
+pub mod sigv4;
 mod wire;
 
 use std::collections::HashMap;

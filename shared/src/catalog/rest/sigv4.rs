@@ -26,23 +26,19 @@ pub struct SigV4 {
 
 /// Signs requests with credentials from the AWS SDK's provider chain.
 #[derive(Debug, Clone)]
-pub(super) struct Signer {
+pub struct Signer {
     sigv4: SigV4,
     credentials: SharedCredentialsProvider,
 }
 
 impl Signer {
-    pub(super) fn new(sigv4: SigV4, credentials: SharedCredentialsProvider) -> Self {
+    pub fn new(sigv4: SigV4, credentials: SharedCredentialsProvider) -> Self {
         Self { sigv4, credentials }
     }
 
     /// Adds the SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`,
     /// `x-amz-security-token`) to `request`, whose body is `body`.
-    pub(super) async fn sign(
-        &self,
-        request: &mut reqwest::Request,
-        body: &[u8],
-    ) -> Result<(), RestError> {
+    pub async fn sign(&self, request: &mut reqwest::Request, body: &[u8]) -> Result<(), RestError> {
         let url = request.url().to_string();
         let err = |context, source| RestError::Sign {
             url: url.clone(),

@@ -9,6 +9,7 @@
 //!   queue's own redrive to its dead-letter queue after `maxReceiveCount`;
 //! - a source queue feeds the writer the same way (several pollers), and
 //!   the bucket announces objects put under `incoming/` to it;
+//! - a Kinesis stream feeds the writer shard by shard ([`kinesis`]);
 //! - the HTTP function answers on a local port;
 //! - the maintenance function runs on a timer.
 //!
@@ -41,6 +42,10 @@ use tokio::net::TcpListener;
 use tracing::{Instrument, info, warn};
 
 use crate::out::outln;
+
+mod kinesis;
+
+use kinesis::Stream;
 
 #[derive(Debug, Args)]
 pub struct LocalArgs {
@@ -579,13 +584,22 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     std::fs::write(&config_file, stack_toml(&config))
         .with_context(|| format!("writing {}", config_file.display()))?;
 
+    let stream = Stream::create(&settings, &format!("{}-stream", args.name)).await;
     let functions = Functions::new(&config).await?;
     let listener = TcpListener::bind(args.http)
         .await
         .with_context(|| format!("cannot listen on {}", args.http))?;
     let addr = listener.local_addr()?;
     announce(&args, &stack, addr, &token, &config_file);
-    serve(&clients, &args, &stack, functions, listener).await
+    if let Some(s) = &stream {
+        outln!(
+            "floe local: Kinesis stream {} ({} shards) -> writer (batch {})",
+            s.name,
+            s.shards.len(),
+            args.batch_size
+        );
+    }
+    serve(&clients, &args, &stack, functions, listener, stream).await
 }
 
 /// Tells how to reach the stack: the HTTP function, the queues, the config.
@@ -632,6 +646,7 @@ async fn serve(
     stack: &Stack,
     functions: Functions,
     listener: TcpListener,
+    stream: Option<Stream>,
 ) -> Result<()> {
     let mapping = |(url, arn): &(String, String), batch_size: usize, window: Duration| Mapping {
         sqs: clients.sqs.clone(),
@@ -662,6 +677,12 @@ async fn serve(
         let (source, writer, stop) = (source.clone(), writer.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             source.run(writer.as_ref(), &stop).await
+        }));
+    }
+    for mapping in stream.iter().flat_map(|s| s.mappings(args.batch_size)) {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            mapping.run(writer.as_ref(), &stop).await
         }));
     }
     // Reserved concurrency 1: one committer loop, one invocation at a time.
