@@ -289,6 +289,36 @@ async fn scenario(s3: Option<&str>) {
         });
         let ids = stack.pyiceberg_ids(&source_table);
         assert_eq!(ids[6..], (30..40).collect::<Vec<_>>(), "{ids:?}");
+
+        // A DynamoDB table's stream: each new image is a row of the
+        // append-only table (a MODIFY too); a REMOVE is skipped.
+        let script = format!(
+            "import boto3\n\
+             d = boto3.client('dynamodb', endpoint_url='{}', region_name='us-east-1',\n\
+                 aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+             t = '{name}-items'\n\
+             d.put_item(TableName=t, Item={{'id': {{'N': '50'}}, 'name': {{'S': 'd50'}}}})\n\
+             d.put_item(TableName=t, Item={{'id': {{'N': '51'}}, 'name': {{'S': 'd51'}}}})\n\
+             d.put_item(TableName=t, Item={{'id': {{'N': '50'}}, 'name': {{'S': 'd50b'}}}})\n\
+             d.delete_item(TableName=t, Key={{'id': {{'N': '51'}}}})\n",
+            services::moto()
+        );
+        let out = std::process::Command::new(services::python())
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eventually("the DynamoDB stream's items in their table", || {
+            let out = stack.floe(&["table", "show", &source_table, "--json"]);
+            out.status.success()
+                && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 19)
+        });
+        let ids = stack.pyiceberg_ids(&source_table);
+        assert_eq!(ids[16..], [50, 50, 51], "{ids:?}");
     }
 
     let config = floe_core::config::Config::load(Some(&stack.config())).unwrap();

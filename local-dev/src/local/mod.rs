@@ -9,7 +9,8 @@
 //!   queue's own redrive to its dead-letter queue after `maxReceiveCount`;
 //! - a source queue feeds the writer the same way (several pollers), and
 //!   the bucket announces objects put under `incoming/` to it;
-//! - a Kinesis stream feeds the writer shard by shard ([`kinesis`]);
+//! - a Kinesis stream and a DynamoDB table's stream feed the writer shard
+//!   by shard ([`streams`]);
 //! - the HTTP function answers on a local port;
 //! - the maintenance function runs on a timer.
 //!
@@ -43,9 +44,9 @@ use tracing::{Instrument, info, warn};
 
 use crate::out::outln;
 
-mod kinesis;
+mod streams;
 
-use kinesis::Stream;
+use streams::{Kind, Stream};
 
 #[derive(Debug, Args)]
 pub struct LocalArgs {
@@ -584,22 +585,26 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     std::fs::write(&config_file, stack_toml(&config))
         .with_context(|| format!("writing {}", config_file.display()))?;
 
-    let stream = Stream::create(&settings, &format!("{}-stream", args.name)).await;
+    let mut streams = Vec::new();
+    for (kind, suffix) in [(Kind::Kinesis, "stream"), (Kind::DynamoDb, "items")] {
+        let name = format!("{}-{suffix}", args.name);
+        streams.extend(Stream::create(&settings, kind, &name).await.map(Arc::new));
+    }
     let functions = Functions::new(&config).await?;
     let listener = TcpListener::bind(args.http)
         .await
         .with_context(|| format!("cannot listen on {}", args.http))?;
     let addr = listener.local_addr()?;
     announce(&args, &stack, addr, &token, &config_file);
-    if let Some(s) = &stream {
+    for s in &streams {
         outln!(
-            "floe local: Kinesis stream {} ({} shards) -> writer (batch {})",
-            s.name,
+            "floe local: {} ({} shards) -> writer (batch {})",
+            s.describe(),
             s.shards.len(),
             args.batch_size
         );
     }
-    serve(&clients, &args, &stack, functions, listener, stream).await
+    serve(&clients, &args, &stack, functions, listener, &streams).await
 }
 
 /// Tells how to reach the stack: the HTTP function, the queues, the config.
@@ -646,7 +651,7 @@ async fn serve(
     stack: &Stack,
     functions: Functions,
     listener: TcpListener,
-    stream: Option<Stream>,
+    streams: &[Arc<Stream>],
 ) -> Result<()> {
     let mapping = |(url, arn): &(String, String), batch_size: usize, window: Duration| Mapping {
         sqs: clients.sqs.clone(),
@@ -679,7 +684,7 @@ async fn serve(
             source.run(writer.as_ref(), &stop).await
         }));
     }
-    for mapping in stream.iter().flat_map(|s| s.mappings(args.batch_size)) {
+    for mapping in streams.iter().flat_map(|s| s.mappings(args.batch_size)) {
         let (writer, stop) = (writer.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             mapping.run(writer.as_ref(), &stop).await
