@@ -94,7 +94,7 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
             urls.join(", ")
         ),
     }
-    serve_http(listener, Arc::new(api), shutdown_signal()).await;
+    serve_http(listener, Arc::new(api), None, shutdown_signal()).await;
     if let Some(commits) = local {
         outln!("floe serve: stopping; committing what was acknowledged");
         let left = commits
@@ -129,6 +129,7 @@ fn report_leftover(left: &Leftover) {
 pub async fn serve_http(
     listener: TcpListener,
     api: Arc<HttpIngest>,
+    iam: Option<SignatureCheck>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -143,10 +144,10 @@ pub async fn serve_http(
                         continue;
                     }
                 };
-                let api = api.clone();
+                let (api, iam) = (api.clone(), iam.clone());
                 let service = hyper::service::service_fn(move |req| {
-                    let api = api.clone();
-                    async move { Ok::<_, Infallible>(answer(&api, req).await) }
+                    let (api, iam) = (api.clone(), iam.clone());
+                    async move { Ok::<_, Infallible>(answer(&api, iam.as_deref(), req).await) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service);
@@ -165,9 +166,21 @@ pub async fn serve_http(
     graceful.shutdown().await;
 }
 
-/// Reads the body (at most the API's limit) and hands the request over.
-async fn answer(api: &HttpIngest, req: http::Request<Incoming>) -> http::Response<Full<Bytes>> {
-    let (parts, body) = req.into_parts();
+/// Checks a request's AWS signature before the function sees it, as a
+/// Function URL with `AWS_IAM` auth does: `None` when it is not signed.
+pub type SignatureCheck =
+    Arc<dyn Fn(&http::request::Parts, &[u8]) -> Option<Result<(), String>> + Send + Sync>;
+
+/// Reads the body (at most the API's limit), checks a signature, and hands
+/// the request over.
+async fn answer(
+    api: &HttpIngest,
+    iam: Option<
+        &(dyn Fn(&http::request::Parts, &[u8]) -> Option<Result<(), String>> + Send + Sync),
+    >,
+    req: http::Request<Incoming>,
+) -> http::Response<Full<Bytes>> {
+    let (mut parts, body) = req.into_parts();
     let limit = api.max_body();
     let declared = parts
         .headers
@@ -190,6 +203,19 @@ async fn answer(api: &HttpIngest, req: http::Request<Incoming>) -> http::Respons
             return resp;
         }
     };
+    match iam.and_then(|check| check(&parts, &body)) {
+        Some(Ok(())) => {
+            parts.extensions.insert(floe_core::http::IamCaller);
+        }
+        Some(Err(why)) => {
+            let mut resp = http::Response::new(Full::new(Bytes::from(
+                serde_json::json!({"error": format!("SigV4: {why}")}).to_string(),
+            )));
+            *resp.status_mut() = http::StatusCode::FORBIDDEN;
+            return resp;
+        }
+        None => {}
+    }
     api.handle(http::Request::from_parts(parts, body))
         .await
         .map(Full::new)

@@ -42,6 +42,8 @@ impl Stack {
             .args(["--batching-window-ms", "300", "--visibility-timeout-s", "1"])
             .env_remove("FLOE_WAREHOUSE")
             .env_remove("FLOE_FAULT")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
             .stdout(Stdio::piped());
         let env = match s3 {
             Some(s3) => vec![
@@ -216,6 +218,37 @@ async fn scenario(s3: Option<&str>) {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["committed"], true, "{body}");
 
+    // Signed with SigV4 by the stack's credentials, as a Function URL with
+    // AWS_IAM auth takes it (curl's own signer); other keys are refused.
+    let signed = |user: &str| {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--aws-sigv4",
+                "aws:amz:us-east-1:lambda",
+                "--user",
+                user,
+            ])
+            .args(["-H", "content-type: application/x-ndjson"])
+            .args(["--data-binary", "{\"id\":4,\"name\":\"d\"}"])
+            .arg(format!(
+                "{}/v1/tables/local/http_{id}/records?wait=commit",
+                stack.http
+            ))
+            .output()
+            .expect("run curl");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    let answer = signed("testing:testing");
+    assert_eq!(answer["committed"], true, "{answer}");
+    let answer = signed("testing:other-secret");
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("signature does not match")),
+        "{answer}"
+    );
+
     // The source queue feeds the writer function.
     let source = queue_url("source").await;
     for i in 10..14 {
@@ -233,7 +266,7 @@ async fn scenario(s3: Option<&str>) {
         out.status.success()
             && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 4)
     });
-    assert_eq!(stack.pyiceberg_ids(&http_table), vec![1, 2, 3]);
+    assert_eq!(stack.pyiceberg_ids(&http_table), vec![1, 2, 3, 4]);
     assert_eq!(stack.pyiceberg_ids(&source_table), vec![10, 11, 12, 13]);
 
     // On moto, an object put under incoming/ is announced to the source
@@ -358,7 +391,7 @@ async fn scenario(s3: Option<&str>) {
         s["queue"]["dead_letter_queue"]["visible"], 0,
         "not redriven: {s}"
     );
-    assert_eq!(s["tables"][0]["total_records"], 3, "{s}");
+    assert_eq!(s["tables"][0]["total_records"], 4, "{s}");
     stack.stop();
 }
 

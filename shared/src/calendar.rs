@@ -7,7 +7,7 @@ pub(crate) const SECS_PER_DAY: i64 = 86_400;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (civil-from-days inverted: shift the year
 /// to start in March so the leap day is last, then count 400-year eras).
-pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

@@ -13,7 +13,7 @@
 pub mod avro;
 #[cfg(feature = "aws")]
 pub mod aws;
-pub(crate) mod calendar;
+pub mod calendar;
 pub mod catalog;
 pub mod change;
 pub mod clock;

@@ -11,7 +11,8 @@
 //!   the bucket announces objects put under `incoming/` to it;
 //! - a Kinesis stream and a DynamoDB table's stream feed the writer shard
 //!   by shard ([`streams`]);
-//! - the HTTP function answers on a local port;
+//! - the HTTP function answers on a local port, to the bearer token or to
+//!   a request SigV4-signed with the stack's credentials ([`iam`]);
 //! - the maintenance function runs on a timer.
 //!
 //! It creates what it needs first (bucket, queues with redrive, the Glue
@@ -44,6 +45,7 @@ use tracing::{Instrument, info, warn};
 
 use crate::out::outln;
 
+mod iam;
 mod streams;
 
 use streams::{Kind, Stream};
@@ -700,7 +702,16 @@ async fn serve(
     // so it runs beside the server on this task rather than spawned.
     let every = Duration::from_secs(args.maintenance_every_s.max(1));
     let serving = async {
-        crate::serve::serve_http(listener, Arc::new(http), crate::serve::shutdown_signal()).await;
+        let iam = iam::IamCheck::from_env().map(|check| -> crate::serve::SignatureCheck {
+            Arc::new(move |parts, body| check.verify(parts, body, std::time::SystemTime::now()))
+        });
+        crate::serve::serve_http(
+            listener,
+            Arc::new(http),
+            iam,
+            crate::serve::shutdown_signal(),
+        )
+        .await;
         stop.store(true, Ordering::Relaxed);
     };
     tokio::join!(serving, maintain_every(&maintenance, every, &stop));
