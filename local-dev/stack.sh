@@ -7,6 +7,10 @@
 #
 #   ./local-dev/stack.sh                 # HTTP on 127.0.0.1:8080, token "local"
 #   ./local-dev/stack.sh --http 127.0.0.1:9000 --batching-window-ms 5000
+#   ./local-dev/stack.sh --s3s           # S3 on s3s-fs (local-dev/s3s.sh), the rest on moto
+#
+# Its output (stdout) carries the functions' logs too, so `> stack.log`
+# keeps what each invocation did.
 #
 # It builds the full CLI (`--features full`: the AWS SDK and the functions'
 # handlers) in the quick start's target directory and profile, so after
@@ -15,6 +19,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 endpoint="$(bash local-dev/aws.sh)"
+endpoint_args=(--endpoint "$endpoint")
+if [ "${1:-}" = "--s3s" ]; then
+  shift
+  # S3 on s3s-fs, SQS, Glue, Kinesis and DynamoDB on moto: per service,
+  # through the SDK's own variables.
+  export AWS_ENDPOINT_URL="$endpoint" AWS_ENDPOINT_URL_S3="$(bash local-dev/s3s.sh)"
+  endpoint_args=()
+fi
 # moto takes any credentials; the SDK wants some.
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-testing}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-testing}"
@@ -32,5 +44,8 @@ export AWS_ACCESS_KEY_ID='$AWS_ACCESS_KEY_ID' AWS_SECRET_ACCESS_KEY='$AWS_SECRET
 export AWS_EC2_METADATA_DISABLED=true
 alias floe='$(cd "$(dirname "$FLOE_BIN")" && pwd)/$(basename "$FLOE_BIN")'
 EOF
+if [ -n "${AWS_ENDPOINT_URL_S3:-}" ]; then
+  echo "export AWS_ENDPOINT_URL='$AWS_ENDPOINT_URL' AWS_ENDPOINT_URL_S3='$AWS_ENDPOINT_URL_S3'" >> floe-local/env
+fi
 echo "stack.sh: in another shell, \`. floe-local/env\` first (the credentials and a floe alias for the commands below)"
-exec "$FLOE_BIN" local --endpoint "$endpoint" "$@"
+exec "$FLOE_BIN" local "${endpoint_args[@]}" "$@" 2>&1

@@ -370,6 +370,8 @@ struct Stack {
     commits: (String, String),
     /// The source queue's `(url, arn)`.
     source: (String, String),
+    /// Whether the bucket announces uploads to the source queue.
+    uploads: bool,
 }
 
 impl Stack {
@@ -391,11 +393,12 @@ impl Stack {
             args.max_receive_count,
         )
         .await?;
-        announce_uploads(&clients.s3, &bucket, &source.1).await;
+        let uploads = announce_uploads(&clients.s3, &bucket, &source.1).await;
         Ok(Stack {
             bucket,
             commits,
             source,
+            uploads,
         })
     }
 }
@@ -405,9 +408,9 @@ impl Stack {
 const UPLOADS: &str = "incoming/";
 
 /// Has the bucket announce each object created under [`UPLOADS`] to the
-/// source queue. An S3 without notifications (s3s-fs) only loses that
-/// path, so the stack starts anyway and says so.
-async fn announce_uploads(s3: &aws_sdk_s3::Client, bucket: &str, queue_arn: &str) {
+/// source queue; whether it does. An S3 without notifications (s3s-fs)
+/// only loses that path, so the stack starts anyway and says so.
+async fn announce_uploads(s3: &aws_sdk_s3::Client, bucket: &str, queue_arn: &str) -> bool {
     use aws_sdk_s3::types::{
         Event, FilterRule, FilterRuleName, NotificationConfiguration,
         NotificationConfigurationFilter, QueueConfiguration, S3KeyFilter,
@@ -439,9 +442,10 @@ async fn announce_uploads(s3: &aws_sdk_s3::Client, bucket: &str, queue_arn: &str
             .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(&e).to_string()),
         Err(e) => Err(e.to_string()),
     };
-    if let Err(e) = wired {
+    if let Err(e) = &wired {
         warn!(bucket, error = %e, "this S3 has no bucket notifications: uploads under {UPLOADS} are not announced to the source queue");
     }
+    wired.is_ok()
 }
 
 /// Creates the bucket; one this account already owns is taken as it is.
@@ -628,10 +632,12 @@ fn announce(
         args.max_receive_count,
         args.name
     );
-    outln!(
-        "floe local: objects put under s3://{}/{UPLOADS} -> source queue (bucket notification)",
-        stack.bucket
-    );
+    if stack.uploads {
+        outln!(
+            "floe local: objects put under s3://{}/{UPLOADS} -> source queue (bucket notification)",
+            stack.bucket
+        );
+    }
     outln!(
         "floe local: tables under s3://{}/warehouse, catalog {}; config {}",
         stack.bucket,
