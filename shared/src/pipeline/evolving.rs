@@ -145,25 +145,29 @@ async fn apply(
     evolution: &Evolution,
     report: &mut WriteReport,
 ) -> Result<(), PipelineError> {
+    // The changes of the attempt that committed: none when another writer
+    // made them first, so two writers never both report one change.
+    let applied = std::sync::Mutex::new(Vec::new());
     env.engine
         .update_schema(part.ident, |m| {
             // Iceberg refused no schema for these records a moment ago;
             // should it now, the table changed under us and the next pass
             // evolves again from what it is.
-            evolve::evolve(m.current_schema(), m.last_column_id(), values, opts)
+            let e = evolve::evolve(m.current_schema(), m.last_column_id(), values, opts)
                 .ok()
                 .flatten()
-                .filter(|e| !e.changes.is_empty())
-                .map(|e| e.schema)
+                .filter(|e| !e.changes.is_empty());
+            if let Ok(mut a) = applied.lock() {
+                *a = e.as_ref().map(|e| e.changes.clone()).unwrap_or_default();
+            }
+            e.map(|e| e.schema)
         })
         .await?;
-    info!(changes = ?evolution.changes, "evolved the table schema");
-    report.evolved.extend(
-        evolution
-            .changes
-            .iter()
-            .map(|c| format!("{}: {c}", part.table)),
-    );
+    let applied = applied.into_inner().unwrap_or_default();
+    info!(changes = ?applied, planned = ?evolution.changes, "evolved the table schema");
+    report
+        .evolved
+        .extend(applied.iter().map(|c| format!("{}: {c}", part.table)));
     env.forget(part.ident);
     Ok(())
 }
