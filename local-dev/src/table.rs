@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use floe_core::commit::{CommitEngine, RetryPolicy};
+use floe_core::config::ResolvedTable;
 use floe_core::embedded::Embedded;
 use floe_core::iceberg::spec::{FormatVersion, PrimitiveType, Schema, TableMetadata};
+use floe_core::pipeline::infer_options;
 use floe_core::type_text::type_text;
 use floe_core::{evolve, ident, ledger, tabledef};
 use serde_json::json;
@@ -74,8 +76,16 @@ pub struct CreateArgs {
     table: String,
     /// Iceberg schema JSON (`{"type":"struct","fields":[...]}`)
     /// [default: the table's `schema` in the config].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "infer")]
     schema: Option<PathBuf>,
+    /// Infer the schema from the records of an NDJSON file (its first
+    /// 1,000), as a first write would with the table's settings.
+    #[arg(long)]
+    infer: Option<PathBuf>,
+    /// Identifier field (keyed table: upserts and deletes); repeatable,
+    /// over the config section's `identifier_fields`.
+    #[arg(long = "key")]
+    keys: Vec<String>,
     /// Partition field: `col`, `day(ts)`, `bucket(16, id)`, `truncate(4, s)`…
     /// (repeatable; replaces the config section's `partition`).
     #[arg(long = "partition")]
@@ -247,17 +257,25 @@ async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {
     let name = ident::display(&ident);
     // The same settings a writer applies when it creates the table on first write.
     let mut settings = floe.config().table(&name);
-    let path = args
-        .schema
-        .clone()
-        .or_else(|| settings.schema.clone())
-        .with_context(|| {
-            format!("give --schema FILE, or set schema in the config's [tables.\"{name}\"] section")
-        })?;
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading schema file {}", path.display()))?;
-    let schema =
-        tabledef::parse_schema(&text).with_context(|| format!("schema file {}", path.display()))?;
+    if !args.keys.is_empty() {
+        settings.identifier_fields = args.keys.clone();
+    }
+    let schema = match &args.infer {
+        Some(sample) => infer(sample, &settings)?,
+        None => {
+            let path = args
+                .schema
+                .clone()
+                .or_else(|| settings.schema.clone())
+                .with_context(|| {
+                    format!("give --schema FILE or --infer RECORDS.ndjson, or set schema in the config's [tables.\"{name}\"] section")
+                })?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading schema file {}", path.display()))?;
+            tabledef::parse_schema(&text)
+                .with_context(|| format!("schema file {}", path.display()))?
+        }
+    };
     if !args.partitions.is_empty() {
         settings.partition = args.partitions.clone();
     }
@@ -269,6 +287,34 @@ async fn create(floe: &Embedded, args: CreateArgs) -> Result<()> {
     let loaded = floe.create_table(&ident, creation).await?;
     outln!("created {name} at {}", loaded.metadata.location());
     Ok(())
+}
+
+/// Records `--infer` reads, as many as a first write samples.
+const INFER_SAMPLE: usize = 1_000;
+
+/// The schema the first records of `sample` give under `settings`.
+fn infer(sample: &std::path::Path, settings: &ResolvedTable) -> Result<Schema> {
+    let file = std::fs::File::open(sample)
+        .with_context(|| format!("reading records file {}", sample.display()))?;
+    let mut values = Vec::new();
+    for (n, line) in std::io::BufRead::lines(std::io::BufReader::new(file)).enumerate() {
+        let line = line.with_context(|| format!("reading {}", sample.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{} line {}: not a JSON record", sample.display(), n + 1))?;
+        values.push(value);
+        if values.len() == INFER_SAMPLE {
+            break;
+        }
+    }
+    evolve::infer_schema(&values, &infer_options(settings))?.with_context(|| {
+        format!(
+            "{}: no field has a type yet (no records, or every value null)",
+            sample.display()
+        )
+    })
 }
 
 async fn show(floe: &Embedded, args: ShowArgs) -> Result<()> {

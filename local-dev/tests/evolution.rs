@@ -640,3 +640,75 @@ fn required_columns_hold_and_coercions_are_opt_in() {
     assert_eq!(replay["records_committed"], 1, "{replay}");
     assert_eq!(ids(&wh.read("bronze.strict", Some("id"))), [1, 3]);
 }
+
+/// `table create --infer FILE` gives the table the schema a first write of
+/// those records would, with `--key` making it keyed; the file then goes in.
+#[test]
+fn a_table_is_created_from_a_sample_of_its_records() {
+    let wh = Warehouse::new();
+    let sample = wh.file(
+        "sample.ndjson",
+        "{\"id\":1,\"repo\":{\"name\":\"a\",\"stars\":3},\"at\":\"2026-11-30T10:00:00Z\",\"tags\":[\"x\"]}\n\
+         {\"id\":2,\"repo\":{\"name\":\"b\",\"stars\":null},\"at\":\"2026-11-30T11:00:00Z\",\"score\":1.5}\n",
+    );
+    let path = sample.to_str().unwrap();
+    let out = wh.floe_env(
+        &[
+            "table",
+            "create",
+            "bronze.gh",
+            "--infer",
+            path,
+            "--schema",
+            path,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "--infer and --schema conflict");
+    wh.floe(&[
+        "table",
+        "create",
+        "bronze.gh",
+        "--infer",
+        path,
+        "--key",
+        "id",
+    ]);
+    let show: Value =
+        serde_json::from_str(&wh.floe(&["table", "show", "bronze.gh", "--json"])).unwrap();
+    let schema = &show["schema"];
+    assert_eq!(
+        schema["identifier-field-ids"],
+        serde_json::json!([1]),
+        "{schema}"
+    );
+    assert_eq!(field_type(&show, "id"), "long");
+    assert_eq!(field_type(&show, "at"), "timestamptz");
+    assert_eq!(field_type(&show, "score"), "double");
+    assert_eq!(
+        field_type(&show, "repo")["fields"][1]["type"],
+        "long",
+        "{schema}"
+    );
+    assert_eq!(field_type(&show, "tags")["element"], "string", "{schema}");
+    let report = wh.ingest("bronze.gh", &[&sample], &[]);
+    assert_eq!(report["records_committed"], 2, "{report}");
+    assert!(report["evolved"].as_array().unwrap().is_empty(), "{report}");
+    assert_eq!(ids(&wh.read("bronze.gh", Some("id"))), [1, 2]);
+    let empty = wh.file("empty.ndjson", "{\"a\":null}\n");
+    let out = wh.floe_env(
+        &[
+            "table",
+            "create",
+            "bronze.none",
+            "--infer",
+            empty.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no field has a type yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

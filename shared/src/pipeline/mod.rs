@@ -28,6 +28,7 @@ use crate::shred::ShredError;
 use crate::write::WriteError;
 
 pub use committer::{CommitReport, Committer, TableCommitReport};
+pub use part::infer_options;
 pub use writer::{WriteReport, Writer, WriterParts};
 
 /// Why a pipeline step failed; the batch must not be acknowledged.

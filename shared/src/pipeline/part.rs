@@ -264,7 +264,7 @@ pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
 }
 
 /// How the table's settings infer a column from a value.
-pub(super) fn infer_options(t: &ResolvedTable) -> InferOptions {
+pub fn infer_options(t: &ResolvedTable) -> InferOptions {
     InferOptions {
         decimal_scale: t.infer_decimal_scale.map(u32::from),
         timestamps: t.infer_timestamps,
