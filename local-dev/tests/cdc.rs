@@ -107,3 +107,95 @@ fn copy_on_write_table_reads_as_the_model_in_pyiceberg_with_its_changelog_beside
     }
     assert_eq!(seen, want);
 }
+
+/// Debezium changes of one database (increasing `source.lsn`) spread over
+/// five objects, each its own source, ingested out of order (0, 2, 1, 4, 3,
+/// then 2 again): with `order_changes_by = "position"` every key ends at its
+/// last change by LSN, whichever object came last, deletes included, and a
+/// rerun changes nothing; without it the objects' commit order wins and
+/// the table is wrong (the case this setting exists for).
+#[test]
+fn changes_spread_over_sources_apply_in_their_lsn_order() {
+    let mut rng = Rng(0x0_1d3a);
+    let mut model: BTreeMap<u64, String> = BTreeMap::new();
+    let mut parts = vec![String::new(); 5];
+    for i in 0..2_000u64 {
+        let id = rng.next() % 120;
+        let lsn = 1_000 + i * 10;
+        let delete = rng.next().is_multiple_of(6);
+        let (op, before, after) = if delete {
+            model.remove(&id);
+            ("d", json!({"id": id}), Value::Null)
+        } else {
+            let v = format!("v{i}");
+            model.insert(id, v.clone());
+            ("u", Value::Null, json!({"id": id, "v": v}))
+        };
+        let event = json!({"before": before, "after": after, "op": op,
+            "source": {"connector": "postgresql", "lsn": lsn, "ts_ms": 1_767_225_600_000u64 + i},
+            "ts_ms": 1_767_225_600_000u64 + i});
+        // Consecutive runs of the stream go to consecutive objects.
+        parts[(i / 400) as usize].push_str(&(event.to_string() + "\n"));
+    }
+    // `together`: one ingest of every object, newest first, three writers,
+    // so requests of several sources meet in one commit.
+    let run = |ordered: bool, together: bool| {
+        let wh = Warehouse::new();
+        wh.file(
+            "kv.json",
+            r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
+          {"id":1,"name":"id","required":true,"type":"long"},
+          {"id":2,"name":"v","required":false,"type":"string"}]}"#,
+        );
+        let order = if ordered {
+            "order_changes_by = \"position\"\n"
+        } else {
+            ""
+        };
+        let config = wh.file(
+            "floe.toml",
+            &format!("[tables.\"silver.kv\"]\nschema = \"kv.json\"\n{order}"),
+        );
+        let cfg = config.to_str().unwrap();
+        let files: Vec<_> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| wh.file(&format!("part{i}.ndjson"), t))
+            .collect();
+        let runs: Vec<Vec<usize>> = if together {
+            vec![vec![4, 3, 2, 1, 0]]
+        } else {
+            [0, 2, 1, 4, 3, 2].iter().map(|i| vec![*i]).collect()
+        };
+        for run in runs {
+            let mut args = vec!["--config", cfg, "ingest", "silver.kv", "--json"];
+            args.extend(run.iter().map(|i| files[*i].to_str().unwrap()));
+            args.extend(["--batch-size", "150", "--writers", "3"]);
+            let report = wh.report(&args);
+            assert_eq!(report["rejected"], 0, "{report}");
+        }
+        let table = wh.read("silver.kv", Some("id"));
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_u64().unwrap(),
+                    r["v"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect::<BTreeMap<u64, String>>()
+    };
+    assert_eq!(
+        run(true, false),
+        model,
+        "in LSN order, one object at a time"
+    );
+    assert_eq!(run(true, true), model, "in LSN order, every object at once");
+    assert_ne!(
+        run(false, false),
+        model,
+        "without the order field, the later commit wins"
+    );
+}

@@ -57,6 +57,7 @@ pub(super) const ENVELOPES: &[&str] = &[
 ];
 pub(super) const REMOVES: &[&str] = &["skip", "keep"];
 pub(super) const COERCIONS: &[&str] = &["numeric_strings", "to_string"];
+pub(super) const CHANGE_ORDERS: &[&str] = &["position", "ts_ms"];
 
 const WAREHOUSE: &[Key] = &[key("path", Kind::Text), key("uri", Kind::Text)];
 const DEAD_LETTER: &[Key] = &[key("location", Kind::Text)];
@@ -83,6 +84,7 @@ const DEFAULTS: &[Key] = &[
     key("coerce", Kind::Choices(COERCIONS)),
     key("merge_strategy", Kind::Choice(MERGE_STRATEGIES)),
     key("changelog", Kind::Choice(CHANGELOGS)),
+    key("order_changes_by", Kind::Choice(CHANGE_ORDERS)),
 ];
 const AWS: &[Key] = &[
     key("region", Kind::Text),

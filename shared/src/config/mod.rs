@@ -151,6 +151,7 @@
 //! | `epoch_unit` | `"s"`, `"ms"`, `"us"` or `"ns"` | `"ms"` | Unit of JSON numbers written to timestamp, date and time columns. |
 //! | `merge_strategy` | `"merge-on-read"`, `"equality-deletes"` or `"copy-on-write"` | `"merge-on-read"` | Keyed tables: `merge-on-read` commits position deletes the committer resolves against the table's rows, which every engine reads (pyiceberg, Snowflake and Athena included); `equality-deletes` commits the writers' equality delete files, cheaper to commit but unread by those three; `copy-on-write` rewrites the data files holding touched keys at commit, so the table never has delete files (for engines that read none), at the cost of write amplification reported in each snapshot summary (`floe.cow.*`). Sets `write.update.mode`, `write.delete.mode` and `write.merge.mode` on tables floe creates; the committer follows those properties. |
 //! | `changelog` | `"off"`, `"beside"` or `"only"` | `"off"` | Change records (Debezium, DMS, DynamoDB, `_op`): `beside` also appends every change, unfolded and in order, to `<table>_changelog` with columns `_op` (`insert`, `update`, `delete`, `read`, `truncate`), `_position` (the source position, e.g. the LSN) and `_ts` (event time) before the row's own; `only` writes that changelog to the table itself, with no keyed table. |
+//! | `order_changes_by` | `"position"` or `"ts_ms"` | — | Keyed tables fed by several sources (S3 objects, partitions, HTTP clients) carrying one database's changes: apply each key's changes in this order across every source (the change's source position, e.g. Debezium `source.lsn`, or its event time), not the later commit's; a change without it is dead-lettered ([cdc.md](cdc.md#one-order-across-sources-order_changes_by)). |
 //!
 //! ## `[aws]`: how to reach AWS
 //!
@@ -780,6 +781,41 @@ pub fn coercions(list: &[Coercion]) -> crate::shred::Coercions {
     }
 }
 
+/// `order_changes_by`: what orders a keyed table's changes across sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeOrder {
+    /// The change's source position: Debezium `source.lsn` (or `pos`,
+    /// `scn`, `change_lsn`, `sequence`), DynamoDB `SequenceNumber`.
+    Position,
+    /// The change's event time in ms (Debezium `source.ts_ms`, else `ts_ms`).
+    TsMs,
+}
+
+impl ChangeOrder {
+    /// The source name the ledger keeps this order under: one for every
+    /// source of a table, so changes are compared across them.
+    pub fn source(self) -> &'static str {
+        match self {
+            Self::Position => "order:position",
+            Self::TsMs => "order:ts_ms",
+        }
+    }
+
+    /// The field it reads, for messages.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Position => "source.lsn (the change's source position)",
+            Self::TsMs => "ts_ms",
+        }
+    }
+}
+
+/// Whether `source` is the ledger name of a [`ChangeOrder`].
+pub fn is_order_source(source: &str) -> bool {
+    source.starts_with("order:")
+}
+
 /// `merge_strategy`: how a keyed table applies updates and deletes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -838,6 +874,10 @@ pub struct TableDefaults {
     pub coerce: Vec<Coercion>,
     /// How keyed tables apply updates and deletes.
     pub merge_strategy: MergeStrategy,
+    /// What orders a keyed table's changes across sources; unset, each
+    /// source's own order, and between sources the later commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_changes_by: Option<ChangeOrder>,
     /// Whether changes are also kept in an append-only changelog table.
     pub changelog: Changelog,
     /// Iceberg table properties.
@@ -858,6 +898,7 @@ impl Default for TableDefaults {
             relax_required: false,
             coerce: Vec::new(),
             merge_strategy: MergeStrategy::default(),
+            order_changes_by: None,
             changelog: Changelog::default(),
             properties: BTreeMap::new(),
         }
@@ -910,6 +951,9 @@ pub struct TableConfig {
     /// Overrides `defaults.merge_strategy`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merge_strategy: Option<MergeStrategy>,
+    /// Overrides `defaults.order_changes_by`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_changes_by: Option<ChangeOrder>,
     /// Overrides `defaults.changelog`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changelog: Option<Changelog>,
@@ -957,6 +1001,8 @@ pub struct ResolvedTable {
     pub coerce: Vec<Coercion>,
     /// How a keyed table applies updates and deletes.
     pub merge_strategy: MergeStrategy,
+    /// What orders a keyed table's changes across sources.
+    pub order_changes_by: Option<ChangeOrder>,
     /// Whether changes are also kept in an append-only changelog table.
     pub changelog: Changelog,
 }
@@ -1345,6 +1391,7 @@ impl Config {
             relax_required: own.relax_required.unwrap_or(defaults.relax_required),
             coerce: own.coerce.unwrap_or_else(|| defaults.coerce.clone()),
             merge_strategy,
+            order_changes_by: own.order_changes_by.or(defaults.order_changes_by),
             changelog: own.changelog.unwrap_or(defaults.changelog),
         }
     }

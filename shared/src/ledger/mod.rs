@@ -50,6 +50,8 @@ use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
 
+use crate::config::is_order_source;
+
 pub use claims::{Claims, SpanClaim, Taken};
 pub use digest::record as record_digest;
 pub use head::{ArchiveRef, Archived, Entry, FormatError, Head, Retired, Segment, SegmentRef};
@@ -384,7 +386,8 @@ impl Ledger {
     /// an HTTP span, those of requests received after it (committed after
     /// it was received); for
     /// the sources a replay's records first came from (`request.order`), the
-    /// commits at or above their first position there.
+    /// commits at or above their first position there; for the table's
+    /// change order, every commit at or above its first change there.
     pub async fn later_key_files(
         &self,
         request: &CommitRequest,
@@ -420,9 +423,13 @@ impl Ledger {
             }
         }
         // A replay of dead letters: the changes its records' first sources
-        // committed after them, however long before the replay.
+        // committed after them, however long before the replay. The table's
+        // change order: the changes of any source at or after its first.
         for span in &request.order {
             match &span.positions {
+                Positions::Range { first, .. } if is_order_source(&span.source) => {
+                    lookups.push((&span.source, Some(first.clone()), i64::MIN));
+                }
                 Positions::Range { first, .. } => {
                     if let Some(anchor) = self
                         .marks(&span.source)
@@ -566,6 +573,13 @@ fn entry(r: &CommitRequest, now_ms: i64) -> Entry {
                 spans.push((span.source.clone(), o.clone(), o.clone()));
             }
             Positions::Key { order: None, .. } => {}
+        }
+    }
+    // Its place in the table's change order, which later requests of any
+    // source look for.
+    for span in r.order.iter().filter(|s| is_order_source(&s.source)) {
+        if let Positions::Range { first, last } = &span.positions {
+            spans.push((span.source.clone(), first.clone(), last.clone()));
         }
     }
     Entry {

@@ -14,12 +14,13 @@ use super::identity;
 use super::part::{KeyedFiles, Output, Part, TableContext, shred_options};
 use super::report::WriteReport;
 use crate::commit::KeyedMode;
+use crate::config::ChangeOrder;
 use crate::faults::FaultPoint;
 use crate::ledger::{self, KeyFile};
 use crate::metrics::Counters;
 use crate::request::CommitRequest;
 use crate::shred::Shredder;
-use crate::source::SourceBatch;
+use crate::source::{Positions, SourceBatch, SourceSpan};
 use crate::write::rows::RowId;
 
 /// Writes a table's part of a batch: data files, its deletes and key
@@ -81,7 +82,11 @@ pub(super) async fn write_files(
         records,
     )?
     .with_source(batch.state.clone(), rejected, batch.oldest_ms)
-    .ordered_after(identity::origin_spans(batch));
+    .ordered_after(order_spans(
+        batch,
+        keys.as_ref(),
+        ctx.settings.order_changes_by,
+    ));
     if let Some(k) = &keys {
         request = request.keyed(k.truncate, key_file);
         request.truncate_at = k.truncate_at.clone();
@@ -89,6 +94,26 @@ pub(super) async fn write_files(
     enqueue(env, part, &request).await?;
     debug!(records, "batch written");
     Ok(())
+}
+
+/// The spans the request is ordered after: a replay's first sources, and
+/// the table's change order over the batch's changes (when it has one), so
+/// the committer applies its changes per key against later ones of any
+/// source.
+fn order_spans(
+    batch: &SourceBatch,
+    keys: Option<&KeyedFiles>,
+    by: Option<ChangeOrder>,
+) -> Vec<SourceSpan> {
+    let mut spans = identity::origin_spans(batch);
+    if let (Some(by), Some((first, last))) = (by, keys.and_then(|k| k.order.clone())) {
+        spans.push(SourceSpan {
+            source: by.source().to_string(),
+            positions: Positions::Range { first, last },
+            stream: false,
+        });
+    }
+    spans
 }
 
 /// Sends the part's commit request to the table's queue.
@@ -135,7 +160,10 @@ async fn write_key_file(
         "{}/{name}.json.zst",
         ledger::place::keys_dir(&ctx.loaded.metadata)
     );
-    let file = KeyFile::new(identity::key_sources(part.batch), &keys.file);
+    let file = KeyFile::new(
+        identity::key_sources(part.batch, ctx.settings.order_changes_by),
+        &keys.file,
+    );
     let write_err = |source| {
         part.write_err(crate::write::WriteError::Iceberg {
             table: part.table.clone(),

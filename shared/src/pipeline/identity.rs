@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::change::Change;
+use crate::config::ChangeOrder;
 use crate::dlq::{Origin, Replayed};
 use crate::source::{Pos, Position, Positions, SourceBatch, SourceKind, SourceSpan};
 use crate::write::rows::{At, RowId};
@@ -23,10 +24,14 @@ pub(super) struct Identity<'a> {
     /// The key file's sources ([`key_sources`]), which
     /// [`Self::key_change`] indexes.
     key_sources: Vec<String>,
+    /// What orders the table's changes across sources, when something does.
+    order: Option<ChangeOrder>,
 }
 
 impl<'a> Identity<'a> {
-    pub(super) fn of(batch: &'a SourceBatch) -> Self {
+    /// The identity of `batch`'s records, for a table whose changes `order`
+    /// orders across sources (when set).
+    pub(super) fn of(batch: &'a SourceBatch, order: Option<ChangeOrder>) -> Self {
         let span = batch.spans.first();
         let ids = match span.map(|s| &s.positions) {
             Some(Positions::Ids { ids }) => ids
@@ -41,7 +46,8 @@ impl<'a> Identity<'a> {
             ids,
             ids_ordered: batch.source.kind == SourceKind::Kinesis,
             replayed: batch.records.replayed(),
-            key_sources: key_sources(batch),
+            key_sources: key_sources(batch, order),
+            order,
         }
     }
 
@@ -50,6 +56,11 @@ impl<'a> Identity<'a> {
     /// and position (so newer changes of that source still win), else the
     /// batch's own ([`Self::key_position`]).
     pub(super) fn key_change(&self, pos: Pos<'_>, change: &Change) -> (u16, Option<Position>) {
+        if let Some(by) = self.order {
+            // The table's own order, named last among the key file's sources.
+            let last = u16::try_from(self.key_sources.len().saturating_sub(1)).unwrap_or(0);
+            return (last, order_value(change, by));
+        }
         let pos = pos.plain();
         let origin = match (pos, self.replayed) {
             (Pos::Item(id), Some(r)) => r.origin(id),
@@ -65,6 +76,11 @@ impl<'a> Identity<'a> {
             Some(i) => (i, at),
             None => (0, None),
         }
+    }
+
+    /// Whether key changes are placed in the table's change order.
+    pub(super) fn ordered(&self) -> bool {
+        self.order.is_some()
     }
 
     /// The row's record; `None` when the span names no records (an HTTP key).
@@ -94,12 +110,26 @@ impl<'a> Identity<'a> {
     }
 }
 
-/// The batch's span sources, then those replayed records first came from:
-/// the sources its key files name.
-pub(super) fn key_sources(batch: &SourceBatch) -> Vec<String> {
+/// The batch's span sources, then those replayed records first came from,
+/// then the table's change order (when it has one): the sources its key
+/// files name.
+pub(super) fn key_sources(batch: &SourceBatch, order: Option<ChangeOrder>) -> Vec<String> {
     let mut out: Vec<String> = batch.spans.iter().map(|s| s.source.clone()).collect();
     out.extend(origin_spans(batch).into_iter().map(|s| s.source));
+    out.extend(order.map(|by| by.source().to_string()));
     out
+}
+
+/// Where `change` sits in the order `by`: its source position, or its
+/// event time; `None` when the change does not say.
+pub(super) fn order_value(change: &Change, by: ChangeOrder) -> Option<Position> {
+    match by {
+        ChangeOrder::Position => change.position.as_deref().and_then(Position::parse),
+        ChangeOrder::TsMs => change
+            .ts_ms
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(Position::from),
+    }
 }
 
 /// A replayed record's position in its first source, when that is ordered

@@ -247,6 +247,9 @@ pub(super) struct KeyedFiles {
     pub truncate: bool,
     /// Where in its source the batch's last TRUNCATE is, when it has one.
     pub truncate_at: Option<Position>,
+    /// The first and last of its changes in the table's change order, when
+    /// the table has one.
+    pub order: Option<(Position, Position)>,
 }
 
 /// How the table's settings shred its records.

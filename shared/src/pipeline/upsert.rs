@@ -2,6 +2,7 @@
 //! key's newest state shredded, and a state that does not fit replaced by
 //! the key's state before it, so a rejected change never deletes a row.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -10,15 +11,16 @@ use super::PipelineError;
 use super::classify::{Classified, Row};
 use super::env::Env;
 use super::evolving::shred_evolving;
-use super::identity::Identity;
+use super::identity::{Identity, order_value};
 use super::keyed::{self, Folded};
 use super::part::{KeyedFiles, Output, Part, TableContext, shred_options};
 use super::report::WriteReport;
 use crate::change::Change;
+use crate::config::ChangeOrder;
 use crate::dlq::Rejected;
 use crate::rowkey;
 use crate::shred::{Shredder, UnknownFields};
-use crate::source::Pos;
+use crate::source::{Pos, Position};
 
 /// Rejects change `i` of the batch: field at fault, reason.
 type Reject<'r> = dyn FnMut(usize, &str, &str) + Send + 'r;
@@ -35,9 +37,13 @@ pub(super) async fn upsert(
 ) -> Result<Output, PipelineError> {
     let Classified {
         mut changes,
-        change_records: records,
+        change_records: mut records,
         ..
     } = classified;
+    let order = part.ctx.settings.order_changes_by;
+    if let Some(by) = order {
+        in_change_order(part, by, &mut changes, &mut records, rejected);
+    }
     // Folding takes the changes' rows; their positions stay readable.
     let positions: Vec<Pos<'_>> = changes.iter().map(|(pos, _)| *pos).collect();
     let mut reject = |i: usize, field: &str, reason: &str| {
@@ -60,7 +66,7 @@ pub(super) async fn upsert(
         report,
     )
     .await?;
-    let identity = Identity::of(part.batch);
+    let identity = Identity::of(part.batch, order);
     let row_ids = written
         .into_iter()
         .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
@@ -105,6 +111,47 @@ async fn shred_states(
                 reject(folded.keys[k].states[c].change, &field, &reason);
                 chosen[k] = c.checked_sub(1);
             }
+        }
+    }
+}
+
+/// Puts a batch's changes in the table's change order `by` (stable, so
+/// changes the order does not tell apart keep their batch order); a change
+/// without a place in it is rejected, naming the field.
+fn in_change_order<'a>(
+    part: &Part<'_>,
+    by: ChangeOrder,
+    changes: &mut Vec<(Pos<'a>, Change)>,
+    records: &mut Vec<Cow<'a, [u8]>>,
+    rejected: &mut Vec<Rejected>,
+) {
+    let values: Vec<Option<Position>> = changes.iter().map(|(_, c)| order_value(c, by)).collect();
+    let mut taken: Vec<Option<((Pos<'a>, Change), Cow<'a, [u8]>)>> = std::mem::take(changes)
+        .into_iter()
+        .zip(std::mem::take(records))
+        .map(Some)
+        .collect();
+    let mut order: Vec<usize> = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        match (v, &taken[i]) {
+            (Some(_), _) => order.push(i),
+            (None, Some(((pos, _), record))) => rejected.push(part.reject(
+                *pos,
+                "",
+                &format!(
+                    "the table orders its changes by {} (order_changes_by) and this change has none",
+                    by.field()
+                ),
+                record,
+            )),
+            (None, None) => {}
+        }
+    }
+    order.sort_by(|a, b| values[*a].cmp(&values[*b]));
+    for i in order {
+        if let Some((change, record)) = taken[i].take() {
+            changes.push(change);
+            records.push(record);
         }
     }
 }
@@ -176,9 +223,21 @@ fn touched(
         let (src, at) = identity.key_change(*pos, change);
         file.push((key.digest, src, at));
     }
+    let order = file
+        .iter()
+        .filter_map(|(_, _, at)| at.clone())
+        .fold(
+            None,
+            |range: Option<(Position, Position)>, at| match range {
+                None => Some((at.clone(), at)),
+                Some((lo, hi)) => Some((lo.min(at.clone()), hi.max(at))),
+            },
+        )
+        .filter(|_| identity.ordered());
     KeyedFiles {
         keys,
         file,
+        order,
         truncate: folded.truncate,
         truncate_at: folded
             .truncate_at

@@ -260,7 +260,8 @@ async fn append(
         let (pos, record) = &rows[*i];
         rejected.push(part.reject(*pos, field, reason, record));
     }
-    let identity = Identity::of(part.batch);
+    // Plain rows carry no change order.
+    let identity = Identity::of(part.batch, None);
     Ok(Output {
         row_ids: shredded
             .accepted
