@@ -54,6 +54,9 @@ pub enum Shape {
     Event,
     /// 50 columns: longs, doubles, strings, booleans, timestamps.
     Wide,
+    /// A GitHub event of about 840 bytes: actor, repo and org structs, a
+    /// payload with a list of commit structs.
+    Github,
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +166,44 @@ pub fn generate(shape: Shape, high_entropy: bool, ids: Range<u64>) -> Vec<u8> {
             }
             out
         }
+        (Shape::Github, _) => {
+            let mut out = Vec::with_capacity(n as usize * 860);
+            for i in ids {
+                let (actor, repo) = (rng.next() % 1_000_000, rng.next() % 5_000_000);
+                let _ = writeln!(
+                    out,
+                    concat!(
+                        r#"{{"id":"{i}","type":"PushEvent","public":true,"created_at":"2026-11-30T10:{:02}:{:02}Z","#,
+                        r#""actor":{{"id":{actor},"login":"user{actor}","display_login":"user{actor}","gravatar_id":"","#,
+                        r#""url":"https://api.github.com/users/user{actor}","avatar_url":"https://avatars.githubusercontent.com/u/{actor}?"}},"#,
+                        r#""repo":{{"id":{repo},"name":"org{}/repo{repo}","url":"https://api.github.com/repos/org{}/repo{repo}"}},"#,
+                        r#""org":{{"id":{},"login":"org{}"}},"#,
+                        r#""payload":{{"push_id":{},"size":1,"distinct_size":1,"ref":"refs/heads/main","head":"{:016x}{:016x}","before":"{:016x}{:016x}","#,
+                        r#""commits":[{{"sha":"{:016x}{:016x}","author":{{"email":"user{actor}@example.com","name":"User {actor}"}},"#,
+                        r#""message":"Change {i} of the project","distinct":true,"url":"https://api.github.com/repos/org{}/repo{repo}/commits/{:016x}"}}]}}}}"#
+                    ),
+                    i % 60,
+                    (i / 60) % 60,
+                    repo % 1000,
+                    repo % 1000,
+                    repo % 1000,
+                    repo % 1000,
+                    rng.next() >> 12,
+                    rng.next(),
+                    rng.next(),
+                    rng.next(),
+                    rng.next(),
+                    rng.next(),
+                    rng.next(),
+                    repo % 1000,
+                    rng.next(),
+                    i = i,
+                    actor = actor,
+                    repo = repo,
+                );
+            }
+            out
+        }
         (Shape::Wide, entropy) => {
             let mut out = Vec::with_capacity(n as usize * 1500);
             for r in ids {
@@ -198,6 +239,20 @@ pub fn generate(shape: Shape, high_entropy: bool, ids: Range<u64>) -> Vec<u8> {
 pub fn schema_json(shape: Shape) -> String {
     match shape {
         Shape::Event => include_str!("../bench/events.schema.json").to_string(),
+        // The schema a first write of the events infers.
+        Shape::Github => {
+            let sample = generate(Shape::Github, false, 0..1);
+            let record: serde_json::Value =
+                serde_json::from_slice(&sample).unwrap_or(serde_json::Value::Null);
+            let opts = floe_core::evolve::InferOptions {
+                timestamps: true,
+                ..Default::default()
+            };
+            match floe_core::evolve::infer_schema([&record], &opts) {
+                Ok(Some(schema)) => serde_json::to_string(&schema).unwrap_or_default(),
+                _ => String::new(),
+            }
+        }
         Shape::Wide => {
             let fields: Vec<String> = (0..50)
                 .map(|i| {

@@ -55,6 +55,10 @@ pub struct Tuning {
     /// [default: 100000 for ingest, 10000 for demo].
     #[arg(long)]
     pub batch_size: Option<u64>,
+    /// Input bytes per source batch, whichever of this and --batch-size
+    /// comes first: what bounds a writer's memory [default: 16 MiB].
+    #[arg(long)]
+    pub batch_bytes: Option<u64>,
     /// Milliseconds the committer gathers requests after the first arrives.
     #[arg(long, default_value_t = 500)]
     pub commit_window_ms: u64,
@@ -96,6 +100,9 @@ impl Tuning {
         IngestOptions {
             writers: writers.unwrap_or_else(default_writers),
             batch_records: self.batch_size.unwrap_or(default_batch),
+            batch_bytes: self
+                .batch_bytes
+                .unwrap_or(floe_core::embedded::DEFAULT_BATCH_BYTES),
             commit_window: Duration::from_millis(self.commit_window_ms),
             ..IngestOptions::default()
         }

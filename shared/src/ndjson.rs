@@ -43,10 +43,12 @@ impl Chunk {
     }
 }
 
-/// Reads an input and yields chunks of at most `lines_per_chunk` lines.
+/// Reads an input and yields chunks of at most `lines_per_chunk` lines
+/// and, past its first line, at most `bytes_per_chunk` bytes.
 pub struct Chunker<R> {
     reader: R,
     lines_per_chunk: u64,
+    bytes_per_chunk: usize,
     buf: BytesMut,
     next_line: u64,
     eof: bool,
@@ -61,11 +63,20 @@ impl<R: Read> Chunker<R> {
         Self {
             reader,
             lines_per_chunk: lines_per_chunk.max(1),
+            bytes_per_chunk: usize::MAX,
             buf: BytesMut::new(),
             next_line: 1,
             eof: false,
             hold_unfinished: false,
         }
+    }
+
+    /// Ends a chunk once it holds `bytes` (a line is never cut, so a chunk
+    /// of one long line may be larger): a batch's memory follows its bytes,
+    /// not its record count.
+    pub fn with_max_bytes(mut self, bytes: u64) -> Self {
+        self.bytes_per_chunk = usize::try_from(bytes).unwrap_or(usize::MAX).max(1);
+        self
     }
 
     /// Keeps an unterminated last line back (see [`Self::unfinished`]): a
@@ -89,7 +100,7 @@ impl<R: Read> Chunker<R> {
             while let Some(pos) = memchr::memchr(b'\n', &self.buf[scanned..]) {
                 scanned += pos + 1;
                 lines += 1;
-                if lines == self.lines_per_chunk {
+                if lines == self.lines_per_chunk || scanned >= self.bytes_per_chunk {
                     return Ok(Some(self.take(scanned, lines)));
                 }
             }
@@ -149,6 +160,27 @@ mod tests {
         );
         assert_eq!(chunks("a\nb", 5), vec![(1, 2, "a\nb".into())]);
         assert!(chunks("", 5).is_empty());
+    }
+
+    #[test]
+    fn a_chunk_ends_at_its_bytes_never_inside_a_line() {
+        let mut c = Chunker::new("aaaa\nbb\nc\nddddddd\ne\n".as_bytes(), 100).with_max_bytes(6);
+        let mut got = Vec::new();
+        while let Some(ch) = c.next_chunk().unwrap() {
+            got.push((
+                ch.first_line,
+                ch.lines,
+                String::from_utf8(ch.text.to_vec()).unwrap(),
+            ));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (1, 2, "aaaa\nbb\n".into()),
+                (3, 2, "c\nddddddd\n".into()),
+                (5, 1, "e\n".into())
+            ]
+        );
     }
 
     #[test]
