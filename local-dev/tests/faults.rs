@@ -4,6 +4,7 @@
 mod common;
 
 use common::{EVENT_SCHEMA, Warehouse, events, ids};
+use serde_json::Value;
 
 /// Crashes the `nth` time `point` is reached, then reruns without faults.
 /// Writer points crash on the second batch, so one batch got further than the
@@ -151,6 +152,54 @@ fn after_another_engines_rollback_the_undone_input_commits_again() {
         let again = wh.ingest("bronze.events", &[&a, &b], &[]);
         assert_eq!(again["records_committed"], 0, "{again}");
     }
+}
+
+/// Another engine rolls the table back to a compaction whose ancestors
+/// maintenance expired: the compaction names the ledger head the table had,
+/// so what the table holds is still known (resending it commits nothing)
+/// and only what the rollback undid commits again. The product harness
+/// found it under load: the compaction's snapshot named no head, the ledger
+/// rebuilt from main's history was empty, and a resent input went in twice.
+#[test]
+fn a_rollback_to_a_compaction_keeps_what_the_table_holds() {
+    let wh = Warehouse::new();
+    wh.create_table("bronze.events", EVENT_SCHEMA, &[]);
+    let parts: Vec<_> = (0..3u64)
+        .map(|p| wh.file(&format!("p{p}.ndjson"), &events(p * 10..p * 10 + 10)))
+        .collect();
+    for p in &parts {
+        wh.ingest("bronze.events", &[p], &[]);
+    }
+    let maintained = wh.floe(&[
+        "maintain",
+        "bronze.events",
+        "--max-snapshots",
+        "1",
+        "--json",
+    ]);
+    let show: Value =
+        serde_json::from_str(&wh.floe(&["table", "show", "bronze.events", "--json"])).unwrap();
+    let snapshots = show["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 1, "{maintained}");
+    assert_eq!(
+        snapshots[0]["summary"]["operation"], "replace",
+        "{maintained}"
+    );
+    let late = wh.file("late.ndjson", &events(30..40));
+    wh.ingest("bronze.events", &[&late], &[]);
+    roll_back_one(&wh);
+    assert_eq!(
+        ids(&wh.read("bronze.events", None)),
+        (0..30).collect::<Vec<_>>()
+    );
+    let mut all: Vec<&std::path::Path> = parts.iter().map(|p| p.as_path()).collect();
+    all.push(&late);
+    let resent = wh.ingest("bronze.events", &all, &[]);
+    assert_eq!(resent["records_committed"], 10, "{resent}");
+    assert_eq!(
+        ids(&wh.read("bronze.events", None)),
+        (0..40).collect::<Vec<_>>()
+    );
 }
 
 /// pyiceberg rolls `bronze.events` back to its current snapshot's parent.

@@ -418,7 +418,7 @@ impl Run {
         let dir = tmp.path().canonicalize().unwrap();
         let tmp = match std::env::var("FLOE_HARNESS_KEEP") {
             Ok(_) => {
-                println!("warehouse kept at {}", tmp.keep().display());
+                println!("seed {seed}: warehouse kept at {}", tmp.keep().display());
                 None
             }
             Err(_) => Some(tmp),

@@ -496,7 +496,10 @@ impl CommitEngine {
             }
             let ctx = self.context(&base);
             let built = match action.plan(&ctx, &[]).await {
-                Ok(plans) => build(self.catalog.file_io(), &table, &base, plans, None).await,
+                Ok(mut plans) => {
+                    name_ledger(&base.metadata, &mut plans);
+                    build(self.catalog.file_io(), &table, &base, plans, None).await
+                }
                 Err(e) => Err(e),
             };
             let built = match built {
@@ -684,5 +687,24 @@ fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
 async fn discard(file_io: &FileIO, paths: &[String]) {
     for p in paths {
         let _ = file_io.delete(p).await;
+    }
+}
+
+/// Has each of a rewrite's snapshots name the ledger head the table names
+/// now, as every commit of records does: a rewrite changes no record, so
+/// that head is its ledger too. Without it, another engine's rollback to a
+/// compaction whose ancestors expired left no head in main's history, and
+/// the ledger rebuilt for it forgot every record the table holds.
+fn name_ledger(metadata: &TableMetadata, plans: &mut [snapshot::SnapshotPlan]) {
+    let Some(head) = metadata
+        .properties()
+        .get(ledger::PROPERTY)
+        .filter(|_| !ledger::repair::rolled_back(metadata))
+    else {
+        return;
+    };
+    for plan in plans {
+        plan.properties
+            .push((ledger::PROPERTY.to_string(), head.clone()));
     }
 }

@@ -106,19 +106,24 @@ pub fn rolled_back(metadata: &TableMetadata) -> bool {
     if metadata.current_snapshot().is_some_and(names) {
         return false;
     }
-    // A repair's commit names a head with no snapshot of its own; its
-    // file name carries the snapshot it was rebuilt against.
-    let Some(writer) = metadata
+    // The snapshots that name it: the commit that wrote it, and rewrites
+    // (compactions) made while it was current. A repair's commit names a
+    // head with no snapshot of its own; its file name carries the snapshot
+    // it was rebuilt against.
+    let mut writers: Vec<i64> = metadata
         .snapshots()
-        .find(|s| names(s))
+        .filter(|s| names(s))
         .map(|s| s.snapshot_id())
-        .or_else(|| repaired_at(named).filter(|id| metadata.snapshot_by_id(*id).is_some()))
-    else {
+        .collect();
+    if writers.is_empty() {
+        writers.extend(repaired_at(named).filter(|id| metadata.snapshot_by_id(*id).is_some()));
+    }
+    if writers.is_empty() {
         return false;
-    };
+    }
     !main_history(metadata)
         .iter()
-        .any(|s| s.snapshot_id() == writer)
+        .any(|s| writers.contains(&s.snapshot_id()))
 }
 
 /// The snapshot a repaired head was rebuilt against (`head-…-s<id>.json.zst`).
