@@ -166,44 +166,7 @@ pub fn generate(shape: Shape, high_entropy: bool, ids: Range<u64>) -> Vec<u8> {
             }
             out
         }
-        (Shape::Github, _) => {
-            let mut out = Vec::with_capacity(n as usize * 860);
-            for i in ids {
-                let (actor, repo) = (rng.next() % 1_000_000, rng.next() % 5_000_000);
-                let _ = writeln!(
-                    out,
-                    concat!(
-                        r#"{{"id":"{i}","type":"PushEvent","public":true,"created_at":"2026-11-30T10:{:02}:{:02}Z","#,
-                        r#""actor":{{"id":{actor},"login":"user{actor}","display_login":"user{actor}","gravatar_id":"","#,
-                        r#""url":"https://api.github.com/users/user{actor}","avatar_url":"https://avatars.githubusercontent.com/u/{actor}?"}},"#,
-                        r#""repo":{{"id":{repo},"name":"org{}/repo{repo}","url":"https://api.github.com/repos/org{}/repo{repo}"}},"#,
-                        r#""org":{{"id":{},"login":"org{}"}},"#,
-                        r#""payload":{{"push_id":{},"size":1,"distinct_size":1,"ref":"refs/heads/main","head":"{:016x}{:016x}","before":"{:016x}{:016x}","#,
-                        r#""commits":[{{"sha":"{:016x}{:016x}","author":{{"email":"user{actor}@example.com","name":"User {actor}"}},"#,
-                        r#""message":"Change {i} of the project","distinct":true,"url":"https://api.github.com/repos/org{}/repo{repo}/commits/{:016x}"}}]}}}}"#
-                    ),
-                    i % 60,
-                    (i / 60) % 60,
-                    repo % 1000,
-                    repo % 1000,
-                    repo % 1000,
-                    repo % 1000,
-                    rng.next() >> 12,
-                    rng.next(),
-                    rng.next(),
-                    rng.next(),
-                    rng.next(),
-                    rng.next(),
-                    rng.next(),
-                    repo % 1000,
-                    rng.next(),
-                    i = i,
-                    actor = actor,
-                    repo = repo,
-                );
-            }
-            out
-        }
+        (Shape::Github, _) => github(ids, &mut rng),
         (Shape::Wide, entropy) => {
             let mut out = Vec::with_capacity(n as usize * 1500);
             for r in ids {
@@ -233,6 +196,46 @@ pub fn generate(shape: Shape, high_entropy: bool, ids: Range<u64>) -> Vec<u8> {
             out
         }
     }
+}
+
+/// GitHub push events of about 850 bytes, nested as the API sends them.
+fn github(ids: Range<u64>, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids.end.saturating_sub(ids.start) as usize * 860);
+    for i in ids {
+        let (actor, repo) = (rng.next() % 1_000_000, rng.next() % 5_000_000);
+        let _ = writeln!(
+            out,
+            concat!(
+                r#"{{"id":"{i}","type":"PushEvent","public":true,"created_at":"2026-11-30T10:{:02}:{:02}Z","#,
+                r#""actor":{{"id":{actor},"login":"user{actor}","display_login":"user{actor}","gravatar_id":"","#,
+                r#""url":"https://api.github.com/users/user{actor}","avatar_url":"https://avatars.githubusercontent.com/u/{actor}?"}},"#,
+                r#""repo":{{"id":{repo},"name":"org{}/repo{repo}","url":"https://api.github.com/repos/org{}/repo{repo}"}},"#,
+                r#""org":{{"id":{},"login":"org{}"}},"#,
+                r#""payload":{{"push_id":{},"size":1,"distinct_size":1,"ref":"refs/heads/main","head":"{:016x}{:016x}","before":"{:016x}{:016x}","#,
+                r#""commits":[{{"sha":"{:016x}{:016x}","author":{{"email":"user{actor}@example.com","name":"User {actor}"}},"#,
+                r#""message":"Change {i} of the project","distinct":true,"url":"https://api.github.com/repos/org{}/repo{repo}/commits/{:016x}"}}]}}}}"#
+            ),
+            i % 60,
+            (i / 60) % 60,
+            repo % 1000,
+            repo % 1000,
+            repo % 1000,
+            repo % 1000,
+            rng.next() >> 12,
+            rng.next(),
+            rng.next(),
+            rng.next(),
+            rng.next(),
+            rng.next(),
+            rng.next(),
+            repo % 1000,
+            rng.next(),
+            i = i,
+            actor = actor,
+            repo = repo,
+        );
+    }
+    out
 }
 
 /// The Iceberg schema of `shape`.

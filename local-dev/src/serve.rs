@@ -168,16 +168,16 @@ pub async fn serve_http(
 
 /// Checks a request's AWS signature before the function sees it, as a
 /// Function URL with `AWS_IAM` auth does: `None` when it is not signed.
-pub type SignatureCheck =
-    Arc<dyn Fn(&http::request::Parts, &[u8]) -> Option<Result<(), String>> + Send + Sync>;
+pub type SignatureCheck = Arc<Check>;
+
+/// What a [`SignatureCheck`] calls.
+type Check = dyn Fn(&http::request::Parts, &[u8]) -> Option<Result<(), String>> + Send + Sync;
 
 /// Reads the body (at most the API's limit), checks a signature, and hands
 /// the request over.
 async fn answer(
     api: &HttpIngest,
-    iam: Option<
-        &(dyn Fn(&http::request::Parts, &[u8]) -> Option<Result<(), String>> + Send + Sync),
-    >,
+    iam: Option<&Check>,
     req: http::Request<Incoming>,
 ) -> http::Response<Full<Bytes>> {
     let (mut parts, body) = req.into_parts();

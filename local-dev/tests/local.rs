@@ -91,6 +91,16 @@ impl Stack {
     }
 
     /// `floe --config <the stack's floe.toml> ARGS --json`.
+    /// Waits until `table` holds `records` records.
+    fn await_records(&self, table: &str, records: u64, what: &str) {
+        eventually(what, || {
+            let out = self.floe(&["table", "show", table, "--json"]);
+            out.status.success()
+                && serde_json::from_slice::<Value>(&out.stdout)
+                    .is_ok_and(|v| v["records"] == records)
+        });
+    }
+
     fn floe_json(&self, args: &[&str]) -> Value {
         let mut args = args.to_vec();
         args.push("--json");
@@ -141,6 +151,19 @@ impl Drop for Stack {
 }
 
 /// Waits up to a minute for `ok`.
+/// Runs a Python script of boto3 calls, as a producer would send records.
+fn boto3(script: &str) {
+    let out = std::process::Command::new(services::python())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ok() {
@@ -261,11 +284,11 @@ async fn scenario(s3: Option<&str>) {
             .await
             .unwrap();
     }
-    eventually("the source queue's records in their table", || {
-        let out = stack.floe(&["table", "show", &source_table, "--json"]);
-        out.status.success()
-            && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 4)
-    });
+    stack.await_records(
+        &source_table,
+        4,
+        "the source queue's records in their table",
+    );
     assert_eq!(stack.pyiceberg_ids(&http_table), vec![1, 2, 3, 4]);
     assert_eq!(stack.pyiceberg_ids(&source_table), vec![10, 11, 12, 13]);
 
@@ -285,11 +308,11 @@ async fn scenario(s3: Option<&str>) {
                 .await
                 .unwrap();
         }
-        eventually("the uploaded object's records in their table", || {
-            let out = stack.floe(&["table", "show", &source_table, "--json"]);
-            out.status.success()
-                && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 6)
-        });
+        stack.await_records(
+            &source_table,
+            6,
+            "the uploaded object's records in their table",
+        );
         assert_eq!(
             stack.pyiceberg_ids(&source_table),
             vec![10, 11, 12, 13, 20, 21]
@@ -306,20 +329,8 @@ async fn scenario(s3: Option<&str>) {
                  for i in range(30, 40)])\n",
             services::moto()
         );
-        let out = std::process::Command::new(services::python())
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eventually("the stream's records in their table", || {
-            let out = stack.floe(&["table", "show", &source_table, "--json"]);
-            out.status.success()
-                && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 16)
-        });
+        boto3(&script);
+        stack.await_records(&source_table, 16, "the stream's records in their table");
         let ids = stack.pyiceberg_ids(&source_table);
         assert_eq!(ids[6..], (30..40).collect::<Vec<_>>(), "{ids:?}");
 
@@ -336,20 +347,12 @@ async fn scenario(s3: Option<&str>) {
              d.delete_item(TableName=t, Key={{'id': {{'N': '51'}}}})\n",
             services::moto()
         );
-        let out = std::process::Command::new(services::python())
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        boto3(&script);
+        stack.await_records(
+            &source_table,
+            19,
+            "the DynamoDB stream's items in their table",
         );
-        eventually("the DynamoDB stream's items in their table", || {
-            let out = stack.floe(&["table", "show", &source_table, "--json"]);
-            out.status.success()
-                && serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| v["records"] == 19)
-        });
         let ids = stack.pyiceberg_ids(&source_table);
         assert_eq!(ids[16..], [50, 50, 51], "{ids:?}");
     }

@@ -386,7 +386,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 }
 
 /// A JSON object split one level deep: keys decoded, values kept as their exact source text.
-struct RawObject<'a> {
+pub(crate) struct RawObject<'a> {
     entries: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
 
@@ -421,7 +421,7 @@ impl<'a> RawObject<'a> {
         self.get(key).filter(|v| kind(v) != Kind::Null)
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> + '_ {
         self.entries.iter().map(|(k, v)| (&**k, *v))
     }
 

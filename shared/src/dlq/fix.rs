@@ -2,13 +2,11 @@
 //! (`floe dlq replay --fix repo.id=number`): one field converted, set to
 //! null or dropped, every other value kept as its exact source text.
 
-use std::fmt;
 use std::str::FromStr;
 
-use serde::Deserialize;
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::change::RawObject;
 use crate::row::{RowWriter, write_json_string};
 
 /// What a [`Fix`] makes of its field's value.
@@ -75,9 +73,10 @@ impl Fix {
 
 /// The object `text` with the member at `path` rewritten.
 fn rewrite(text: &str, path: &[&str], to: Conversion) -> Result<Option<Vec<u8>>, String> {
-    let Ok(RawEntries(entries)) = serde_json::from_str::<RawEntries>(text) else {
+    let Ok(object) = serde_json::from_str::<RawObject>(text) else {
         return Ok(None);
     };
+    let entries: Vec<(&str, &RawValue)> = object.iter().collect();
     // `a.b` names a key with a dot in it before a member `b` of `a`.
     let (at, rest) = match (1..=path.len()).rev().find_map(|n| {
         let key = path[..n].join(".");
@@ -135,29 +134,6 @@ fn convert(value: &str, to: Conversion) -> Result<Option<Vec<u8>>, String> {
         Conversion::Number if first.is_some_and(|b| b == b'-' || b.is_ascii_digit()) => None,
         Conversion::Number => return Err(format!("{value} is not a string holding a number")),
     })
-}
-
-/// An object's members as their exact text, in order.
-struct RawEntries<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawEntries<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = RawEntries<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    entries.push((key, map.next_value::<&'a RawValue>()?));
-                }
-                Ok(RawEntries(entries))
-            }
-        }
-        deserializer.deserialize_map(V(std::marker::PhantomData))
-    }
 }
 
 #[cfg(test)]

@@ -705,14 +705,8 @@ impl Reading {
                 .new_source(&input.source, &prefix, &mut versions)
                 .map_err(ck_err)?,
         };
-        let mut chunker = Chunker::new(
-            std::io::Cursor::new(prefix).chain(reader),
-            self.batch_records,
-        )
-        .with_max_bytes(self.batch_bytes);
-        if input.path.is_some() {
-            chunker = chunker.holding_unfinished();
-        }
+        let file = input.path.is_some();
+        let mut chunker = self.chunker(std::io::Cursor::new(prefix).chain(reader), file);
         let origin = Origin {
             source: source.clone(),
             kind: input.kind,
@@ -745,6 +739,17 @@ impl Reading {
             source: input.source.clone(),
             bytes: left,
         }))
+    }
+
+    /// Batches of `reader` as this reading cuts them; a `file`'s unfinished
+    /// last line is held back.
+    fn chunker<R: Read>(&self, reader: R, file: bool) -> Chunker<R> {
+        let chunker = Chunker::new(reader, self.batch_records).with_max_bytes(self.batch_bytes);
+        if file {
+            chunker.holding_unfinished()
+        } else {
+            chunker
+        }
     }
 
     /// A new source for `input`, which continues none of its earlier

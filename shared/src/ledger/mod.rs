@@ -422,6 +422,39 @@ impl Ledger {
                 Positions::Key { order: None, .. } => {}
             }
         }
+        self.order_lookups(request, &mut lookups).await?;
+        let Some(oldest) = lookups.iter().map(|(_, _, since)| *since).min() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut take = |index: &Index| {
+            for (source, from, since) in &lookups {
+                for e in index.touching(source, from.as_ref()) {
+                    if e.ms >= *since
+                        && e.id != request.batch_id
+                        && let Some(kf) = &e.kf
+                        && seen.insert(kf.clone())
+                    {
+                        out.push(kf.clone());
+                    }
+                }
+            }
+        };
+        take(&self.recent);
+        for segment in self.segments_since(oldest) {
+            take(&*self.store.segment(&segment.path).await?);
+        }
+        Ok(out)
+    }
+
+    /// [`Self::later_key_files`]'s lookups for the spans a request is
+    /// ordered after (`request.order`).
+    async fn order_lookups<'r>(
+        &self,
+        request: &'r CommitRequest,
+        lookups: &mut Vec<(&'r str, Option<Position>, i64)>,
+    ) -> Result<(), LedgerError> {
         // A replay of dead letters: the changes its records' first sources
         // committed after them, however long before the replay. The table's
         // change order: the changes of any source at or after its first.
@@ -447,29 +480,7 @@ impl Ledger {
                 Positions::Key { .. } => {}
             }
         }
-        let Some(oldest) = lookups.iter().map(|(_, _, since)| *since).min() else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        let mut seen = HashSet::new();
-        let mut take = |index: &Index| {
-            for (source, from, since) in &lookups {
-                for e in index.touching(source, from.as_ref()) {
-                    if e.ms >= *since
-                        && e.id != request.batch_id
-                        && let Some(kf) = &e.kf
-                        && seen.insert(kf.clone())
-                    {
-                        out.push(kf.clone());
-                    }
-                }
-            }
-        };
-        take(&self.recent);
-        for segment in self.segments_since(oldest) {
-            take(&*self.store.segment(&segment.path).await?);
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// The key changes of a key file; `None` once it is gone.

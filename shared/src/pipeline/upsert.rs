@@ -125,17 +125,14 @@ fn in_change_order<'a>(
     records: &mut Vec<Cow<'a, [u8]>>,
     rejected: &mut Vec<Rejected>,
 ) {
-    let values: Vec<Option<Position>> = changes.iter().map(|(_, c)| order_value(c, by)).collect();
-    let mut taken: Vec<Option<((Pos<'a>, Change), Cow<'a, [u8]>)>> = std::mem::take(changes)
+    let mut placed: Vec<_> = std::mem::take(changes)
         .into_iter()
         .zip(std::mem::take(records))
-        .map(Some)
+        .map(|(change, record)| (order_value(&change.1, by), change, record))
         .collect();
-    let mut order: Vec<usize> = Vec::with_capacity(values.len());
-    for (i, v) in values.iter().enumerate() {
-        match (v, &taken[i]) {
-            (Some(_), _) => order.push(i),
-            (None, Some(((pos, _), record))) => rejected.push(part.reject(
+    placed.retain(|(at, (pos, _), record)| {
+        if at.is_none() {
+            rejected.push(part.reject(
                 *pos,
                 "",
                 &format!(
@@ -143,16 +140,14 @@ fn in_change_order<'a>(
                     by.field()
                 ),
                 record,
-            )),
-            (None, None) => {}
+            ));
         }
-    }
-    order.sort_by(|a, b| values[*a].cmp(&values[*b]));
-    for i in order {
-        if let Some((change, record)) = taken[i].take() {
-            changes.push(change);
-            records.push(record);
-        }
+        at.is_some()
+    });
+    placed.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, change, record) in placed {
+        changes.push(change);
+        records.push(record);
     }
 }
 
