@@ -283,19 +283,17 @@ fn dead_letters_group_by_problem_and_a_filtered_replay_fixes_them() {
     );
 
     // The replay's fix converts the numeric strings; "oops…" cannot be, and is rejected again.
-    let out = wh.floe_env(
-        &[
-            "dlq",
-            "replay",
-            "--table",
-            "gh.events",
-            "--field",
-            "repo.id",
-            "--fix",
-            "repo.id=number",
-        ],
-        &[],
-    );
+    let replay = [
+        "dlq",
+        "replay",
+        "--table",
+        "gh.events",
+        "--field",
+        "repo.id",
+        "--fix",
+        "repo.id=number",
+    ];
+    let out = wh.floe_env(&replay, &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("fixed 600 records"), "{text}");
@@ -313,17 +311,7 @@ fn dead_letters_group_by_problem_and_a_filtered_replay_fixes_them() {
     assert!(listed.contains("     100  n: "), "{listed}");
 
     // Exactly once: the same replay again commits nothing new.
-    let again = wh.report(&[
-        "dlq",
-        "replay",
-        "--table",
-        "gh.events",
-        "--field",
-        "repo.id",
-        "--fix",
-        "repo.id=number",
-        "--json",
-    ]);
+    let again = wh.report(&[&replay[..], &["--json"]].concat());
     assert_eq!(again["records_committed"], 0, "{again}");
     assert_eq!(wh.read("gh.events", None)["count"], 800);
 
