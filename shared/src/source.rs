@@ -230,6 +230,12 @@ impl SourceBatch {
     }
 }
 
+/// Whether `source` is the ledger's name of a table's change order
+/// (`config::ChangeOrder::source`): no real source's name starts so.
+pub fn is_order_source(source: &str) -> bool {
+    source.starts_with("order:")
+}
+
 /// A position in an ordered source: a non-negative decimal integer of any size
 /// (Kafka offsets, Kinesis sequence numbers, Postgres LSNs as integers, line numbers).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -794,7 +794,8 @@ pub enum ChangeOrder {
 
 impl ChangeOrder {
     /// The source name the ledger keeps this order under: one for every
-    /// source of a table, so changes are compared across them.
+    /// source of a table, so changes are compared across them (named with
+    /// [`crate::source::is_order_source`]'s prefix).
     pub fn source(self) -> &'static str {
         match self {
             Self::Position => "order:position",
@@ -809,11 +810,6 @@ impl ChangeOrder {
             Self::TsMs => "ts_ms",
         }
     }
-}
-
-/// Whether `source` is the ledger name of a [`ChangeOrder`].
-pub fn is_order_source(source: &str) -> bool {
-    source.starts_with("order:")
 }
 
 /// `merge_strategy`: how a keyed table applies updates and deletes.

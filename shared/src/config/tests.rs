@@ -975,3 +975,11 @@ fn sources_sections_set_how_each_source_opens() {
     ));
     assert!(e.contains("sources.orders.registry_password"), "{e}");
 }
+
+#[test]
+fn change_orders_are_kept_under_order_sources() {
+    for by in [ChangeOrder::Position, ChangeOrder::TsMs] {
+        assert!(crate::source::is_order_source(by.source()), "{by:?}");
+    }
+    assert!(!crate::source::is_order_source("file:/x@1"));
+}

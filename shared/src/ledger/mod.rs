@@ -50,8 +50,6 @@ use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
 
-use crate::config::is_order_source;
-
 pub use claims::{Claims, SpanClaim, Taken};
 pub use digest::record as record_digest;
 pub use head::{ArchiveRef, Archived, Entry, FormatError, Head, Retired, Segment, SegmentRef};
@@ -64,7 +62,7 @@ pub use store::{KeyChanges, LedgerStore};
 
 use crate::error::{Classify, ErrorKind};
 use crate::request::CommitRequest;
-use crate::source::{Position, Positions, SourceSpan};
+use crate::source::{Position, Positions, SourceSpan, is_order_source};
 
 /// Snapshot summary key listing the batch ids a snapshot contains, comma-separated.
 pub const BATCH_IDS: &str = "floe.batch-ids";
