@@ -88,6 +88,12 @@ async fn repair(floe: &Embedded, table: &str) -> Result<()> {
         Some(base) => outln!("{table}: rebuilt from {base}"),
         None => outln!("{table}: no ledger head survived; rebuilt from the table's snapshots"),
     }
+    if let Some(head) = &rebuilt.gap {
+        outln!(
+            "  warning: {head} is gone and expiry took the snapshots before the table's \
+             history; records committed before it commit again if sent again"
+        );
+    }
     for path in &rebuilt.missing {
         outln!("  missing, dropped: {path}");
     }

@@ -20,6 +20,7 @@ use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
 use floe_core::ident::parse_table;
 use floe_core::ledger::{self, Ledger, LedgerStore};
+use floe_core::maintain::{MaintainOptions, maintain};
 use floe_core::metrics::Counters;
 use floe_core::pipeline::{Committer, Writer, WriterParts};
 use floe_core::queue::{CommitQueue, MemoryQueue, QueueRef};
@@ -442,7 +443,7 @@ async fn repair_starts_from_the_newest_head_that_survives() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_retired_by_a_commit_is_still_readable_by_who_loaded_before() {
+async fn a_retired_head_stays_while_a_snapshot_names_it() {
     let _serial = serial().await;
     let rig = Rig::new("retired", false, &[]).await;
     rig.deliver("kafka:w/0", 0, &[&row(0, "w")]).await;
@@ -451,17 +452,124 @@ async fn a_head_retired_by_a_commit_is_still_readable_by_who_loaded_before() {
     for i in 1..5u64 {
         rig.deliver("kafka:w/0", i, &[&row(i as i64, "w")]).await;
     }
-    let store = Arc::new(LedgerStore::new(catalog.file_io().clone()));
-    let old = Ledger::open(store.clone(), &before.metadata).await;
-    assert!(old.is_ok(), "a head four commits old still reads");
-    // Past the grace period, later commits delete it.
+    let opens = |metadata| {
+        let store = Arc::new(LedgerStore::new(catalog.file_io().clone()));
+        async move { Ledger::open(store, metadata).await }
+    };
+    assert!(
+        opens(&before.metadata).await.is_ok(),
+        "a head four commits old still reads for who loaded before"
+    );
+    // Past the grace period its snapshot still names it: another engine
+    // may roll the table back to that snapshot, and a repair starts there.
     clock::shift(ledger::RETIRE_GRACE_MS + 1);
     rig.deliver("kafka:w/0", 5, &[&row(5, "w")]).await;
-    let fresh = Arc::new(LedgerStore::new(catalog.file_io().clone()));
+    assert!(opens(&before.metadata).await.is_ok());
+    // Once expiry took the snapshot, the next commit deletes it.
+    let expire = MaintainOptions {
+        max_snapshot_age_ms: Some(0),
+        now_ms: clock::now_ms() + 1,
+        ..MaintainOptions::default()
+    };
+    let report = maintain(&catalog, &rig.table, &expire).await.unwrap();
+    assert!(report.expired_snapshots >= 5, "{report:?}");
+    rig.deliver("kafka:w/0", 6, &[&row(6, "w")]).await;
     assert!(matches!(
-        Ledger::open(fresh, &before.metadata).await,
+        opens(&before.metadata).await,
         Err(ledger::LedgerError::Missing { .. })
     ));
+    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, (0..7).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_long_after_keeps_what_the_snapshot_holds() {
+    let _serial = serial().await;
+    let rig = Rig::new("late_rollback", false, &[]).await;
+    for i in 0..3u64 {
+        rig.deliver("kafka:r/0", i, &[&row(i as i64, "r")]).await;
+    }
+    // Expiry leaves the target without ancestors: only its head knows
+    // what the three commits before it held.
+    let expire = MaintainOptions {
+        max_snapshot_age_ms: Some(0),
+        now_ms: clock::now_ms() + 1,
+        ..MaintainOptions::default()
+    };
+    maintain(&rig.catalog(), &rig.table, &expire).await.unwrap();
+    let loaded = rig.catalog().load_table(&rig.table).await.unwrap();
+    let target = loaded.metadata.current_snapshot_id().unwrap();
+    assert_eq!(loaded.metadata.snapshots().count(), 1);
+    // Two commits, each past the grace period, retire its head for good
+    // under a rule that forgets heads by age alone.
+    for i in 3..5u64 {
+        clock::shift(ledger::RETIRE_GRACE_MS + 1);
+        rig.deliver("kafka:r/0", i, &[&row(i as i64, "r")]).await;
+    }
+    harness::roll_back(rig.catalog().as_ref(), &rig.table, target).await;
+    let again: Vec<String> = (0..5).map(|i| row(i, "r")).collect();
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
+    assert_eq!(
+        rig.deliver("kafka:r/0", 0, &again).await,
+        2,
+        "only what the rollback undid commits again"
+    );
+    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, (0..5).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_a_head_deleted_outside_floe_waits_for_repair() {
+    let _serial = serial().await;
+    let rig = Rig::new("gone_rollback", false, &[]).await;
+    for i in 0..3u64 {
+        rig.deliver("kafka:g/0", i, &[&row(i as i64, "g")]).await;
+    }
+    let expire = MaintainOptions {
+        max_snapshot_age_ms: Some(0),
+        now_ms: clock::now_ms() + 1,
+        ..MaintainOptions::default()
+    };
+    maintain(&rig.catalog(), &rig.table, &expire).await.unwrap();
+    let loaded = rig.catalog().load_table(&rig.table).await.unwrap();
+    let target = loaded.metadata.current_snapshot().unwrap();
+    let head = target.summary().additional_properties[ledger::PROPERTY].clone();
+    let target = target.snapshot_id();
+    rig.deliver("kafka:g/0", 3, &[&row(3, "g")]).await;
+    harness::roll_back(rig.catalog().as_ref(), &rig.table, target).await;
+    std::fs::remove_file(head.trim_start_matches("file://")).unwrap();
+
+    // Rebuilt from the summaries alone, the ledger would not know 0..=2.
+    rig.write(
+        vec![span("kafka:g/0", 0, 3)],
+        (0..4)
+            .map(|i| (i.to_string(), Bytes::from(row(i, "g"))))
+            .collect(),
+        SourceKind::Kafka,
+    )
+    .await;
+    let deliveries = rig
+        .queue
+        .receive(10, std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    let request = floe_core::request::CommitRequest::from_bytes(&deliveries[0].body).unwrap();
+    let engine = CommitEngine::new(rig.catalog(), fast_retry());
+    let err = engine
+        .append(&rig.table, vec![request.clone()])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CommitError::LedgerMissing { .. }), "{err}");
+    assert!(err.is_transient(), "the requests stay queued");
+    let err = maintain(&rig.catalog(), &rig.table, &MaintainOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("floe ledger repair"), "{err}");
+
+    // The operator's repair goes on, and says what it cannot know.
+    let rebuilt = engine.repair_ledger(&rig.table).await.unwrap();
+    assert_eq!(rebuilt.gap.as_deref(), Some(head.as_str()));
+    assert!(rebuilt.base.is_none());
 }
 
 fn span(source: &str, first: u64, last: u64) -> SourceSpan {

@@ -28,12 +28,13 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use async_trait::async_trait;
 use bytes::Bytes;
-use floe_core::catalog::{Catalog, CatalogRef, SqliteCatalog};
+use floe_core::catalog::{Catalog, CatalogRef, SqliteCatalog, TableCommit};
 use floe_core::clock;
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::dlq::{DeadLetters, StorageDeadLetters};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::iceberg::TableIdent;
+use floe_core::iceberg::spec::{SnapshotReference, SnapshotRetention, TableMetadataBuilder};
 use floe_core::ident::parse_table;
 use floe_core::maintain::{self, MaintainOptions};
 use floe_core::metrics::Counters;
@@ -797,6 +798,34 @@ fn advance(rng: &mut Rng, setup: &Setup, queue: &ChaosQueue, start: i64) -> i64 
         clock::shift(step);
     }
     step
+}
+
+/// Points `table`'s main at snapshot `id`, as another engine's
+/// `rollback_to_snapshot` does (no requirement: it wins any race).
+pub async fn roll_back(catalog: &dyn Catalog, table: &TableIdent, id: i64) {
+    let base = catalog.load_table(table).await.unwrap();
+    let retention = SnapshotRetention::Branch {
+        min_snapshots_to_keep: None,
+        max_snapshot_age_ms: None,
+        max_ref_age_ms: None,
+    };
+    let built = TableMetadataBuilder::new_from_metadata(
+        (*base.metadata).clone(),
+        Some(base.metadata_location.clone()),
+    )
+    .set_ref("main", SnapshotReference::new(id, retention))
+    .unwrap()
+    .build()
+    .unwrap();
+    catalog
+        .commit(TableCommit {
+            updates: built.changes,
+            metadata: built.metadata,
+            requirements: Vec::new(),
+            base,
+        })
+        .await
+        .unwrap();
 }
 
 /// Another engine's orphan cleanup: deletes every file under the table's

@@ -412,6 +412,11 @@ impl CommitEngine {
                     // metadata, shows it; expiry is about to remove it, after
                     // which the ledger would count the undone records as
                     // committed and skip them when they are sent again.
+                    // Opening it first refuses, as a commit would, where the
+                    // rebuild would forget what the table holds.
+                    if self.open_ledger(&base).await?.is_none() {
+                        continue;
+                    }
                     self.repair_ledger(ident).await?;
                 }
                 return Ok(());

@@ -44,8 +44,8 @@ mod runs;
 mod store;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
@@ -185,6 +185,9 @@ pub struct Ledger {
     dir: String,
     head: Arc<Head>,
     head_path: Option<String>,
+    /// Heads the table's snapshots name: another engine may roll the table
+    /// back to any of them, and a repair then starts from its head.
+    named: Arc<BTreeSet<String>>,
     recent: Arc<Index>,
     windows: Windows,
 }
@@ -203,7 +206,14 @@ impl Ledger {
         let head_path = metadata.properties().get(PROPERTY).cloned();
         let head = match &head_path {
             Some(_) if repair::rolled_back(metadata) => {
-                Arc::new(repair::rebuild(&store, metadata).await?.head)
+                let rebuilt = repair::rebuild(&store, metadata).await?;
+                // Rebuilt without the rollback target's head, the ledger
+                // would forget what the table holds from before its
+                // history; an operator's repair decides to go on without.
+                if let Some(path) = rebuilt.gap {
+                    return Err(LedgerError::Missing { path });
+                }
+                Arc::new(rebuilt.head)
             }
             Some(path) => {
                 let head = store.head(path).await?;
@@ -221,8 +231,14 @@ impl Ledger {
             dir: place::dir(metadata),
             head,
             head_path,
+            named: Arc::new(named_heads(metadata)),
             windows: Windows::of(metadata),
         })
+    }
+
+    /// Whether a snapshot the table still holds names the head at `path`.
+    fn names(&self, path: &str) -> bool {
+        self.named.contains(path)
     }
 
     /// The head.
@@ -607,6 +623,15 @@ pub async fn state(
     metadata: &TableMetadata,
 ) -> Result<BTreeMap<String, String>, LedgerError> {
     Ok(Ledger::open(store, metadata).await?.head.state.clone())
+}
+
+/// The heads the table's snapshots name.
+fn named_heads(metadata: &TableMetadata) -> BTreeSet<String> {
+    metadata
+        .snapshots()
+        .filter_map(|s| s.summary().additional_properties.get(PROPERTY))
+        .cloned()
+        .collect()
 }
 
 /// The ledger entries of one snapshot holding these requests, with the source

@@ -405,9 +405,13 @@ impl Draft<'_> {
         let grace = self.now_ms.saturating_sub(RETIRE_GRACE_MS);
         let mut retired = std::mem::take(&mut self.head.retired);
         retired.extend(retired_now);
+        // A head a snapshot still names stays while the snapshot does,
+        // whatever its age: a rollback to that snapshot repairs from it.
+        let (mut kept, retired): (Vec<Retired>, Vec<Retired>) = retired
+            .into_iter()
+            .partition(|r| self.ledger.names(&r.path));
         let over = retired.len().saturating_sub(MAX_RETIRED);
         let mut obsolete = Vec::new();
-        let mut kept = Vec::new();
         for (i, r) in retired.into_iter().enumerate() {
             if i < over || r.ms < grace {
                 obsolete.push(r.path);
@@ -415,6 +419,7 @@ impl Draft<'_> {
                 kept.push(r);
             }
         }
+        kept.sort_by_key(|r| r.ms);
         self.head.retired = kept;
         let path = format!(
             "{}/head-{:012}-{}.json.zst",

@@ -40,6 +40,10 @@ pub struct Rebuilt {
     pub missing: Vec<String>,
     /// Snapshots whose summaries were read.
     pub snapshots: usize,
+    /// When no head the table names reads and expiry took the start of
+    /// main's history: the newest head named (what the commits before that
+    /// history held is unknown, so their records would commit again).
+    pub gap: Option<String>,
 }
 
 /// Rebuilds the head of the table `metadata` describes.
@@ -49,7 +53,18 @@ pub async fn rebuild(
 ) -> Result<Rebuilt, LedgerError> {
     let mut out = Rebuilt::default();
     let history = main_history(metadata);
-    let (mut head, base) = newest_head(store, &named_heads(metadata, &history)).await?;
+    let named = named_heads(metadata, &history);
+    let (mut head, base) = newest_head(store, &named).await?;
+    let truncated = history
+        .first()
+        .is_some_and(|s| s.parent_snapshot_id().is_some());
+    if base.is_none() && truncated {
+        out.gap = Some(
+            named
+                .first()
+                .map_or_else(|| "(no head named)".to_string(), |p| p.to_string()),
+        );
+    }
     out.base = base;
     out.missing = drop_missing(store, &mut head).await?;
     let newest_entry = head
