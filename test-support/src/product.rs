@@ -37,7 +37,6 @@ use floe_core::faults::{FaultMode, FaultPoint, Faults};
 use floe_core::http::local::LocalCommits;
 use floe_core::http::{HttpIngest, IamCaller};
 use floe_core::iceberg::TableIdent;
-use floe_core::iceberg::spec::{SnapshotReference, SnapshotRetention};
 use floe_core::ident::parse_table;
 use floe_core::maintain::{self, MaintainOptions};
 use floe_core::source::SourceKind;
@@ -55,6 +54,9 @@ const SERVE_WINDOW: Duration = Duration::from_millis(30);
 const RESTART_WINDOW: Duration = Duration::from_millis(400);
 /// Schedules run at once.
 const AT_ONCE: usize = 3;
+/// Environment variable: milliseconds the clock moves forward before each
+/// step (never undone), as the schedules running beside one move it.
+const TICK_ENV: &str = "FLOE_HARNESS_TICK_MS";
 
 /// What a table holds, by id: the normalized row.
 type Rows = BTreeMap<i64, Value>;
@@ -831,33 +833,7 @@ impl Run {
         let (id, rows, inputs, step) = self.model.history[i].clone();
         let undone: Vec<usize> = self.model.inputs.difference(&inputs).copied().collect();
         let held = self.model.inputs.intersection(&inputs).count();
-        let built = floe_core::iceberg::spec::TableMetadataBuilder::new_from_metadata(
-            (*base.metadata).clone(),
-            Some(base.metadata_location.clone()),
-        )
-        .set_ref(
-            "main",
-            SnapshotReference::new(
-                id,
-                SnapshotRetention::Branch {
-                    min_snapshots_to_keep: None,
-                    max_snapshot_age_ms: None,
-                    max_ref_age_ms: None,
-                },
-            ),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        catalog
-            .commit(TableCommit {
-                updates: built.changes,
-                metadata: built.metadata,
-                requirements: Vec::new(),
-                base,
-            })
-            .await
-            .unwrap();
+        crate::harness::roll_back(catalog.as_ref(), &self.table, id).await;
         self.model.rows = rows;
         self.model.inputs = inputs;
         // The undone keys are not sent again: an idempotency key is the
@@ -966,6 +942,12 @@ impl Run {
     async fn next(&mut self) {
         let started = std::time::Instant::now();
         let before = self.trace.len();
+        // Replaying a schedule alone, the clock does not move as the
+        // schedules beside it move it in a full run; this moves it between
+        // steps instead.
+        if let Some(tick) = std::env::var(TICK_ENV).ok().and_then(|v| v.parse().ok()) {
+            clock::shift(tick);
+        }
         self.one().await;
         if let Some(kind) = self.trace.get(before).and_then(|t| t.split(':').next()) {
             let kind = *self
@@ -1071,6 +1053,7 @@ struct Wanted {
 /// What a schedule left for the readers: its tables with their models, its
 /// trace, and its warehouse (deleted once they read it).
 struct Left {
+    seed: u64,
     wanted: Vec<Wanted>,
     trace: String,
     _dir: Option<tempfile::TempDir>,
@@ -1118,6 +1101,7 @@ async fn schedule(seed: u64) -> Result<(Left, Counts), String> {
     counts.schedules = 1;
     counts.tables = wanted.len();
     let left = Left {
+        seed,
         wanted,
         trace: run.trace.join("\n"),
         _dir: run._tmp.take(),
@@ -1199,6 +1183,7 @@ pub async fn run_all(label: &str, seeds: &[u64]) {
         &[list.path().to_str().unwrap()],
     );
     let (mut duck, mut py) = (0, 0);
+    let mut differing = BTreeSet::new();
     for (w, trace) in &wanted {
         let got = &read[w.metadata.as_str()];
         for reader in ["duckdb", "pyiceberg"] {
@@ -1207,6 +1192,7 @@ pub async fn run_all(label: &str, seeds: &[u64]) {
             };
             match differ(&w.rows, rows) {
                 Some(d) => {
+                    differing.insert(w.seed);
                     failures.push(format!(
                         "seed {}: {reader} reads {}: {d}\n{trace}",
                         w.seed, w.table
@@ -1215,6 +1201,16 @@ pub async fn run_all(label: &str, seeds: &[u64]) {
                 None if reader == "duckdb" => duck += 1,
                 None => py += 1,
             }
+        }
+    }
+    // The warehouses of differing schedules stay, to read their files.
+    for l in left.iter_mut().filter(|l| differing.contains(&l.seed)) {
+        if let Some(dir) = l._dir.take() {
+            println!(
+                "seed {}: warehouse kept at {}",
+                l.seed,
+                dir.keep().display()
+            );
         }
     }
     assert!(
