@@ -712,6 +712,57 @@ fn a_keyed_table_java_created_takes_vectors() {
     assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
 }
 
+/// DuckDB 1.5.5 reads a deletion vector through its file cache from the
+/// start of a cached range, which may begin at an earlier vector of the
+/// same Puffin file (duckdb-iceberg PR #1182, after 1.5.5): with a commit's
+/// vectors in one file it applies the 2,000-row vector here to all three
+/// data files. `floe.write.vector-per-puffin` gives each vector its own
+/// file, which DuckDB reads as pyiceberg and Iceberg Java do.
+#[test]
+fn one_vector_per_puffin_file_reads_the_same_in_duckdb_pyiceberg_and_java() {
+    let wh = Warehouse::new();
+    let cfg = keyed(
+        &wh,
+        "format_version = 3\nproperties = { \"floe.write.vector-per-puffin\" = \"true\" }\n",
+    );
+    let mut model = Model::new();
+    for file in 0..3u64 {
+        let ids = file * 10_000..(file + 1) * 10_000;
+        let text: String = ids
+            .map(|id| {
+                model.insert(id, (format!("v{id}"), id));
+                format!("{{\"id\":{id},\"v\":\"v{id}\",\"n\":{id}}}\n")
+            })
+            .collect();
+        ingest(&wh, &cfg, "silver.kv", &format!("f{file}.ndjson"), &text);
+    }
+    // One commit: 2,000 rows of the third file and one of each other.
+    let text: String = (20_000..24_000)
+        .step_by(2)
+        .chain([5_000, 15_000])
+        .map(|id| {
+            model.remove(&id);
+            format!("{{\"_op\":\"d\",\"id\":{id}}}\n")
+        })
+        .collect();
+    ingest(&wh, &cfg, "silver.kv", "d.ndjson", &text);
+    let f = facts(&wh, "silver.kv", &["id", "v", "n"]);
+    assert_eq!(assert_vectors(&f, 0), 3, "{}", f["deletes"]);
+    let deletes = f["deletes"].as_array().unwrap();
+    let files: HashSet<&str> = deletes
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 3, "one Puffin file per vector: {deletes:?}");
+    assert!(
+        deletes.iter().all(|d| d["content_offset"] == 4),
+        "{deletes:?}"
+    );
+    assert_rows(&f, &model, true);
+    let read = java(&wh, "id", &["silver.kv"], &[], &[]);
+    assert_eq!(read[0]["rows"].as_array().unwrap(), &expected(&model));
+}
+
 /// Rows a rewrite moves into new files keep their `_row_id` and
 /// `_last_updated_sequence_number`, as Iceberg Java reads them: compaction's
 /// (inherited before the first compaction, written out by it and read back

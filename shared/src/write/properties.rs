@@ -23,6 +23,11 @@ pub const PAGE_ROW_LIMIT: &str = "write.parquet.page-row-limit";
 /// `write.parquet.dict-size-bytes`.
 pub const DICT_SIZE: &str = "write.parquet.dict-size-bytes";
 
+/// `floe.write.vector-per-puffin`: `true` writes each deletion vector in a
+/// Puffin file of its own, for readers that misapply one file's several
+/// vectors (docs/cdc.md); by default a commit's vectors share one file.
+pub const VECTOR_PER_PUFFIN: &str = "floe.write.vector-per-puffin";
+
 /// Iceberg's default target file size (512 MiB).
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 512 * 1024 * 1024;
 
@@ -35,6 +40,8 @@ pub struct FileSettings {
     pub target_file_size: u64,
     /// Which column metrics data files' entries keep.
     pub metrics: MetricsConfig,
+    /// One Puffin file per deletion vector rather than per commit.
+    pub vector_per_puffin: bool,
 }
 
 impl FileSettings {
@@ -72,8 +79,24 @@ impl FileSettings {
                 .unwrap_or(DEFAULT_TARGET_FILE_SIZE)
                 .max(1),
             metrics: MetricsConfig::from_properties(props)?,
+            vector_per_puffin: flag(props, VECTOR_PER_PUFFIN)?.unwrap_or(false),
         })
     }
+}
+
+fn flag(props: &HashMap<String, String>, key: &str) -> Result<Option<bool>, ConfigError> {
+    props
+        .get(key)
+        .map(|v| match v.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(ConfigError::Property {
+                key: key.into(),
+                value: v.clone(),
+                reason: "not `true` or `false`".into(),
+            }),
+        })
+        .transpose()
 }
 
 fn compression(codec: &str, level: Option<i32>) -> Result<Compression, String> {

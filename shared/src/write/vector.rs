@@ -5,11 +5,13 @@
 //! offset and length, and the data file it applies to. The v3 spec allows one
 //! vector per data file in a snapshot, holding every row deleted so far, so a
 //! commit that deletes more rows of a file writes the file's whole vector
-//! again and drops the old one. One Puffin file per commit holds them all.
+//! again and drops the old one. One Puffin file per commit holds them all,
+//! or, where the table asks (`floe.write.vector-per-puffin`), one per vector.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::puffin::{
     Blob, CREATED_BY_PROPERTY, CompressionCodec, DELETION_VECTOR_V1, PuffinWriter,
@@ -22,6 +24,9 @@ use super::{FileDeletes, TableWriter, WriteError};
 
 /// The magic number after a vector's length.
 const MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+/// Puffin files of one commit written at once, one vector each.
+const PUTS_AT_ONCE: usize = 16;
+
 /// The Puffin file's own magic number, which precedes the first blob.
 const PUFFIN_HEADER: u64 = 4;
 
@@ -118,15 +123,41 @@ pub async fn read(file_io: &FileIO, file: &DataFile) -> iceberg::Result<(String,
 }
 
 impl TableWriter {
-    /// Writes one Puffin file `<name>-dv.puffin` holding a vector for each
-    /// of `deletes` (each with every deleted row of its data file); returns
+    /// Writes a vector for each of `deletes` (each with every deleted row
+    /// of its data file): in one Puffin file `<name>-dv.puffin`, or one per
+    /// vector (`<name>-dv-<n>.puffin`) where the table asks for it; returns
     /// one delete file per vector, with its data file's partition spec id.
     pub(super) async fn write_vectors(
         &self,
         deletes: &[FileDeletes],
         name: &str,
     ) -> Result<Vec<(i32, DataFile)>, WriteError> {
-        let path = format!("{}/{name}-dv.puffin", self.data_location);
+        if !self.settings.vector_per_puffin {
+            let path = format!("{}/{name}-dv.puffin", self.data_location);
+            return self.write_puffin(deletes, path).await;
+        }
+        // Written side by side: a commit's time grows with the slowest PUT,
+        // not with the number of files it deletes from.
+        let puts: Vec<_> = deletes
+            .iter()
+            .enumerate()
+            .map(|(n, d)| {
+                let path = format!("{}/{name}-dv-{n}.puffin", self.data_location);
+                self.write_puffin(std::slice::from_ref(d), path)
+            })
+            .collect();
+        let written: Vec<Vec<(i32, DataFile)>> = futures::stream::iter(puts)
+            .buffered(PUTS_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(written.into_iter().flatten().collect())
+    }
+
+    async fn write_puffin(
+        &self,
+        deletes: &[FileDeletes],
+        path: String,
+    ) -> Result<Vec<(i32, DataFile)>, WriteError> {
         let output = self.file_io.new_output(&path).map_err(|e| self.err(e))?;
         let created_by = HashMap::from([(
             CREATED_BY_PROPERTY.to_string(),
