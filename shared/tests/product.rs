@@ -4,7 +4,9 @@
 //! created again, maintenance after nested evolution, another engine's
 //! rollback and concurrent processes, checked against a model by DuckDB and
 //! pyiceberg. `FLOE_HARNESS_SCHEDULES` sets how many run (default 40, from
-//! `FLOE_HARNESS_FIRST`, 1); `FLOE_HARNESS_SEED` replays one.
+//! `FLOE_HARNESS_FIRST`, 1); `FLOE_HARNESS_SEED` replays one, and
+//! `FLOE_HARNESS_TICK_MS` moves the clock forward before each step (as the
+//! schedules beside it do in a long run: a seed that differs only there).
 //!
 //! The only test of its binary: a schedule moves the process's clock.
 
