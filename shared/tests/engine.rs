@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use async_trait::async_trait;
 use floe_core::catalog::{Catalog, SqliteCatalog};
 use floe_core::commit::snapshot::SnapshotPlan;
-use floe_core::commit::{Action, CommitEngine, CommitError, PlanContext, RetryPolicy};
+use floe_core::commit::{Action, CommitEngine, CommitError, PlanContext, RetryPolicy, room};
 use floe_core::error::Classify;
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
@@ -396,4 +396,73 @@ async fn the_tables_commit_retry_properties_bound_the_attempts() {
     );
     assert!(err.is_transient(), "the requests stay queued");
     assert_eq!(ids(&catalog, &ident).await, (100..104).collect::<Vec<_>>());
+}
+
+/// The timestamps of the table's snapshots, oldest first.
+async fn snapshot_times(catalog: &SqliteCatalog, ident: &TableIdent) -> Vec<i64> {
+    let loaded = catalog.load_table(ident).await.unwrap();
+    let mut times: Vec<i64> = loaded
+        .metadata
+        .snapshots()
+        .map(|s| s.timestamp_ms())
+        .collect();
+    times.sort_unstable();
+    times
+}
+
+#[tokio::test]
+async fn a_minimum_interval_spaces_floes_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _) = setup(dir.path()).await;
+    let ident = table_with(&catalog, "spaced", room::MIN_INTERVAL, "600").await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    for first in [0, 10, 20] {
+        let r = request(&catalog, &ident, first, 2).await;
+        engine.append(&ident, vec![r]).await.unwrap();
+    }
+    let times = snapshot_times(&catalog, &ident).await;
+    assert_eq!(times.len(), 3);
+    assert!(
+        times.windows(2).all(|w| w[1] - w[0] >= 600),
+        "commits 600 ms apart at least: {times:?}"
+    );
+    assert_eq!(ids(&catalog, &ident).await, vec![0, 1, 10, 11, 20, 21]);
+}
+
+#[tokio::test]
+async fn a_pause_holds_commits_until_it_ends_and_a_long_one_keeps_them_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, _) = setup(dir.path()).await;
+    let until = floe_core::clock::wall_ms() + 800;
+    let ident = table_with(&catalog, "paused", room::PAUSED_UNTIL, &until.to_string()).await;
+    let engine = CommitEngine::new(catalog.clone(), RetryPolicy::default());
+    let r = request(&catalog, &ident, 0, 3).await;
+    engine.append(&ident, vec![r]).await.unwrap();
+    let times = snapshot_times(&catalog, &ident).await;
+    assert!(
+        times[0] >= until,
+        "committed after the pause: {times:?} < {until}"
+    );
+
+    // A pause past what a commit waits fails it, transiently: the request
+    // stays queued and nothing is committed.
+    let far = table_with(&catalog, "held", room::PAUSED_UNTIL, "2999-01-01T00:00:00Z").await;
+    let r = request(&catalog, &far, 0, 3).await;
+    let err = engine.append(&far, vec![r]).await.unwrap_err();
+    assert!(matches!(err, CommitError::Paused { .. }), "{err}");
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        err.to_string().contains("floe.commit.paused-until"),
+        "{err}"
+    );
+    assert!(ids(&catalog, &far).await.is_empty());
+
+    let bad = table_with(&catalog, "bad", room::PAUSED_UNTIL, "soon").await;
+    let r = request(&catalog, &bad, 0, 3).await;
+    let err = engine.append(&bad, vec![r]).await.unwrap_err();
+    assert!(!err.is_transient(), "{err}");
+    assert!(
+        err.to_string().contains("floe.commit.paused-until"),
+        "{err}"
+    );
 }

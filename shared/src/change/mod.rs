@@ -746,7 +746,7 @@ fn scaled_integer(text: &str, pow10: i32) -> Option<i64> {
 
 /// Parses an RFC 3339 / ISO 8601 timestamp (`2026-11-30T10:00:00.123456Z`) to ms since the
 /// epoch, truncating sub-millisecond digits. A missing offset means UTC (DMS writes UTC).
-fn parse_timestamp_ms(s: &str) -> Option<i64> {
+pub(crate) fn parse_timestamp_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |range| digits(b, range);
     let year = num(0..4)?;

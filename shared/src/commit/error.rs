@@ -41,6 +41,26 @@ pub enum CommitError {
         /// The head it names.
         path: String,
     },
+    /// The table holds floe's commits longer than a commit waits
+    /// (`floe.commit.paused-until`, for another writer's job); the requests
+    /// stay queued and commit once it ends.
+    #[error(
+        "table {table}: floe's commits are paused until {until_ms} (epoch ms, `floe.commit.paused-until`); commit requests stay queued until then"
+    )]
+    Paused {
+        /// The table.
+        table: String,
+        /// When commits may go on.
+        until_ms: i64,
+    },
+    /// A table property that decides when floe commits cannot be read.
+    #[error("table {table}: {source}")]
+    Property {
+        /// The table.
+        table: String,
+        /// What is wrong with it.
+        source: crate::error::ConfigError,
+    },
     /// Checking or reading a request's files failed.
     #[error("table {table}: reading the files of a request: {source}")]
     Storage {
@@ -97,6 +117,8 @@ impl Classify for CommitError {
             }
             CommitError::Exhausted { .. } | CommitError::Superseded { .. } => ErrorKind::Contention,
             CommitError::LedgerMissing { .. } => ErrorKind::Repair,
+            CommitError::Paused { .. } => ErrorKind::Contention,
+            CommitError::Property { .. } => ErrorKind::Config,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod mask;
 pub mod position_delta;
 pub mod read;
 pub mod retry;
+pub mod room;
 pub mod row_delta;
 pub mod snapshot;
 mod swap;
@@ -219,7 +220,7 @@ impl CommitEngine {
         let mut attempts = Attempts::new(&self.retry);
         let mut last_err = None;
         while let Some(attempt) = attempts.next().await {
-            let base = self.catalog.load_table(ident).await?;
+            let base = self.load_with_room(ident).await?;
             attempts.adopt(&base.metadata);
             let attempted = self
                 .attempt(&base, &requests, action, &mut memory)
@@ -332,6 +333,40 @@ impl CommitEngine {
             files = outcome.data_files,
             "committed"
         );
+    }
+
+    /// The table as loaded once it leaves floe room to commit
+    /// ([`room`]): a hold shorter than [`room::MAX_WAIT`] is waited out,
+    /// looking again every [`room::RECHECK`].
+    async fn load_with_room(&self, ident: &TableIdent) -> Result<LoadedTable, CommitError> {
+        loop {
+            let base = self.catalog.load_table(ident).await?;
+            let now = crate::clock::wall_ms();
+            let hold = room::hold(&base.metadata, now).map_err(|source| CommitError::Property {
+                table: display(ident),
+                source,
+            })?;
+            let Some(hold) = hold else {
+                return Ok(base);
+            };
+            let wait = hold.wait(now);
+            match hold {
+                room::Hold::Paused(until_ms) if wait > room::MAX_WAIT => {
+                    return Err(CommitError::Paused {
+                        table: display(ident),
+                        until_ms,
+                    });
+                }
+                _ => {
+                    info!(
+                        wait_ms = wait.as_millis() as u64,
+                        ?hold,
+                        "leaving room for other writers"
+                    );
+                    tokio::time::sleep(wait.min(room::RECHECK)).await;
+                }
+            }
+        }
     }
 
     /// The ledger of the table as loaded; `None` when its head is gone
@@ -487,7 +522,7 @@ impl CommitEngine {
         let mut last_err = None;
         let mut ours: Vec<i64> = Vec::new();
         while let Some(attempt) = attempts.next().await {
-            let base = self.catalog.load_table(ident).await?;
+            let base = self.load_with_room(ident).await?;
             attempts.adopt(&base.metadata);
             // An earlier attempt's answer was lost, but it landed (other
             // commits may have been built on it since).
