@@ -59,7 +59,7 @@ pub enum CommitError {
         /// The table.
         table: String,
         /// What is wrong with it.
-        source: crate::error::ConfigError,
+        source: Box<crate::error::ConfigError>,
     },
     /// Checking or reading a request's files failed.
     #[error("table {table}: reading the files of a request: {source}")]

@@ -342,9 +342,9 @@ impl CommitEngine {
         loop {
             let base = self.catalog.load_table(ident).await?;
             let now = crate::clock::wall_ms();
-            let hold = room::hold(&base.metadata, now).map_err(|source| CommitError::Property {
+            let hold = room::hold(&base.metadata, now).map_err(|e| CommitError::Property {
                 table: display(ident),
-                source,
+                source: Box::new(e),
             })?;
             let Some(hold) = hold else {
                 return Ok(base);
