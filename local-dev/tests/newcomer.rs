@@ -319,3 +319,104 @@ fn local_orphan_cleanup_needs_no_queue_retention() {
         json!([{"id": 1, "v": "a"}])
     );
 }
+
+/// Runs `floe args` on `warehouse` as a user that may only read it: as root,
+/// through `setpriv` as nobody (root reads and writes anything), with a
+/// copy of the binary nobody can run.
+fn floe_as_reader(bin_dir: &std::path::Path, warehouse: &std::path::Path, args: &[&str]) -> Output {
+    let bin = bin_dir.join("floe");
+    let mut cmd = if nix_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
+        c
+    } else {
+        Command::new(&bin)
+    };
+    cmd.args(args)
+        .env("FLOE_WAREHOUSE", warehouse)
+        .env("HOME", bin_dir)
+        .env_remove("FLOE_FAULT")
+        .output()
+        .expect("run floe (setpriv from util-linux as root)")
+}
+
+fn nix_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A warehouse this process may only read (a read-only mount, another
+/// user's files) still lists, shows and reads its tables; what would write
+/// fails naming SQLite's read-only error.
+#[test]
+fn a_read_only_warehouse_lists_and_shows_its_tables() {
+    use std::os::unix::fs::PermissionsExt;
+    let wh = Warehouse::new();
+    let file = wh.path().join("in.ndjson");
+    std::fs::write(&file, "{\"id\":1,\"v\":\"a\"}\n{\"id\":2,\"v\":\"b\"}\n").unwrap();
+    let file = file.to_str().unwrap();
+    wh.floe(&["table", "create", "web.kv", "--infer", file, "--key", "id"]);
+    wh.floe(&["ingest", "web.kv", file]);
+
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_floe"), bin.path().join("floe")).unwrap();
+    let read_only = |mode: u32| {
+        for dir in [bin.path(), wh.path()] {
+            for entry in walk(dir) {
+                let m = if entry.is_dir() { mode | 0o111 } else { mode };
+                std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(m)).unwrap();
+            }
+        }
+    };
+    read_only(0o444);
+    std::fs::set_permissions(
+        bin.path().join("floe"),
+        std::fs::Permissions::from_mode(0o555),
+    )
+    .unwrap();
+    let list = floe_as_reader(bin.path(), wh.path(), &["table", "list"]);
+    let show = floe_as_reader(
+        bin.path(),
+        wh.path(),
+        &["table", "show", "web.kv", "--json"],
+    );
+    let write = floe_as_reader(bin.path(), wh.path(), &["ingest", "web.kv", file]);
+    read_only(0o755);
+    assert!(list.status.success(), "{}", text(&list));
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("web.kv"),
+        "{}",
+        text(&list)
+    );
+    assert!(show.status.success(), "{}", text(&show));
+    let show: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(show["rows"], 2, "{show}");
+    assert!(
+        !write.status.success(),
+        "an ingest cannot write: {}",
+        text(&write)
+    );
+    assert!(
+        text(&write).to_lowercase().contains("read"),
+        "{}",
+        text(&write)
+    );
+}
+
+/// Every path under `dir`, `dir` itself last.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out.push(dir.to_path_buf());
+    out
+}

@@ -54,6 +54,15 @@ pub struct SqliteCatalog {
     metadata: Arc<super::MetadataCache>,
 }
 
+/// Whether SQLite refused to write (or to make a file it writes) because
+/// the database or its directory is read-only to this process.
+fn read_only(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
 fn store_err(e: rusqlite::Error) -> CatalogError {
     CatalogError::store("SQLite catalog", e)
 }
@@ -67,18 +76,11 @@ impl SqliteCatalog {
         file_io: FileIO,
         faults: Faults,
     ) -> Result<Self, CatalogError> {
-        let conn = Connection::open(db).map_err(store_err)?;
-        // Several floe processes (or pyiceberg) may share one warehouse.
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(store_err)?;
-        // The mode is kept in the file, so every later connection (floe's or
-        // another engine's) uses it too. Switching needs the database to
-        // itself: while another process holds it, floe runs in the old mode
-        // and switches on a later open.
-        if let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
-            tracing::warn!(db = %db.display(), error = %e, "catalog database stays in its journal mode for now");
-        }
-        conn.execute_batch(SCHEMA).map_err(store_err)?;
+        let conn = match Self::writable(db) {
+            Ok(conn) => conn,
+            Err(e) if read_only(&e) && db.exists() => Self::read_only(db, e)?,
+            Err(e) => return Err(store_err(e)),
+        };
         Ok(Self {
             name: name.to_string(),
             warehouse_uri: warehouse_uri.trim_end_matches('/').to_string(),
@@ -87,6 +89,46 @@ impl SqliteCatalog {
             faults,
             metadata: Default::default(),
         })
+    }
+
+    /// The database opened for reading and writing, created if missing.
+    fn writable(db: &Path) -> rusqlite::Result<Connection> {
+        let conn = Connection::open(db)?;
+        // Several floe processes (or pyiceberg) may share one warehouse.
+        conn.busy_timeout(Duration::from_secs(30))?;
+        // The mode is kept in the file, so every later connection (floe's or
+        // another engine's) uses it too. Switching needs the database to
+        // itself: while another process holds it, floe runs in the old mode
+        // and switches on a later open.
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e) if read_only(&e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(db = %db.display(), error = %e, "catalog database stays in its journal mode for now");
+            }
+            Ok(()) => {}
+        }
+        conn.execute_batch(SCHEMA)?;
+        Ok(conn)
+    }
+
+    /// The database of a warehouse this process may only read (a read-only
+    /// mount, another user's files). SQLite cannot open a WAL database for
+    /// reading without writing its shared-memory file beside it, so it is
+    /// read as immutable: as of its last checkpoint, which is all of it once
+    /// every writer has closed it. Commands that write fail on it, naming
+    /// SQLite's read-only error.
+    fn read_only(db: &Path, writing: rusqlite::Error) -> Result<Connection, CatalogError> {
+        let path = db.to_string_lossy();
+        let escaped = path
+            .replace('%', "%25")
+            .replace('?', "%3f")
+            .replace('#', "%23");
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
+            .map_err(store_err)?;
+        tracing::warn!(db = %db.display(), error = %writing, "catalog database is read-only here: reading it as of its last checkpoint");
+        Ok(conn)
     }
 
     fn with_conn<T>(
