@@ -437,6 +437,7 @@ impl CommitEngine {
     /// a commit of its own. Other tables are left alone.
     pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
         let mut attempts = Attempts::new(&self.retry);
+        let mut last_err = None;
         while attempts.next().await.is_some() {
             let base = self.catalog.load_table(ident).await?;
             attempts.adopt(&base.metadata);
@@ -466,10 +467,12 @@ impl CommitEngine {
                 .await?;
             match swap::submit(&self.catalog, built).await? {
                 Submitted::Landed => return Ok(()),
-                Submitted::Conflict(_) | Submitted::Ambiguous(_) => {}
+                Submitted::Conflict(e) | Submitted::Ambiguous(e) => last_err = Some(e),
             }
         }
-        Ok(())
+        // Out of attempts the ledger is still in the summaries: maintenance
+        // must not expire them, so this is an error, not "nothing to adopt".
+        Err(swap::exhausted(display(ident), &attempts, last_err))
     }
 
     /// Rebuilds a table's ledger from the heads the table names that
