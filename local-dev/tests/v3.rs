@@ -226,6 +226,23 @@ fn ingest(wh: &Warehouse, cfg: &str, table: &str, name: &str, text: &str) {
     assert_eq!(report["rejected"], 0, "{report}");
 }
 
+/// `floe ingest TABLE FILE` on the warehouse at `dir`, committing at once,
+/// from a thread that cannot borrow the [`Warehouse`]; asserts it succeeded.
+fn ingest_now(dir: &Path, config: &[&str], table: &str, file: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(config)
+        .args(["ingest", table, "--commit-window-ms", "0"])
+        .arg(file)
+        .env("FLOE_WAREHOUSE", dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn maintain(wh: &Warehouse, cfg: &str, table: &str) -> Value {
     let out = wh.floe(&["--config", cfg, "maintain", table, "--json"]);
     serde_json::from_str(out.lines().next().unwrap()).expect("maintain report")
@@ -976,17 +993,7 @@ fn spark_commits_land_while_floe_commits_every_second() {
                     .map(|k| format!("{{\"id\":{},\"v\":\"floe\"}}\n", 1_000 + runs * 5 + k))
                     .collect();
                 std::fs::write(&file, lines).unwrap();
-                let out = Command::new(env!("CARGO_BIN_EXE_floe"))
-                    .args(["ingest", "bronze.busy", "--commit-window-ms", "0"])
-                    .arg(&file)
-                    .env("FLOE_WAREHOUSE", &dir)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                ingest_now(&dir, &[], "bronze.busy", &file);
                 runs += 1;
                 // About a commit a second, a streaming table's cadence. Back
                 // to back (a debug build's 3-5 commits/s on 2 cores) starved
@@ -1058,24 +1065,7 @@ fn spark_deletes_land_beside_a_busy_floe_that_they_pause() {
                 let file = dir.join(format!("u{updated}.ndjson"));
                 let line = format!("{{\"id\":{updated},\"v\":\"floe\",\"n\":{updated}}}\n");
                 std::fs::write(&file, line).unwrap();
-                let out = Command::new(env!("CARGO_BIN_EXE_floe"))
-                    .args([
-                        "--config",
-                        &cfg,
-                        "ingest",
-                        "silver.kv",
-                        "--commit-window-ms",
-                        "0",
-                    ])
-                    .arg(&file)
-                    .env("FLOE_WAREHOUSE", &dir)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                ingest_now(&dir, &["--config", &cfg], "silver.kv", &file);
                 updated += 1;
             }
             updated

@@ -168,6 +168,33 @@ impl Rig {
         }
     }
 
+    /// The ids of the table's rows, sorted.
+    async fn ids(&self) -> Vec<i64> {
+        self.rows().await.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Maintenance that expires every snapshot but the current one.
+    async fn expire_all(&self) -> floe_core::maintain::MaintainReport {
+        let expire = MaintainOptions {
+            max_snapshot_age_ms: Some(0),
+            now_ms: clock::now_ms() + 1,
+            ..MaintainOptions::default()
+        };
+        maintain(&self.catalog(), &self.table, &expire)
+            .await
+            .unwrap()
+    }
+
+    /// The first commit request queued, left in the queue.
+    async fn queued(&self) -> floe_core::request::CommitRequest {
+        let deliveries = self
+            .queue
+            .receive(10, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        floe_core::request::CommitRequest::from_bytes(&deliveries[0].body).unwrap()
+    }
+
     /// The table's rows, sorted.
     async fn rows(&self) -> Vec<(i64, Option<String>)> {
         let mut rows =
@@ -244,7 +271,7 @@ async fn a_truncate_the_table_applied_is_not_applied_again_by_a_rerun() {
     let line4 = upsert(4, "f4");
     grown.push(&line4);
     rig.deliver("file:f", 1, &grown).await;
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(
         ids,
         vec![2, 3, 4, 100, 101, 102, 103, 104],
@@ -285,7 +312,7 @@ async fn an_ordered_source_idle_for_weeks_is_remembered() {
     let more: Vec<String> = (0..13).map(|i| row(i, "s")).collect();
     let more: Vec<&str> = more.iter().map(String::as_str).collect();
     assert_eq!(rig.deliver("kafka:s/0", 0, &more).await, 3);
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids.iter().filter(|id| **id < 1000).count(), 13);
     assert_eq!(ids.len(), 53, "no row twice");
 }
@@ -322,7 +349,7 @@ async fn kinesis_runs_spill_into_pages_and_a_late_request_in_a_gap_still_commits
             .await,
         1
     );
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..100).collect::<Vec<_>>());
 }
 
@@ -347,7 +374,7 @@ async fn another_engines_orphan_cleanup_leaves_the_ledger_whole() {
             .await,
         1
     );
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..7).collect::<Vec<_>>());
 }
 
@@ -382,12 +409,7 @@ async fn a_ledger_destroyed_by_cleanup_is_a_clear_error_and_repair_restores_exac
     )
     .await;
     let engine = CommitEngine::new(rig.catalog(), fast_retry());
-    let deliveries = rig
-        .queue
-        .receive(10, std::time::Duration::ZERO)
-        .await
-        .unwrap();
-    let request = floe_core::request::CommitRequest::from_bytes(&deliveries[0].body).unwrap();
+    let request = rig.queued().await;
     let err = engine
         .append(&rig.table, vec![request.clone()])
         .await
@@ -404,7 +426,7 @@ async fn a_ledger_destroyed_by_cleanup_is_a_clear_error_and_repair_restores_exac
     assert!(rebuilt.snapshots >= 3);
     let outcome = engine.append(&rig.table, vec![request]).await.unwrap();
     assert_eq!(outcome.records, 1, "only position 9 is new");
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..10).collect::<Vec<_>>());
 }
 
@@ -438,7 +460,7 @@ async fn repair_starts_from_the_newest_head_that_survives() {
             .await,
         1
     );
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..9).collect::<Vec<_>>());
 }
 
@@ -466,19 +488,14 @@ async fn a_retired_head_stays_while_a_snapshot_names_it() {
     rig.deliver("kafka:w/0", 5, &[&row(5, "w")]).await;
     assert!(opens(&before.metadata).await.is_ok());
     // Once expiry took the snapshot, the next commit deletes it.
-    let expire = MaintainOptions {
-        max_snapshot_age_ms: Some(0),
-        now_ms: clock::now_ms() + 1,
-        ..MaintainOptions::default()
-    };
-    let report = maintain(&catalog, &rig.table, &expire).await.unwrap();
+    let report = rig.expire_all().await;
     assert!(report.expired_snapshots >= 5, "{report:?}");
     rig.deliver("kafka:w/0", 6, &[&row(6, "w")]).await;
     assert!(matches!(
         opens(&before.metadata).await,
         Err(ledger::LedgerError::Missing { .. })
     ));
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..7).collect::<Vec<_>>());
 }
 
@@ -491,12 +508,7 @@ async fn a_rollback_long_after_keeps_what_the_snapshot_holds() {
     }
     // Expiry leaves the target without ancestors: only its head knows
     // what the three commits before it held.
-    let expire = MaintainOptions {
-        max_snapshot_age_ms: Some(0),
-        now_ms: clock::now_ms() + 1,
-        ..MaintainOptions::default()
-    };
-    maintain(&rig.catalog(), &rig.table, &expire).await.unwrap();
+    rig.expire_all().await;
     let loaded = rig.catalog().load_table(&rig.table).await.unwrap();
     let target = loaded.metadata.current_snapshot_id().unwrap();
     assert_eq!(loaded.metadata.snapshots().count(), 1);
@@ -514,7 +526,7 @@ async fn a_rollback_long_after_keeps_what_the_snapshot_holds() {
         2,
         "only what the rollback undid commits again"
     );
-    let ids: Vec<i64> = rig.rows().await.into_iter().map(|(id, _)| id).collect();
+    let ids = rig.ids().await;
     assert_eq!(ids, (0..5).collect::<Vec<_>>());
 }
 
@@ -525,12 +537,7 @@ async fn a_rollback_to_a_head_deleted_outside_floe_waits_for_repair() {
     for i in 0..3u64 {
         rig.deliver("kafka:g/0", i, &[&row(i as i64, "g")]).await;
     }
-    let expire = MaintainOptions {
-        max_snapshot_age_ms: Some(0),
-        now_ms: clock::now_ms() + 1,
-        ..MaintainOptions::default()
-    };
-    maintain(&rig.catalog(), &rig.table, &expire).await.unwrap();
+    rig.expire_all().await;
     let loaded = rig.catalog().load_table(&rig.table).await.unwrap();
     let target = loaded.metadata.current_snapshot().unwrap();
     let head = target.summary().additional_properties[ledger::PROPERTY].clone();
@@ -548,12 +555,7 @@ async fn a_rollback_to_a_head_deleted_outside_floe_waits_for_repair() {
         SourceKind::Kafka,
     )
     .await;
-    let deliveries = rig
-        .queue
-        .receive(10, std::time::Duration::ZERO)
-        .await
-        .unwrap();
-    let request = floe_core::request::CommitRequest::from_bytes(&deliveries[0].body).unwrap();
+    let request = rig.queued().await;
     let engine = CommitEngine::new(rig.catalog(), fast_retry());
     let err = engine
         .append(&rig.table, vec![request.clone()])
