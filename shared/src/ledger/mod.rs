@@ -503,10 +503,12 @@ impl Ledger {
     }
 
     /// Every ledger file the head names, directly or through its entries
-    /// (key files), and the retired ones still kept; normalised URIs. Reads
-    /// every segment: for maintenance, not for commits.
+    /// (key files), the retired ones still kept, and the heads the table's
+    /// snapshots name; normalised URIs. Reads every segment: for
+    /// maintenance, not for commits.
     pub async fn named_files(&self) -> Result<HashSet<String>, LedgerError> {
         let mut out: Vec<String> = self.head_path.iter().cloned().collect();
+        out.extend(self.named.iter().cloned());
         out.extend(self.head.retired.iter().map(|r| r.path.clone()));
         out.extend(self.head.archive.iter().map(|r| r.path.clone()));
         for marks in self.head.sources.values() {

@@ -405,21 +405,19 @@ impl Draft<'_> {
         let grace = self.now_ms.saturating_sub(RETIRE_GRACE_MS);
         let mut retired = std::mem::take(&mut self.head.retired);
         retired.extend(retired_now);
-        // A head a snapshot still names stays while the snapshot does,
-        // whatever its age: a rollback to that snapshot repairs from it.
-        let (mut kept, retired): (Vec<Retired>, Vec<Retired>) = retired
-            .into_iter()
-            .partition(|r| self.ledger.names(&r.path));
         let over = retired.len().saturating_sub(MAX_RETIRED);
         let mut obsolete = Vec::new();
+        let mut kept = Vec::new();
         for (i, r) in retired.into_iter().enumerate() {
-            if i < over || r.ms < grace {
-                obsolete.push(r.path);
-            } else {
+            if i >= over && r.ms >= grace {
                 kept.push(r);
+            } else if !self.ledger.names(&r.path) {
+                obsolete.push(r.path);
             }
+            // A head a snapshot still names is left in place, off the list:
+            // a rollback to that snapshot repairs from it, and orphan
+            // cleanup keeps it while the snapshot is in the table.
         }
-        kept.sort_by_key(|r| r.ms);
         self.head.retired = kept;
         let path = format!(
             "{}/head-{:012}-{}.json.zst",
