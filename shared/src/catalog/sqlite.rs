@@ -54,13 +54,18 @@ pub struct SqliteCatalog {
     metadata: Arc<super::MetadataCache>,
 }
 
-/// Whether SQLite refused to write (or to make a file it writes) because
-/// the database or its directory is read-only to this process.
+/// Whether SQLite refused to write because the database file or its
+/// directory is read-only to this process: plain `SQLITE_READONLY` (the file
+/// opened read-only for want of permission) or `SQLITE_READONLY_DIRECTORY`.
+/// Its other read-only codes (recovery, locks, a moved file) pass with time
+/// or another process, so they stay errors rather than stale reads.
 fn read_only(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
-    )
+    const READONLY_DIRECTORY: i32 = rusqlite::ffi::SQLITE_READONLY | (6 << 8);
+    e.sqlite_error().is_some_and(|f| {
+        f.code == rusqlite::ErrorCode::ReadOnly
+            && (f.extended_code == rusqlite::ffi::SQLITE_READONLY
+                || f.extended_code == READONLY_DIRECTORY)
+    })
 }
 
 fn store_err(e: rusqlite::Error) -> CatalogError {
