@@ -20,12 +20,7 @@ py="$venv/bin/python"
 [ -x "$py" ] || { echo "run ./local-dev/test.sh once: it makes $venv" >&2; exit 1; }
 
 # FLOE_BIN=path runs that build (e.g. an earlier one) instead of this checkout's.
-if [ -n "${FLOE_BIN:-}" ]; then
-  floe="$FLOE_BIN"
-else
-  cargo build --release --locked --bin floe --features full >/dev/null
-  floe="${CARGO_TARGET_DIR:-target}/release/floe"
-fi
+floe="$(local-dev/bench/floe-bin.sh --features full)"
 port="${FLOE_BENCH_PG_PORT:-15439}"
 export FLOE_PG_PORT="$port" FLOE_PG_DATA="$HOME/.cache/floe-pg-bench/$port"
 conninfo="$(local-dev/pg.sh)"

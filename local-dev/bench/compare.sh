@@ -15,12 +15,7 @@ venv="${FLOE_VENV:-$HOME/.cache/floe-venv}"
 "$venv/bin/python" -c "import pyiceberg, pyarrow" 2>/dev/null || "$venv/bin/pip" install -q -r local-dev/requirements-test.txt
 py="$venv/bin/python"
 
-if [ -n "${FLOE_BIN:-}" ]; then
-  floe="$FLOE_BIN"
-else
-  cargo build --release --locked --bin floe >/dev/null
-  floe="${CARGO_TARGET_DIR:-target}/release/floe"
-fi
+floe="$(local-dev/bench/floe-bin.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 events="$work/events.ndjson"

@@ -14,12 +14,7 @@ deletes="${1:-10}"
 interval="${2:-5000}"
 py="${FLOE_VENV:-$HOME/.cache/floe-venv}/bin/python"
 [ -f "$HOME/.cache/floe-java/.installed" ] || local-dev/java.sh
-if [ -n "${FLOE_BIN:-}" ]; then
-  floe="$FLOE_BIN"
-else
-  cargo build --release --locked --bin floe >/dev/null
-  floe="${CARGO_TARGET_DIR:-target}/release/floe"
-fi
+floe="$(local-dev/bench/floe-bin.sh)"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 echo '{"type":"struct","fields":[{"id":1,"name":"id","required":true,"type":"long"},{"id":2,"name":"v","required":false,"type":"string"}]}' >"$work/schema.json"

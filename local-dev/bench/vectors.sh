@@ -13,12 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 files="${1:-64}"
 commits="${2:-20}"
-if [ -n "${FLOE_BIN:-}" ]; then
-  floe="$FLOE_BIN"
-else
-  cargo build --release --locked --bin floe >/dev/null
-  floe="${CARGO_TARGET_DIR:-target}/release/floe"
-fi
+floe="$(local-dev/bench/floe-bin.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo '{"type":"struct","fields":[{"id":1,"name":"id","required":true,"type":"long"},{"id":2,"name":"v","required":false,"type":"string"}]}' >"$work/schema.json"
