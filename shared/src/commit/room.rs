@@ -74,8 +74,7 @@ pub fn hold(metadata: &TableMetadata, now_ms: i64) -> Result<Option<Hold>, Confi
     // engine committed since: committing right after the other writer's
     // commit would meet its next statement.
     let spacing = interval
-        .zip(last_floe_commit(metadata))
-        .map(|(ms, at)| at.saturating_add(ms as i64) - now_ms)
+        .and_then(|ms| Some(last_floe_commit(metadata)?.saturating_add(ms as i64) - now_ms))
         .filter(|left| *left > 0)
         .map(|left| Hold::Spacing(Duration::from_millis(left as u64)));
     Ok(match (paused, spacing) {

@@ -521,6 +521,9 @@ const TOTALS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The `total-*` counts of `summary`. They are readers' statistics, never
+/// what a commit decides by (the ledger and the manifests are), so one
+/// missing or unreadable is left out rather than failing the commit.
 fn totals_of(summary: &Summary) -> HashMap<String, u64> {
     TOTALS
         .iter()

@@ -185,8 +185,9 @@ pub struct Ledger {
     dir: String,
     head: Arc<Head>,
     head_path: Option<String>,
-    /// Heads the table's snapshots name: another engine may roll the table
-    /// back to any of them, and a repair then starts from its head.
+    /// The retired heads (and its own) that a snapshot of the table names:
+    /// another engine may roll the table back to any of them, and a repair
+    /// then starts from its head, so no commit deletes them.
     named: Arc<BTreeSet<String>>,
     recent: Arc<Index>,
     windows: Windows,
@@ -225,13 +226,25 @@ impl Ledger {
             }
             None => Arc::new(legacy::head(metadata)),
         };
+        // Only heads this ledger may retire or delete are looked up, so a
+        // commit pays for its own retired list, not for the whole history.
+        let candidates: HashSet<&str> = head
+            .retired
+            .iter()
+            .map(|r| r.path.as_str())
+            .chain(head_path.as_deref())
+            .collect();
+        let named = snapshot_heads(metadata)
+            .filter(|p| candidates.contains(p.as_str()))
+            .cloned()
+            .collect();
         Ok(Self {
             recent: Arc::new(Index::new(head.recent.clone())),
             store,
             dir: place::dir(metadata),
             head,
             head_path,
-            named: Arc::new(named_heads(metadata)),
+            named: Arc::new(named),
             windows: Windows::of(metadata),
         })
     }
@@ -503,12 +516,10 @@ impl Ledger {
     }
 
     /// Every ledger file the head names, directly or through its entries
-    /// (key files), the retired ones still kept, and the heads the table's
-    /// snapshots name; normalised URIs. Reads every segment: for
-    /// maintenance, not for commits.
+    /// (key files), and the retired ones still kept; normalised URIs. Reads
+    /// every segment: for maintenance, not for commits.
     pub async fn named_files(&self) -> Result<HashSet<String>, LedgerError> {
         let mut out: Vec<String> = self.head_path.iter().cloned().collect();
-        out.extend(self.named.iter().cloned());
         out.extend(self.head.retired.iter().map(|r| r.path.clone()));
         out.extend(self.head.archive.iter().map(|r| r.path.clone()));
         for marks in self.head.sources.values() {
@@ -627,13 +638,12 @@ pub async fn state(
     Ok(Ledger::open(store, metadata).await?.head.state.clone())
 }
 
-/// The heads the table's snapshots name.
-fn named_heads(metadata: &TableMetadata) -> BTreeSet<String> {
+/// The ledger heads the table's snapshots name (each commit's, and each
+/// compaction's): what a rollback to one of them repairs from.
+pub fn snapshot_heads(metadata: &TableMetadata) -> impl Iterator<Item = &String> {
     metadata
         .snapshots()
         .filter_map(|s| s.summary().additional_properties.get(PROPERTY))
-        .cloned()
-        .collect()
 }
 
 /// The ledger entries of one snapshot holding these requests, with the source

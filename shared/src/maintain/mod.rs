@@ -633,13 +633,16 @@ async fn find_orphans(
             table: display(&loaded.ident),
             source: Box::new(Error::new(ErrorKind::Unexpected, e.to_string())),
         })?;
-    let ledger_files = ledger
+    let mut ledger_files = ledger
         .named_files()
         .await
         .map_err(|e| MaintainError::Iceberg {
             table: display(&loaded.ident),
             source: Box::new(Error::new(ErrorKind::Unexpected, e.to_string())),
         })?;
+    // Heads that left the retired list stay while a snapshot names them.
+    ledger_files
+        .extend(crate::ledger::snapshot_heads(meta).filter_map(|p| crate::uri::normalize(p)));
     // A key file is written before its request commits: one of a request
     // still queued is named by nothing yet.
     let key_files_kept = ledger.windows().request_ms + opts.orphan_window_ms;
