@@ -104,8 +104,17 @@ impl Checkpoints {
         )
     }
 
-    /// The versions of `input` runs read.
+    /// The versions of `input` runs read. On a local warehouse under the
+    /// input's lock, shared: a save rewrites its slot in place, so two saves
+    /// in a row could show a reader between them both slots empty, and the
+    /// run would take its input for a new one and commit it again.
     pub async fn load(&self, input: &str) -> Result<Versions, CheckpointError> {
+        let _lock = self.lock(input, Lock::Shared)?;
+        self.read_slots(input).await
+    }
+
+    /// The newer of the two slots that parses; the caller holds the lock.
+    async fn read_slots(&self, input: &str) -> Result<Versions, CheckpointError> {
         let mut newest = Versions::default();
         for slot in 0..2 {
             let path = self.path(input, slot);
@@ -144,30 +153,17 @@ impl Checkpoints {
         ck: &Checkpoint,
         versions: &mut Versions,
     ) -> Result<(), CheckpointError> {
-        let lock_path = self.lock_path(&ck.input);
-        let _lock = match &lock_path {
-            Some(path) => Some(lock(path).map_err(|e| {
-                CheckpointError {
-                    path: path.display().to_string(),
-                    source: Box::new(
-                        iceberg::Error::new(
-                            iceberg::ErrorKind::Unexpected,
-                            "locking the input's checkpoint",
-                        )
-                        .with_source(e),
-                    ),
-                }
-            })?),
-            None => None,
-        };
-        let stored = self.load(&ck.input).await?;
+        let _lock = self.lock(&ck.input, Lock::Exclusive)?;
+        let stored = self.read_slots(&ck.input).await?;
         let mut seen = std::collections::HashSet::from([ck.source.as_str()]);
+        // What is stored goes before this run's older copy of it, so a full
+        // list drops the oldest versions, never one another run just saved.
         let list: Vec<Checkpoint> = std::iter::once(ck)
             .chain(
-                versions
+                stored
                     .list
                     .iter()
-                    .chain(&stored.list)
+                    .chain(&versions.list)
                     .filter(|v| seen.insert(v.source.as_str())),
             )
             .take(KEPT)
@@ -194,6 +190,26 @@ impl Checkpoints {
         Ok(())
     }
 
+    /// The input's lock on a local warehouse (elsewhere a write replaces
+    /// an object whole, and there is none), held until it is dropped.
+    fn lock(&self, input: &str, how: Lock) -> Result<Option<std::fs::File>, CheckpointError> {
+        let Some(path) = self.lock_path(input) else {
+            return Ok(None);
+        };
+        lock_file(&path, how)
+            .map(Some)
+            .map_err(|e| CheckpointError {
+                path: path.display().to_string(),
+                source: Box::new(
+                    iceberg::Error::new(
+                        iceberg::ErrorKind::Unexpected,
+                        "locking the input's checkpoint",
+                    )
+                    .with_source(e),
+                ),
+            })
+    }
+
     /// The lock file beside an input's checkpoint, on a local warehouse.
     fn lock_path(&self, input: &str) -> Option<std::path::PathBuf> {
         let dir = match self.dir.strip_prefix("file://") {
@@ -205,8 +221,15 @@ impl Checkpoints {
     }
 }
 
-/// An exclusive lock on `path` (created), held until the file is dropped.
-fn lock(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+/// How a run holds an input's lock: readers share it, a save excludes all.
+#[derive(Debug, Clone, Copy)]
+enum Lock {
+    Shared,
+    Exclusive,
+}
+
+/// A lock on `path` (created), held until the file is dropped.
+fn lock_file(path: &std::path::Path, how: Lock) -> std::io::Result<std::fs::File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -215,7 +238,10 @@ fn lock(path: &std::path::Path) -> std::io::Result<std::fs::File> {
         .truncate(false)
         .write(true)
         .open(path)?;
-    file.lock()?;
+    match how {
+        Lock::Shared => file.lock_shared()?,
+        Lock::Exclusive => file.lock()?,
+    }
     Ok(file)
 }
 
@@ -408,16 +434,96 @@ mod tests {
             cks.load("stdin").await.unwrap(),
             cks.load("stdin").await.unwrap(),
         );
-        let version = |source: &str| Checkpoint {
-            input: "stdin".into(),
-            source: source.into(),
-            bytes: 3,
-            hash: 7,
-        };
         cks.save(&version("stdin@a"), &mut a).await.unwrap();
         cks.save(&version("stdin@b"), &mut b).await.unwrap();
         let saved = cks.load("stdin").await.unwrap();
         let sources: Vec<&str> = saved.list.iter().map(|v| v.source.as_str()).collect();
         assert_eq!(sources, ["stdin@b", "stdin@a"]);
+    }
+
+    fn version(source: &str) -> Checkpoint {
+        Checkpoint {
+            input: "stdin".into(),
+            source: source.into(),
+            bytes: 3,
+            hash: 7,
+        }
+    }
+
+    /// A run that loaded a full list saves after another run saved: the
+    /// oldest version leaves, not the other run's, whose rerun would
+    /// otherwise read as a new input and commit again.
+    #[tokio::test]
+    async fn a_full_list_drops_the_oldest_not_another_runs_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let cks = Checkpoints::new(
+            FileIO::new_with_fs(),
+            &format!("file://{}", dir.path().display()),
+        );
+        let mut setup = cks.load("stdin").await.unwrap();
+        for i in 0..KEPT {
+            cks.save(&version(&format!("stdin@old{i}")), &mut setup)
+                .await
+                .unwrap();
+        }
+        let (mut a, mut b) = (
+            cks.load("stdin").await.unwrap(),
+            cks.load("stdin").await.unwrap(),
+        );
+        cks.save(&version("stdin@b"), &mut b).await.unwrap();
+        cks.save(&version("stdin@a"), &mut a).await.unwrap();
+        let saved = cks.load("stdin").await.unwrap();
+        let sources: Vec<&str> = saved.list.iter().map(|v| v.source.as_str()).collect();
+        assert_eq!(sources.len(), KEPT);
+        assert_eq!(sources[..3], ["stdin@a", "stdin@b", "stdin@old15"]);
+        assert!(!sources.contains(&"stdin@old1"), "{sources:?}");
+    }
+
+    /// A load waits for a save in progress: a save rewrites its slot in
+    /// place, and between two saves a reader could find both slots empty
+    /// (as this test leaves them while it holds the lock), take the input
+    /// for a new one and commit it again.
+    #[test]
+    fn a_load_waits_for_a_save_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let cks = Checkpoints::new(
+            FileIO::new_with_fs(),
+            &format!("file://{}", dir.path().display()),
+        );
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+        };
+        runtime().block_on(async {
+            let mut versions = cks.load("stdin").await.unwrap();
+            for source in ["stdin@t0", "stdin@t3"] {
+                cks.save(&version(source), &mut versions).await.unwrap();
+            }
+        });
+        let slots: Vec<String> = (0..2)
+            .map(|seq| {
+                cks.path("stdin", seq)
+                    .trim_start_matches("file://")
+                    .to_string()
+            })
+            .collect();
+        let kept: Vec<Vec<u8>> = slots.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let held = lock_file(&cks.lock_path("stdin").unwrap(), Lock::Exclusive).unwrap();
+        for path in &slots {
+            std::fs::write(path, b"").unwrap();
+        }
+        let loader = {
+            let cks = cks.clone();
+            std::thread::spawn(move || runtime().block_on(cks.load("stdin")))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for (path, bytes) in slots.iter().zip(&kept) {
+            std::fs::write(path, bytes).unwrap();
+        }
+        drop(held);
+        let loaded = loader.join().unwrap().unwrap();
+        let sources: Vec<&str> = loaded.list.iter().map(|v| v.source.as_str()).collect();
+        assert_eq!(sources, ["stdin@t3", "stdin@t0"]);
     }
 }
