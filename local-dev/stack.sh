@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The local stack in one command: moto for S3, SQS and Glue (started by
-# local-dev/aws.sh, installed into a venv on first use), then `floe local`
-# on it: bucket, queues and Glue database created, the writer, committer,
-# HTTP and maintenance functions running with emulated event sources.
+# The local stack in one command: moto for S3, SQS, Glue, Kinesis and
+# DynamoDB (started by local-dev/aws.sh, installed into a venv on first
+# use) and a Kafka-compatible broker (local-dev/kafka.sh), then `floe local`
+# on them: bucket, queues, streams, topic and Glue database created, the
+# writer, committer, HTTP and maintenance functions running with emulated
+# event sources.
 # Stop it with Ctrl-C. Flags go to `floe local` (see `floe local --help`):
 #
 #   ./local-dev/stack.sh                 # HTTP on 127.0.0.1:8080, token "local"
@@ -20,6 +22,16 @@ cd "$(dirname "$0")/.."
 
 endpoint="$(bash local-dev/aws.sh)"
 endpoint_args=(--endpoint "$endpoint")
+# The MSK source, on FLOE_LOCAL_KAFKA's broker when set (a Kafka of your
+# own), else on kafka.sh's; without a broker the stack runs the others and
+# says so.
+if [ -z "${FLOE_LOCAL_KAFKA:-}" ]; then
+  if kafka="$(bash local-dev/kafka.sh)"; then
+    export FLOE_LOCAL_KAFKA="$kafka"
+  else
+    echo "stack.sh: no Kafka broker (local-dev/kafka.sh failed above); the stack runs without the Kafka source" >&2
+  fi
+fi
 if [ "${1:-}" = "--s3s" ]; then
   shift
   # S3 on s3s-fs, SQS, Glue, Kinesis and DynamoDB on moto: per service,

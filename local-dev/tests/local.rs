@@ -5,7 +5,8 @@
 //! reason and acknowledged (not failed run after run until SQS redrives it),
 //! while good requests beside it commit.
 //! The same scenario runs with S3 on s3s-fs (SQS and Glue on moto), so the
-//! S3 path is not moto's alone.
+//! S3 path is not moto's alone. A Kafka topic on a Kafka-compatible broker
+//! (local-dev/kafka.sh) feeds the writer as MSK does, through a restart.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -18,7 +19,8 @@ use serde_json::{Value, json};
 struct Stack {
     child: Child,
     http: String,
-    state: tempfile::TempDir,
+    /// The stack's state directory (its floe.toml).
+    state: std::path::PathBuf,
     /// Where S3 is (moto's endpoint, or s3s-fs's).
     s3: String,
     /// The endpoint variables every `floe` run on the stack needs.
@@ -26,22 +28,30 @@ struct Stack {
 }
 
 impl Stack {
-    /// Starts `floe local` with `routing.table = source_table`; S3 on
-    /// `s3` when given (through `AWS_ENDPOINT_URL_S3`), else all on moto.
-    fn start(name: &str, source_table: &str, s3: Option<&str>) -> Stack {
+    /// Starts `floe local` with `routing.table = source_table`, keeping
+    /// its state under `dir`; S3 on `s3` when given (through
+    /// `AWS_ENDPOINT_URL_S3`), else all on moto; the topic on `kafka`'s
+    /// broker when given.
+    fn start(
+        name: &str,
+        source_table: &str,
+        s3: Option<&str>,
+        kafka: Option<&str>,
+        dir: &std::path::Path,
+    ) -> Stack {
         let moto = services::moto();
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("user.toml");
+        let config = dir.join("user.toml");
         std::fs::write(&config, format!("[routing]\ntable = \"{source_table}\"\n")).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_floe"));
         cmd.arg("--config")
             .arg(&config)
             .args(["local", "--name", name, "--http", "127.0.0.1:0"])
             .arg("--state-dir")
-            .arg(state.path().join("stack"))
+            .arg(dir.join("stack"))
             .args(["--batching-window-ms", "300", "--visibility-timeout-s", "1"])
             .env_remove("FLOE_WAREHOUSE")
             .env_remove("FLOE_FAULT")
+            .env_remove("FLOE_LOCAL_KAFKA")
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing")
             .stdout(Stdio::piped());
@@ -56,6 +66,9 @@ impl Stack {
             }
         };
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        if let Some(kafka) = kafka {
+            cmd.args(["--kafka", kafka]);
+        }
         let mut child = cmd.spawn().expect("start floe local");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a first line").unwrap();
@@ -68,7 +81,7 @@ impl Stack {
         Stack {
             child,
             http,
-            state,
+            state: dir.join("stack"),
             s3: s3.unwrap_or(moto).to_string(),
             env,
         }
@@ -87,7 +100,7 @@ impl Stack {
     }
 
     fn config(&self) -> std::path::PathBuf {
-        self.state.path().join("stack/floe.toml")
+        self.state.join("floe.toml")
     }
 
     /// `floe --config <the stack's floe.toml> ARGS --json`.
@@ -150,9 +163,9 @@ impl Drop for Stack {
     }
 }
 
-/// Waits up to a minute for `ok`.
-/// Runs a Python script of boto3 calls, as a producer would send records.
-fn boto3(script: &str) {
+/// Runs a Python script in the test venv: boto3 or kafka-python calls, as
+/// a producer would send records.
+fn run_python(script: &str) {
     let out = std::process::Command::new(services::python())
         .args(["-c", script])
         .output()
@@ -164,6 +177,7 @@ fn boto3(script: &str) {
     );
 }
 
+/// Waits up to a minute for `ok`.
 fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ok() {
@@ -179,7 +193,8 @@ async fn scenario(s3: Option<&str>) {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let name = format!("fl-{}", &id[..20]);
     let (http_table, source_table) = (format!("local.http_{id}"), format!("local.src_{id}"));
-    let stack = Stack::start(&name, &source_table, s3);
+    let dir = tempfile::tempdir().unwrap();
+    let stack = Stack::start(&name, &source_table, s3, None, dir.path());
     let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
     let queue_url = |suffix: &str| {
         let sqs = clients.sqs.clone();
@@ -329,7 +344,7 @@ async fn scenario(s3: Option<&str>) {
                  for i in range(30, 40)])\n",
             services::moto()
         );
-        boto3(&script);
+        run_python(&script);
         stack.await_records(&source_table, 16, "the stream's records in their table");
         let ids = stack.pyiceberg_ids(&source_table);
         assert_eq!(ids[6..], (30..40).collect::<Vec<_>>(), "{ids:?}");
@@ -347,7 +362,7 @@ async fn scenario(s3: Option<&str>) {
              d.delete_item(TableName=t, Key={{'id': {{'N': '51'}}}})\n",
             services::moto()
         );
-        boto3(&script);
+        run_python(&script);
         stack.await_records(
             &source_table,
             19,
@@ -407,4 +422,67 @@ async fn floe_local_on_moto() {
 async fn floe_local_with_s3_on_s3s_fs() {
     let s3 = services::s3s();
     scenario(Some(s3)).await;
+}
+
+/// Produces `ids` to `topic` with kafka-python, as an application would:
+/// JSON values keyed by id, even ids to partition 0 and odd to 1, batches
+/// compressed with `compression` (kafka-python's name, `None` for none);
+/// `extra` more values to partition 0 after them.
+fn produce(kafka: &str, topic: &str, ids: std::ops::Range<i64>, compression: &str, extra: &[&str]) {
+    let script = format!(
+        "import json\n\
+         from kafka import KafkaProducer\n\
+         p = KafkaProducer(bootstrap_servers='{kafka}', compression_type={compression})\n\
+         for i in range({}, {}):\n\
+         \x20   p.send('{topic}', key=str(i).encode(), partition=i % 2,\n\
+         \x20          value=json.dumps({{'id': i, 'name': 'm%d' % i}}).encode())\n\
+         for v in {extra:?}:\n\
+         \x20   p.send('{topic}', key=b'extra', partition=0, value=v.encode())\n\
+         p.flush()\n",
+        ids.start, ids.end
+    );
+    run_python(&script);
+}
+
+/// MSK's event source mapping on the stack, with a real producer: records
+/// reach the table once; a value that is not JSON is dead-lettered with its
+/// partition and offset, the rest of its batch committed; after a restart
+/// the mapping reads the topic from its start again (as a new consumer
+/// group would), and the ledger drops every record committed before, so
+/// only the new ones add rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_local_reads_a_kafka_topic_as_msk_does() {
+    let kafka = services::kafka();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("fk-{}", &id[..20]);
+    let (table, topic) = (format!("local.kafka_{id}"), format!("{name}-topic"));
+    let dir = tempfile::tempdir().unwrap();
+    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path());
+    produce(kafka, &topic, 0..20, "None", &["not json"]);
+    stack.await_records(&table, 20, "the topic's records in their table");
+    let mut ids = stack.pyiceberg_ids(&table);
+    ids.sort();
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+    let out = stack.floe(&["dlq", "export", "--table", &table]);
+    let letters: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0]["source"], format!("kafka:{topic}/0"));
+    // Partition 0 held the 10 even ids at offsets 0..10 before it.
+    assert_eq!(letters[0]["position"], "10");
+    assert_eq!(letters[0]["record"], "not json");
+    stack.stop();
+
+    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path());
+    produce(kafka, &topic, 20..26, "'gzip'", &[]);
+    stack.await_records(&table, 26, "the records produced after the restart");
+    // Partition 0's new records follow its old ones, so once they are in,
+    // every old one was read again and recognised.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut ids = stack.pyiceberg_ids(&table);
+    ids.sort();
+    assert_eq!(ids, (0..26).collect::<Vec<_>>());
+    stack.stop();
 }

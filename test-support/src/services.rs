@@ -117,3 +117,10 @@ pub fn s3s() -> &'static str {
         run("s3s.sh")
     })
 }
+
+/// A Kafka-compatible broker's bootstrap address (`host:port`), started
+/// once: the local stack's MSK source reads from it, kafka-python produces.
+pub fn kafka() -> &'static str {
+    static BOOTSTRAP: OnceLock<String> = OnceLock::new();
+    BOOTSTRAP.get_or_init(|| run("kafka.sh"))
+}

@@ -11,6 +11,8 @@
 //!   the bucket announces objects put under `incoming/` to it;
 //! - a Kinesis stream and a DynamoDB table's stream feed the writer shard
 //!   by shard ([`streams`]);
+//! - with `--kafka`, a topic on a Kafka-compatible broker feeds the writer
+//!   partition by partition with MSK's event ([`kafka`]);
 //! - the HTTP function answers on a local port, to the bearer token or to
 //!   a request SigV4-signed with the stack's credentials ([`iam`]);
 //! - the maintenance function runs on a timer.
@@ -46,6 +48,7 @@ use tracing::{Instrument, info, warn};
 use crate::out::outln;
 
 mod iam;
+mod kafka;
 mod streams;
 
 use streams::{Kind, Stream};
@@ -96,6 +99,10 @@ pub struct LocalArgs {
     /// Seconds between runs of the maintenance function.
     #[arg(long, default_value_t = 3_600)]
     maintenance_every_s: u64,
+    /// A Kafka-compatible broker (`host:port`; `local-dev/kafka.sh` starts
+    /// one): the topic `NAME-topic` on it feeds the writer as MSK does.
+    #[arg(long, env = "FLOE_LOCAL_KAFKA")]
+    kafka: Option<String>,
 }
 
 /// An emulated SQS event source mapping of one function.
@@ -596,6 +603,12 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
         let name = format!("{}-{suffix}", args.name);
         streams.extend(Stream::create(&settings, kind, &name).await.map(Arc::new));
     }
+    let topic = match &args.kafka {
+        Some(bootstrap) => Some(Arc::new(
+            kafka::Topic::create(bootstrap, &format!("{}-topic", args.name)).await?,
+        )),
+        None => None,
+    };
     let functions = Functions::new(&config).await?;
     let listener = TcpListener::bind(args.http)
         .await
@@ -610,7 +623,26 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
             args.batch_size
         );
     }
-    serve(&clients, &args, &stack, functions, listener, &streams).await
+    let mut partitions = Vec::new();
+    if let Some(topic) = &topic {
+        partitions = topic.mappings(args.batch_size).await?;
+        outln!(
+            "floe local: {} -> writer (batch {})",
+            topic.describe(),
+            args.batch_size
+        );
+    }
+    let sources = Sources {
+        streams,
+        partitions,
+    };
+    serve(&clients, &args, &stack, functions, listener, sources).await
+}
+
+/// The stream sources beside the source queue, each mapping one task.
+struct Sources {
+    streams: Vec<Arc<Stream>>,
+    partitions: Vec<kafka::PartitionMapping>,
 }
 
 /// Tells how to reach the stack: the HTTP function, the queues, the config.
@@ -659,7 +691,7 @@ async fn serve(
     stack: &Stack,
     functions: Functions,
     listener: TcpListener,
-    streams: &[Arc<Stream>],
+    sources: Sources,
 ) -> Result<()> {
     let mapping = |(url, arn): &(String, String), batch_size: usize, window: Duration| Mapping {
         sqs: clients.sqs.clone(),
@@ -692,7 +724,17 @@ async fn serve(
             source.run(writer.as_ref(), &stop).await
         }));
     }
-    for mapping in streams.iter().flat_map(|s| s.mappings(args.batch_size)) {
+    for mapping in sources
+        .streams
+        .iter()
+        .flat_map(|s| s.mappings(args.batch_size))
+    {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            mapping.run(writer.as_ref(), &stop).await
+        }));
+    }
+    for mapping in sources.partitions {
         let (writer, stop) = (writer.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             mapping.run(writer.as_ref(), &stop).await
