@@ -49,13 +49,19 @@ if [ -z "${FLOE_BIN:-}" ]; then
   FLOE_BIN="${CARGO_TARGET_DIR:-target}/release/floe"
 fi
 # What the follow-up commands in another shell need: the same credentials
-# (without them the SDK asks the EC2 metadata service, and fails).
+# (without them the SDK asks the EC2 metadata service, and fails), the
+# binary (an alias, and FLOE_BIN for scripts) and the Kafka broker.
 mkdir -p floe-local
+bin="$(cd "$(dirname "$FLOE_BIN")" && pwd)/$(basename "$FLOE_BIN")"
 cat > floe-local/env <<EOF
 export AWS_ACCESS_KEY_ID='$AWS_ACCESS_KEY_ID' AWS_SECRET_ACCESS_KEY='$AWS_SECRET_ACCESS_KEY'
 export AWS_EC2_METADATA_DISABLED=true
-alias floe='$(cd "$(dirname "$FLOE_BIN")" && pwd)/$(basename "$FLOE_BIN")'
+export FLOE_BIN='$bin'
+alias floe='$bin'
 EOF
+if [ -n "${FLOE_LOCAL_KAFKA:-}" ]; then
+  echo "export FLOE_LOCAL_KAFKA='$FLOE_LOCAL_KAFKA'" >> floe-local/env
+fi
 if [ -n "${AWS_ENDPOINT_URL_S3:-}" ]; then
   echo "export AWS_ENDPOINT_URL='$AWS_ENDPOINT_URL' AWS_ENDPOINT_URL_S3='$AWS_ENDPOINT_URL_S3'" >> floe-local/env
 fi
