@@ -433,6 +433,85 @@ async fn sqs_records_land_once_and_a_bad_one_is_dead_lettered() {
     }
 }
 
+/// An SQS event of messages `m{i}` for each `i` of `messages`, each body
+/// NDJSON of 50 records (ids `50 i ..`), as a producer packing records
+/// into messages sends them; record 8 of message 1 has a string id.
+fn ndjson_sqs_event(messages: &[i64]) -> WriterEvent {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|&m| {
+            let body: String = (0..50)
+                .map(|i| {
+                    let id = m * 50 + i;
+                    match (m, i) {
+                        (1, 7) => format!("{{\"id\":\"x{id}\",\"name\":\"bad\"}}\n"),
+                        _ => format!("{{\"id\":{id},\"name\":\"n{id}\"}}\n"),
+                    }
+                })
+                .collect();
+            json!({
+                "messageId": format!("m{m}"),
+                "receiptHandle": format!("rh-{m}"),
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    writer_event(json!({ "Records": records }))
+}
+
+/// Messages carrying many records each (NDJSON bodies) land line by line,
+/// each once, at every fault point and when SQS redelivers a message in
+/// another batch; the bad line is dead-lettered at `<message id>#<line>`
+/// and its 49 neighbours commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ndjson_sqs_bodies_land_line_by_line_once_through_faults_and_regrouping() {
+    let expected: Vec<(i64, Option<String>)> = (0..150)
+        .filter(|&id| id != 57)
+        .map(|id| (id, Some(format!("n{id}"))))
+        .collect();
+    for fault in FAULTS {
+        let env = Env::new().await;
+        env.create_table(false).await;
+        let armed = |points: &[FaultPoint]| match fault {
+            Some(p) if points.contains(&p) => Faults::at(p, FaultMode::Error, 1),
+            _ => Faults::none(),
+        };
+        let writer = WriterFunction::new(
+            &env.deployment(armed(&[FaultPoint::AfterUpload, FaultPoint::AfterEnqueue]))
+                .await,
+        )
+        .unwrap();
+        let committer =
+            CommitterFunction::new(&env.deployment(armed(&[FaultPoint::AfterCommit])).await)
+                .unwrap();
+        let first = writer.handle(ndjson_sqs_event(&[0, 1])).await.unwrap();
+        if !failures(&first).is_empty() {
+            assert_eq!(failures(&first), ["m0", "m1"], "{fault:?}: whole messages");
+            writer.handle(ndjson_sqs_event(&[0, 1])).await.unwrap();
+        }
+        env.drain(&committer).await;
+        // Message 1 again, beside one never seen.
+        let again = writer.handle(ndjson_sqs_event(&[1, 2])).await.unwrap();
+        assert!(failures(&again).is_empty(), "{fault:?}: {again:?}");
+        env.drain(&committer).await;
+        assert_eq!(env.rows().await, expected, "{fault:?}");
+        let dead = env.keys("warehouse/_floe/dlq/").await;
+        assert!(!dead.is_empty(), "{fault:?}");
+        for key in dead {
+            let letter: Value = serde_json::from_slice(&env.object(&key).await).unwrap();
+            assert_eq!(letter["position"], "m1#8", "{fault:?}: {letter}");
+            assert_eq!(letter["field"], "id", "{fault:?}");
+            assert_eq!(letter["record"], r#"{"id":"x57","name":"bad"}"#);
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_records_land_once_through_the_rest_catalog() {
     let expected = want(&[(1, Some("ada")), (2, Some("grace")), (4, None)]);

@@ -27,7 +27,8 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, RecordErr
         Cow::Borrowed(_) => bytes,
     };
     match kind {
-        EnvelopeKind::Sns | EnvelopeKind::None => Ok(record(&bytes)),
+        EnvelopeKind::None => Ok(record(&bytes)),
+        EnvelopeKind::Sns => Ok(lines_or_record(&bytes)),
         EnvelopeKind::Eventbridge => match eventbridge(&bytes)? {
             Some(o) => Ok(o),
             None => Err(not_a(
@@ -57,7 +58,7 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, RecordErr
         },
         EnvelopeKind::Auto => {
             if !looks_like_object(&bytes) {
-                return Ok(record(&bytes));
+                return Ok(lines_or_record(&bytes));
             }
             let found = if has(&bytes, b"\"logEvents\"") {
                 cloudwatch_logs(&bytes).ok().flatten()
@@ -68,7 +69,7 @@ pub(super) fn open(bytes: &[u8], kind: EnvelopeKind) -> Result<Opened, RecordErr
             } else {
                 None
             };
-            Ok(found.unwrap_or_else(|| record(&bytes)))
+            Ok(found.unwrap_or_else(|| lines_or_record(&bytes)))
         }
     }
 }
@@ -89,6 +90,31 @@ fn not_a(what: &str, from_sns: bool) -> RecordError {
 
 fn record(bytes: &[u8]) -> Opened {
     Opened::Records(vec![Bytes::copy_from_slice(bytes)])
+}
+
+/// A payload that is no envelope: its lines when it is NDJSON (a producer
+/// that packs many records into one SQS message, Kinesis record or Kafka
+/// message, which costs a fraction of one request per record), else the
+/// payload as one record. NDJSON is what is not one JSON value but has a
+/// line that is an object on its own: a pretty-printed object stays whole,
+/// and so does a broken one, dead-lettered as it came rather than as
+/// fragments. Each line is then a record of its own, a bad one
+/// dead-lettered at its place while the others go on.
+fn lines_or_record(bytes: &[u8]) -> Opened {
+    let text = bytes.trim_ascii();
+    let is_value = |b: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok();
+    if memchr::memchr(b'\n', text).is_none() || is_value(text) {
+        return record(bytes);
+    }
+    let lines = || {
+        text.split(|b| *b == b'\n')
+            .map(<[u8]>::trim_ascii)
+            .filter(|l| !l.is_empty())
+    };
+    if !lines().any(|l| looks_like_object(l) && is_value(l)) {
+        return record(bytes);
+    }
+    Opened::Records(lines().map(Bytes::copy_from_slice).collect())
 }
 
 fn has(bytes: &[u8], needle: &[u8]) -> bool {
@@ -423,5 +449,35 @@ mod tests {
             open_payload(control.as_bytes(), EnvelopeKind::CloudwatchLogs).unwrap(),
             Opened::Records(Vec::new())
         );
+    }
+
+    #[test]
+    fn ndjson_payloads_open_to_their_lines() {
+        let ndjson = "{\"id\":1}\n{\"id\":2}\r\n\n{\"id\":\n{\"id\":4}\n";
+        for kind in [EnvelopeKind::Auto, EnvelopeKind::Sns] {
+            let payload = match kind {
+                EnvelopeKind::Sns => sns_of(ndjson),
+                _ => ndjson.to_string(),
+            };
+            let opened = open_payload(payload.as_bytes(), kind).unwrap();
+            assert_eq!(
+                records(opened),
+                ["{\"id\":1}", "{\"id\":2}", "{\"id\":", "{\"id\":4}"],
+                "{kind:?}: the broken line is a record of its own"
+            );
+        }
+        // One record however it is laid out, or however broken.
+        for whole in [
+            "{\"id\":1}\n",
+            "{\n  \"id\": 1,\n  \"tags\": {\"a\": 1}\n}",
+            "{\n  \"id\": 1,\n  \"tags\": {\"a\": 1},\n}",
+            "[\n  {\"id\": 1},\n  {\"id\": 2}\n]",
+        ] {
+            let opened = open_payload(whole.as_bytes(), EnvelopeKind::Auto).unwrap();
+            assert_eq!(records(opened), [whole], "{whole:?}");
+        }
+        // `none`: the payload is the record, whatever it holds.
+        let opened = open_payload(ndjson.as_bytes(), EnvelopeKind::None).unwrap();
+        assert_eq!(records(opened), [ndjson]);
     }
 }
