@@ -96,6 +96,15 @@ pub struct LocalArgs {
     /// Concurrent writer invocations on the source queue.
     #[arg(long, default_value_t = 2)]
     writers: usize,
+    /// Source queue event source: most messages per writer invocation (the
+    /// module's `sqs_sources` default is 1,000; fewer answer sooner here).
+    #[arg(long, default_value_t = 10)]
+    source_batch_size: usize,
+    /// Source queue event source: how long it gathers a batch, in
+    /// milliseconds (the module's default is 10,000). Larger batches make
+    /// fewer, larger files: what a record costs follows them.
+    #[arg(long, default_value_t = 0)]
+    source_batching_window_ms: u64,
     /// Seconds between runs of the maintenance function.
     #[arg(long, default_value_t = 3_600)]
     maintenance_every_s: u64,
@@ -656,8 +665,10 @@ fn announce(
     let (commit_url, source_url) = (&stack.commits.0, &stack.source.0);
     outln!("floe local: HTTP ingest on http://{addr} (Authorization: Bearer {token})");
     outln!(
-        "floe local: source queue {source_url} -> writer ({} pollers); commit queue {commit_url} -> committer (batch {}, window {} ms, concurrency 1, visibility {} s, {} receives then {}-commits-dlq)",
+        "floe local: source queue {source_url} -> writer ({} pollers, batch {}, window {} ms); commit queue {commit_url} -> committer (batch {}, window {} ms, concurrency 1, visibility {} s, {} receives then {}-commits-dlq)",
         args.writers,
+        args.source_batch_size,
+        args.source_batching_window_ms,
         args.batch_size,
         args.batching_window_ms,
         args.visibility_timeout_s,
@@ -707,7 +718,11 @@ async fn serve(
         args.batch_size,
         Duration::from_millis(args.batching_window_ms),
     ));
-    let source = Arc::new(mapping(&stack.source, 10, Duration::ZERO));
+    let source = Arc::new(mapping(
+        &stack.source,
+        args.source_batch_size.max(1),
+        Duration::from_millis(args.source_batching_window_ms),
+    ));
     let Functions {
         committer,
         writer,
