@@ -287,15 +287,28 @@ async fn a_request_whose_files_are_gone_or_foreign_is_refused_and_commits_nothin
     let outside = format!("file://{}/other/t/data/x.parquet", dir.path().display());
     foreign.data_files[0]["file_path"] = serde_json::json!(outside);
     foreign.batch_id = "foreign".into();
+    // It claims another size than its file has.
+    let mut resized = request(&catalog, &ident, 30, 3).await;
+    let size = resized.data_files[0]["file_size_in_bytes"]
+        .as_u64()
+        .unwrap();
+    resized.data_files[0]["file_size_in_bytes"] = serde_json::json!(size + 1);
     let good = request(&catalog, &ident, 20, 2).await;
 
     let outcome = engine
-        .append(&ident, vec![gone.clone(), foreign, good.clone()])
+        .append(
+            &ident,
+            vec![gone.clone(), foreign, resized.clone(), good.clone()],
+        )
         .await
         .unwrap();
     assert_eq!(outcome.committed, vec![good.batch_id.clone()]);
     let refused: std::collections::HashMap<_, _> = outcome.refused.into_iter().collect();
     assert!(refused[&gone.batch_id].contains("is gone"), "{refused:?}");
+    assert!(
+        refused[&resized.batch_id].contains(&format!("bytes, the request says {}", size + 1)),
+        "{refused:?}"
+    );
     assert!(
         refused["foreign"].contains("not under the table's location"),
         "{refused:?}"

@@ -36,18 +36,24 @@ pub async fn check(
     let problems: Vec<Option<String>> = futures::stream::iter(sized)
         .map(|(path, size)| async move {
             let input = file_io.new_input(&path)?;
-            if !input.exists().await? {
-                return Ok::<_, iceberg::Error>(Some(format!(
+            let gone = || {
+                format!(
                     "{path} is gone (cleaned as an orphan, or compacted and expired after an earlier commit of the same records)"
-                )));
-            }
+                )
+            };
             match size {
-                Some(size) => {
-                    let found = input.metadata().await?.size;
-                    Ok((found != size)
-                        .then(|| format!("{path} has {found} bytes, the request says {size}")))
-                }
-                None => Ok(None),
+                // One HEAD answers both questions for a file that is there;
+                // only a failed one asks again whether it is missing or
+                // the storage failed (which fails the check: a retry may
+                // get an answer).
+                Some(size) => match input.metadata().await {
+                    Ok(found) => Ok::<_, iceberg::Error>((found.size != size).then(|| {
+                        format!("{path} has {} bytes, the request says {size}", found.size)
+                    })),
+                    Err(e) if input.exists().await? => Err(e),
+                    Err(_) => Ok(Some(gone())),
+                },
+                None => Ok((!input.exists().await?).then(gone)),
             }
         })
         .buffer_unordered(CONCURRENCY)
