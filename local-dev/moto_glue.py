@@ -29,8 +29,10 @@ parallel on one server do not see each other's:
       arrives that late and describes the table as it was when read.
   POST /floe-glue/release  {"table": "db.t"}: lets held UpdateTables go on.
   GET  /floe-glue/faults?table=db.t
-      What happened: {"applied", "stale", "refused", "held", "rules_left", "gets"}
-      (`held`: UpdateTables waiting now).
+      What happened: {"applied", "stale", "refused", "held", "rules_left", "gets",
+      "archived"} (`held`: UpdateTables waiting now; `archived`: applied
+      UpdateTables that did not set `SkipArchive`, each of which keeps a
+      table version on AWS).
   GET  /floe-glue/         {"floe-glue": 1}: this launcher, not plain moto.
 
 usage: moto_glue.py [-H HOST] [-p PORT]   (moto_server's options)
@@ -62,6 +64,7 @@ class Table:
         self.refused = 0
         self.held = 0
         self.gets = 0
+        self.archived = 0
         self.release = threading.Event()
 
 
@@ -103,7 +106,10 @@ def update_table(self):
                 )
         result = _update_table(self)
         with TABLES_LOCK:
-            table(f"{db}.{name}").applied += 1
+            t = table(f"{db}.{name}")
+            t.applied += 1
+            if not params.get("SkipArchive"):
+                t.archived += 1
         return result
 
 
@@ -253,6 +259,7 @@ class Faulty:
                     "held": t.held,
                     "rules_left": len(t.rules),
                     "gets": t.gets,
+                    "archived": t.archived,
                 }
             return json_answer(start_response, seen)
         try:

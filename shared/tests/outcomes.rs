@@ -245,6 +245,7 @@ async fn applied_then_failed_answers_count_as_landed() {
             2,
             "{then}: A's update and B's redelivery"
         );
+        assert_eq!(faults.seen().archived, 0, "{then}: no archived versions");
     }
 }
 

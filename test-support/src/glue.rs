@@ -34,6 +34,9 @@ pub struct Seen {
     pub rules_left: u64,
     /// GetTables served.
     pub gets: u64,
+    /// Applied UpdateTables that kept an archived table version (no
+    /// `SkipArchive`).
+    pub archived: u64,
 }
 
 impl GlueFaults {
@@ -75,6 +78,7 @@ impl GlueFaults {
             held: n("held"),
             rules_left: n("rules_left"),
             gets: n("gets"),
+            archived: n("archived"),
         }
     }
 
