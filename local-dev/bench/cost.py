@@ -53,14 +53,20 @@ def floe_point(p, m, prices, arch):
     mreq = m["moto_requests"] if m else {}
     s3 = lambda d, k: d.get("s3", {}).get(k, 0)
     emf = p.get("emf", {}).get("committer", {})
+    writer = p.get("emf", {}).get("writer", {})
+    http = p.get("via", "http") == "http"
     gb_s = {
         # The HTTP function runs as long as its request: the client's wait for the 200.
-        "ingest": p["ack_seconds_total"] * MEMORY_MB["ingest"] / 1024,
+        "ingest": (p["ack_seconds_total"] if http else 0) * MEMORY_MB["ingest"] / 1024,
+        # The writer function (the SQS path): its own timing of each batch
+        # (EMF write_latency), one batch per invocation here.
+        "writer": writer.get("write_latency", 0) / 1000 * MEMORY_MB["writer"] / 1024,
         # The committer's own timing of each run (EMF commit_latency).
         "committer": emf.get("commit_latency", 0) / 1000 * MEMORY_MB["committer"] / 1024,
         "maintenance": (m["seconds"] if m else 0) * MEMORY_MB["maintenance"] / 1024,
     }
-    invocations = p["requests_ok"] + emf.get("lines", 0) + (1 if m else 0)
+    invocations = ((p["requests_ok"] if http else 0) + writer.get("lines", 0)
+                   + emf.get("lines", 0) + (1 if m else 0))
     counts = {
         "s3_put": s3(req, "PUT") + s3(req, "LIST") + s3(mreq, "PUT") + s3(mreq, "LIST"),
         "s3_get": s3(req, "GET") + s3(req, "HEAD") + s3(mreq, "GET") + s3(mreq, "HEAD"),
@@ -118,12 +124,13 @@ def main():
         m = load(mpath) if os.path.exists(mpath) else None
         rows.append((p, m) + floe_point(p, m, prices, a.arch))
 
-    print("| records/s (achieved) | records/POST | GB | Lambda GB-s/GB: HTTP function | committer | maintenance "
-          "| S3 PUT+LIST/GB | S3 GET+HEAD/GB | SQS/GB | Glue/GB | invocations/GB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| records/s (achieved) | records/POST (or /message) | GB | Lambda GB-s/GB: HTTP function | writer "
+          "| committer | maintenance | S3 PUT+LIST/GB | S3 GET+HEAD/GB | SQS/GB | Glue/GB | invocations/GB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p, m, gb, gbs, counts, _ in rows:
-        print(f"| {p['rate_achieved']:,.0f} | {p['records_per_request']:,} | {gb:.3f} "
-              f"| {gbs['ingest']:,.0f} | {gbs['committer']:,.1f} | {gbs['maintenance']:,.1f} "
+        unit = p.get("records_per_message") or p["records_per_request"]
+        print(f"| {p['rate_achieved']:,.0f} | {unit:,}{' (SQS)' if p.get('via') == 'sqs' else ''} | {gb:.3f} "
+              f"| {gbs['ingest']:,.0f} | {gbs['writer']:,.1f} | {gbs['committer']:,.1f} | {gbs['maintenance']:,.1f} "
               f"| {counts['s3_put']:,.0f} | {counts['s3_get']:,.0f} | {counts['sqs']:,.0f} "
               f"| {counts['glue']:,.0f} | {counts['lambda_invocations']:,.0f} |")
     print()

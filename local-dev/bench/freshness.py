@@ -274,6 +274,13 @@ def main():
                     help="source-queue pollers of floe local that this run does not feed: "
                          "their idle receives are measured first and taken out of the SQS count")
     ap.add_argument("--emf", help="floe local's --metrics file: the committer's run times")
+    ap.add_argument("--sqs-queue-url",
+                    help="send to this SQS queue (floe local's source queue) instead of POSTing: "
+                         "each request is one SendMessageBatch")
+    ap.add_argument("--sqs-endpoint", help="the SQS endpoint of --sqs-queue-url")
+    ap.add_argument("--records-per-message", type=int, default=1,
+                    help="with --sqs-queue-url: records per message (NDJSON bodies); "
+                         "a request's records must fit in 10 messages")
     args = ap.parse_args()
     logs = parse_logs(args.count_logs)
 
@@ -285,6 +292,23 @@ def main():
     ns, name = args.table.split(".", 1)
     path = f"/v1/tables/{ns}/{name}/records"
     headers = {"Authorization": f"Bearer {args.token}", "Content-Type": "application/x-ndjson"}
+    if args.sqs_queue_url:
+        import boto3
+
+        per_message = max(1, args.records_per_message)
+        if -(-per_request // per_message) > 10:
+            raise SystemExit(f"{per_request} records a request in messages of {per_message}: "
+                             "over SendMessageBatch's 10; raise --requests-per-s")
+        sqs = boto3.client("sqs", endpoint_url=args.sqs_endpoint, region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def send_sqs(data):
+        """One SendMessageBatch of the request's records; its HTTP-like status."""
+        lines = data.splitlines(keepends=True)
+        entries = [{"Id": str(i), "MessageBody": b"".join(lines[j:j + per_message]).decode()}
+                   for i, j in enumerate(range(0, len(lines), per_message))]
+        out = sqs.send_message_batch(QueueUrl=args.sqs_queue_url, Entries=entries)
+        return 200 if not out.get("Failed") else 500
 
     # --- the poller -----------------------------------------------------------
     seen = {}  # snapshot id -> (first seen, total records)
@@ -338,6 +362,9 @@ def main():
             status, err = None, None
             for attempt in range(2):
                 try:
+                    if args.sqs_queue_url:
+                        status = send_sqs(data)
+                        break
                     if conn is None:
                         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
                     conn.request("POST", path, body=data, headers=headers)
@@ -444,6 +471,8 @@ def main():
         "table": args.table,
         "rate_target": args.rate,
         "records_per_request": per_request,
+        "via": "sqs" if args.sqs_queue_url else "http",
+        "records_per_message": per_message if args.sqs_queue_url else None,
         "requests": total_requests,
         "requests_ok": len(ok),
         "requests_failed": total_requests - len(ok),

@@ -6,7 +6,13 @@
 # results and how to read them: docs/benchmarks.md ("Freshness") and
 # docs/cost.md.
 #
-#   local-dev/bench/freshness.sh [serve|local|all]      # default all
+#   local-dev/bench/freshness.sh [serve|local|local-sqs|all]   # default all (serve, local)
+#
+# `local-sqs` sends the records to the stack's source queue instead of
+# POSTing them (SendMessageBatch, FRESH_RECORDS_PER_MESSAGE records of NDJSON
+# to a message), drained by the writer function at the module's source
+# mapping defaults; its points are named local-<rate>-sqs<records per
+# message><tag>.
 #
 # Environment (defaults in brackets):
 #   FLOE_BIN                  the floe binary [cargo build --release --features full]
@@ -22,6 +28,10 @@
 #   FRESH_LOAD_WAIT_S         [1800]
 #   FRESH_OUT                 results directory [./freshness-results]
 #   FRESH_TAG                 suffix of this run's table names and result files [""]
+#   FRESH_RECORDS_PER_MESSAGE local-sqs: records per SQS message [50]
+#   FRESH_SOURCE_BATCH_SIZE   local-sqs: the source mapping's batch size [1000, the
+#                             module's sqs_sources default]
+#   FRESH_SOURCE_WINDOW_MS    local-sqs: its batching window [10000, the module's]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo="$PWD"
@@ -140,8 +150,8 @@ run_serve() {
 # floe local on three moto servers, one per service, so each server's request
 # log counts one service's requests (moto logs S3 requests by method and key,
 # but SQS and Glue requests are all `POST /`).
-run_local() {
-  local s3 sqs glue
+run_local() {  # [sqs]: feed the source queue instead of the HTTP function
+  local via="${1:-http}" s3 sqs glue
   s3="$(FLOE_MOTO_PORT=5111 bash local-dev/aws.sh)"
   sqs="$(FLOE_MOTO_PORT=5112 bash local-dev/aws.sh)"
   glue="$(FLOE_MOTO_PORT=5113 bash local-dev/aws.sh)"
@@ -149,31 +159,44 @@ run_local() {
   export AWS_ENDPOINT_URL_S3="$s3" AWS_ENDPOINT_URL_SQS="$sqs" AWS_ENDPOINT_URL_GLUE="$glue"
   export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true
   local state="$out/local-state"
+  local per_message="${FRESH_RECORDS_PER_MESSAGE:-50}"
+  local name_tag="$tag" source_args=() feed=(--url http://127.0.0.1:18081 --token bench --idle-pollers 1)
+  if [ "$via" = sqs ]; then
+    name_tag="-sqs$per_message$tag"
+    source_args=(--source-batch-size "${FRESH_SOURCE_BATCH_SIZE:-1000}"
+      --source-batching-window-ms "${FRESH_SOURCE_WINDOW_MS:-10000}")
+    feed=(--url http://127.0.0.1:18081 --sqs-endpoint "$sqs" --records-per-message "$per_message"
+      --sqs-queue-url "$sqs/123456789012/floe-fresh-source")
+  fi
   for rate in $rates; do
-    local table="local.r${rate}${tag//-/_}"
-    local emf="$out/local-$rate$tag.emf"
+    local table="local.r${rate}${name_tag//-/_}"
+    local emf="$out/local-$rate$name_tag.emf"
     rm -f "$emf"
     quiet
     # The Terraform module's defaults where floe local has the knob: the
     # committer's batch size and window, its timeout (300 s) and the commit
     # queue's visibility (6 x 300 + 30 s) and receive count; hourly
     # maintenance. One source poller: the HTTP path does not use the source
-    # queue, and its idle polls are taken out of the SQS count.
-    "$FLOE_BIN" local --name floe-fresh --state-dir "$state" --http 127.0.0.1:18081 --token bench \
+    # queue, and its idle polls are taken out of the SQS count (the SQS
+    # path's polls are its cost). The stack routes the source queue to the
+    # point's table.
+    printf '[routing]\ntable = "%s"\n' "$table" > "$out/local-routing.toml"
+    "$FLOE_BIN" --config "$out/local-routing.toml" local --name floe-fresh --state-dir "$state" \
+      --http 127.0.0.1:18081 --token bench \
       --batch-size "$batch_size" --batching-window-ms "$batching_window" \
       --function-timeout-s 300 --visibility-timeout-s 1830 --max-receive-count 5 \
-      --writers 1 --maintenance-every-s 3600 --metrics "$emf" > "$out/local-$rate$tag.log" 2>&1 &
+      --writers 1 "${source_args[@]}" --maintenance-every-s 3600 --metrics "$emf" \
+      > "$out/local-$rate$name_tag.log" 2>&1 &
     server=$!
     wait_port 18081 "$server"
     "$FLOE_BIN" --config "$state/floe.toml" table create "$table" --schema "$schema" >&2
-    point local "$rate" "$table" -- --url http://127.0.0.1:18081 --token bench \
-      --glue-endpoint "$glue" --s3-endpoint "$s3" --poll-ms 200 --count-logs "$logs" \
-      --idle-pollers 1 --emf "$emf"
+    tag="$name_tag" point local "$rate" "$table" -- "${feed[@]}" \
+      --glue-endpoint "$glue" --s3-endpoint "$s3" --poll-ms 200 --count-logs "$logs" --emf "$emf"
     # Maintenance as the hourly function runs it, on what this point wrote:
     # its time and requests, for the cost per GB.
     "$py" "$driver" maintain --floe "$FLOE_BIN" --config "$state/floe.toml" --table "$table" \
-      --count-logs "$logs" > "$out/local-$rate$tag.maintain.json"
-    cat "$out/local-$rate$tag.maintain.json"
+      --count-logs "$logs" > "$out/local-$rate$name_tag.maintain.json"
+    cat "$out/local-$rate$name_tag.maintain.json"
     stop "$server"
     server=""
   done
@@ -182,7 +205,8 @@ run_local() {
 case "$what" in
   serve) run_serve ;;
   local) run_local ;;
+  local-sqs) run_local sqs ;;
   all) run_serve; run_local ;;
-  *) echo "usage: $0 [serve|local|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [serve|local|local-sqs|all]" >&2; exit 2 ;;
 esac
 echo "freshness.sh: results in $out" >&2

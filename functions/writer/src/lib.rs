@@ -128,9 +128,13 @@ impl WriterFunction {
     pub async fn handle(&self, event: WriterEvent) -> Result<WriterResponse, WriterError> {
         let mut response = WriterResponse::for_event(&event);
         let parts = events::decode_with(event, self.decode)?;
-        let results =
-            futures::future::join_all(parts.iter().map(|p| self.write_part(p.batch.clone()))).await;
-        for (part, result) in parts.iter().zip(results) {
+        let results = futures::future::join_all(parts.iter().map(|p| async {
+            let started = std::time::Instant::now();
+            let result = self.write_part(p.batch.clone()).await;
+            (result, started.elapsed())
+        }))
+        .await;
+        for (part, (result, took)) in parts.iter().zip(results) {
             let b = &part.batch;
             match result {
                 Ok(report) => {
@@ -141,7 +145,7 @@ impl WriterFunction {
                         rejected = report.rejected.len(),
                         "batch written and its commit request enqueued"
                     );
-                    emit(&b.source.name, &b.batch_id, &report);
+                    emit(&b.source.name, &b.batch_id, &report, took);
                 }
                 Err(e) => {
                     error!(source = %b.source.name, batch_id = %b.batch_id, error = %e, "batch failed; Lambda will redeliver it");
@@ -153,9 +157,16 @@ impl WriterFunction {
     }
 }
 
-fn emit(source: &str, batch_id: &str, report: &WriteReport) {
+/// The batch's EMF line; `took` is how long writing it took, what a
+/// function's duration (and so its cost) follows.
+fn emit(source: &str, batch_id: &str, report: &WriteReport, took: std::time::Duration) {
     report
         .emf("writer")
+        .metric(
+            "write_latency",
+            floe_core::metrics::emf::Unit::Milliseconds,
+            took.as_secs_f64() * 1000.0,
+        )
         .property("source", source)
         .property("batch_id", batch_id)
         .emit();
