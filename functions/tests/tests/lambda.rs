@@ -512,6 +512,27 @@ async fn ndjson_sqs_bodies_land_line_by_line_once_through_faults_and_regrouping(
     }
 }
 
+/// A batch reads its table from the catalog once: each read is a Glue
+/// GetTable, the largest request count a small batch pays. Five batches
+/// of a warm writer function are five reads, not ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_reads_its_table_from_glue_once() {
+    let env = Env::new().await;
+    env.create_table(false).await;
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let glue = floe_test_support::glue::GlueFaults::new(&env.ident);
+    writer.handle(sqs_event("warm", 0, 3)).await.unwrap();
+    let before = glue.seen().gets;
+    for b in 1..=5 {
+        let answer = writer
+            .handle(sqs_event(&format!("b{b}"), b * 10, 3))
+            .await
+            .unwrap();
+        assert!(failures(&answer).is_empty(), "{answer:?}");
+    }
+    assert_eq!(glue.seen().gets - before, 5);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_records_land_once_through_the_rest_catalog() {
     let expected = want(&[(1, Some("ada")), (2, Some("grace")), (4, None)]);

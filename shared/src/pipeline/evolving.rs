@@ -54,12 +54,19 @@ pub(super) async fn shred_evolving(
     };
     let mut refused = BTreeMap::new();
     let mut evolutions = 0;
+    // The part's table as the batch loaded it; the catalog is asked again
+    // only after this batch changed the schema (each ask is a catalog
+    // request: a Glue GetTable per batch is what a small POST pays most).
+    let mut current = Some(part.ctx.clone());
     loop {
-        let Some(ctx) = env.context(part.ident, &sample, report).await? else {
-            return Err(CatalogError::NoSuchTable {
-                table: part.table.clone(),
-            }
-            .into());
+        let ctx = match current.take() {
+            Some(ctx) => ctx,
+            None => env
+                .context(part.ident, &sample, report)
+                .await?
+                .ok_or_else(|| CatalogError::NoSuchTable {
+                    table: part.table.clone(),
+                })?,
         };
         let (shredded, misfits) = shred_once(ctx, part, rows, &refused)?;
         let settings = &shredded.ctx.settings;
@@ -82,7 +89,9 @@ pub(super) async fn shred_evolving(
             refused.insert(ordinals[r.record], (r.field.clone(), r.reason.clone()));
         }
         if evolution.changes.is_empty() {
-            // Only refusals: shred once more without those records.
+            // Only refusals: shred once more without those records, on
+            // the same table.
+            current = Some(shredded.ctx.clone());
             continue;
         }
         if evolutions == MAX_EVOLUTIONS {
