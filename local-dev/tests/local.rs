@@ -425,7 +425,8 @@ async fn floe_local_with_s3_on_s3s_fs() {
 }
 
 /// Produces `ids` to `topic` with kafka-python, as an application would:
-/// JSON values keyed by id, even ids to partition 0 and odd to 1, batches
+/// JSON values keyed by id with a header (not ASCII: Lambda's event carries
+/// it as signed bytes), even ids to partition 0 and odd to 1, batches
 /// compressed with `compression` (kafka-python's name, `None` for none);
 /// `extra` more values to partition 0 after them.
 fn produce(kafka: &str, topic: &str, ids: std::ops::Range<i64>, compression: &str, extra: &[&str]) {
@@ -435,6 +436,7 @@ fn produce(kafka: &str, topic: &str, ids: std::ops::Range<i64>, compression: &st
          p = KafkaProducer(bootstrap_servers='{kafka}', compression_type={compression})\n\
          for i in range({}, {}):\n\
          \x20   p.send('{topic}', key=str(i).encode(), partition=i % 2,\n\
+         \x20          headers=[('origin', 'café'.encode())],\n\
          \x20          value=json.dumps({{'id': i, 'name': 'm%d' % i}}).encode())\n\
          for v in {extra:?}:\n\
          \x20   p.send('{topic}', key=b'extra', partition=0, value=v.encode())\n\

@@ -128,11 +128,12 @@ impl Topic {
         let records: Vec<Value> = records
             .iter()
             .map(|r| {
+                // Lambda sends a header's value as Java's signed bytes.
                 let headers: Vec<Value> = r
                     .record
                     .headers
                     .iter()
-                    .map(|(k, v)| json!({ k: v }))
+                    .map(|(k, v)| json!({ k: v.iter().map(|b| *b as i8).collect::<Vec<_>>() }))
                     .collect();
                 json!({
                     "topic": self.name,
