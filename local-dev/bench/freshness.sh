@@ -32,6 +32,8 @@
 #   FRESH_SOURCE_BATCH_SIZE   local-sqs: the source mapping's batch size [1000, the
 #                             module's sqs_sources default]
 #   FRESH_SOURCE_WINDOW_MS    local-sqs: its batching window [10000, the module's]
+#   FRESH_SOURCE_POLLERS      local-sqs: concurrent writer invocations on the source
+#                             queue [5, the pollers Lambda starts an SQS mapping with]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo="$PWD"
@@ -160,10 +162,10 @@ run_local() {  # [sqs]: feed the source queue instead of the HTTP function
   export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true
   local state="$out/local-state"
   local per_message="${FRESH_RECORDS_PER_MESSAGE:-50}"
-  local name_tag="$tag" source_args=() feed=(--url http://127.0.0.1:18081 --token bench --idle-pollers 1)
+  local name_tag="$tag" source_args=(--writers 1) feed=(--url http://127.0.0.1:18081 --token bench --idle-pollers 1)
   if [ "$via" = sqs ]; then
     name_tag="-sqs$per_message$tag"
-    source_args=(--source-batch-size "${FRESH_SOURCE_BATCH_SIZE:-1000}"
+    source_args=(--writers "${FRESH_SOURCE_POLLERS:-5}" --source-batch-size "${FRESH_SOURCE_BATCH_SIZE:-1000}"
       --source-batching-window-ms "${FRESH_SOURCE_WINDOW_MS:-10000}")
     feed=(--url http://127.0.0.1:18081 --sqs-endpoint "$sqs" --records-per-message "$per_message"
       --sqs-queue-url "$sqs/123456789012/floe-fresh-source")
@@ -185,7 +187,7 @@ run_local() {  # [sqs]: feed the source queue instead of the HTTP function
       --http 127.0.0.1:18081 --token bench \
       --batch-size "$batch_size" --batching-window-ms "$batching_window" \
       --function-timeout-s 300 --visibility-timeout-s 1830 --max-receive-count 5 \
-      --writers 1 "${source_args[@]}" --maintenance-every-s 3600 --metrics "$emf" \
+      "${source_args[@]}" --maintenance-every-s 3600 --metrics "$emf" \
       > "$out/local-$rate$name_tag.log" 2>&1 &
     server=$!
     wait_port 18081 "$server"
