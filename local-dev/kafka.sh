@@ -47,33 +47,11 @@ if server_alive "$state.pid" tansu && port_listening "$port"; then
   exit 0
 fi
 
-port="$(port_pick "$want")"
-for attempt in 1 2 3 4 5; do
-  echo "starting tansu on 127.0.0.1:$port (log: $state.log)" >&2
-  # setsid: the broker outlives this script and the test that ran it; it
-  # must not inherit the lock.
-  setsid "$bin" broker --listener-url "tcp://127.0.0.1:$port" \
-    --advertised-listener-url "tcp://127.0.0.1:$port" \
+# setsid: the broker outlives this script and the test that ran it.
+launch() {
+  setsid "$bin" broker --listener-url "tcp://127.0.0.1:$1" \
+    --advertised-listener-url "tcp://127.0.0.1:$1" \
     --storage-engine memory://tansu/ >"$state.log" 2>&1 </dev/null 9>&- &
-  pid=$!
-  echo "$pid" >"$state.pid"
-  for _ in $(seq 1 100); do
-    if port_listening "$port" || ! kill -0 "$pid" 2>/dev/null || port_clash "$state.log"; then break; fi
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null && port_listening "$port"; then
-    echo "$port" >"$state.port"
-    echo "127.0.0.1:$port"
-    exit 0
-  fi
-  if [ "$attempt" -lt 5 ] && port_clash "$state.log"; then
-    echo "kafka.sh: port $port was taken as tansu started; trying another" >&2
-    kill "$pid" 2>/dev/null || true
-    ports_taken+=("$port")
-    port="$(port_pick "$want")"
-    continue
-  fi
-  echo "tansu did not start on 127.0.0.1:$port; see $state.log" >&2
-  tail -n 20 "$state.log" >&2 || true
-  exit 1
-done
+}
+port="$(port_start tansu "$state" "$want" launch)"
+echo "127.0.0.1:$port"

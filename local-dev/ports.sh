@@ -106,3 +106,40 @@ server_alive() {
   pid="$(cat "$1" 2>/dev/null)" && [ -n "$pid" ] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$2"
 }
+
+# port_start NAME STATE WANT LAUNCH: starts a server on a port of 127.0.0.1
+# (WANT when port_pick allows) and prints the port once something listens
+# there, recording it in STATE.port and the pid in STATE.pid. LAUNCH PORT
+# starts the server in the background with its output in STATE.log, not
+# inheriting the caller's lock on fd 9. A start that meets "address in use"
+# (taken between the pick and the bind) tries another port, 5 times at most.
+port_start() {
+  local name="$1" state="$2" want="$3" launch="$4" port pid attempt
+  port="$(port_pick "$want")" || return 1
+  for attempt in 1 2 3 4 5; do
+    echo "starting $name on 127.0.0.1:$port (log: $state.log)" >&2
+    "$launch" "$port"
+    pid=$!
+    echo "$pid" >"$state.pid"
+    for _ in $(seq 1 100); do
+      if port_listening "$port" || ! kill -0 "$pid" 2>/dev/null || port_clash "$state.log"; then break; fi
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null && port_listening "$port"; then
+      echo "$port" >"$state.port"
+      echo "$port"
+      return 0
+    fi
+    if [ "$attempt" -lt 5 ] && port_clash "$state.log"; then
+      echo "${0##*/}: port $port was taken as $name started; trying another" >&2
+      kill "$pid" 2>/dev/null || true
+      ports_taken+=("$port")
+      port="$(port_pick "$want")" || return 1
+      continue
+    fi
+    break
+  done
+  echo "$name did not start on 127.0.0.1:$port; see $state.log" >&2
+  tail -n 20 "$state.log" >&2 || true
+  return 1
+}

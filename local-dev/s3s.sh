@@ -48,36 +48,13 @@ if server_alive "$state.pid" s3s-fs && port_listening "$port"; then
 fi
 
 mkdir -p "$state.data"
-port="$(port_pick "$want")"
-for attempt in 1 2 3 4 5; do
-  echo "starting s3s-fs on http://127.0.0.1:$port over $state.data (log: $state.log)" >&2
-  # setsid: the server outlives this script and the test that ran it; it
-  # must not inherit the lock, nor the caller's directory (a checkout that
-  # may be removed while the server runs, which then fails every request).
-  (cd "$state.data" && exec setsid "$bin" --host 127.0.0.1 --port "$port" \
+# setsid: the server outlives this script and the test that ran it; it
+# must not inherit the lock, nor the caller's directory (a checkout that
+# may be removed while the server runs, which then fails every request).
+launch() {
+  (cd "$state.data" && exec setsid "$bin" --host 127.0.0.1 --port "$1" \
     --access-key testing --secret-key testing "$state.data" \
     >"$state.log" 2>&1 </dev/null 9>&-) &
-  pid=$!
-  echo "$pid" >"$state.pid"
-  for _ in $(seq 1 100); do
-    if port_listening "$port" || ! kill -0 "$pid" 2>/dev/null || port_clash "$state.log"; then break; fi
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null && port_listening "$port"; then
-    echo "$port" >"$state.port"
-    echo "http://127.0.0.1:$port"
-    exit 0
-  fi
-  # Free when picked, taken before s3s-fs bound it: another one (the
-  # server that met it may linger a moment, serving nothing).
-  if [ "$attempt" -lt 5 ] && port_clash "$state.log"; then
-    echo "s3s.sh: port $port was taken as s3s-fs started; trying another" >&2
-    kill "$pid" 2>/dev/null || true
-    ports_taken+=("$port")
-    port="$(port_pick "$want")"
-    continue
-  fi
-  echo "s3s-fs did not start on http://127.0.0.1:$port; see $state.log" >&2
-  tail -n 20 "$state.log" >&2 || true
-  exit 1
-done
+}
+port="$(port_start s3s-fs "$state" "$want" launch)"
+echo "http://127.0.0.1:$port"

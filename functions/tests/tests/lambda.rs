@@ -449,17 +449,7 @@ fn ndjson_sqs_event(messages: &[i64]) -> WriterEvent {
                     }
                 })
                 .collect();
-            json!({
-                "messageId": format!("m{m}"),
-                "receiptHandle": format!("rh-{m}"),
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
-                "awsRegion": "us-east-1",
-            })
+            sqs_message(&format!("m{m}"), body)
         })
         .collect();
     writer_event(json!({ "Records": records }))
@@ -745,20 +735,26 @@ fn sqs_event(tag: &str, first: i64, n: usize) -> WriterEvent {
     let records: Vec<Value> = (0..n)
         .map(|i| {
             let id = first + i as i64;
-            json!({
-                "messageId": format!("{tag}-{i:05}"),
-                "receiptHandle": format!("rh-{tag}-{i}"),
-                "body": json!({"id": id, "name": format!("n{id}")}).to_string(),
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
-                "awsRegion": "us-east-1",
-            })
+            let body = json!({"id": id, "name": format!("n{id}")}).to_string();
+            sqs_message(&format!("{tag}-{i:05}"), body)
         })
         .collect();
     writer_event(json!({ "Records": records }))
+}
+
+/// One message of the source queue `floe-source` as Lambda's SQS event carries it.
+fn sqs_message(id: &str, body: String) -> Value {
+    json!({
+        "messageId": id,
+        "receiptHandle": format!("rh-{id}"),
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
+        "awsRegion": "us-east-1",
+    })
 }
 
 /// The table's snapshots: (count, each one's `added-records` and `floe.requests`).

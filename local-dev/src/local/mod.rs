@@ -654,6 +654,43 @@ struct Sources {
     partitions: Vec<kafka::PartitionMapping>,
 }
 
+impl Sources {
+    /// The writer's tasks until `stop`: `--writers` pollers of the source
+    /// `queue`, and one per shard and per partition.
+    fn spawn(
+        self,
+        queue: Arc<Mapping>,
+        args: &LocalArgs,
+        writer: &Arc<WriterFunction>,
+        stop: &Arc<AtomicBool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut tasks = Vec::new();
+        for _ in 0..args.writers.max(1) {
+            let (queue, writer, stop) = (queue.clone(), writer.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                queue.run(writer.as_ref(), &stop).await
+            }));
+        }
+        for mapping in self
+            .streams
+            .iter()
+            .flat_map(|s| s.mappings(args.batch_size))
+        {
+            let (writer, stop) = (writer.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                mapping.run(writer.as_ref(), &stop).await
+            }));
+        }
+        for mapping in self.partitions {
+            let (writer, stop) = (writer.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                mapping.run(writer.as_ref(), &stop).await
+            }));
+        }
+        tasks
+    }
+}
+
 /// Tells how to reach the stack: the HTTP function, the queues, the config.
 fn announce(
     args: &LocalArgs,
@@ -732,29 +769,7 @@ async fn serve(
 
     let stop = Arc::new(AtomicBool::new(false));
     let writer = Arc::new(writer);
-    let mut tasks = Vec::new();
-    for _ in 0..args.writers.max(1) {
-        let (source, writer, stop) = (source.clone(), writer.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            source.run(writer.as_ref(), &stop).await
-        }));
-    }
-    for mapping in sources
-        .streams
-        .iter()
-        .flat_map(|s| s.mappings(args.batch_size))
-    {
-        let (writer, stop) = (writer.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            mapping.run(writer.as_ref(), &stop).await
-        }));
-    }
-    for mapping in sources.partitions {
-        let (writer, stop) = (writer.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            mapping.run(writer.as_ref(), &stop).await
-        }));
-    }
+    let tasks = sources.spawn(source, args, &writer, &stop);
     // Reserved concurrency 1: one committer loop, one invocation at a time.
     let committer = Arc::new(committer);
     let committer_task = {

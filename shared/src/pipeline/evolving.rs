@@ -54,19 +54,13 @@ pub(super) async fn shred_evolving(
     };
     let mut refused = BTreeMap::new();
     let mut evolutions = 0;
-    // The part's table as the batch loaded it; the catalog is asked again
-    // only after this batch changed the schema (each ask is a catalog
-    // request: a Glue GetTable per batch is what a small POST pays most).
+    // The part's table as the batch loaded it, read again (a catalog
+    // request, on Glue a GetTable) only after the batch evolved it.
     let mut current = Some(part.ctx.clone());
     loop {
         let ctx = match current.take() {
             Some(ctx) => ctx,
-            None => env
-                .context(part.ident, &sample, report)
-                .await?
-                .ok_or_else(|| CatalogError::NoSuchTable {
-                    table: part.table.clone(),
-                })?,
+            None => reloaded(env, part, &sample, report).await?,
         };
         let (shredded, misfits) = shred_once(ctx, part, rows, &refused)?;
         let settings = &shredded.ctx.settings;
@@ -119,6 +113,23 @@ pub(super) async fn shred_evolving(
         apply(env, part, &values, &opts, &evolution, report).await?;
         evolutions += 1;
     }
+}
+
+/// The part's table after this batch changed it.
+async fn reloaded(
+    env: &Env,
+    part: &Part<'_>,
+    sample: &Sample<'_, '_>,
+    report: &mut WriteReport,
+) -> Result<Arc<TableContext>, PipelineError> {
+    env.context(part.ident, sample, report)
+        .await?
+        .ok_or_else(|| {
+            CatalogError::NoSuchTable {
+                table: part.table.clone(),
+            }
+            .into()
+        })
 }
 
 /// The misfits as JSON values, with their ordinals.

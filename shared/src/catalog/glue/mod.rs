@@ -312,11 +312,7 @@ impl GlueCatalog {
             .database_name(&db)
             .table_input(input)
             .set_version_id(version.clone())
-            // Glue keeps an archived copy of the table per update unless
-            // told not to: one per commit, against a quota of versions per
-            // table that a commit every few seconds fills within days, and
-            // an Iceberg table's history is its metadata files anyway.
-            // Iceberg Java's GlueCatalog skips it too (`glue.skip-archive`).
+            // Else a table version per commit, against a quota (docs/aws.md).
             .skip_archive(true)
             .send()
             .await;
