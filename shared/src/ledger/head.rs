@@ -140,6 +140,9 @@ pub enum FormatError {
     /// A key file whose columns do not fit together.
     #[error("key file: {0}")]
     KeyFile(&'static str),
+    /// An entry's record digests that are not packed digests.
+    #[error("an entry's record digests are not packed digests")]
+    Digests,
     /// A version this build does not read.
     #[error("ledger format {0} is newer than this build reads ({FORMAT})")]
     Version(u32),

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::digest;
-use super::head::Entry;
+use super::head::{Entry, FormatError};
 use super::runs::Runs;
 use crate::source::Position;
 
@@ -19,15 +19,19 @@ pub struct Index {
 }
 
 impl Index {
-    /// Indexes `entries`; entries whose digests do not unpack are indexed
-    /// without them (the head or segment was written by this code).
-    pub fn new(entries: Vec<Entry>) -> Self {
+    /// Indexes `entries`. Digests that do not unpack fail it: indexed
+    /// without them, the records they claim would read as never committed.
+    pub fn new(entries: Vec<Entry>) -> Result<Self, FormatError> {
         let mut index = Index::default();
         for (i, e) in entries.iter().enumerate() {
             index.batch_ids.insert(e.id.clone());
             for (source, packed) in &e.keys {
-                let set = index.keys.entry(source.clone()).or_default();
-                set.extend(digest::unpack(packed).unwrap_or_default());
+                let digests = digest::unpack(packed).ok_or(FormatError::Digests)?;
+                index
+                    .keys
+                    .entry(source.clone())
+                    .or_default()
+                    .extend(digests);
                 index
                     .by_key_source
                     .entry(source.clone())
@@ -43,7 +47,7 @@ impl Index {
             }
         }
         index.entries = entries;
-        index
+        Ok(index)
     }
 
     /// The entries.
@@ -95,5 +99,34 @@ impl Index {
             .chain(by_key)
             .filter(move |i| seen.insert(*i))
             .filter_map(|i| self.entries.get(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(keys: &str) -> Entry {
+        Entry {
+            ms: 1,
+            id: "b".into(),
+            at: 1,
+            spans: Vec::new(),
+            keys: [("sqs:q".to_string(), keys.to_string())].into(),
+            kf: None,
+        }
+    }
+
+    /// Digests that do not unpack fail the index instead of leaving the
+    /// records they claim to read as never committed.
+    #[test]
+    fn digests_that_do_not_unpack_fail_the_index() {
+        let packed = digest::pack(&[7, 9]);
+        let index = Index::new(vec![entry(&packed)]).unwrap();
+        assert_eq!(index.keys["sqs:q"], HashSet::from([7, 9]));
+        assert!(matches!(
+            Index::new(vec![entry("not base64!")]),
+            Err(FormatError::Digests)
+        ));
     }
 }

@@ -238,8 +238,14 @@ impl Ledger {
             .filter(|p| candidates.contains(p.as_str()))
             .cloned()
             .collect();
+        let recent = Index::new(head.recent.clone()).map_err(|source| LedgerError::Format {
+            path: head_path
+                .clone()
+                .unwrap_or_else(|| "the ledger in the snapshot summaries".into()),
+            source,
+        })?;
         Ok(Self {
-            recent: Arc::new(Index::new(head.recent.clone())),
+            recent: Arc::new(recent),
             store,
             dir: place::dir(metadata),
             head,

@@ -106,7 +106,11 @@ impl LedgerStore {
             path: path.to_string(),
             source,
         })?;
-        let index = Arc::new(Index::new(segment.entries));
+        let index = Index::new(segment.entries).map_err(|source| LedgerError::Format {
+            path: path.to_string(),
+            source,
+        })?;
+        let index = Arc::new(index);
         lock(&self.segments).put(path, index.clone());
         Ok(index)
     }
@@ -147,8 +151,12 @@ impl LedgerStore {
 
     /// Writes a segment and keeps its index.
     pub async fn put_segment(&self, path: &str, segment: &Segment) -> Result<(), LedgerError> {
+        let index = Index::new(segment.entries.clone()).map_err(|source| LedgerError::Format {
+            path: path.to_string(),
+            source,
+        })?;
         self.write(path, head::encode(segment)).await?;
-        let index = Arc::new(Index::new(segment.entries.clone()));
+        let index = Arc::new(index);
         lock(&self.segments).put(path, index);
         Ok(())
     }
