@@ -212,19 +212,7 @@ properties = {{ "floe.test" = "from-config" }}
 fn sqs_event(messages: &[(&str, Value)]) -> WriterEvent {
     let records: Vec<Value> = messages
         .iter()
-        .map(|(id, body)| {
-            json!({
-                "messageId": id,
-                "receiptHandle": format!("rh-{id}"),
-                "body": body.to_string(),
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
-                "awsRegion": "us-east-1",
-            })
-        })
+        .map(|(id, body)| floe_test_support::events::sqs_message(id, body.to_string()))
         .collect();
     WriterEvent::try_from(json!({ "Records": records })).unwrap()
 }

@@ -2,8 +2,9 @@
 //! in the functions' and the CLI's: a table's rows read back by
 //! iceberg-rust ([`scan`]), the adversarial delivery harness, a catalog
 //! that loses a race on purpose, commit requests made as a writer makes
-//! them, and the local servers and Python readers the tests run against.
+//! them, Lambda events as the functions take them, and the local servers and Python readers the tests run against.
 
+pub mod events;
 pub mod glue;
 pub mod harness;
 pub mod overtaking;

@@ -24,6 +24,7 @@ use floe_core::maintain::MaintainOptions;
 use floe_core::tabledef;
 use floe_ingest_http::HttpFunction;
 use floe_maintenance::MaintenanceFunction;
+use floe_test_support::events::sqs_message;
 use floe_test_support::{scan, services};
 use floe_writer::{WriterEvent, WriterFunction, WriterResponse};
 use serde_json::{Value, json};
@@ -740,21 +741,6 @@ fn sqs_event(tag: &str, first: i64, n: usize) -> WriterEvent {
         })
         .collect();
     writer_event(json!({ "Records": records }))
-}
-
-/// One message of the source queue `floe-source` as Lambda's SQS event carries it.
-fn sqs_message(id: &str, body: String) -> Value {
-    json!({
-        "messageId": id,
-        "receiptHandle": format!("rh-{id}"),
-        "body": body,
-        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:floe-source",
-        "awsRegion": "us-east-1",
-    })
 }
 
 /// The table's snapshots: (count, each one's `added-records` and `floe.requests`).
