@@ -8,7 +8,10 @@
 //! batch id derives from key and body), so a first POST that crashed halfway
 //! is simply written again. Every retry is dated by the key's first receipt,
 //! not its own: the ledger looks for the batch from then on, however long
-//! the client took to retry.
+//! the client took to retry. The window bounds how long the first answer
+//! is replayed without asking the table: after it, a retry is answered the
+//! same while the ledger holds its batch, and otherwise written again as at
+//! its first receipt. Only another body frees a key whose window passed.
 
 use bytes::Bytes;
 use iceberg::io::FileIO;
@@ -75,6 +78,19 @@ pub enum Use {
         /// When the key was first received.
         first_ms: i64,
     },
+    /// The key's window has passed since its first answer: answered as
+    /// then while the table's ledger holds its batch, and otherwise written
+    /// again as at its first receipt (so a retry never reorders it after
+    /// changes received since, nor leaves a second request that commits it
+    /// anew after another engine's rollback).
+    Lapsed {
+        /// The first answer's status.
+        status: u16,
+        /// The first answer's body.
+        answer: serde_json::Value,
+        /// The key's first receipt.
+        first: Receipt,
+    },
     /// The key was used for another body: refuse.
     Conflict {
         /// When the key was first used.
@@ -137,29 +153,33 @@ impl HttpKeys {
         now: &Receipt,
     ) -> Result<Use, KeyError> {
         let path = self.path(at);
-        if let Some(record) = self.read(&path).await?
-            && record.created_ms >= now.ms - self.window_ms
-        {
-            if record.body_hash != body_hash {
-                return Ok(Use::Conflict {
-                    first_ms: record.created_ms,
-                });
+        if let Some(record) = self.read(&path).await? {
+            let lapsed = record.created_ms < now.ms - self.window_ms;
+            let first = Receipt {
+                ms: record.created_ms,
+                // A record of an earlier build: ordered as received now.
+                order: record.order.unwrap_or_else(|| now.order.clone()),
+            };
+            match (record.body_hash == body_hash, record.answer) {
+                // Another body once the window passed: the key is free again.
+                (false, _) if lapsed => {}
+                (false, _) => return Ok(Use::Conflict { first_ms: first.ms }),
+                (true, Some((status, answer))) if lapsed => {
+                    return Ok(Use::Lapsed {
+                        status,
+                        answer,
+                        first,
+                    });
+                }
+                (true, Some((status, answer))) => {
+                    return Ok(Use::Replay {
+                        status,
+                        answer,
+                        first_ms: first.ms,
+                    });
+                }
+                (true, None) => return Ok(Use::Write { first }),
             }
-            let first_ms = record.created_ms;
-            return Ok(match record.answer {
-                Some((status, answer)) => Use::Replay {
-                    status,
-                    answer,
-                    first_ms,
-                },
-                None => Use::Write {
-                    first: Receipt {
-                        ms: first_ms,
-                        // A record of an earlier build: ordered as received now.
-                        order: record.order.unwrap_or_else(|| now.order.clone()),
-                    },
-                },
-            });
         }
         let record = KeyRecord {
             body_hash: body_hash.to_string(),

@@ -3,7 +3,7 @@
 //! late, `floe serve` restarted with its clock moved, tables dropped and
 //! created again, maintenance after nested evolution, another engine's
 //! rollback and concurrent processes, checked against a model by DuckDB and
-//! pyiceberg. `FLOE_HARNESS_SCHEDULES` sets how many run (default 40, from
+//! pyiceberg. `FLOE_HARNESS_SCHEDULES` sets how many run (default 100, from
 //! `FLOE_HARNESS_FIRST`, 1); `FLOE_HARNESS_SEED` replays one, and
 //! `FLOE_HARNESS_TICK_MS` moves the clock forward before each step (as the
 //! schedules beside it do in a long run: a seed that differs only there).
@@ -14,5 +14,5 @@ use floe_test_support::{harness, product};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_product_around_delivery_equals_the_model() {
-    product::run_all("product harness", &harness::seeds(1, 40)).await;
+    product::run_all("product harness", &harness::seeds(1, 100)).await;
 }

@@ -12,13 +12,14 @@
 //! intact ledger; keyed HTTP requests whose commit fails and is retried
 //! after newer ones; `floe serve` killed and started again with its clock
 //! moved back or forward; the table dropped (purged or not) and created
-//! again, and old inputs and idempotency keys sent to it; maintenance
-//! (compaction, expiry) after evolution; another engine's rollback, and the
-//! undone input sent again; two processes ingesting standard input at once
-//! into two tables of the warehouse. Each step ends before the next starts,
-//! so the model knows what every table holds; the tables are read back at
-//! the end by DuckDB and pyiceberg (`shared/tests/read_rows.py`), which
-//! share no code with floe, row by row and field by field.
+//! again, and old inputs and idempotency keys sent to it (within their
+//! window and after it); maintenance (compaction, expiry) after evolution;
+//! another engine's rollback, and the undone input sent again; two
+//! processes ingesting standard input at once into two tables of the
+//! warehouse. Each step ends before the next starts, so the model knows
+//! what every table holds; the tables are read back at the end by DuckDB
+//! and pyiceberg (`shared/tests/read_rows.py`), which share no code with
+//! floe, row by row and field by field.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -747,23 +748,39 @@ impl Run {
     /// Sends an earlier POST again with its key: answered from its record
     /// while its table lives, written anew into a table created since.
     async fn resend(&mut self) {
-        let Some(post) = self.posts.get(self.rng.below(self.posts.len())).cloned() else {
+        // Often one still waiting for its commit (a failed one's included).
+        let from = match self.rng.chance(50) && !self.pending.is_empty() {
+            true => &self.pending,
+            false => &self.posts,
+        };
+        let Some(post) = from.get(self.rng.below(from.len())).cloned() else {
             return;
         };
         let again = post.incarnation != self.incarnation;
+        // Now and then past the key's window: the table's ledger decides.
+        let lapsed = self.rng.chance(25);
+        if lapsed {
+            clock::shift(floe_core::ledger::DEFAULT_KEY_WINDOW_MS + 60_000);
+        }
         self.trace.push(format!(
-            "  resend {} ({})",
+            "  resend {} ({}{})",
             post.key,
             if again {
                 "to a new table"
             } else {
                 "same table"
+            },
+            if lapsed {
+                ", its key window passed"
+            } else {
+                ""
             }
         ));
         let table = floe_core::ident::display(&self.table);
         let body = post.batch.lines.join("\n");
         let seed = self.seed;
         let (status, answer) = self.serve().await.post(&table, &post.key, body, true).await;
+        self.trace.push(format!("  -> {status} {answer}"));
         if let Err(e) = post.check(status, &answer) {
             panic!("seed {seed}: {e}\n{}", self.trace.join("\n"));
         }

@@ -1,7 +1,8 @@
 //! The HTTP function's batches over time, through its Lambda handler on a
 //! local warehouse whose ledger seals every four entries: a retried
-//! `Idempotency-Key` is found from its first receipt however late it comes,
-//! and a POST without a key is always a new batch. Its own binary, since it
+//! `Idempotency-Key` is found from its first receipt however late it comes
+//! (past the key window too, as long as the ledger holds its batch), and a
+//! POST without a key is always a new batch. Its own binary, since it
 //! moves the process clock (`floe_core::clock::shift`).
 
 use std::collections::HashMap;
@@ -187,4 +188,45 @@ async fn a_keyed_retry_is_found_from_its_first_receipt_and_keyless_posts_are_eac
     let mut want = vec![1, 2, 50, 50];
     want.extend(100..112);
     assert_eq!(env.ids().await, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_key_window_is_its_first_batch_and_leaves_nothing_to_commit() {
+    let env = Env::new().await;
+    let table = parse_table("h.events").unwrap();
+    let (zero, one) = ("{\"id\":0,\"v\":\"a\"}", "{\"id\":1,\"v\":\"b\"}");
+    env.post(Faults::none(), Some("k-0"), zero, false).await;
+    env.commit().await;
+    let catalog = env.deployment(Faults::none()).await.catalog;
+    let before = catalog.load_table(&table).await.unwrap();
+    let before = before.metadata.current_snapshot_id().unwrap();
+    let (status, first) = env.post(Faults::none(), Some("k-1"), one, false).await;
+    assert_eq!(status, 200, "{first}");
+    env.commit().await;
+
+    // A day and a minute later the key's window has passed; its batch is
+    // still in the table, so the retry is answered as the first time.
+    floe_core::clock::shift(floe_core::ledger::DEFAULT_KEY_WINDOW_MS + 60_000);
+    let (status, again) = env.post(Faults::none(), Some("k-1"), one, false).await;
+    assert_eq!((status, &again), (200, &first));
+    // Another engine rolls k-1 back. Had the retry been written again, its
+    // request would now commit the rolled-back record anew.
+    floe_test_support::harness::roll_back(catalog.as_ref(), &table, before).await;
+    env.commit().await;
+    assert_eq!(env.ids().await, vec![0]);
+
+    // Once the ledger no longer holds it, the retry is its batch again, at
+    // its first receipt: it commits once however often it comes.
+    for _ in 0..2 {
+        let (status, answer) = env.post(Faults::none(), Some("k-1"), one, false).await;
+        assert_eq!((status, &answer), (200, &first));
+    }
+    env.commit().await;
+    assert_eq!(env.ids().await, vec![0, 1]);
+    let (status, answer) = env.post(Faults::none(), Some("k-1"), one, true).await;
+    assert_eq!(
+        (status, &answer["committed"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
 }

@@ -505,9 +505,17 @@ impl HttpIngest {
                 .await;
             match used {
                 // Answering from a record: make sure it is this table's.
-                Ok(Use::Replay { .. } | Use::Conflict { .. }) if !fresh => fresh = true,
+                Ok(Use::Replay { .. } | Use::Lapsed { .. } | Use::Conflict { .. }) if !fresh => {
+                    fresh = true
+                }
                 used => break (known.uuid, used),
             }
+        };
+        let replay = |status: u16, answer, first_ms| async move {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            Err(self
+                .conclude(ident, id, first_ms, wait, status, answer)
+                .await)
         };
         match used {
             Ok(Use::Write { first }) => Ok((first, Some(uuid))),
@@ -515,11 +523,18 @@ impl HttpIngest {
                 status,
                 answer,
                 first_ms,
+            }) => replay(status, answer, first_ms).await,
+            Ok(Use::Lapsed {
+                status,
+                answer,
+                first,
             }) => {
-                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                Err(self
-                    .conclude(ident, id, first_ms, wait, status, answer)
-                    .await)
+                let catalog = self.catalog.as_ref();
+                match status::wait_for_batch(catalog, ident, id, first.ms, Duration::ZERO).await {
+                    Ok(true) => replay(status, answer, first.ms).await,
+                    Ok(false) => Ok((first, Some(uuid))),
+                    Err(e) => Err(unavailable(&e)),
+                }
             }
             Ok(Use::Conflict { first_ms }) => Err(reply(
                 StatusCode::UNPROCESSABLE_ENTITY,
