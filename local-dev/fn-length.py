@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when a function of floe-core or the CLI runs over 80 lines and its
-doc does not say why ("Long because ...").
+"""Fails when a function of any crate runs over 80 lines and its doc does
+not say why ("Long because ...").
 
 Tests are left out (a `#[cfg(test)] mod`, `tests.rs`, `tests/`, benches). A
 function's length is from its `fn` line to its closing brace, braces in
@@ -13,7 +13,8 @@ from pathlib import Path
 
 LIMIT = 80
 REPO = Path(__file__).resolve().parent.parent
-ROOTS = ["shared/src", "local-dev/src"]
+# Every crate's library and binaries.
+ROOTS = ["shared/src", "local-dev/src", "postgres/src", "functions", "test-support/src"]
 FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?(unsafe\s+)?fn\s+(\w+)")
 STRING = re.compile(r'"(\\.|[^"\\])*"')
 # A char or byte literal ('{', b'}', '\''); a lone quote opens a lifetime.
@@ -23,7 +24,8 @@ CHAR = re.compile(r"b?'(\\.|[^'\\])'")
 def code_end(lines: list) -> int:
     """The line where the file's test module starts, or its end."""
     for i, line in enumerate(lines[:-1]):
-        if re.match(r"\s*#\[cfg\(test\)\]", line) and re.match(r"\s*(pub(\(\w+\))? )?mod\s", lines[i + 1]):
+        # Only an inline module ends the code: `mod tests;` is a file of its own.
+        if re.match(r"\s*#\[cfg\(test\)\]", line) and re.match(r"\s*(pub(\(\w+\))? )?mod\s+\w+\s*\{", lines[i + 1]):
             return i
     return len(lines)
 

@@ -272,6 +272,56 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
     };
     let seal_entries = 2 + rng.below(7);
     let keys = if keyed { 3 + rng.below(8) as i64 } else { 0 };
+    let shape = Shape {
+        seed,
+        kind,
+        keyed,
+        keys,
+        lanes,
+        routed,
+    };
+    let records = records(&mut rng, &shape, n);
+    // From its own stream, so the schedule of a seed stays what it was
+    // before v3 tables joined: a third of the schedules run on v3 tables.
+    let format_version = if Rng::new(seed ^ 0x0003_F0A7).chance(33) {
+        3
+    } else {
+        2
+    };
+    Setup {
+        seed,
+        kind,
+        keyed,
+        routed,
+        records,
+        lanes,
+        mode,
+        seal_entries,
+        format_version,
+    }
+}
+
+/// What a schedule's records are drawn by.
+#[derive(Clone, Copy)]
+struct Shape {
+    seed: u64,
+    kind: Kind,
+    keyed: bool,
+    keys: i64,
+    lanes: usize,
+    routed: bool,
+}
+
+/// The `n` records of a schedule's source, in source order.
+fn records(rng: &mut Rng, shape: &Shape, n: usize) -> Vec<Record> {
+    let Shape {
+        seed,
+        kind,
+        keyed,
+        keys,
+        lanes,
+        routed,
+    } = *shape;
     // Arrival times are from the schedule's start (see [`run`]).
     let base = 0i64;
     let mut pos: u128 = match kind {
@@ -312,24 +362,7 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
             arrived_ms: base + ordinal as i64 * 10,
         });
     }
-    // From its own stream, so the schedule of a seed stays what it was
-    // before v3 tables joined: a third of the schedules run on v3 tables.
-    let format_version = if Rng::new(seed ^ 0x0003_F0A7).chance(33) {
-        3
-    } else {
-        2
-    };
-    Setup {
-        seed,
-        kind,
-        keyed,
-        routed,
-        records,
-        lanes,
-        mode,
-        seal_entries,
-        format_version,
-    }
+    records
 }
 
 /// The commit queue of a schedule: at-least-once like SQS, and worse: it
@@ -947,117 +980,25 @@ pub async fn run(
         }
         let writing = !progress.done(&setup);
         let roll = rng.below(100);
+        let at = Place {
+            harness,
+            setup: &setup,
+            tables: &tables,
+            queue: &queue,
+        };
         if roll < 6 && queue.is_empty() {
-            let catalog = harness.catalog(Faults::none());
-            let mut deleted = 0;
-            for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
-                deleted += foreign_cleanup(catalog.as_ref(), t).await;
-            }
             covered.cleanups += 1;
-            trace.push(format!(
-                "another engine's orphan cleanup deleted {deleted} unreferenced file(s)"
-            ));
-            continue;
-        }
-        if (writing && (roll < 55 || queue.is_empty())) || (92..96).contains(&roll) {
+            trace.push(cleanup_step(&at).await);
+        } else if (writing && (roll < 55 || queue.is_empty())) || (92..96).contains(&roll) {
             let rewind = !writing || roll >= 92 || rng.chance(8);
-            let Some((records, post)) = progress
-                .pick(&setup, &mut rng, rewind)
-                .or_else(|| progress.pick(&setup, &mut rng, !rewind))
-            else {
-                continue;
-            };
-            let fail_before = rng.chance(10);
-            let fail_after = !fail_before && rng.chance(20);
-            let inv = Invocation {
-                records,
-                fail_before_enqueue: fail_before,
-                fail_after_enqueue: fail_after,
-                post,
-            };
-            let acked = driver
-                .write(harness, &setup, &tables, queue.clone(), &inv)
-                .await;
-            if rewind {
-                covered.rewinds += 1;
-            }
-            trace.push(format!(
-                "{} {:?}{}{} -> {}",
-                if rewind { "redeliver" } else { "write" },
-                inv.records.iter().map(|r| r.ordinal).collect::<Vec<_>>(),
-                if fail_before {
-                    " (fails before enqueue)"
-                } else {
-                    ""
-                },
-                if fail_after {
-                    " (fails after enqueue)"
-                } else {
-                    ""
-                },
-                if acked { "acked" } else { "redelivered later" }
-            ));
-            if acked {
-                progress.ack(&setup, &inv);
+            if let Some(line) = write_step(&at, driver, &mut rng, &mut progress, rewind).await {
+                covered.rewinds += usize::from(rewind);
+                trace.push(line);
             }
         } else if roll < 92 || !writing {
-            // A committer run; sometimes it fails and releases its messages.
-            let (catalog_faults, committer_faults, label) = match rng.below(10) {
-                0 => (
-                    Faults::at(FaultPoint::CatalogSwap, FaultMode::Error, 1),
-                    Faults::none(),
-                    " (catalog fails)",
-                ),
-                1 => (
-                    Faults::at(FaultPoint::CatalogAmbiguous, FaultMode::Error, 1),
-                    Faults::none(),
-                    " (catalog answer lost)",
-                ),
-                2 => (
-                    Faults::none(),
-                    Faults::at(FaultPoint::AfterCommit, FaultMode::Error, 1),
-                    " (fails after commit)",
-                ),
-                _ => (Faults::none(), Faults::none(), ""),
-            };
-            let committer = Committer::new(
-                CommitEngine::new(harness.catalog(catalog_faults), fast_retry()),
-                harness.dead_letters.clone(),
-                committer_faults,
-                counters.clone(),
-            );
-            let deliveries = queue.receive(100, Duration::ZERO).await.unwrap();
-            if deliveries.is_empty() {
-                // Everything left is held back: let it go.
-                queue.release_held();
-                trace.push("held-back requests released".into());
-                continue;
-            }
-            let report = committer.commit(deliveries.clone()).await;
-            queue.ack(&report.done()).await.unwrap();
-            queue.release(&report.failed()).await.unwrap();
-            trace.push(format!(
-                "commit {} request(s){label}: {} done, {} released",
-                deliveries.len(),
-                report.done().len(),
-                report.failed().len()
-            ));
+            trace.push(commit_step(harness, &queue, &mut rng, &counters).await);
         } else {
-            // Maintenance: every snapshot but the current one expires, small
-            // files compact; then the held-back requests arrive. Its own
-            // orphan cleanup waits longer than any schedule lasts.
-            let catalog = harness.catalog(Faults::none());
-            let opts = MaintainOptions {
-                max_snapshot_age_ms: Some(0),
-                orphan_window_ms: 1_000 * 24 * HOUR_MS,
-                ..Default::default()
-            };
-            for t in std::iter::once(&tables.a).chain(tables.b.as_ref()) {
-                maintain::maintain(&catalog, t, &opts).await.unwrap();
-            }
-            queue.release_held();
-            trace
-                .push("maintenance (expire all, compact), then held-back requests released".into());
+            trace.push(maintain_step(&at).await);
         }
     }
     let catalog = harness.catalog(Faults::none());
@@ -1068,6 +1009,136 @@ pub async fn run(
         ledger_coverage(catalog.as_ref(), t, &mut covered).await;
     }
     (setup, verdict, covered, trace)
+}
+
+/// Where a schedule's steps run: its harness, setup, tables and queue.
+struct Place<'a> {
+    harness: &'a Harness,
+    setup: &'a Setup,
+    tables: &'a Tables,
+    queue: &'a Arc<ChaosQueue>,
+}
+
+/// A writer invocation of records picked from the source (`rewind`: ones
+/// delivered before), failing before or after its enqueue now and then;
+/// its trace line, or `None` when there was nothing to pick.
+async fn write_step(
+    at: &Place<'_>,
+    driver: &dyn Driver,
+    rng: &mut Rng,
+    progress: &mut Progress,
+    rewind: bool,
+) -> Option<String> {
+    let (records, post) = progress
+        .pick(at.setup, rng, rewind)
+        .or_else(|| progress.pick(at.setup, rng, !rewind))?;
+    let fail_before = rng.chance(10);
+    let fail_after = !fail_before && rng.chance(20);
+    let inv = Invocation {
+        records,
+        fail_before_enqueue: fail_before,
+        fail_after_enqueue: fail_after,
+        post,
+    };
+    let acked = driver
+        .write(at.harness, at.setup, at.tables, at.queue.clone(), &inv)
+        .await;
+    let line = format!(
+        "{} {:?}{}{} -> {}",
+        if rewind { "redeliver" } else { "write" },
+        inv.records.iter().map(|r| r.ordinal).collect::<Vec<_>>(),
+        if fail_before {
+            " (fails before enqueue)"
+        } else {
+            ""
+        },
+        if fail_after {
+            " (fails after enqueue)"
+        } else {
+            ""
+        },
+        if acked { "acked" } else { "redelivered later" }
+    );
+    if acked {
+        progress.ack(at.setup, &inv);
+    }
+    Some(line)
+}
+
+/// Another engine's orphan cleanup of the schedule's tables; its trace line.
+async fn cleanup_step(at: &Place<'_>) -> String {
+    let catalog = at.harness.catalog(Faults::none());
+    let mut deleted = 0;
+    for t in std::iter::once(&at.tables.a).chain(at.tables.b.as_ref()) {
+        deleted += foreign_cleanup(catalog.as_ref(), t).await;
+    }
+    format!("another engine's orphan cleanup deleted {deleted} unreferenced file(s)")
+}
+
+/// Maintenance: every snapshot but the current one expires, small files
+/// compact; then the held-back requests arrive. Its own orphan cleanup
+/// waits longer than any schedule lasts. Its trace line.
+async fn maintain_step(at: &Place<'_>) -> String {
+    let catalog = at.harness.catalog(Faults::none());
+    let opts = MaintainOptions {
+        max_snapshot_age_ms: Some(0),
+        orphan_window_ms: 1_000 * 24 * HOUR_MS,
+        ..Default::default()
+    };
+    for t in std::iter::once(&at.tables.a).chain(at.tables.b.as_ref()) {
+        maintain::maintain(&catalog, t, &opts).await.unwrap();
+    }
+    at.queue.release_held();
+    "maintenance (expire all, compact), then held-back requests released".into()
+}
+
+/// A committer run over what the queue holds; sometimes it fails and
+/// releases its messages. Its trace line.
+async fn commit_step(
+    harness: &Harness,
+    queue: &ChaosQueue,
+    rng: &mut Rng,
+    counters: &Arc<Counters>,
+) -> String {
+    let (catalog_faults, committer_faults, label) = match rng.below(10) {
+        0 => (
+            Faults::at(FaultPoint::CatalogSwap, FaultMode::Error, 1),
+            Faults::none(),
+            " (catalog fails)",
+        ),
+        1 => (
+            Faults::at(FaultPoint::CatalogAmbiguous, FaultMode::Error, 1),
+            Faults::none(),
+            " (catalog answer lost)",
+        ),
+        2 => (
+            Faults::none(),
+            Faults::at(FaultPoint::AfterCommit, FaultMode::Error, 1),
+            " (fails after commit)",
+        ),
+        _ => (Faults::none(), Faults::none(), ""),
+    };
+    let committer = Committer::new(
+        CommitEngine::new(harness.catalog(catalog_faults), fast_retry()),
+        harness.dead_letters.clone(),
+        committer_faults,
+        counters.clone(),
+    );
+    let deliveries = queue.receive(100, Duration::ZERO).await.unwrap();
+    if deliveries.is_empty() {
+        // Everything left is held back: let it go.
+        queue.release_held();
+        return "held-back requests released".into();
+    }
+    let report = committer.commit(deliveries.clone()).await;
+    queue.ack(&report.done()).await.unwrap();
+    queue.release(&report.failed()).await.unwrap();
+    format!(
+        "commit {} request(s){label}: {} done, {} released",
+        deliveries.len(),
+        report.done().len(),
+        report.failed().len()
+    )
 }
 
 /// Adds what the table's ledger went through to `covered`.

@@ -49,7 +49,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, Secret};
 use crate::deploy::Deployment;
 use crate::error::{Classify, ErrorKind};
-use crate::idempotency::{HttpKeys, KeyOf, Receipt, Use};
+use crate::idempotency::{HttpKeys, KeyError, KeyOf, Receipt, Use};
 use crate::ident::{display, parse_table};
 use crate::pipeline::{PipelineError, Writer, WriterParts};
 use crate::route::Allow;
@@ -481,35 +481,12 @@ impl HttpIngest {
                 json!({"error": format!("{e}; retry with the same Idempotency-Key")}),
             )
         };
-        let mut fresh = false;
-        let (uuid, used) = loop {
-            let Some(known) = self
-                .known(ident, fresh)
-                .await
-                .map_err(|e| unavailable(&e))?
-            else {
-                return Ok((now, None));
-            };
-            let used = self
-                .keys
-                .begin(
-                    &KeyOf {
-                        table: &table,
-                        uuid: &known.uuid,
-                        key,
-                    },
-                    body_hash,
-                    id,
-                    &now,
-                )
-                .await;
-            match used {
-                // Answering from a record: make sure it is this table's.
-                Ok(Use::Replay { .. } | Use::Lapsed { .. } | Use::Conflict { .. }) if !fresh => {
-                    fresh = true
-                }
-                used => break (known.uuid, used),
-            }
+        let Some((uuid, used)) = self
+            .key_use(ident, key, body_hash, id, &now)
+            .await
+            .map_err(|e| unavailable(&e))?
+        else {
+            return Ok((now, None));
         };
         let replay = |status: u16, answer, first_ms| async move {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -546,6 +523,37 @@ impl HttpIngest {
             Err(e) => {
                 error!(%table, error = %e, "idempotency record unreadable");
                 Err(unavailable(&e))
+            }
+        }
+    }
+
+    /// The table's uuid and what its record lets a POST with `key` do;
+    /// `None` while the table does not exist.
+    async fn key_use(
+        &self,
+        ident: &TableIdent,
+        key: &str,
+        body_hash: &str,
+        id: &str,
+        now: &Receipt,
+    ) -> Result<Option<(String, Result<Use, KeyError>)>, String> {
+        let table = display(ident);
+        let mut fresh = false;
+        loop {
+            let Some(known) = self.known(ident, fresh).await? else {
+                return Ok(None);
+            };
+            let at = KeyOf {
+                table: &table,
+                uuid: &known.uuid,
+                key,
+            };
+            match self.keys.begin(&at, body_hash, id, now).await {
+                // Answering from a record: make sure it is this table's.
+                Ok(Use::Replay { .. } | Use::Lapsed { .. } | Use::Conflict { .. }) if !fresh => {
+                    fresh = true
+                }
+                used => return Ok(Some((known.uuid, used))),
             }
         }
     }
