@@ -325,7 +325,7 @@ async fn cow(floe: &Embedded, a: CowArgs) -> Result<()> {
           {"id":1,"name":"id","required":true,"type":"long"},
           {"id":2,"name":"v","required":false,"type":"string"}]}"#,
     )?;
-    let properties = copy_on_write::MODE_PROPERTIES
+    let properties = floe_core::keyed_mode::MODE_PROPERTIES
         .iter()
         .map(|p| (p.to_string(), "copy-on-write".to_string()))
         .collect();

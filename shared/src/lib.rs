@@ -31,6 +31,7 @@ pub(crate) mod field_path;
 pub mod http;
 pub mod idempotency;
 pub mod ident;
+pub mod keyed_mode;
 pub mod ledger;
 pub mod maintain;
 pub mod metrics;

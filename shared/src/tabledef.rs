@@ -243,7 +243,7 @@ pub fn configured_creation(
     // lists keys as such; position deletes follow a key wherever it lives.
     let positions = table
         .properties
-        .get(crate::commit::KEYED_DELETES)
+        .get(crate::keyed_mode::KEYED_DELETES)
         .is_none_or(|v| v == "position")
         && table.merge_strategy == crate::config::MergeStrategy::MergeOnRead;
     if schema.identifier_field_ids().next().is_some()
@@ -337,12 +337,12 @@ pub fn creation(
         .or_insert_with(|| RETRIES_FOR_OTHER_WRITERS.to_string());
     // Keyed tables take position deletes, which every engine reads, unless
     // their properties choose another way.
-    let chosen = crate::commit::copy_on_write::MODE_PROPERTIES
+    let chosen = crate::keyed_mode::MODE_PROPERTIES
         .iter()
         .any(|p| properties.get(*p).is_some_and(|v| v == "copy-on-write"));
     if schema.identifier_field_ids().next().is_some() && !chosen {
         properties
-            .entry(crate::commit::KEYED_DELETES.to_string())
+            .entry(crate::keyed_mode::KEYED_DELETES.to_string())
             .or_insert_with(|| "position".to_string());
     }
     TableCreation::builder()

@@ -4,8 +4,9 @@
 use async_trait::async_trait;
 use iceberg::spec::{Operation, TableMetadata};
 
+use super::error::CommitError;
+use super::plan::{Action, PlanContext};
 use super::snapshot::SnapshotPlan;
-use super::{Action, CommitError, PlanContext};
 use crate::ledger;
 use crate::request::{CommitRequest, RequestError};
 

@@ -6,9 +6,12 @@ use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 
+use super::error::CommitError;
 use super::snapshot::{SnapshotPlan, SnapshotProducer, Written};
-use super::{CommitError, DELETE_AFTER_COMMIT};
 use crate::catalog::{LoadedTable, TableCommit};
+
+/// Table property: delete metadata files that fall out of the metadata log.
+pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// A commit built on one loaded table.
 pub(super) struct Built {

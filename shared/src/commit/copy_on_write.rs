@@ -20,22 +20,19 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::DataType;
 use arrow_select::concat::concat_batches;
 use arrow_select::filter::filter_record_batch;
-use iceberg::spec::{DataFile, Datum, Operation, SchemaRef, TableMetadata};
+use iceberg::spec::{DataFile, Datum, Operation, SchemaRef};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::error::CommitError;
 use super::lineage;
 use super::live::LiveFiles;
+use super::plan::PlanContext;
 use super::read::read_file;
 use super::snapshot::SnapshotPlan;
-use super::{CommitError, PlanContext};
 use crate::ledger;
 use crate::request::CommitRequest;
 use crate::write::TableWriter;
-
-/// The table properties that choose copy-on-write, as Iceberg's engines name them.
-pub const MODE_PROPERTIES: [&str; 3] =
-    ["write.update.mode", "write.merge.mode", "write.delete.mode"];
 
 /// Summary key: data files rewritten.
 pub const REWRITTEN_FILES: &str = "floe.cow.files-rewritten";
@@ -49,13 +46,6 @@ pub const BYTES_REWRITTEN: &str = "floe.cow.bytes-rewritten";
 pub const BYTES_CHANGED: &str = "floe.cow.bytes-changed";
 /// Summary key: bytes rewritten per byte of new data.
 pub const WRITE_AMPLIFICATION: &str = "floe.cow.write-amplification";
-
-/// True when the table asks for copy-on-write.
-pub fn enabled(metadata: &TableMetadata) -> bool {
-    MODE_PROPERTIES
-        .iter()
-        .any(|p| metadata.properties().get(*p).map(String::as_str) == Some("copy-on-write"))
-}
 
 #[derive(Debug, Default)]
 struct Amplification {

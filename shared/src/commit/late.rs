@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
+use super::error::CommitError;
+use super::plan::{CommitOutcome, PlanContext, discard};
 use super::triage::Ready;
-use super::{CommitError, CommitOutcome, PlanContext, discard, mask, row_delta};
+use super::{mask, row_delta};
 use crate::ledger::{Claims, KeyChanges, Ledger};
 use crate::request::CommitRequest;
 use crate::source::Positions;

@@ -14,8 +14,9 @@ use arrow_select::filter::filter_record_batch;
 use iceberg::spec::{DataFile, SchemaRef};
 use uuid::Uuid;
 
+use super::error::CommitError;
+use super::plan::PlanContext;
 use super::read::read_file;
-use super::{CommitError, PlanContext};
 use crate::ledger::{Claims, KeyFile};
 use crate::request::CommitRequest;
 use crate::rowkey;

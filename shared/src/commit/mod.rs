@@ -20,6 +20,7 @@ pub mod lineage;
 pub mod live;
 pub mod locate;
 pub mod mask;
+mod plan;
 pub mod position_delta;
 pub mod read;
 pub mod retry;
@@ -33,8 +34,6 @@ pub mod trust;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
 use tracing::{Instrument as _, info, info_span, warn};
@@ -44,90 +43,15 @@ use crate::clock::now_ms;
 use crate::ident::display;
 use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
 use crate::request::CommitRequest;
+pub use build::DELETE_AFTER_COMMIT;
 use build::{Built, build};
 pub use error::CommitError;
+use plan::discard;
+pub use plan::{Action, CommitOutcome, PlanContext};
 use retry::Attempts;
 pub use retry::RetryPolicy;
 use swap::Submitted;
 use triage::{Memory, Stop, Triaged};
-
-/// What an action plans against: the table as loaded for this attempt.
-#[derive(Debug, Clone, Copy)]
-pub struct PlanContext<'a> {
-    /// The table as loaded.
-    pub table: &'a LoadedTable,
-    /// Where its files are.
-    pub file_io: &'a FileIO,
-    /// Ledger files (key files), read through the engine's cache.
-    pub ledger: &'a LedgerStore,
-    /// What the table's files hold, read through the engine's cache.
-    pub locator: &'a locate::Locator,
-    /// The table's manifests, read through the engine's cache.
-    pub manifests: &'a live::ManifestCache,
-}
-
-impl PlanContext<'_> {
-    /// The table's metadata.
-    pub fn metadata(&self) -> &TableMetadata {
-        &self.table.metadata
-    }
-
-    /// The table's name, for errors.
-    pub fn table_name(&self) -> String {
-        display(&self.table.ident)
-    }
-
-    /// Wraps an iceberg-rust error met while planning.
-    pub fn build_err(&self, source: iceberg::Error) -> CommitError {
-        CommitError::Build {
-            table: self.table_name(),
-            source: Box::new(source),
-        }
-    }
-}
-
-/// What a commit does with the requests not yet in the table: the snapshots to
-/// add, in order. Planned anew on every attempt, against the reloaded table.
-#[async_trait]
-pub trait Action: std::fmt::Debug + Send + Sync {
-    /// Plans the snapshots for `requests` on top of the table in `ctx`.
-    async fn plan(
-        &self,
-        ctx: &PlanContext<'_>,
-        requests: &[CommitRequest],
-    ) -> Result<Vec<snapshot::SnapshotPlan>, CommitError>;
-
-    /// True for actions whose requests apply per key in source order.
-    fn keyed(&self) -> bool {
-        false
-    }
-}
-
-/// What a commit did.
-#[derive(Debug, Clone, Default)]
-pub struct CommitOutcome {
-    /// Batches this call put in the table (some maybe only in part: the rows
-    /// of records the table already held were dropped).
-    pub committed: Vec<String>,
-    /// Batches whose records were all in the table already (redeliveries), skipped.
-    pub duplicates: Vec<String>,
-    /// Batches that must go to the dead-letter location, with why; never
-    /// committed, never retried.
-    pub refused: Vec<(String, String)>,
-    /// Keyed batches whose every change newer committed changes superseded.
-    pub superseded: Vec<String>,
-    /// Rows dropped from committed batches because the table held their
-    /// records already, or newer changes superseded them.
-    pub rows_dropped: u64,
-    /// Snapshots added.
-    pub snapshot_ids: Vec<i64>,
-    /// Records added.
-    pub records: u64,
-    /// Data files added.
-    pub data_files: usize,
-    /// Catalog attempts made (1 when nothing conflicted).
-    pub attempts: u32,
-}
 
 /// Commits requests to tables of one catalog.
 #[derive(Debug, Clone)]
@@ -681,56 +605,6 @@ enum Attempted {
     /// It must go round again: the catalog answered a conflict or nothing
     /// (the error), or the ledger it loaded was replaced meanwhile (`None`).
     Again(Option<CatalogError>),
-}
-
-/// Table property: how a keyed table's changes reach its older rows:
-/// `position` (position deletes resolved at commit, the default) or
-/// `equality` (equality delete files, which fewer readers apply).
-/// `write.update.mode = copy-on-write` overrides both.
-pub const KEYED_DELETES: &str = "floe.keyed.deletes";
-
-/// How a keyed table's commits change its older rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyedMode {
-    /// Touched data files rewritten; no delete files.
-    CopyOnWrite,
-    /// Position deletes resolved against the table's rows at commit.
-    Positions,
-    /// Equality delete files the writers wrote, applied by readers.
-    Equalities,
-}
-
-impl KeyedMode {
-    /// The mode a table's properties choose. A table without the property
-    /// (another engine created it, or floe before position deletes) takes
-    /// position deletes: every reader applies them, and pyiceberg refuses
-    /// equality deletes.
-    pub fn of(metadata: &TableMetadata) -> Self {
-        if copy_on_write::enabled(metadata) {
-            return KeyedMode::CopyOnWrite;
-        }
-        match metadata.properties().get(KEYED_DELETES).map(String::as_str) {
-            Some("equality") => KeyedMode::Equalities,
-            _ => KeyedMode::Positions,
-        }
-    }
-}
-
-/// Table property: delete metadata files that fall out of the metadata log.
-pub const DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
-
-fn storage_err(table: &str, source: iceberg::Error) -> CommitError {
-    CommitError::Storage {
-        table: table.to_string(),
-        source: Box::new(source),
-    }
-}
-
-/// Removes files an attempt wrote and will not commit.
-async fn discard(file_io: &FileIO, paths: &[String]) {
-    for p in paths {
-        let _ = file_io.delete(p).await;
-    }
 }
 
 /// Has each of a rewrite's snapshots name the ledger head the table names

@@ -19,11 +19,12 @@ use iceberg::spec::{DataContentType, DataFile, FormatVersion, Operation, Struct}
 use tracing::info;
 use uuid::Uuid;
 
+use super::error::CommitError;
 use super::live::{LiveFile, LiveFiles};
 use super::locate::{FileKeys, digests_of};
+use super::plan::PlanContext;
 use super::read::read_file;
 use super::snapshot::SnapshotPlan;
-use super::{CommitError, PlanContext};
 use crate::ledger;
 use crate::request::CommitRequest;
 use crate::write::vector::{file_key, is_vector};

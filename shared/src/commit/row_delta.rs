@@ -11,8 +11,11 @@
 use async_trait::async_trait;
 use iceberg::spec::Operation;
 
+use super::error::CommitError;
+use super::plan::{Action, PlanContext};
 use super::snapshot::SnapshotPlan;
-use super::{Action, CommitError, KeyedMode, PlanContext, copy_on_write, position_delta};
+use super::{copy_on_write, position_delta};
+use crate::keyed_mode::KeyedMode;
 use crate::ledger;
 use crate::request::CommitRequest;
 use crate::source::Position;

@@ -5,8 +5,8 @@
 
 use tracing::warn;
 
-use super::CommitError;
 use super::build::Built;
+use super::error::CommitError;
 use super::retry::Attempts;
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::error::Classify;

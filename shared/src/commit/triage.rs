@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use tracing::{info, warn};
 
-use super::{CommitError, CommitOutcome, PlanContext, mask, storage_err, trust};
+use super::error::CommitError;
+use super::plan::{CommitOutcome, PlanContext, storage_err};
+use super::{mask, trust};
 use crate::ledger::{self, Ledger};
 use crate::request::CommitRequest;
 

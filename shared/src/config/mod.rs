@@ -1355,7 +1355,7 @@ impl Config {
         // keyed tables floe creates take position deletes unless told otherwise.
         match merge_strategy {
             MergeStrategy::CopyOnWrite => {
-                for p in crate::commit::copy_on_write::MODE_PROPERTIES {
+                for p in crate::keyed_mode::MODE_PROPERTIES {
                     properties
                         .entry(p.to_string())
                         .or_insert_with(|| "copy-on-write".to_string());
@@ -1363,7 +1363,7 @@ impl Config {
             }
             MergeStrategy::EqualityDeletes => {
                 properties
-                    .entry(crate::commit::KEYED_DELETES.to_string())
+                    .entry(crate::keyed_mode::KEYED_DELETES.to_string())
                     .or_insert_with(|| "equality".to_string());
             }
             MergeStrategy::MergeOnRead => {}
