@@ -61,7 +61,7 @@ pub(super) struct Triaged {
 /// Why an attempt stopped before reaching the catalog.
 pub(super) enum Stop {
     /// Reading the table's files failed: no failure if the table has moved
-    /// on since it was loaded (see `CommitEngine::retry_if_moved`).
+    /// on since it was loaded (see `swap::retry_if_moved`).
     Reread(CommitError),
     /// The commit fails.
     Fail(CommitError),
