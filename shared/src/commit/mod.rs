@@ -34,11 +34,12 @@ pub mod trust;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMetadataBuilder};
 use iceberg::{TableIdent, TableRequirement};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::catalog::{CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::ident::display;
 use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
@@ -48,8 +49,8 @@ use build::{Built, build};
 pub use error::CommitError;
 use plan::discard;
 pub use plan::{Action, CommitOutcome, PlanContext};
-use retry::Attempts;
 pub use retry::RetryPolicy;
+use retry::{Attempt, Plan};
 use swap::Submitted;
 use triage::{Memory, Stop, Triaged};
 
@@ -140,27 +141,18 @@ impl CommitEngine {
             });
         }
         let requests = triage::dedup(requests);
-        let mut memory = Memory::default();
-        let mut attempts = Attempts::new(&self.retry);
-        let mut last_err = None;
-        while let Some(attempt) = attempts.next().await {
-            let base = self.load_with_room(ident).await?;
-            attempts.adopt(&base.metadata);
-            let attempted = self
-                .attempt(&base, &requests, action, &mut memory)
-                .instrument(info_span!("attempt", attempt))
-                .await;
-            match attempted {
-                Ok(Attempted::Done(mut outcome)) => {
-                    outcome.attempts = attempt;
-                    return Ok(outcome);
-                }
-                Ok(Attempted::Again(e)) => last_err = e.or(last_err),
-                Err(Stop::Reread(e)) => swap::retry_if_moved(&self.catalog, &base, e).await?,
-                Err(Stop::Fail(e)) => return Err(e),
-            }
-        }
-        Err(swap::exhausted(table, &attempts, last_err))
+        let driven = retry::drive(
+            &self.retry,
+            &mut Requests {
+                engine: self,
+                ident,
+                requests,
+                action,
+                memory: Memory::default(),
+            },
+        )
+        .await?;
+        swap::finished(table, driven)
     }
 
     /// One attempt on `base`, from triage to settle.
@@ -170,9 +162,9 @@ impl CommitEngine {
         requests: &[CommitRequest],
         action: &dyn Action,
         memory: &mut Memory,
-    ) -> Result<Attempted, Stop> {
+    ) -> Result<Attempt<CommitOutcome>, Stop> {
         let Some(ledger) = self.open_ledger(base).await? else {
-            return Ok(Attempted::Again(None));
+            return Ok(Attempt::Again(None));
         };
         let ctx = self.context(base);
         let Triaged {
@@ -193,7 +185,7 @@ impl CommitEngine {
                 refused = outcome.refused.len(),
                 "nothing new to commit"
             );
-            return Ok(Attempted::Done(outcome));
+            return Ok(Attempt::Done(outcome));
         }
         let written: Vec<String> = fresh.iter().flat_map(|r| r.written.clone()).collect();
         let ready: Vec<CommitRequest> = fresh.iter().map(|r| r.request.clone()).collect();
@@ -214,11 +206,11 @@ impl CommitEngine {
                 let obsolete = fresh.iter().flat_map(|r| &r.obsolete).chain(&next.obsolete);
                 self.settle(&mut outcome, &ready, snapshot_ids, obsolete)
                     .await;
-                Ok(Attempted::Done(outcome))
+                Ok(Attempt::Done(outcome))
             }
             Submitted::Conflict(e) => {
                 warn!("commit conflicted; reloading");
-                Ok(Attempted::Again(Some(e)))
+                Ok(Attempt::Again(Some(e)))
             }
             Submitted::Ambiguous(e) => {
                 // The reload's ledger decides what landed.
@@ -226,7 +218,7 @@ impl CommitEngine {
                 memory
                     .maybe_landed
                     .extend(ready.iter().map(|r| r.batch_id.clone()));
-                Ok(Attempted::Again(Some(e)))
+                Ok(Attempt::Again(Some(e)))
             }
         }
     }
@@ -360,43 +352,17 @@ impl CommitEngine {
     /// engine rolled back gets the ledger of its history (a repair), each in
     /// a commit of its own. Other tables are left alone.
     pub async fn adopt_ledger(&self, ident: &TableIdent) -> Result<(), CommitError> {
-        let mut attempts = Attempts::new(&self.retry);
-        let mut last_err = None;
-        while attempts.next().await.is_some() {
-            let base = self.catalog.load_table(ident).await?;
-            attempts.adopt(&base.metadata);
-            if base.metadata.properties().contains_key(ledger::PROPERTY) {
-                if ledger::repair::rolled_back(&base.metadata) {
-                    // Another engine rolled the table back past floe's last
-                    // commit. Only the undone snapshot, still in the
-                    // metadata, shows it; expiry is about to remove it, after
-                    // which the ledger would count the undone records as
-                    // committed and skip them when they are sent again.
-                    // Opening it first refuses, as a commit would, where the
-                    // rebuild would forget what the table holds.
-                    if self.open_ledger(&base).await?.is_none() {
-                        continue;
-                    }
-                    self.repair_ledger(ident).await?;
-                }
-                return Ok(());
-            }
-            let ledger = Ledger::open(self.ledger.clone(), &base.metadata).await?;
-            if ledger.head().recent.is_empty() && ledger.head().sources.is_empty() {
-                return Ok(());
-            }
-            let ctx = self.context(&base);
-            let (built, _) = self
-                .plan_and_build(&ctx, &ledger, &[], &append::Append)
-                .await?;
-            match swap::submit(&self.catalog, built).await? {
-                Submitted::Landed => return Ok(()),
-                Submitted::Conflict(e) | Submitted::Ambiguous(e) => last_err = Some(e),
-            }
-        }
+        let driven = retry::drive(
+            &self.retry,
+            &mut Adopt {
+                engine: self,
+                ident,
+            },
+        )
+        .await?;
         // Out of attempts the ledger is still in the summaries: maintenance
         // must not expire them, so this is an error, not "nothing to adopt".
-        Err(swap::exhausted(display(ident), &attempts, last_err))
+        swap::finished(display(ident), driven)
     }
 
     /// Rebuilds a table's ledger from the heads the table names that
@@ -407,32 +373,16 @@ impl CommitEngine {
         ident: &TableIdent,
     ) -> Result<ledger::repair::Rebuilt, CommitError> {
         let table = display(ident);
-        let mut attempts = Attempts::new(&self.retry);
-        let mut last_err = None;
-        while attempts.next().await.is_some() {
-            let base = self.catalog.load_table(ident).await?;
-            attempts.adopt(&base.metadata);
-            let rebuilt = ledger::repair::rebuild(&self.ledger, &base.metadata).await?;
-            let path = ledger::repair::head_path(&base.metadata, &rebuilt.head);
-            self.ledger
-                .put_head(&path, Arc::new(rebuilt.head.clone()))
-                .await?;
-            let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
-            let mut built = build(
-                self.catalog.file_io(),
-                &table,
-                &base,
-                Vec::new(),
-                Some(property),
-            )
-            .await?;
-            built.written.add([path]);
-            match swap::submit(&self.catalog, built).await? {
-                Submitted::Landed => return Ok(rebuilt),
-                Submitted::Conflict(e) | Submitted::Ambiguous(e) => last_err = Some(e),
-            }
-        }
-        Err(swap::exhausted(table, &attempts, last_err))
+        let driven = retry::drive(
+            &self.retry,
+            &mut Repair {
+                engine: self,
+                ident,
+                table: table.clone(),
+            },
+        )
+        .await?;
+        swap::finished(table, driven)
     }
 
     /// Commits an action that takes no requests (maintenance), planning it
@@ -445,55 +395,18 @@ impl CommitEngine {
         action: &dyn Action,
     ) -> Result<Vec<i64>, CommitError> {
         let table = display(ident);
-        let mut attempts = Attempts::new(&self.retry);
-        let mut last_err = None;
-        let mut ours: Vec<i64> = Vec::new();
-        while let Some(attempt) = attempts.next().await {
-            let base = self.load_with_room(ident).await?;
-            attempts.adopt(&base.metadata);
-            // An earlier attempt's answer was lost, but it landed (other
-            // commits may have been built on it since).
-            let landed: Vec<i64> = ours
-                .iter()
-                .copied()
-                .filter(|id| base.metadata.snapshot_by_id(*id).is_some())
-                .collect();
-            if !landed.is_empty() {
-                return Ok(landed);
-            }
-            let ctx = self.context(&base);
-            let built = match action.plan(&ctx, &[]).await {
-                Ok(mut plans) => {
-                    name_ledger(&base.metadata, &mut plans);
-                    build(self.catalog.file_io(), &table, &base, plans, None).await
-                }
-                Err(e) => Err(e),
-            };
-            let built = match built {
-                Ok(built) => built,
-                Err(e) => {
-                    swap::retry_if_moved(&self.catalog, &base, e).await?;
-                    continue;
-                }
-            };
-            let snapshot_ids = built.snapshot_ids.clone();
-            match swap::submit(&self.catalog, built).await? {
-                Submitted::Landed => {
-                    info!(attempt, "rewrite committed");
-                    return Ok(snapshot_ids);
-                }
-                Submitted::Conflict(e) => {
-                    warn!(attempt, "rewrite conflicted; planning again");
-                    last_err = Some(e);
-                }
-                Submitted::Ambiguous(e) => {
-                    warn!(attempt, error = %e, "rewrite outcome unknown; reloading");
-                    ours.extend(snapshot_ids);
-                    last_err = Some(e);
-                }
-            }
-        }
-        Err(swap::exhausted(table, &attempts, last_err))
+        let driven = retry::drive(
+            &self.retry,
+            &mut Rewrite {
+                engine: self,
+                ident,
+                table: table.clone(),
+                action,
+                ours: Vec::new(),
+            },
+        )
+        .await?;
+        swap::finished(table, driven)
     }
 
     /// Makes `evolve`'s schema current, re-deriving it from the table as it is
@@ -502,7 +415,7 @@ impl CommitEngine {
     pub async fn update_schema(
         &self,
         ident: &TableIdent,
-        evolve: impl Fn(&TableMetadata) -> Option<Schema>,
+        evolve: impl Fn(&TableMetadata) -> Option<Schema> + Send + Sync,
     ) -> Result<LoadedTable, CommitError> {
         self.update_metadata(
             ident,
@@ -542,69 +455,25 @@ impl CommitEngine {
         change: impl Fn(
             &TableMetadata,
             TableMetadataBuilder,
-        ) -> Option<iceberg::Result<TableMetadataBuilder>>,
-        requirement: impl Fn(&TableMetadata) -> TableRequirement,
+        ) -> Option<iceberg::Result<TableMetadataBuilder>>
+        + Send
+        + Sync,
+        requirement: impl Fn(&TableMetadata) -> TableRequirement + Send + Sync,
     ) -> Result<LoadedTable, CommitError> {
         let table = display(ident);
-        let mut attempts = Attempts::new(&self.retry);
-        let mut last_err = None;
-        while let Some(attempt) = attempts.next().await {
-            let base = self.catalog.load_table(ident).await?;
-            attempts.adopt(&base.metadata);
-            let builder = TableMetadataBuilder::new_from_metadata(
-                (*base.metadata).clone(),
-                Some(base.metadata_location.clone()),
-            );
-            let Some(builder) = change(&base.metadata, builder) else {
-                return Ok(base);
-            };
-            let result = builder
-                .and_then(|b| b.build())
-                .map_err(|source| CommitError::Build {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-            let versions = build::expired_versions(&result);
-            let commit = TableCommit {
-                requirements: vec![
-                    TableRequirement::UuidMatch {
-                        uuid: base.metadata.uuid(),
-                    },
-                    requirement(&base.metadata),
-                ],
-                base,
-                metadata: result.metadata,
-                updates: result.changes,
-            };
-            match self.catalog.commit(commit).await {
-                Ok(loaded) => {
-                    swap::forget(&self.catalog, versions).await;
-                    info!(
-                        attempt,
-                        schema_id = loaded.metadata.current_schema_id(),
-                        format_version = loaded.metadata.format_version() as u8,
-                        "table metadata updated"
-                    );
-                    return Ok(loaded);
-                }
-                Err(e) if e.is_retryable() => {
-                    warn!(attempt, error = %e, "metadata update did not apply; reloading");
-                    last_err = Some(e);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(swap::exhausted(table, &attempts, last_err))
+        let driven = retry::drive(
+            &self.retry,
+            &mut Metadata {
+                engine: self,
+                ident,
+                table: table.clone(),
+                change,
+                requirement,
+            },
+        )
+        .await?;
+        swap::finished(table, driven)
     }
-}
-
-/// How an attempt ended.
-enum Attempted {
-    /// It landed, or there was nothing left to commit.
-    Done(CommitOutcome),
-    /// It must go round again: the catalog answered a conflict or nothing
-    /// (the error), or the ledger it loaded was replaced meanwhile (`None`).
-    Again(Option<CatalogError>),
 }
 
 /// Has each of a rewrite's snapshots name the ledger head the table names
@@ -623,5 +492,284 @@ fn name_ledger(metadata: &TableMetadata, plans: &mut [snapshot::SnapshotPlan]) {
     for plan in plans {
         plan.properties
             .push((ledger::PROPERTY.to_string(), head.clone()));
+    }
+}
+
+/// The attempts of [`CommitEngine::commit`]: triage, plan and build, swap and settle; what a lost answer may have landed is remembered for the next triage.
+struct Requests<'a> {
+    engine: &'a CommitEngine,
+    ident: &'a TableIdent,
+    requests: Vec<CommitRequest>,
+    action: &'a dyn Action,
+    memory: Memory,
+}
+
+#[async_trait]
+impl Plan for Requests<'_> {
+    type Done = CommitOutcome;
+    type Error = CommitError;
+
+    async fn load(&mut self) -> Result<LoadedTable, CommitError> {
+        self.engine.load_with_room(self.ident).await
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        attempt: u32,
+    ) -> Result<Attempt<CommitOutcome>, CommitError> {
+        let attempted = self
+            .engine
+            .attempt(&base, &self.requests, self.action, &mut self.memory)
+            .instrument(info_span!("attempt", attempt))
+            .await;
+        match attempted {
+            Ok(Attempt::Done(mut outcome)) => {
+                outcome.attempts = attempt;
+                Ok(Attempt::Done(outcome))
+            }
+            Ok(again) => Ok(again),
+            Err(Stop::Reread(e)) => {
+                swap::retry_if_moved(&self.engine.catalog, &base, e).await?;
+                Ok(Attempt::Again(None))
+            }
+            Err(Stop::Fail(e)) => Err(e),
+        }
+    }
+}
+
+/// The attempts of [`CommitEngine::adopt_ledger`]: done once the table names ledger files (or holds no ledger at all).
+struct Adopt<'a> {
+    engine: &'a CommitEngine,
+    ident: &'a TableIdent,
+}
+
+#[async_trait]
+impl Plan for Adopt<'_> {
+    type Done = ();
+    type Error = CommitError;
+
+    async fn load(&mut self) -> Result<LoadedTable, CommitError> {
+        Ok(self.engine.catalog.load_table(self.ident).await?)
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        _attempt: u32,
+    ) -> Result<Attempt<()>, CommitError> {
+        if base.metadata.properties().contains_key(ledger::PROPERTY) {
+            if ledger::repair::rolled_back(&base.metadata) {
+                // Another engine rolled the table back past floe's
+                // last commit. Only the undone snapshot, still in the
+                // metadata, shows it; expiry is about to remove it,
+                // after which the ledger would count the undone
+                // records as committed and skip them when they are
+                // sent again. Opening it first refuses, as a commit
+                // would, where the rebuild would forget what the
+                // table holds.
+                if self.engine.open_ledger(&base).await?.is_none() {
+                    return Ok(Attempt::Again(None));
+                }
+                self.engine.repair_ledger(self.ident).await?;
+            }
+            return Ok(Attempt::Done(()));
+        }
+        let ledger = Ledger::open(self.engine.ledger.clone(), &base.metadata).await?;
+        if ledger.head().recent.is_empty() && ledger.head().sources.is_empty() {
+            return Ok(Attempt::Done(()));
+        }
+        let ctx = self.engine.context(&base);
+        let (built, _) = self
+            .engine
+            .plan_and_build(&ctx, &ledger, &[], &append::Append)
+            .await?;
+        Ok(swap::submit(&self.engine.catalog, built).await?.attempt(()))
+    }
+}
+
+/// The attempts of [`CommitEngine::repair_ledger`]: the ledger rebuilt from the table as loaded, and a commit naming it.
+struct Repair<'a> {
+    engine: &'a CommitEngine,
+    ident: &'a TableIdent,
+    table: String,
+}
+
+#[async_trait]
+impl Plan for Repair<'_> {
+    type Done = ledger::repair::Rebuilt;
+    type Error = CommitError;
+
+    async fn load(&mut self) -> Result<LoadedTable, CommitError> {
+        Ok(self.engine.catalog.load_table(self.ident).await?)
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        _attempt: u32,
+    ) -> Result<Attempt<ledger::repair::Rebuilt>, CommitError> {
+        let rebuilt = ledger::repair::rebuild(&self.engine.ledger, &base.metadata).await?;
+        let path = ledger::repair::head_path(&base.metadata, &rebuilt.head);
+        self.engine
+            .ledger
+            .put_head(&path, Arc::new(rebuilt.head.clone()))
+            .await?;
+        let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
+        let file_io = self.engine.catalog.file_io();
+        let mut built = build(file_io, &self.table, &base, Vec::new(), Some(property)).await?;
+        built.written.add([path]);
+        Ok(swap::submit(&self.engine.catalog, built)
+            .await?
+            .attempt(rebuilt))
+    }
+}
+
+/// The attempts of [`CommitEngine::rewrite`]: the action planned again on each; snapshots of an attempt whose answer was lost count as landed once the table holds one.
+struct Rewrite<'a> {
+    engine: &'a CommitEngine,
+    ident: &'a TableIdent,
+    table: String,
+    action: &'a dyn Action,
+    ours: Vec<i64>,
+}
+
+#[async_trait]
+impl Plan for Rewrite<'_> {
+    type Done = Vec<i64>;
+    type Error = CommitError;
+
+    async fn load(&mut self) -> Result<LoadedTable, CommitError> {
+        self.engine.load_with_room(self.ident).await
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        attempt: u32,
+    ) -> Result<Attempt<Vec<i64>>, CommitError> {
+        // An earlier attempt's answer was lost, but it landed (other
+        // commits may have been built on it since).
+        let landed: Vec<i64> = self
+            .ours
+            .iter()
+            .copied()
+            .filter(|id| base.metadata.snapshot_by_id(*id).is_some())
+            .collect();
+        if !landed.is_empty() {
+            return Ok(Attempt::Done(landed));
+        }
+        let ctx = self.engine.context(&base);
+        let built = match self.action.plan(&ctx, &[]).await {
+            Ok(mut plans) => {
+                name_ledger(&base.metadata, &mut plans);
+                build(
+                    self.engine.catalog.file_io(),
+                    &self.table,
+                    &base,
+                    plans,
+                    None,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let built = match built {
+            Ok(built) => built,
+            Err(e) => {
+                swap::retry_if_moved(&self.engine.catalog, &base, e).await?;
+                return Ok(Attempt::Again(None));
+            }
+        };
+        let snapshot_ids = built.snapshot_ids.clone();
+        Ok(match swap::submit(&self.engine.catalog, built).await? {
+            Submitted::Landed => {
+                info!(attempt, "rewrite committed");
+                Attempt::Done(snapshot_ids)
+            }
+            Submitted::Conflict(e) => {
+                warn!(attempt, "rewrite conflicted; planning again");
+                Attempt::Again(Some(e))
+            }
+            Submitted::Ambiguous(e) => {
+                warn!(attempt, error = %e, "rewrite outcome unknown; reloading");
+                self.ours.extend(snapshot_ids);
+                Attempt::Again(Some(e))
+            }
+        })
+    }
+}
+
+/// The attempts of [`CommitEngine::update_metadata`]: the change derived again from the table as loaded, guarded by its requirement.
+struct Metadata<'a, C, R> {
+    engine: &'a CommitEngine,
+    ident: &'a TableIdent,
+    table: String,
+    change: C,
+    requirement: R,
+}
+
+#[async_trait]
+impl<C, R> Plan for Metadata<'_, C, R>
+where
+    C: Fn(&TableMetadata, TableMetadataBuilder) -> Option<iceberg::Result<TableMetadataBuilder>>
+        + Send
+        + Sync,
+    R: Fn(&TableMetadata) -> TableRequirement + Send + Sync,
+{
+    type Done = LoadedTable;
+    type Error = CommitError;
+
+    async fn load(&mut self) -> Result<LoadedTable, CommitError> {
+        Ok(self.engine.catalog.load_table(self.ident).await?)
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        attempt: u32,
+    ) -> Result<Attempt<LoadedTable>, CommitError> {
+        let builder = TableMetadataBuilder::new_from_metadata(
+            (*base.metadata).clone(),
+            Some(base.metadata_location.clone()),
+        );
+        let Some(builder) = (self.change)(&base.metadata, builder) else {
+            return Ok(Attempt::Done(base));
+        };
+        let result = builder
+            .and_then(|b| b.build())
+            .map_err(|source| CommitError::Build {
+                table: self.table.clone(),
+                source: Box::new(source),
+            })?;
+        let versions = build::expired_versions(&result);
+        let commit = TableCommit {
+            requirements: vec![
+                TableRequirement::UuidMatch {
+                    uuid: base.metadata.uuid(),
+                },
+                (self.requirement)(&base.metadata),
+            ],
+            base,
+            metadata: result.metadata,
+            updates: result.changes,
+        };
+        match self.engine.catalog.commit(commit).await {
+            Ok(loaded) => {
+                swap::forget(&self.engine.catalog, versions).await;
+                info!(
+                    attempt,
+                    schema_id = loaded.metadata.current_schema_id(),
+                    format_version = loaded.metadata.format_version() as u8,
+                    "table metadata updated"
+                );
+                Ok(Attempt::Done(loaded))
+            }
+            Err(e) if e.is_retryable() => {
+                warn!(attempt, error = %e, "metadata update did not apply; reloading");
+                Ok(Attempt::Again(Some(e)))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }

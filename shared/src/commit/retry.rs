@@ -6,8 +6,11 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 use tokio::time::Instant;
+
+use crate::catalog::{CatalogError, LoadedTable};
 
 /// Table property: retries after the first attempt.
 pub const NUM_RETRIES: &str = "commit.retry.num-retries";
@@ -69,9 +72,78 @@ impl RetryPolicy {
     }
 }
 
+/// What one attempt came to.
+#[derive(Debug)]
+pub(crate) enum Attempt<T> {
+    /// It landed, or there was nothing left to do.
+    Done(T),
+    /// Go round again on the table as it is then: the catalog answered a
+    /// conflict or nothing (the error), or what the attempt read was
+    /// replaced meanwhile (`None`).
+    Again(Option<CatalogError>),
+}
+
+/// How a driven commit ended.
+#[derive(Debug)]
+pub(crate) enum Driven<T> {
+    /// An attempt was done.
+    Done(T),
+    /// Every attempt the policy allowed went round again.
+    Exhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The catalog's last answer, if any.
+        last: Option<CatalogError>,
+    },
+}
+
+/// A commit the driver retries: how it loads the table, and one attempt on
+/// the table as loaded. Whether an earlier attempt whose answer was lost
+/// landed is the plan's to decide, on the table as the next load finds it.
+#[async_trait]
+pub(crate) trait Plan: Send {
+    /// What a done attempt gives.
+    type Done: Send;
+    /// Why the commit fails.
+    type Error: Send;
+
+    /// The table an attempt plans against.
+    async fn load(&mut self) -> Result<LoadedTable, Self::Error>;
+
+    /// Attempt number `attempt` (from 1) on `base`.
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        attempt: u32,
+    ) -> Result<Attempt<Self::Done>, Self::Error>;
+}
+
+/// The commit path's one retry loop: runs `plan`'s attempts, each on the
+/// table as loaded then, until one is done or the policy allows no more
+/// (the first load's `commit.retry.*` properties bound the rest).
+pub(crate) async fn drive<P: Plan>(
+    policy: &RetryPolicy,
+    plan: &mut P,
+) -> Result<Driven<P::Done>, P::Error> {
+    let mut attempts = Attempts::new(policy);
+    let mut last = None;
+    while let Some(n) = attempts.next().await {
+        let base = plan.load().await?;
+        attempts.adopt(&base.metadata);
+        match plan.attempt(base, n).await? {
+            Attempt::Done(done) => return Ok(Driven::Done(done)),
+            Attempt::Again(e) => last = e.or(last),
+        }
+    }
+    Ok(Driven::Exhausted {
+        attempts: attempts.made(),
+        last,
+    })
+}
+
 /// Counts the attempts of one commit and waits between them.
 #[derive(Debug)]
-pub(crate) struct Attempts {
+struct Attempts {
     policy: RetryPolicy,
     /// Whether the table's properties have been read into `policy`.
     adopted: bool,
@@ -81,7 +153,7 @@ pub(crate) struct Attempts {
 }
 
 impl Attempts {
-    pub(crate) fn new(policy: &RetryPolicy) -> Self {
+    fn new(policy: &RetryPolicy) -> Self {
         Self {
             policy: policy.clone(),
             adopted: false,
@@ -93,7 +165,7 @@ impl Attempts {
 
     /// The next attempt's number (from 1), after the wait since the last;
     /// `None` when the policy allows no more.
-    pub(crate) async fn next(&mut self) -> Option<u32> {
+    async fn next(&mut self) -> Option<u32> {
         if self.made >= self.policy.max_attempts.max(1) {
             return None;
         }
@@ -112,7 +184,7 @@ impl Attempts {
 
     /// Takes the table's `commit.retry.*` properties, once: the first load
     /// of the table is where they are known.
-    pub(crate) fn adopt(&mut self, metadata: &TableMetadata) {
+    fn adopt(&mut self, metadata: &TableMetadata) {
         if !self.adopted {
             self.adopted = true;
             self.policy = self.policy.for_table(metadata);
@@ -123,7 +195,7 @@ impl Attempts {
     }
 
     /// Attempts made so far.
-    pub(crate) fn made(&self) -> u32 {
+    fn made(&self) -> u32 {
         self.made
     }
 }

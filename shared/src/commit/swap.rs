@@ -7,7 +7,7 @@ use tracing::warn;
 
 use super::build::Built;
 use super::error::CommitError;
-use super::retry::Attempts;
+use super::retry::{Attempt, Driven};
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
 use crate::error::Classify;
 
@@ -84,15 +84,26 @@ pub(super) async fn retry_if_moved(
     }
 }
 
-/// Every attempt the policy allowed conflicted or had an unknown outcome.
-pub(super) fn exhausted(
-    table: String,
-    attempts: &Attempts,
-    last: Option<CatalogError>,
-) -> CommitError {
-    CommitError::Exhausted {
-        table,
-        attempts: attempts.made(),
-        last: last.unwrap_or(CatalogError::failed("no attempt made")),
+impl Submitted {
+    /// The attempt's end: `done` once landed, round again otherwise (the
+    /// next load shows whether a lost answer landed).
+    pub(super) fn attempt<T>(self, done: T) -> Attempt<T> {
+        match self {
+            Submitted::Landed => Attempt::Done(done),
+            Submitted::Conflict(e) | Submitted::Ambiguous(e) => Attempt::Again(Some(e)),
+        }
+    }
+}
+
+/// `driven`'s outcome, or the error of a commit whose every attempt the
+/// policy allowed conflicted or had an unknown outcome.
+pub(super) fn finished<T>(table: String, driven: Driven<T>) -> Result<T, CommitError> {
+    match driven {
+        Driven::Done(done) => Ok(done),
+        Driven::Exhausted { attempts, last } => Err(CommitError::Exhausted {
+            table,
+            attempts,
+            last: last.unwrap_or(CatalogError::failed("no attempt made")),
+        }),
     }
 }

@@ -19,14 +19,18 @@ pub mod refs;
 
 use std::collections::{BTreeMap, HashSet};
 
+use async_trait::async_trait;
 use iceberg::TableIdent;
-use iceberg::spec::{MAIN_BRANCH, SnapshotReference, TableMetadata, TableMetadataBuildResult};
+use iceberg::spec::{
+    MAIN_BRANCH, Snapshot, SnapshotReference, TableMetadata, TableMetadataBuildResult,
+};
 use iceberg::{Error, ErrorKind, TableRequirement};
 use tracing::{info, instrument, warn};
 
 use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
+use crate::commit::retry::{Attempt, Driven, Plan, drive};
 use crate::commit::{CommitEngine, CommitError, RetryPolicy};
 use crate::error::Classify;
 use crate::ident::display;
@@ -374,21 +378,56 @@ async fn expire(
     now_ms: i64,
 ) -> Result<(Expiry, Vec<String>), MaintainError> {
     let table = display(ident);
-    let mut attempts = crate::commit::retry::Attempts::new(&RetryPolicy::default());
-    while attempts.next().await.is_some() {
-        let base = catalog.load_table(ident).await?;
-        attempts.adopt(&base.metadata);
-        if let Some(done) = expire_once(catalog, &table, &base, &rule, now_ms).await? {
-            return Ok(done);
-        }
+    let driven = drive(
+        &RetryPolicy::default(),
+        &mut Expire {
+            catalog,
+            ident,
+            table: &table,
+            rule: &rule,
+            now_ms,
+        },
+    )
+    .await?;
+    match driven {
+        Driven::Done(done) => Ok(done),
+        Driven::Exhausted { .. } => Err(MaintainError::Iceberg {
+            table,
+            source: Box::new(Error::new(
+                ErrorKind::Unexpected,
+                "snapshot expiry kept conflicting with concurrent commits; run it again",
+            )),
+        }),
     }
-    Err(MaintainError::Iceberg {
-        table: table.clone(),
-        source: Box::new(Error::new(
-            ErrorKind::Unexpected,
-            "snapshot expiry kept conflicting with concurrent commits; run it again",
-        )),
-    })
+}
+
+/// The attempts of [`expire`]: planned again on the table as loaded, until
+/// one lands.
+struct Expire<'a> {
+    catalog: &'a CatalogRef,
+    ident: &'a TableIdent,
+    table: &'a str,
+    rule: &'a ExpiryRule,
+    now_ms: i64,
+}
+
+#[async_trait]
+impl Plan for Expire<'_> {
+    type Done = (Expiry, Vec<String>);
+    type Error = MaintainError;
+
+    async fn load(&mut self) -> Result<LoadedTable, MaintainError> {
+        Ok(self.catalog.load_table(self.ident).await?)
+    }
+
+    async fn attempt(
+        &mut self,
+        base: LoadedTable,
+        _attempt: u32,
+    ) -> Result<Attempt<Self::Done>, MaintainError> {
+        let once = expire_once(self.catalog, self.table, &base, self.rule, self.now_ms).await?;
+        Ok(once.map_or(Attempt::Again(None), Attempt::Done))
+    }
 }
 
 /// One expiry attempt on `base`: what went and the files to delete, or
@@ -412,7 +451,10 @@ async fn expire_once(
         return Ok(Some((plan, Vec::new())));
     }
     let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
-    let before = match Reachable::of(file_io, meta, meta.snapshots().map(|s| s.as_ref())).await {
+    // Collected first: an iterator of closures held across the await would
+    // keep the attempt's future from being Send for every lifetime.
+    let all: Vec<&Snapshot> = meta.snapshots().map(|s| s.as_ref()).collect();
+    let before = match Reachable::of(file_io, meta, all).await {
         Ok(before) => before,
         // Another expiry removed files of these snapshots meanwhile.
         Err(_) if moved_on(catalog, base).await => return Ok(None),
@@ -422,9 +464,8 @@ async fn expire_once(
         .snapshots()
         .filter(|s| !gone.contains(&s.snapshot_id()))
         .collect();
-    let after = Reachable::of(file_io, meta, kept.iter().map(|s| s.as_ref()))
-        .await
-        .map_err(err)?;
+    let kept_refs: Vec<&Snapshot> = kept.iter().map(|s| s.as_ref()).collect();
+    let after = Reachable::of(file_io, meta, kept_refs).await.map_err(err)?;
     let oldest_kept = kept
         .iter()
         .map(|s| s.timestamp_ms())
