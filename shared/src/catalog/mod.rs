@@ -16,6 +16,7 @@
 
 #[cfg(feature = "aws")]
 pub mod glue;
+pub mod memory;
 #[cfg(feature = "rest")]
 pub mod rest;
 mod sqlite;

@@ -28,6 +28,8 @@ pub mod room;
 pub mod row_delta;
 pub mod snapshot;
 mod swap;
+#[cfg(test)]
+mod tests;
 mod triage;
 pub mod trust;
 
