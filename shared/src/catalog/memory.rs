@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::TableMetadataBuilder;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 
 use super::{Catalog, CatalogError, LoadedTable, TableCommit};
@@ -151,23 +150,16 @@ impl Catalog for MemoryCatalog {
     async fn create_table(
         &self,
         ident: &TableIdent,
-        mut creation: TableCreation,
+        creation: TableCreation,
     ) -> Result<LoadedTable, CatalogError> {
         let table = display(ident);
-        let location = creation
-            .location
-            .take()
-            .unwrap_or_else(|| self.default_location(ident));
-        creation.location = Some(location.clone());
-        let metadata = TableMetadataBuilder::from_table_creation(creation)
-            .and_then(|b| b.build())
-            .map_err(|source| CatalogError::Iceberg {
-                table: table.clone(),
-                source: Box::new(source),
-            })?
-            .metadata;
-        let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-        super::write_metadata(&self.file_io, ident, &metadata, &metadata_location).await?;
+        let (metadata, metadata_location) = super::write_first_metadata(
+            &self.file_io,
+            ident,
+            creation,
+            self.default_location(ident),
+        )
+        .await?;
         let loaded = LoadedTable {
             ident: ident.clone(),
             metadata: std::sync::Arc::new(metadata),

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::TableMetadataBuilder;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -231,27 +230,20 @@ impl Catalog for SqliteCatalog {
     async fn create_table(
         &self,
         ident: &TableIdent,
-        mut creation: TableCreation,
+        creation: TableCreation,
     ) -> Result<LoadedTable, CatalogError> {
         let table = display(ident);
         if self.current_location(ident)?.is_some() {
             return Err(CatalogError::TableExists { table });
         }
         self.ensure_namespace(ident.namespace()).await?;
-        let location = creation
-            .location
-            .take()
-            .unwrap_or_else(|| self.default_location(ident));
-        creation.location = Some(location.clone());
-        let metadata = TableMetadataBuilder::from_table_creation(creation)
-            .and_then(|b| b.build())
-            .map_err(|source| CatalogError::Iceberg {
-                table: table.clone(),
-                source: Box::new(source),
-            })?
-            .metadata;
-        let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-        super::write_metadata(&self.file_io, ident, &metadata, &metadata_location).await?;
+        let (metadata, metadata_location) = super::write_first_metadata(
+            &self.file_io,
+            ident,
+            creation,
+            self.default_location(ident),
+        )
+        .await?;
         let ns = ident.namespace().join(".");
         let loc = metadata_location.to_string();
         let inserted = self.with_conn(|c| {

@@ -25,7 +25,7 @@ use aws_sdk_glue::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::operation::update_table::UpdateTableError;
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::io::FileIO;
-use iceberg::spec::{TableMetadata, TableMetadataBuilder};
+use iceberg::spec::TableMetadata;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use tracing::Instrument;
 
@@ -495,7 +495,7 @@ impl Catalog for GlueCatalog {
     async fn create_table(
         &self,
         ident: &TableIdent,
-        mut creation: TableCreation,
+        creation: TableCreation,
     ) -> Result<LoadedTable, CatalogError> {
         let table = display(ident);
         let span = tracing::info_span!("glue.create_table", table = %table);
@@ -507,20 +507,13 @@ impl Catalog for GlueCatalog {
                 });
             }
             self.ensure_namespace(ident.namespace()).await?;
-            let location = creation
-                .location
-                .take()
-                .unwrap_or_else(|| self.default_location(ident));
-            creation.location = Some(location.clone());
-            let metadata = TableMetadataBuilder::from_table_creation(creation)
-                .and_then(|b| b.build())
-                .map_err(|source| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?
-                .metadata;
-            let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
-            super::write_metadata(&self.file_io, ident, &metadata, &metadata_location).await?;
+            let (metadata, metadata_location) = super::write_first_metadata(
+                &self.file_io,
+                ident,
+                creation,
+                self.default_location(ident),
+            )
+            .await?;
             let loc = metadata_location.to_string();
             let input = TableInput::builder()
                 .name(ident.name())
@@ -529,7 +522,7 @@ impl Catalog for GlueCatalog {
                 .parameters(METADATA_LOCATION, &loc)
                 .storage_descriptor(
                     StorageDescriptor::builder()
-                        .location(&location)
+                        .location(metadata.location())
                         .set_columns(Some(columns::columns(metadata.current_schema())))
                         .build(),
                 )
