@@ -153,13 +153,8 @@ impl Catalog for MemoryCatalog {
         creation: TableCreation,
     ) -> Result<LoadedTable, CatalogError> {
         let table = display(ident);
-        let (metadata, metadata_location) = super::write_first_metadata(
-            &self.file_io,
-            ident,
-            creation,
-            self.default_location(ident),
-        )
-        .await?;
+        let (metadata, metadata_location) =
+            super::write_first_metadata(self, ident, creation).await?;
         let loaded = LoadedTable {
             ident: ident.clone(),
             metadata: std::sync::Arc::new(metadata),

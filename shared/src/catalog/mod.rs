@@ -363,15 +363,18 @@ impl<W: Wrapping> Catalog for W {
 
 /// Writes a table's metadata file, for the catalogs whose commits floe
 /// writes itself (SQLite, Glue).
-/// A new table's first metadata, from `creation` (at `default_location`
-/// unless it names one), written where the catalog will point.
+/// A new table's first metadata, from `creation` (at the catalog's
+/// default location unless it names one), written where `catalog` will
+/// point.
 async fn write_first_metadata(
-    file_io: &FileIO,
+    catalog: &dyn Catalog,
     ident: &TableIdent,
     mut creation: TableCreation,
-    default_location: String,
 ) -> Result<(TableMetadata, iceberg::MetadataLocation), CatalogError> {
-    let location = creation.location.take().unwrap_or(default_location);
+    let location = match creation.location.take() {
+        Some(location) => location,
+        None => catalog.default_location(ident),
+    };
     creation.location = Some(location.clone());
     let metadata = iceberg::spec::TableMetadataBuilder::from_table_creation(creation)
         .and_then(|b| b.build())
@@ -381,7 +384,7 @@ async fn write_first_metadata(
         })?
         .metadata;
     let metadata_location = iceberg::MetadataLocation::new_with_metadata(&location, &metadata);
-    write_metadata(file_io, ident, &metadata, &metadata_location).await?;
+    write_metadata(catalog.file_io(), ident, &metadata, &metadata_location).await?;
     Ok((metadata, metadata_location))
 }
 

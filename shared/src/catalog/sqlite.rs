@@ -237,13 +237,8 @@ impl Catalog for SqliteCatalog {
             return Err(CatalogError::TableExists { table });
         }
         self.ensure_namespace(ident.namespace()).await?;
-        let (metadata, metadata_location) = super::write_first_metadata(
-            &self.file_io,
-            ident,
-            creation,
-            self.default_location(ident),
-        )
-        .await?;
+        let (metadata, metadata_location) =
+            super::write_first_metadata(self, ident, creation).await?;
         let ns = ident.namespace().join(".");
         let loc = metadata_location.to_string();
         let inserted = self.with_conn(|c| {

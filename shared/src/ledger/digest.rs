@@ -24,7 +24,8 @@ pub fn pack(digests: &[u128]) -> String {
     B64.encode(bytes)
 }
 
-/// The digests of a [`pack`]ed text; `None` when it is not one.
+/// The digests of a [`pack`]ed text; `None` when it is not one, which
+/// every caller reports as a ledger format error (no digest is dropped).
 pub fn unpack(text: &str) -> Option<Vec<u128>> {
     let bytes = B64.decode(text).ok()?;
     if bytes.len() % 16 != 0 {

@@ -68,8 +68,7 @@ impl KeyFile {
 
     /// Each key's last change, for the keys whose source has an order.
     pub fn changes(&self) -> Result<HashMap<u128, LastChange>, FormatError> {
-        let digests = digest::unpack(&self.keys)
-            .ok_or(FormatError::KeyFile("keys are not packed digests"))?;
+        let digests = self.digests()?;
         if self.pos.len() != digests.len()
             || (!self.src.is_empty() && self.src.len() != digests.len())
         {

@@ -507,13 +507,8 @@ impl Catalog for GlueCatalog {
                 });
             }
             self.ensure_namespace(ident.namespace()).await?;
-            let (metadata, metadata_location) = super::write_first_metadata(
-                &self.file_io,
-                ident,
-                creation,
-                self.default_location(ident),
-            )
-            .await?;
+            let (metadata, metadata_location) =
+                super::write_first_metadata(self, ident, creation).await?;
             let loc = metadata_location.to_string();
             let input = TableInput::builder()
                 .name(ident.name())
