@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
+use crate::catalog::{CatalogRef, Committed, TableCommit, Wrapping};
 use crate::clock::now_ms;
 use crate::ident::display;
 
@@ -50,15 +50,15 @@ impl Wrapping for Delayed {
         &self.inner
     }
 
-    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn around_commit(&self, commit: TableCommit) -> Committed {
         tokio::time::sleep(self.latency).await;
         let table = self.landed.as_ref().map(|_| display(&commit.base.ident));
-        let loaded = self.inner.commit(commit).await?;
-        if let (Some(landed), Some(table)) = (&self.landed, table)
+        let committed = self.inner.commit(commit).await;
+        if let (Committed::Landed(_), Some(landed), Some(table)) = (&committed, &self.landed, table)
             && let Ok(mut map) = landed.lock()
         {
             map.insert(table, now_ms());
         }
-        Ok(loaded)
+        committed
     }
 }

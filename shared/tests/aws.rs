@@ -11,7 +11,7 @@ use arrow_array::{Array, Int64Array, StringArray};
 use bytes::Bytes;
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::catalog::glue::{METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, TABLE_TYPE};
-use floe_core::catalog::{Catalog, CatalogError, GlueCatalog, TableCommit};
+use floe_core::catalog::{Catalog, CatalogError, Committed, GlueCatalog, TableCommit};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::faults::Faults;
 use floe_core::iceberg::TableIdent;
@@ -451,6 +451,7 @@ async fn glue_catalog_creates_loads_commits_and_refuses_a_stale_base() {
             requirements: vec![],
         })
         .await
+        .landed()
         .unwrap();
     let params = glue_parameters(&g).await;
     assert_eq!(params[METADATA_LOCATION], committed.metadata_location);
@@ -472,7 +473,7 @@ async fn glue_catalog_creates_loads_commits_and_refuses_a_stale_base() {
         })
         .await;
     assert!(
-        matches!(stale, Err(CatalogError::Conflict { .. })),
+        matches!(stale, Committed::NotApplied(CatalogError::Conflict { .. })),
         "{stale:?}"
     );
     assert_eq!(

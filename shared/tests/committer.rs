@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use floe_core::catalog::{
-    Catalog, CatalogError, CatalogRef, LoadedTable, SqliteCatalog, TableCommit,
+    Catalog, CatalogError, CatalogRef, Committed, LoadedTable, SqliteCatalog, TableCommit,
 };
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::dlq::StorageDeadLetters;
@@ -82,7 +82,7 @@ impl Catalog for Slow {
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError> {
         self.inner.load_table(ident).await
     }
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn commit(&self, commit: TableCommit) -> Committed {
         let n = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let _guard = InFlight(&self.in_flight);
         self.most_in_flight.fetch_max(n, Ordering::SeqCst);

@@ -616,5 +616,6 @@ async fn set_property(rig: &Rig, key: &str, value: &str) {
             requirements: Vec::new(),
         })
         .await
+        .landed()
         .unwrap();
 }

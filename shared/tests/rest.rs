@@ -12,7 +12,7 @@ use std::time::Duration;
 use arrow_array::{Int64Array, StringArray};
 use floe_core::aws::{AwsClients, AwsSettings};
 use floe_core::catalog::rest::{RestAuth, RestConfig};
-use floe_core::catalog::{Catalog, CatalogError, RestCatalog, TableCommit};
+use floe_core::catalog::{Catalog, CatalogError, Committed, RestCatalog, TableCommit};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::iceberg::spec::TableMetadataBuilder;
 use floe_core::iceberg::{NamespaceIdent, TableCreation, TableIdent, TableRequirement};
@@ -234,7 +234,7 @@ async fn a_stale_base_conflicts_and_the_engine_retry_lands_both_appends() {
         })
         .await;
     assert!(
-        matches!(stale, Err(CatalogError::Conflict { .. })),
+        matches!(stale, Committed::NotApplied(CatalogError::Conflict { .. })),
         "{stale:?}"
     );
 
@@ -440,24 +440,30 @@ async fn commit_failures_map_to_conflict_ambiguous_or_refused() {
         c
     };
     let r = fake.commit(on("conflict")).await;
-    assert!(matches!(r, Err(CatalogError::Conflict { .. })), "{r:?}");
+    assert!(
+        matches!(r, Committed::NotApplied(CatalogError::Conflict { .. })),
+        "{r:?}"
+    );
     let r = fake.commit(on("gateway")).await;
     assert!(
-        matches!(&r, Err(CatalogError::Ambiguous { reason, .. }) if reason.contains("502")),
+        matches!(&r, Committed::Unknown(CatalogError::Ambiguous { reason, .. }) if reason.contains("502")),
         "{r:?}"
     );
     let r = fake.commit(on("hangs")).await;
     assert!(
-        matches!(&r, Err(CatalogError::Ambiguous { reason, .. }) if reason.contains("timed out")),
+        matches!(&r, Committed::Unknown(CatalogError::Ambiguous { reason, .. }) if reason.contains("timed out")),
         "{r:?}"
     );
     let r = fake.commit(on("bad")).await;
     assert!(
-        matches!(&r, Err(CatalogError::NotApplied { reason: m, .. }) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
+        matches!(&r, Committed::NotApplied(CatalogError::NotApplied { reason: m, .. }) if m.contains("unknown action") && m.contains("400") && m.contains("/v1/p/namespaces/bronze/tables/bad")),
         "{r:?}"
     );
     let r = fake.commit(on("gone")).await;
-    assert!(matches!(r, Err(CatalogError::NoSuchTable { .. })), "{r:?}");
+    assert!(
+        matches!(r, Committed::NotApplied(CatalogError::NoSuchTable { .. })),
+        "{r:?}"
+    );
 
     // The real table is untouched by all that.
     let now = real.load_table(&ident).await.unwrap();
@@ -516,6 +522,9 @@ enum Lose {
     Status(u16),
     /// Answer lakana's, after the client has given up.
     Late,
+    /// Close the connection without an answer, and answer the next read
+    /// of the table 503, so the client cannot read back what landed.
+    Blind,
 }
 
 /// An HTTP/1.1 proxy to lakana that forwards every request and, for the
@@ -526,6 +535,7 @@ async fn lossy_proxy(faults: Vec<Lose>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let faults = Arc::new(Mutex::new(faults));
+    let blind = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let client = reqwest::Client::new();
     tokio::spawn(async move {
         loop {
@@ -533,10 +543,17 @@ async fn lossy_proxy(faults: Vec<Lose>) -> String {
                 return;
             };
             let (faults, client, upstream) = (faults.clone(), client.clone(), upstream.clone());
+            let blind = blind.clone();
             tokio::spawn(async move {
                 let Some((method, path, head, body)) = read_request(&mut conn).await else {
                     return;
                 };
+                let load = method == "GET" && path.contains("/tables/");
+                if load && blind.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    let reply = "HTTP/1.1 503 X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                    return;
+                }
                 let mut call = client.request(
                     reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
                     format!("{upstream}{path}"),
@@ -563,6 +580,10 @@ async fn lossy_proxy(faults: Vec<Lose>) -> String {
                 let (status, answer) = match fault {
                     None => (status, answer.to_vec()),
                     Some(Lose::Drop) => return,
+                    Some(Lose::Blind) => {
+                        blind.store(true, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
                     Some(Lose::Status(s)) => (
                         s,
                         b"{\"error\":{\"message\":\"lost\",\"type\":\"ServerError\",\"code\":500}}"
@@ -663,8 +684,10 @@ async fn assert_table(catalog: &dyn Catalog, ident: &TableIdent, want: &[(i64, &
 /// Each way a commit's answer is lost after lakana applied it (the
 /// connection dropped, a 500, 502 or 504 from a gateway, an answer after the
 /// client's timeout), with another writer committing on top before the
-/// committer reloads: its batch counts as committed, its files stay, and
-/// redeliveries change nothing.
+/// committer reloads: the catalog reads the table back and finds the
+/// commit's snapshot, or, when that read fails too, the engine's next load
+/// finds its batch in the ledger. Its batch counts as committed, its files
+/// stay, and redeliveries change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applied_then_lost_answers_keep_the_commit_also_when_overtaken() {
     let direct = catalog().await;
@@ -674,6 +697,7 @@ async fn applied_then_lost_answers_keep_the_commit_also_when_overtaken() {
         Lose::Status(502),
         Lose::Status(504),
         Lose::Late,
+        Lose::Blind,
     ] {
         let ident = new_table(&direct).await;
         let a_req =
@@ -682,6 +706,8 @@ async fn applied_then_lost_answers_keep_the_commit_also_when_overtaken() {
         let s = server();
         let cfg = RestConfig {
             timeout: Duration::from_secs(3),
+            // One 503 is the read back's answer, not a pause to retry through.
+            get_attempts: 1,
             ..config(
                 &lossy_proxy(vec![lose]).await,
                 RestAuth::Token(s.token.clone()),
@@ -701,10 +727,13 @@ async fn applied_then_lost_answers_keep_the_commit_also_when_overtaken() {
             .append(&ident, vec![a_req.clone()])
             .await
             .unwrap();
+        let read_back = !matches!(lose, Lose::Blind);
         assert!(
-            overtaking
-                .answer()
-                .is_some_and(|a| a.contains("unknown outcome")),
+            overtaking.answer().is_some_and(|a| if read_back {
+                a == "ok"
+            } else {
+                a.contains("unknown outcome")
+            }),
             "{lose:?}: {:?}",
             overtaking.answer()
         );

@@ -858,6 +858,7 @@ pub async fn roll_back(catalog: &dyn Catalog, table: &TableIdent, id: i64) {
             base,
         })
         .await
+        .landed()
         .unwrap();
 }
 

@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use floe_core::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
+use floe_core::catalog::{CatalogRef, Committed, TableCommit, Wrapping};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::request::CommitRequest;
 
@@ -43,14 +43,14 @@ impl Wrapping for Overtaking {
         &self.inner
     }
 
-    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn around_commit(&self, commit: TableCommit) -> Committed {
         let ident = commit.base.ident.clone();
         let result = self.inner.commit(commit).await;
         let rival = self.rival.lock().unwrap().take();
         if let Some(rival) = rival {
             *self.answer.lock().unwrap() = Some(match &result {
-                Ok(_) => "ok".to_string(),
-                Err(e) => e.to_string(),
+                Committed::Landed(_) => "ok".to_string(),
+                Committed::NotApplied(e) | Committed::Unknown(e) => e.to_string(),
             });
             let engine = CommitEngine::new(self.rival_catalog.clone(), RetryPolicy::default());
             let out = engine.append(&ident, vec![rival]).await.unwrap();

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use floe_core::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
+use floe_core::catalog::{CatalogError, CatalogRef, Committed, TableCommit, Wrapping};
 use floe_core::clock;
 use floe_core::config::{CatalogType, Config};
 use floe_core::deploy::{Deployment, Role};
@@ -252,14 +252,19 @@ impl Wrapping for Mortal {
         &self.inner
     }
 
-    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn around_commit(&self, commit: TableCommit) -> Committed {
         if self.dead.load(Ordering::SeqCst) || self.broken.load(Ordering::SeqCst) {
-            return Err(CatalogError::failed(
+            return Committed::of(Err(CatalogError::failed(
                 "the process is gone or its storage unreadable",
-            ));
+            )));
         }
         let result = self.inner.commit(commit).await;
-        if self.mortal && matches!(&result, Err(e) if !matches!(e, CatalogError::Conflict { .. })) {
+        if self.mortal
+            && !matches!(
+                &result,
+                Committed::Landed(_) | Committed::NotApplied(CatalogError::Conflict { .. })
+            )
+        {
             self.dead.store(true, Ordering::SeqCst);
         }
         result

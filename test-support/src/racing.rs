@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use floe_core::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit, Wrapping};
+use floe_core::catalog::{CatalogError, CatalogRef, Committed, TableCommit, Wrapping};
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::request::CommitRequest;
 
@@ -48,7 +48,7 @@ impl Wrapping for Racing {
         &self.inner
     }
 
-    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn around_commit(&self, commit: TableCommit) -> Committed {
         let rival = self.rival.lock().unwrap().take();
         if let Some(rival) = rival {
             let engine = CommitEngine::new(self.inner.clone(), RetryPolicy::default());
@@ -60,7 +60,7 @@ impl Wrapping for Racing {
             self.raced.store(true, Ordering::SeqCst);
         }
         let result = self.inner.commit(commit).await;
-        if matches!(result, Err(CatalogError::Conflict { .. })) {
+        if matches!(result, Committed::NotApplied(CatalogError::Conflict { .. })) {
             self.conflicts.fetch_add(1, Ordering::SeqCst);
         }
         result

@@ -77,7 +77,8 @@ pub async fn run(floe: &Embedded, a: HistoryArgs) -> Result<()> {
             updates: Vec::new(),
             requirements: Vec::new(),
         })
-        .await?;
+        .await
+        .landed()?;
 
     let loaded = catalog.load_table(&ident).await?;
     // What a cold committer (a new Lambda instance) pays before its first commit.

@@ -1,6 +1,7 @@
 //! A catalog held in memory over in-memory storage, whose commits answer
 //! as a script or a seed says: applied, applied with the answer lost,
-//! refused without applying, or refused as a conflict. The commit engine's
+//! applied late (after the next attempt has loaded the table), refused
+//! without applying, or refused as a conflict. The commit engine's
 //! stages and plans are tested on it without I/O, in milliseconds, and a
 //! seeded run that fails replays from its seed.
 
@@ -12,7 +13,7 @@ use async_trait::async_trait;
 use iceberg::io::FileIO;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 
-use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use super::{Catalog, CatalogError, Committed, LoadedTable, TableCommit};
 use crate::ident::display;
 
 /// How the catalog answers one commit.
@@ -22,6 +23,10 @@ pub enum Answer {
     Apply,
     /// Applied, but the answer is lost on its way: `Ambiguous`.
     Lose,
+    /// The answer is lost (`Ambiguous`) and the commit still on its way: it
+    /// applies when the next commit arrives, if the table still points at
+    /// its base then, so a retry planned meanwhile meets it as a conflict.
+    Late,
     /// Not applied: `NotApplied` (a store that failed before the swap).
     Refuse,
     /// Not applied: `Conflict`, as if another commit had landed first.
@@ -45,6 +50,8 @@ pub struct MemoryCatalog {
     tables: Mutex<HashMap<TableIdent, LoadedTable>>,
     script: Mutex<VecDeque<Answer>>,
     draw: Mutex<Draw>,
+    /// A commit answered [`Answer::Late`], with the base it needs.
+    late: Mutex<Option<(String, LoadedTable)>>,
     applied: AtomicUsize,
 }
 
@@ -62,12 +69,22 @@ impl MemoryCatalog {
             tables: Mutex::new(HashMap::new()),
             script: Mutex::new(answers.into_iter().collect()),
             draw: Mutex::new(Draw::Apply),
+            late: Mutex::new(None),
             applied: AtomicUsize::new(0),
         }
     }
 
+    /// Has the next commits answer `answers`, in order, after what the
+    /// script holds still (a test's setup commits first, then its faults).
+    pub fn then(&self, answers: impl IntoIterator<Item = Answer>) {
+        self.script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(answers);
+    }
+
     /// A catalog where one commit in `one_in`, drawn from `seed`, is lost,
-    /// refused or conflicts.
+    /// late, refused or conflicts.
     pub fn seeded(seed: u64, one_in: u64) -> Self {
         let catalog = Self::new();
         *catalog.draw.lock().unwrap_or_else(|p| p.into_inner()) = Draw::Seeded {
@@ -98,7 +115,9 @@ impl MemoryCatalog {
                 if !drawn.is_multiple_of(*one_in) {
                     return Answer::Apply;
                 }
-                [Answer::Lose, Answer::Refuse, Answer::Conflict][(drawn / *one_in % 3) as usize]
+                const OTHERS: [Answer; 4] =
+                    [Answer::Lose, Answer::Late, Answer::Refuse, Answer::Conflict];
+                OTHERS[(drawn / *one_in % 4) as usize]
             }
         }
     }
@@ -117,6 +136,77 @@ impl MemoryCatalog {
 impl Default for MemoryCatalog {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl MemoryCatalog {
+    /// `commit` as the next answer says.
+    async fn answer(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        if self.current(&ident)?.metadata_location != commit.base.metadata_location {
+            return Err(CatalogError::Conflict { table });
+        }
+        let answer = self.next_answer();
+        match answer {
+            Answer::Refuse => {
+                return Err(CatalogError::NotApplied {
+                    table,
+                    reason: "refused by the test's script".into(),
+                });
+            }
+            Answer::Conflict => return Err(CatalogError::Conflict { table }),
+            Answer::Apply | Answer::Lose | Answer::Late => {}
+        }
+        let base: MetadataLocation =
+            commit
+                .base
+                .metadata_location
+                .parse()
+                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
+                    table: table.clone(),
+                    source: Box::new(source),
+                })?;
+        let next = base.with_next_version().with_new_metadata(&commit.metadata);
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
+        let loaded = LoadedTable {
+            ident: ident.clone(),
+            metadata: std::sync::Arc::new(commit.metadata),
+            metadata_location: next.to_string(),
+        };
+        let lost = || CatalogError::Ambiguous {
+            table: table.clone(),
+            reason: "the answer was lost (the test's script)".into(),
+        };
+        match answer {
+            Answer::Late => {
+                *self.late.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((commit.base.metadata_location, loaded));
+                Err(lost())
+            }
+            Answer::Lose => {
+                self.swap(&commit.base.metadata_location, loaded)?;
+                Err(lost())
+            }
+            _ => self.swap(&commit.base.metadata_location, loaded),
+        }
+    }
+
+    /// Points the table at `next` if it still points at `base`.
+    fn swap(&self, base: &str, next: LoadedTable) -> Result<LoadedTable, CatalogError> {
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        match tables.get(&next.ident) {
+            Some(now) if now.metadata_location == base => {
+                tables.insert(next.ident.clone(), next.clone());
+            }
+            _ => {
+                return Err(CatalogError::Conflict {
+                    table: display(&next.ident),
+                });
+            }
+        }
+        self.applied.fetch_add(1, Ordering::SeqCst);
+        Ok(next)
     }
 }
 
@@ -172,57 +262,14 @@ impl Catalog for MemoryCatalog {
         self.current(ident)
     }
 
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
-        let ident = commit.base.ident.clone();
-        let table = display(&ident);
-        if self.current(&ident)?.metadata_location != commit.base.metadata_location {
-            return Err(CatalogError::Conflict { table });
+    async fn commit(&self, commit: TableCommit) -> Committed {
+        let late = self.late.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((base, table)) = late {
+            // A late commit whose base moved never applies, and no one is
+            // waiting for its answer.
+            let _ = self.swap(&base, table);
         }
-        let answer = self.next_answer();
-        match answer {
-            Answer::Refuse => {
-                return Err(CatalogError::NotApplied {
-                    table,
-                    reason: "refused by the test's script".into(),
-                });
-            }
-            Answer::Conflict => return Err(CatalogError::Conflict { table }),
-            Answer::Apply | Answer::Lose => {}
-        }
-        let base: MetadataLocation =
-            commit
-                .base
-                .metadata_location
-                .parse()
-                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-        let next = base.with_next_version().with_new_metadata(&commit.metadata);
-        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
-        let loaded = LoadedTable {
-            ident: ident.clone(),
-            metadata: std::sync::Arc::new(commit.metadata),
-            metadata_location: next.to_string(),
-        };
-        {
-            let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
-            // Checked again under the lock: another commit may have swapped.
-            match tables.get(&ident) {
-                Some(now) if now.metadata_location == commit.base.metadata_location => {
-                    tables.insert(ident.clone(), loaded.clone());
-                }
-                _ => return Err(CatalogError::Conflict { table }),
-            }
-        }
-        self.applied.fetch_add(1, Ordering::SeqCst);
-        match answer {
-            Answer::Lose => Err(CatalogError::Ambiguous {
-                table,
-                reason: "the answer was lost (the test's script)".into(),
-            }),
-            _ => Ok(loaded),
-        }
+        Committed::of(self.answer(commit).await)
     }
 
     async fn drop_table(&self, ident: &TableIdent) -> Result<(), CatalogError> {

@@ -5,14 +5,16 @@
 //! (someone else committed first) or [`CatalogError::Ambiguous`] (the answer was
 //! lost: the commit may or may not have landed, so the engine must re-read).
 //!
-//! One rule decides a commit's outcome after any answer but a clean success,
-//! in every catalog: it landed if its metadata file is the table's current one
-//! or in the current metadata's log (Iceberg Java's rule; see [`Landing`]);
-//! it did not land only when that is provable (the table moved past the
-//! version every attempt was planned on, or the catalog refused before
-//! applying); otherwise the outcome is unknown. A catalog deletes the files
-//! of a commit only when it did not land, and callers do the same: only
-//! [`CatalogError::unapplied`] errors let them discard what they wrote.
+//! Every catalog answers a commit with one [`Committed`]: landed, not
+//! applied, or unknown. One rule decides it after any answer but a clean
+//! success: it landed if its metadata file is the table's current one or in
+//! the current metadata's log, or a snapshot it added is in the table
+//! (Iceberg Java's rule; see [`Landing`]); it did not land only when that is
+//! provable (the table moved past the version every attempt was planned on,
+//! or the catalog refused before applying); otherwise the outcome is
+//! unknown. A catalog deletes the files of a commit only when it did not
+//! land, and callers do the same: only [`Committed::NotApplied`] lets them
+//! discard what they wrote.
 
 #[cfg(feature = "aws")]
 pub mod glue;
@@ -194,7 +196,7 @@ impl CatalogError {
     /// True when a failed commit provably did not change the table, now or
     /// later: the files written for it may be deleted. Any other error of a
     /// commit leaves its outcome open, and its files must stay.
-    pub fn unapplied(&self) -> bool {
+    fn unapplied(&self) -> bool {
         matches!(
             self,
             CatalogError::Conflict { .. }
@@ -221,31 +223,96 @@ impl Classify for CatalogError {
     }
 }
 
-/// Where a commit's metadata file stands in a table's history, read after an
-/// answer that was not a clean success.
+/// What became of one commit, in every catalog's answer.
+#[derive(Debug)]
+pub enum Committed {
+    /// The table points at the commit's metadata, or at a later one built
+    /// on it: the table as the catalog then held it.
+    Landed(LoadedTable),
+    /// It did not apply, and no copy of it can apply later: another commit
+    /// landed first ([`CatalogError::Conflict`]: reload and try again), or
+    /// the catalog refused it. Its files may be deleted.
+    NotApplied(CatalogError),
+    /// It may have applied, or may yet: its files stay, and the next load
+    /// decides ([`CatalogError::Ambiguous`]: reload and find out; any other
+    /// error: the catalog's store failed and a retry will not help now).
+    Unknown(CatalogError),
+}
+
+impl Committed {
+    /// The answer a catalog's swap came to: the one place an error of a
+    /// commit is read as not applied or unknown.
+    pub fn of(swap: Result<LoadedTable, CatalogError>) -> Self {
+        match swap {
+            Ok(table) => Committed::Landed(table),
+            Err(e) if e.unapplied() => Committed::NotApplied(e),
+            Err(e) => Committed::Unknown(e),
+        }
+    }
+
+    /// The table it landed as, or why not (either kind), for callers that
+    /// stop at any failure and keep the files either way.
+    pub fn landed(self) -> Result<LoadedTable, CatalogError> {
+        match self {
+            Committed::Landed(table) => Ok(table),
+            Committed::NotApplied(e) | Committed::Unknown(e) => Err(e),
+        }
+    }
+
+    /// An unknown answer settled where the table read back shows the
+    /// commit (its metadata `file`, or a snapshot it `added`): landed as
+    /// the table now is; otherwise unknown still, since an answer that was
+    /// lost may be a request that has not reached the table yet.
+    pub async fn settled(
+        self,
+        catalog: &dyn Catalog,
+        ident: &TableIdent,
+        file: Option<&str>,
+        added: &[i64],
+    ) -> Self {
+        let Committed::Unknown(e) = self else {
+            return self;
+        };
+        match catalog.load_table(ident).await {
+            Ok(now) if Landing::of(&now, file, added) == Landing::Landed => {
+                tracing::warn!(error = %e, "the commit's answer was lost, and it landed");
+                Committed::Landed(now)
+            }
+            _ => Committed::Unknown(e),
+        }
+    }
+}
+
+/// Where a commit stands in a table's history, read after an answer that
+/// was not a clean success.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Landing {
-    /// The file is the current metadata, or the current metadata's log names
-    /// it: the commit landed (later commits may have been built on it).
+    /// The commit's metadata file is the current metadata, or the current
+    /// metadata's log names it, or a snapshot it added is in the table: the
+    /// commit landed (later commits may have been built on it).
     Landed,
     /// The table's history does not name it.
     Absent,
 }
 
 impl Landing {
-    /// Where the commit that wrote `file` and added the snapshots `added`
-    /// stands in `table`'s history. A snapshot of its own still in the table
-    /// counts too: the metadata log is capped, its snapshots are not.
-    pub fn of(table: &LoadedTable, file: &str, added: &[i64]) -> Self {
-        let logged = table
-            .metadata
-            .metadata_log()
-            .iter()
-            .any(|entry| entry.metadata_file == file);
+    /// Where the commit that wrote `file` (when the catalog, not the
+    /// server, names it) and added the snapshots `added` stands in `table`'s
+    /// history. A snapshot of its own still in the table counts too: the
+    /// metadata log is capped, its snapshots are not.
+    pub fn of(table: &LoadedTable, file: Option<&str>, added: &[i64]) -> Self {
+        let named = file.is_some_and(|file| {
+            table.metadata_location == file
+                || table
+                    .metadata
+                    .metadata_log()
+                    .iter()
+                    .any(|entry| entry.metadata_file == file)
+        });
         let kept = added
             .iter()
             .any(|id| table.metadata.snapshot_by_id(*id).is_some());
-        if table.metadata_location == file || logged || kept {
+        if named || kept {
             Landing::Landed
         } else {
             Landing::Absent
@@ -275,8 +342,9 @@ pub trait Catalog: Debug + Send + Sync {
     /// Loads the current metadata of a table.
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable, CatalogError>;
 
-    /// Atomically replaces `commit.base` with `commit.metadata`.
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+    /// Atomically replaces `commit.base` with `commit.metadata`, and says
+    /// whether that landed, did not, or may have.
+    async fn commit(&self, commit: TableCommit) -> Committed;
 
     /// True when a commit fails whenever anything changed the table since
     /// its base, because the catalog swaps the metadata pointer (SQLite,
@@ -315,7 +383,7 @@ pub trait Wrapping: Debug + Send + Sync {
     fn inner(&self) -> &CatalogRef;
 
     /// Its commit, in place of the inner catalog's.
-    async fn around_commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError>;
+    async fn around_commit(&self, commit: TableCommit) -> Committed;
 }
 
 #[async_trait]
@@ -344,7 +412,7 @@ impl<W: Wrapping> Catalog for W {
         self.inner().load_table(ident).await
     }
 
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn commit(&self, commit: TableCommit) -> Committed {
         self.around_commit(commit).await
     }
 

@@ -20,7 +20,7 @@ use iceberg::io::FileIO;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use super::{Catalog, CatalogError, Committed, LoadedTable, TableCommit};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
 
@@ -182,7 +182,9 @@ impl SqliteCatalog {
                 });
             }
         };
-        if super::Landing::of(&now, &next, &commit.added_snapshots()) == super::Landing::Landed {
+        if super::Landing::of(&now, Some(&next), &commit.added_snapshots())
+            == super::Landing::Landed
+        {
             return Ok(self.metadata.keep(LoadedTable {
                 ident: ident.clone(),
                 metadata: Arc::new(commit.metadata.clone()),
@@ -197,6 +199,71 @@ impl SqliteCatalog {
             table,
             reason: err.to_string(),
         })
+    }
+
+    /// Points the table at `commit`'s metadata if it still points at its
+    /// base: one conditional UPDATE.
+    async fn swap(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+        let ident = commit.base.ident.clone();
+        let table = display(&ident);
+        let base_location: MetadataLocation =
+            commit
+                .base
+                .metadata_location
+                .parse()
+                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
+                    table: table.clone(),
+                    source: Box::new(source),
+                })?;
+        let next = base_location
+            .with_next_version()
+            .with_new_metadata(&commit.metadata);
+        // Nothing points at the file yet, so failing to write it changes nothing.
+        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
+            .await
+            .map_err(|e| CatalogError::NotApplied {
+                table: table.clone(),
+                reason: e.to_string(),
+            })?;
+        let next = next.to_string();
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
+            let _ = self.file_io.delete(&next).await;
+            return Err(CatalogError::NotApplied {
+                table,
+                reason: fault.to_string(),
+            });
+        }
+        let ns = ident.namespace().join(".");
+        let swapped =
+            self.with_conn(|c| {
+                c.execute(
+                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
+                   AND metadata_location = ?2",
+                params![next, commit.base.metadata_location, self.name, ns, ident.name()],
+            )
+            });
+        let swapped = match swapped {
+            Ok(n) => n,
+            Err(e) => return self.after_failed_swap(&commit, next, e).await,
+        };
+        if swapped == 0 {
+            // The losing metadata file is never referenced; removing it keeps the
+            // metadata directory to what the table history names.
+            let _ = self.file_io.delete(&next).await;
+            return Err(CatalogError::Conflict { table });
+        }
+        if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
+            return Err(CatalogError::Ambiguous {
+                table,
+                reason: fault.to_string(),
+            });
+        }
+        Ok(self.metadata.keep(LoadedTable {
+            ident,
+            metadata: Arc::new(commit.metadata),
+            metadata_location: next,
+        }))
     }
 }
 
@@ -307,66 +374,7 @@ impl Catalog for SqliteCatalog {
         self.metadata.load(&self.file_io, ident, location).await
     }
 
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
-        let ident = commit.base.ident.clone();
-        let table = display(&ident);
-        let base_location: MetadataLocation =
-            commit
-                .base
-                .metadata_location
-                .parse()
-                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-        let next = base_location
-            .with_next_version()
-            .with_new_metadata(&commit.metadata);
-        // Nothing points at the file yet, so failing to write it changes nothing.
-        super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
-            .await
-            .map_err(|e| CatalogError::NotApplied {
-                table: table.clone(),
-                reason: e.to_string(),
-            })?;
-        let next = next.to_string();
-        if let Err(fault) = self.faults.hit(FaultPoint::CatalogSwap) {
-            let _ = self.file_io.delete(&next).await;
-            return Err(CatalogError::NotApplied {
-                table,
-                reason: fault.to_string(),
-            });
-        }
-        let ns = ident.namespace().join(".");
-        let swapped =
-            self.with_conn(|c| {
-                c.execute(
-                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
-                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5
-                   AND metadata_location = ?2",
-                params![next, commit.base.metadata_location, self.name, ns, ident.name()],
-            )
-            });
-        let swapped = match swapped {
-            Ok(n) => n,
-            Err(e) => return self.after_failed_swap(&commit, next, e).await,
-        };
-        if swapped == 0 {
-            // The losing metadata file is never referenced; removing it keeps the
-            // metadata directory to what the table history names.
-            let _ = self.file_io.delete(&next).await;
-            return Err(CatalogError::Conflict { table });
-        }
-        if let Err(fault) = self.faults.hit(FaultPoint::CatalogAmbiguous) {
-            return Err(CatalogError::Ambiguous {
-                table,
-                reason: fault.to_string(),
-            });
-        }
-        Ok(self.metadata.keep(LoadedTable {
-            ident,
-            metadata: Arc::new(commit.metadata),
-            metadata_location: next,
-        }))
+    async fn commit(&self, commit: TableCommit) -> Committed {
+        Committed::of(self.swap(commit).await)
     }
 }

@@ -29,7 +29,7 @@ pub mod row_delta;
 pub mod snapshot;
 mod swap;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod triage;
 pub mod trust;
 
@@ -41,7 +41,7 @@ use iceberg::spec::{FormatVersion, MAIN_BRANCH, Schema, TableMetadata, TableMeta
 use iceberg::{TableIdent, TableRequirement};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::catalog::{CatalogRef, LoadedTable, TableCommit};
+use crate::catalog::{CatalogRef, Committed, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::ident::display;
 use crate::ledger::{self, Ledger, LedgerError, LedgerStore};
@@ -381,6 +381,7 @@ impl CommitEngine {
                 engine: self,
                 ident,
                 table: table.clone(),
+                lost: Vec::new(),
             },
         )
         .await?;
@@ -590,11 +591,13 @@ impl Plan for Adopt<'_> {
     }
 }
 
-/// The attempts of [`CommitEngine::repair_ledger`]: the ledger rebuilt from the table as loaded, and a commit naming it.
+/// The attempts of [`CommitEngine::repair_ledger`]: the ledger rebuilt from the table as loaded, and a commit naming it; one whose answer was lost landed if the table names its head.
 struct Repair<'a> {
     engine: &'a CommitEngine,
     ident: &'a TableIdent,
     table: String,
+    /// The heads of attempts whose answer was lost: any may land late.
+    lost: Vec<(String, ledger::repair::Rebuilt)>,
 }
 
 #[async_trait]
@@ -611,6 +614,10 @@ impl Plan for Repair<'_> {
         base: LoadedTable,
         _attempt: u32,
     ) -> Result<Attempt<ledger::repair::Rebuilt>, CommitError> {
+        let named = base.metadata.properties().get(ledger::PROPERTY);
+        if let Some((_, rebuilt)) = self.lost.iter().find(|(path, _)| Some(path) == named) {
+            return Ok(Attempt::Done(rebuilt.clone()));
+        }
         let rebuilt = ledger::repair::rebuild(&self.engine.ledger, &base.metadata).await?;
         let path = ledger::repair::head_path(&base.metadata, &rebuilt.head);
         self.engine
@@ -620,10 +627,12 @@ impl Plan for Repair<'_> {
         let property = HashMap::from([(ledger::PROPERTY.to_string(), path.clone())]);
         let file_io = self.engine.catalog.file_io();
         let mut built = build(file_io, &self.table, &base, Vec::new(), Some(property)).await?;
-        built.written.add([path]);
-        Ok(swap::submit(&self.engine.catalog, built)
-            .await?
-            .attempt(rebuilt))
+        built.written.add([path.clone()]);
+        let submitted = swap::submit(&self.engine.catalog, built).await?;
+        if let Submitted::Ambiguous(_) = &submitted {
+            self.lost.push((path, rebuilt.clone()));
+        }
+        Ok(submitted.attempt(rebuilt))
     }
 }
 
@@ -757,7 +766,7 @@ where
             updates: result.changes,
         };
         match self.engine.catalog.commit(commit).await {
-            Ok(loaded) => {
+            Committed::Landed(loaded) => {
                 swap::forget(&self.engine.catalog, versions).await;
                 info!(
                     attempt,
@@ -767,11 +776,13 @@ where
                 );
                 Ok(Attempt::Done(loaded))
             }
-            Err(e) if e.is_retryable() => {
+            // A conflict, or a lost answer: the change is derived again
+            // from the table as reloaded, and is nothing if it landed.
+            Committed::NotApplied(e) | Committed::Unknown(e) if e.is_retryable() => {
                 warn!(attempt, error = %e, "metadata update did not apply; reloading");
                 Ok(Attempt::Again(Some(e)))
             }
-            Err(e) => Err(e.into()),
+            Committed::NotApplied(e) | Committed::Unknown(e) => Err(e.into()),
         }
     }
 }

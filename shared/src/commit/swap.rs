@@ -8,7 +8,7 @@ use tracing::warn;
 use super::build::Built;
 use super::error::CommitError;
 use super::retry::{Attempt, Driven};
-use crate::catalog::{CatalogError, CatalogRef, LoadedTable};
+use crate::catalog::{CatalogError, CatalogRef, Committed, LoadedTable};
 use crate::error::Classify;
 
 /// What became of one catalog commit: the retry loops decide what next.
@@ -22,11 +22,11 @@ pub(super) enum Submitted {
 }
 
 /// Hands `built` to the catalog and keeps the files it wrote while they
-/// may be referenced: only an error that proves the commit did not apply
-/// ([`CatalogError::unapplied`]: a conflict, a refusal) discards them; any
-/// other keeps them, since the table (or a commit built on it since) may
-/// name them. A landed commit drops the metadata versions it expired.
-/// Errors other than a conflict or an unknown outcome are final.
+/// may be referenced: only a commit that did not apply
+/// ([`Committed::NotApplied`]: a conflict, a refusal) discards them; an
+/// unknown outcome keeps them, since the table (or a commit built on it
+/// since) may name them. A landed commit drops the metadata versions it
+/// expired. Errors other than a conflict or a lost answer are final.
 pub(super) async fn submit(catalog: &CatalogRef, built: Built) -> Result<Submitted, CatalogError> {
     let Built {
         commit,
@@ -35,19 +35,19 @@ pub(super) async fn submit(catalog: &CatalogRef, built: Built) -> Result<Submitt
         ..
     } = built;
     match catalog.commit(commit).await {
-        Ok(_) => {
+        Committed::Landed(_) => {
             forget(catalog, versions).await;
             Ok(Submitted::Landed)
         }
-        Err(e) if e.unapplied() => {
+        Committed::NotApplied(e) => {
             written.discard(catalog.file_io()).await;
             match e {
                 CatalogError::Conflict { .. } => Ok(Submitted::Conflict(e)),
                 e => Err(e),
             }
         }
-        Err(e @ CatalogError::Ambiguous { .. }) => Ok(Submitted::Ambiguous(e)),
-        Err(e) => {
+        Committed::Unknown(e) if e.is_retryable() => Ok(Submitted::Ambiguous(e)),
+        Committed::Unknown(e) => {
             warn!(error = %e, "commit outcome unknown; keeping its files");
             Err(e)
         }

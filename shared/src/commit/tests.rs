@@ -14,13 +14,14 @@ use super::plan::{Action, PlanContext};
 use super::snapshot::SnapshotPlan;
 use super::{CommitEngine, CommitError, RetryPolicy};
 use crate::catalog::memory::{Answer, MemoryCatalog};
-use crate::catalog::{Catalog, CatalogError, CatalogRef};
+use crate::catalog::{Catalog, CatalogError, CatalogRef, Committed};
 use crate::request::CommitRequest;
 use crate::source::{Position, Positions, SourceSpan};
 
 const SOURCE: &str = "file:/in.ndjson@0";
 
-async fn table(catalog: &MemoryCatalog) -> TableIdent {
+/// A one-column table `t.events`.
+pub(crate) async fn table(catalog: &MemoryCatalog) -> TableIdent {
     let ident = TableIdent::from_strs(["t", "events"]).unwrap();
     let schema = Schema::builder()
         .with_fields(vec![
@@ -37,7 +38,8 @@ async fn table(catalog: &MemoryCatalog) -> TableIdent {
     ident
 }
 
-fn engine(catalog: &Arc<MemoryCatalog>, attempts: u32) -> CommitEngine {
+/// An engine on `catalog` making `attempts` attempts, with no waits.
+pub(crate) fn engine(catalog: &Arc<MemoryCatalog>, attempts: u32) -> CommitEngine {
     let policy = RetryPolicy {
         max_attempts: attempts,
         initial_backoff: Duration::ZERO,
@@ -81,6 +83,58 @@ async fn a_request_whose_answer_was_lost_lands_once_and_counts_as_committed() {
         (vec!["b1".to_string()], vec![])
     );
     assert_eq!((out.attempts, catalog.applied()), (2, 1));
+}
+
+#[tokio::test]
+async fn a_late_commit_that_lands_under_the_retry_counts_once() {
+    // The first answer is lost and the commit lands only after the retry
+    // loaded the table: the retry conflicts, and the reload finds the batch.
+    let catalog = Arc::new(MemoryCatalog::scripted([Answer::Late]));
+    let ident = table(&catalog).await;
+    let out = engine(&catalog, 4)
+        .append(&ident, vec![request(&ident, "b1", 1, 3)])
+        .await
+        .unwrap();
+    assert_eq!(out.committed, vec!["b1".to_string()]);
+    assert_eq!((out.attempts, catalog.applied()), (3, 1));
+}
+
+#[tokio::test]
+async fn an_unknown_answer_settles_as_landed_only_when_the_table_shows_the_commit() {
+    let catalog = Arc::new(MemoryCatalog::new());
+    let ident = table(&catalog).await;
+    let ours = engine(&catalog, 1).rewrite(&ident, &Marker).await.unwrap()[0];
+    let now = catalog.load_table(&ident).await.unwrap();
+    let lost = || {
+        Committed::Unknown(CatalogError::Ambiguous {
+            table: "t.events".into(),
+            reason: "timed out".into(),
+        })
+    };
+    // By a snapshot it added (REST: the server names the file) or by its
+    // metadata file (SQLite, Glue).
+    let by_snapshot = lost()
+        .settled(catalog.as_ref(), &ident, None, &[ours])
+        .await;
+    assert!(
+        matches!(by_snapshot, Committed::Landed(_)),
+        "{by_snapshot:?}"
+    );
+    let file = now.metadata_location.as_str();
+    let by_file = lost()
+        .settled(catalog.as_ref(), &ident, Some(file), &[])
+        .await;
+    assert!(matches!(by_file, Committed::Landed(_)), "{by_file:?}");
+    // Neither in the table: still unknown, never "not applied".
+    let absent = lost()
+        .settled(
+            catalog.as_ref(),
+            &ident,
+            Some("memory://elsewhere.json"),
+            &[ours + 1],
+        )
+        .await;
+    assert!(matches!(absent, Committed::Unknown(_)), "{absent:?}");
 }
 
 #[tokio::test]
@@ -218,7 +272,8 @@ async fn requests_whose_files_are_foreign_resized_or_gone_are_refused_and_commit
 
 /// Plans one snapshot with no files.
 #[derive(Debug)]
-struct Marker;
+/// A rewrite that adds one empty snapshot.
+pub(crate) struct Marker;
 
 #[async_trait]
 impl Action for Marker {
@@ -292,6 +347,29 @@ async fn adopting_commits_only_a_ledger_still_in_the_summaries() {
 }
 
 #[tokio::test]
+async fn a_repair_whose_answer_was_lost_is_found_and_not_committed_again() {
+    let catalog = Arc::new(MemoryCatalog::new());
+    let ident = table(&catalog).await;
+    let engine = engine(&catalog, 4);
+    engine
+        .append(&ident, vec![request(&ident, "b1", 1, 3)])
+        .await
+        .unwrap();
+    for lost in [Answer::Lose, Answer::Late] {
+        let before = catalog.applied();
+        catalog.then([lost]);
+        engine.repair_ledger(&ident).await.unwrap();
+        assert_eq!(catalog.applied(), before + 1, "{lost:?}: one repair");
+    }
+    // The rebuilt ledger is the table's, and still knows the batch.
+    let out = engine
+        .append(&ident, vec![request(&ident, "b1", 1, 3)])
+        .await
+        .unwrap();
+    assert_eq!(out.duplicates, vec!["b1".to_string()]);
+}
+
+#[tokio::test]
 async fn every_batch_lands_once_whatever_the_catalog_answers() {
     for seed in 0..64 {
         let catalog = Arc::new(MemoryCatalog::seeded(seed, 3));
@@ -328,5 +406,152 @@ async fn every_batch_lands_once_whatever_the_catalog_answers() {
         committed.dedup();
         assert_eq!(committed.len(), 6, "seed {seed}: {committed:?}");
         assert_eq!(catalog.applied(), 6, "seed {seed}");
+    }
+}
+
+/// A table `t.rows` on `catalog`, keyed on `id` or not, and the writer
+/// step that turns records into the commit requests the tests order.
+struct Rig {
+    catalog: Arc<MemoryCatalog>,
+    ident: TableIdent,
+    keyed: bool,
+    queue: Arc<crate::queue::MemoryQueue>,
+    writer: crate::pipeline::Writer,
+}
+
+impl Rig {
+    async fn new(catalog: Arc<MemoryCatalog>, keyed: bool) -> Self {
+        let ident = TableIdent::from_strs(["t", "rows"]).unwrap();
+        let key = if keyed {
+            r#""identifier-field-ids":[1],"#
+        } else {
+            ""
+        };
+        let schema = crate::tabledef::parse_schema(&format!(
+            r#"{{"type":"struct","schema-id":0,{key}"fields":[
+              {{"id":1,"name":"id","required":true,"type":"long"}},
+              {{"id":2,"name":"v","required":false,"type":"string"}}]}}"#
+        ))
+        .unwrap();
+        let creation =
+            crate::tabledef::creation("rows", schema, Default::default(), HashMap::new());
+        catalog.create_table(&ident, creation).await.unwrap();
+        let queue = Arc::new(crate::queue::MemoryQueue::new());
+        let dead_letters = crate::dlq::StorageDeadLetters::new(
+            catalog.file_io().clone(),
+            "memory://warehouse/_dead_letters",
+        );
+        let writer = crate::pipeline::Writer::new(crate::pipeline::WriterParts {
+            catalog: catalog.clone(),
+            queue: queue.clone(),
+            dead_letters: Arc::new(dead_letters),
+            faults: crate::faults::Faults::none(),
+            counters: Arc::default(),
+            config: Arc::default(),
+        })
+        .unwrap();
+        Self {
+            catalog,
+            ident,
+            keyed,
+            queue,
+            writer,
+        }
+    }
+
+    /// The request of records `changes` (id, value; upserts when keyed) at
+    /// positions `first..` of the ordered source `source`.
+    async fn request(&self, source: &str, first: u64, changes: &[(i64, &str)]) -> CommitRequest {
+        use crate::queue::CommitQueue as _;
+        let items = changes
+            .iter()
+            .enumerate()
+            .map(|(i, (id, v))| {
+                let op = if self.keyed { r#""_op":"u","# } else { "" };
+                let line = format!(r#"{{{op}"id":{id},"v":"{v}"}}"#);
+                ((first + i as u64).to_string(), bytes::Bytes::from(line))
+            })
+            .collect();
+        let at = |n: u64| Position::parse(&n.to_string()).unwrap();
+        let span = SourceSpan {
+            source: source.into(),
+            positions: Positions::Range {
+                first: at(first),
+                last: at(first + changes.len() as u64 - 1),
+            },
+            stream: true,
+        };
+        let mut batch = crate::source::SourceBatch::new(
+            crate::source::Source::new(crate::source::SourceKind::Kafka, "t"),
+            vec![span],
+            crate::source::Records::Items(items),
+        );
+        batch.table = Some(self.ident.clone());
+        self.writer.write(batch).await.unwrap();
+        let queued = self.queue.receive(10, Duration::ZERO).await.unwrap();
+        assert_eq!(queued.len(), 1);
+        let receipts: Vec<String> = queued.iter().map(|d| d.receipt.clone()).collect();
+        self.queue.ack(&receipts).await.unwrap();
+        CommitRequest::from_bytes(&queued[0].body).unwrap()
+    }
+
+    async fn commit(&self, requests: Vec<CommitRequest>) -> super::CommitOutcome {
+        let engine = engine(&self.catalog, 4);
+        let out = if self.keyed {
+            engine
+                .commit(&self.ident, requests, &super::row_delta::RowDelta)
+                .await
+        } else {
+            engine.append(&self.ident, requests).await
+        };
+        out.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_late_keyed_request_applies_only_the_keys_no_newer_change_touched() {
+    let keyed = Rig::new(Arc::new(MemoryCatalog::new()), true).await;
+    let old = keyed
+        .request("kafka:t/0", 1, &[(1, "old"), (2, "old")])
+        .await;
+    let new = keyed.request("kafka:t/0", 3, &[(1, "new")]).await;
+    // The newer change commits first; the older request comes back after.
+    let out = keyed.commit(vec![new]).await;
+    assert_eq!(out.records, 1);
+    let out = keyed.commit(vec![old.clone()]).await;
+    // Key 1's old value is masked out of its file; key 2 is applied.
+    assert_eq!(out.committed, vec![old.batch_id.clone()]);
+    assert_eq!((out.rows_dropped, out.records), (1, 1));
+    assert!(out.superseded.is_empty());
+}
+
+#[tokio::test]
+async fn a_late_keyed_request_every_key_of_which_is_newer_in_the_table_is_superseded() {
+    let keyed = Rig::new(Arc::new(MemoryCatalog::new()), true).await;
+    let old = keyed.request("kafka:t/0", 1, &[(1, "old")]).await;
+    let new = keyed.request("kafka:t/0", 2, &[(1, "new")]).await;
+    keyed.commit(vec![new]).await;
+    let out = keyed.commit(vec![old.clone()]).await;
+    assert_eq!(out.superseded, vec![old.batch_id.clone()]);
+    assert_eq!((out.rows_dropped, out.records), (1, 0));
+}
+
+#[tokio::test]
+async fn a_redelivery_at_other_boundaries_commits_only_its_new_records() {
+    // Lines 1-3 committed (the answer lost); a redelivery of lines 2-5
+    // brings two new ones. Unkeyed, the rows of lines 2-3 are masked out of
+    // its file by their positions; keyed, by their keys' last changes.
+    for keyed in [false, true] {
+        let rig = Rig::new(Arc::new(MemoryCatalog::scripted([Answer::Lose])), keyed).await;
+        let first = rig
+            .request("kafka:t/0", 1, &[(1, "a"), (2, "a"), (3, "a")])
+            .await;
+        let again = rig
+            .request("kafka:t/0", 2, &[(2, "a"), (3, "a"), (4, "a"), (5, "a")])
+            .await;
+        assert_eq!(rig.commit(vec![first]).await.records, 3, "keyed {keyed}");
+        let out = rig.commit(vec![again.clone()]).await;
+        assert_eq!(out.committed, vec![again.batch_id.clone()], "keyed {keyed}");
+        assert_eq!((out.rows_dropped, out.records), (2, 2), "keyed {keyed}");
     }
 }

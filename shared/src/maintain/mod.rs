@@ -16,18 +16,21 @@ pub mod orphans;
 pub mod owned;
 pub mod reachable;
 pub mod refs;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashSet};
 
 use async_trait::async_trait;
 use iceberg::TableIdent;
+use iceberg::io::FileIO;
 use iceberg::spec::{
     MAIN_BRANCH, Snapshot, SnapshotReference, TableMetadata, TableMetadataBuildResult,
 };
 use iceberg::{Error, ErrorKind, TableRequirement};
 use tracing::{info, instrument, warn};
 
-use crate::catalog::{CatalogError, CatalogRef, LoadedTable, TableCommit};
+use crate::catalog::{CatalogError, CatalogRef, Committed, LoadedTable, TableCommit};
 use crate::clock::now_ms;
 use crate::commit::live::LiveFiles;
 use crate::commit::retry::{Attempt, Driven, Plan, drive};
@@ -386,6 +389,7 @@ async fn expire(
             table: &table,
             rule: &rule,
             now_ms,
+            lost: Vec::new(),
         },
     )
     .await?;
@@ -402,13 +406,16 @@ async fn expire(
 }
 
 /// The attempts of [`expire`]: planned again on the table as loaded, until
-/// one lands.
+/// one lands; one whose answer was lost landed once the table holds none
+/// of what it removed.
 struct Expire<'a> {
     catalog: &'a CatalogRef,
     ident: &'a TableIdent,
     table: &'a str,
     rule: &'a ExpiryRule,
     now_ms: i64,
+    /// The plans and files of attempts whose answer was lost: any may land late.
+    lost: Vec<(Expiry, Vec<String>)>,
 }
 
 #[async_trait]
@@ -425,20 +432,80 @@ impl Plan for Expire<'_> {
         base: LoadedTable,
         _attempt: u32,
     ) -> Result<Attempt<Self::Done>, MaintainError> {
-        let once = expire_once(self.catalog, self.table, &base, self.rule, self.now_ms).await?;
-        Ok(once.map_or(Attempt::Again(None), Attempt::Done))
+        let meta = &base.metadata;
+        let err = |source: Error| MaintainError::Iceberg {
+            table: self.table.to_string(),
+            source: Box::new(source),
+        };
+        let refs = refs::of(meta).map_err(err)?;
+        let gone = |plan: &Expiry| {
+            plan.snapshots
+                .iter()
+                .all(|id| meta.snapshot_by_id(*id).is_none())
+                && plan.refs.iter().all(|name| !refs.contains_key(name))
+        };
+        if let Some(i) = self.lost.iter().position(|(plan, _)| gone(plan)) {
+            let (plan, files) = self.lost.swap_remove(i);
+            let files = unneeded(self.catalog.file_io(), meta, files)
+                .await
+                .map_err(err)?;
+            return Ok(Attempt::Done((plan, files)));
+        }
+        Ok(
+            match expire_once(self.catalog, self.table, &base, self.rule, self.now_ms).await? {
+                Tried::Landed(plan, files) => Attempt::Done((plan, files)),
+                Tried::Lost(plan, files) => {
+                    self.lost.push((plan, files));
+                    Attempt::Again(None)
+                }
+                Tried::Again => Attempt::Again(None),
+            },
+        )
     }
 }
 
-/// One expiry attempt on `base`: what went and the files to delete, or
-/// `None` when the table moved on under it and expiry must plan again.
+/// Of `files`, those `meta` needs no longer: no snapshot reaches them and
+/// they are neither its metadata log nor its statistics. What an expiry
+/// whose answer was lost meant to delete is checked against the table as it
+/// is now, since commits may have landed since (another engine's too).
+async fn unneeded(
+    file_io: &FileIO,
+    meta: &TableMetadata,
+    files: Vec<String>,
+) -> Result<Vec<String>, Error> {
+    let all: Vec<&Snapshot> = meta.snapshots().map(|s| s.as_ref()).collect();
+    let reachable = Reachable::of(file_io, meta, all).await?;
+    let logged: HashSet<&str> = meta
+        .metadata_log()
+        .iter()
+        .map(|l| l.metadata_file.as_str())
+        .collect();
+    let stats = statistics_files(meta);
+    Ok(files
+        .into_iter()
+        .filter(|f| !reachable.contains(f) && !logged.contains(f.as_str()) && !stats.contains(f))
+        .collect())
+}
+
+/// What one expiry attempt came to.
+enum Tried {
+    /// It landed (or there was nothing to expire): what went, and the
+    /// files only it needed.
+    Landed(Expiry, Vec<String>),
+    /// Its answer was lost: it may have landed, or may yet.
+    Lost(Expiry, Vec<String>),
+    /// It did not apply, or the table moved on under it: plan again.
+    Again,
+}
+
+/// One expiry attempt on `base`.
 async fn expire_once(
     catalog: &CatalogRef,
     table: &str,
     base: &LoadedTable,
     rule: &ExpiryRule,
     now_ms: i64,
-) -> Result<Option<(Expiry, Vec<String>)>, MaintainError> {
+) -> Result<Tried, MaintainError> {
     let file_io = catalog.file_io();
     let err = |source: Error| MaintainError::Iceberg {
         table: table.to_string(),
@@ -448,7 +515,7 @@ async fn expire_once(
     let refs = refs::of(meta).map_err(err)?;
     let plan = rule.plan(meta, &refs, now_ms);
     if plan.is_empty() {
-        return Ok(Some((plan, Vec::new())));
+        return Ok(Tried::Landed(plan, Vec::new()));
     }
     let gone: HashSet<i64> = plan.snapshots.iter().copied().collect();
     // Collected first: an iterator of closures held across the await would
@@ -457,7 +524,7 @@ async fn expire_once(
     let before = match Reachable::of(file_io, meta, all).await {
         Ok(before) => before,
         // Another expiry removed files of these snapshots meanwhile.
-        Err(_) if moved_on(catalog, base).await => return Ok(None),
+        Err(_) if moved_on(catalog, base).await => return Ok(Tried::Again),
         Err(e) => return Err(err(e)),
     };
     let kept: Vec<_> = meta
@@ -484,24 +551,26 @@ async fn expire_once(
         metadata,
         base: base.clone(),
     };
+    let mut deleted = before.minus(&after);
+    deleted.extend(
+        built
+            .expired_metadata_logs
+            .into_iter()
+            .map(|l| l.metadata_file)
+            .chain(dropped_logs)
+            .chain(dropped_stats),
+    );
     match catalog.commit(commit).await {
-        Ok(_) => {
-            let mut deleted = before.minus(&after);
-            deleted.extend(
-                built
-                    .expired_metadata_logs
-                    .into_iter()
-                    .map(|l| l.metadata_file)
-                    .chain(dropped_logs)
-                    .chain(dropped_stats),
-            );
-            Ok(Some((plan, deleted)))
+        Committed::Landed(_) => Ok(Tried::Landed(plan, deleted)),
+        Committed::Unknown(e) if e.is_retryable() => {
+            warn!(error = %e, "expiry's answer was lost; reloading to find out");
+            Ok(Tried::Lost(plan, deleted))
         }
-        Err(e) if e.is_retryable() => {
+        Committed::NotApplied(e) if e.is_retryable() => {
             warn!(error = %e, "expiry did not apply; planning again");
-            Ok(None)
+            Ok(Tried::Again)
         }
-        Err(e) => Err(e.into()),
+        Committed::NotApplied(e) | Committed::Unknown(e) => Err(e.into()),
     }
 }
 

@@ -29,7 +29,7 @@ use iceberg::spec::TableMetadata;
 use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
 use tracing::Instrument;
 
-use super::{Catalog, CatalogError, Landing, LoadedTable, TableCommit};
+use super::{Catalog, CatalogError, Committed, Landing, LoadedTable, TableCommit};
 use crate::aws::{AwsClients, AwsError};
 use crate::faults::{FaultPoint, Faults};
 use crate::ident::display;
@@ -198,7 +198,7 @@ impl GlueCatalog {
             Ok(current) => current,
             Err(e) => return Outcome::Unknown(format!("reading its current metadata: {e}")),
         };
-        if Landing::of(&current, next, added) == Landing::Landed {
+        if Landing::of(&current, Some(next), added) == Landing::Landed {
             return Outcome::Landed;
         }
         let moved_on = match (sent, now.version_id.as_deref()) {
@@ -595,9 +595,9 @@ impl Catalog for GlueCatalog {
         }
     }
 
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    async fn commit(&self, commit: TableCommit) -> Committed {
         let span = tracing::info_span!("glue.commit", table = %display(&commit.base.ident));
-        self.swap(commit).instrument(span).await
+        Committed::of(self.swap(commit).instrument(span).await)
     }
 }
 

@@ -42,7 +42,7 @@ use self::auth::Tokens;
 pub use self::auth::{DEFAULT_SCOPE, RestAuth};
 pub use self::sigv4::SigV4;
 use self::sigv4::Signer;
-use super::{Catalog, CatalogError, LoadedTable, TableCommit};
+use super::{Catalog, CatalogError, Committed, LoadedTable, TableCommit};
 use crate::aws::AwsClients;
 use crate::error::{BoxError, Classify, ErrorKind, cause};
 use crate::ident::display;
@@ -607,15 +607,18 @@ impl Catalog for RestCatalog {
         false
     }
 
-    async fn commit(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
+    /// An answer lost on its way back is read back: the server names the
+    /// metadata file, so a snapshot the commit added is what shows it landed.
+    async fn commit(&self, commit: TableCommit) -> Committed {
         let ident = commit.base.ident.clone();
         let table = display(&ident);
+        let added = commit.added_snapshots();
         let span = tracing::info_span!(
             "rest.commit",
             table = %table,
             updates = commit.updates.len(),
         );
-        async {
+        let swap = async {
             let url = self.table_url(&ident);
             let body = wire::CommitTable {
                 identifier: wire::TableName {
@@ -650,9 +653,11 @@ impl Catalog for RestCatalog {
                     reason: format!("POST {url}: {reason}"),
                 }),
             }
-        }
-        .instrument(span)
-        .await
+        };
+        Committed::of(swap.instrument(span.clone()).await)
+            .settled(self, &ident, None, &added)
+            .instrument(span)
+            .await
     }
 }
 
