@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 
 use super::{Catalog, CatalogError, Committed, LoadedTable, TableCommit};
 use crate::ident::display;
@@ -158,16 +158,7 @@ impl MemoryCatalog {
             Answer::Conflict => return Err(CatalogError::Conflict { table }),
             Answer::Apply | Answer::Lose | Answer::Late => {}
         }
-        let base: MetadataLocation =
-            commit
-                .base
-                .metadata_location
-                .parse()
-                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-        let next = base.with_next_version().with_new_metadata(&commit.metadata);
+        let next = super::next_location(&commit)?;
         super::write_metadata(&self.file_io, &ident, &commit.metadata, &next).await?;
         let loaded = LoadedTable {
             ident: ident.clone(),

@@ -456,6 +456,21 @@ async fn write_first_metadata(
     Ok((metadata, metadata_location))
 }
 
+/// Where `commit`'s metadata file goes, for the catalogs that write it:
+/// the version after its base's, under the same directory.
+fn next_location(commit: &TableCommit) -> Result<iceberg::MetadataLocation, CatalogError> {
+    let base: iceberg::MetadataLocation =
+        commit
+            .base
+            .metadata_location
+            .parse()
+            .map_err(|source: iceberg::Error| CatalogError::Iceberg {
+                table: display(&commit.base.ident),
+                source: Box::new(source),
+            })?;
+    Ok(base.with_next_version().with_new_metadata(&commit.metadata))
+}
+
 async fn write_metadata(
     file_io: &FileIO,
     ident: &TableIdent,

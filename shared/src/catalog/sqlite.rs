@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Catalog, CatalogError, Committed, LoadedTable, TableCommit};
@@ -206,18 +206,7 @@ impl SqliteCatalog {
     async fn swap(&self, commit: TableCommit) -> Result<LoadedTable, CatalogError> {
         let ident = commit.base.ident.clone();
         let table = display(&ident);
-        let base_location: MetadataLocation =
-            commit
-                .base
-                .metadata_location
-                .parse()
-                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-        let next = base_location
-            .with_next_version()
-            .with_new_metadata(&commit.metadata);
+        let next = super::next_location(&commit)?;
         // Nothing points at the file yet, so failing to write it changes nothing.
         super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
             .await

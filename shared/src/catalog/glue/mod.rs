@@ -26,7 +26,7 @@ use aws_sdk_glue::operation::update_table::UpdateTableError;
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
-use iceberg::{MetadataLocation, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use tracing::Instrument;
 
 use super::{Catalog, CatalogError, Committed, Landing, LoadedTable, TableCommit};
@@ -287,15 +287,7 @@ impl GlueCatalog {
         // refuses the update if anything changed the table since.
         let version = current.version_id.clone();
 
-        let base_location: MetadataLocation =
-            base.parse()
-                .map_err(|source: iceberg::Error| CatalogError::Iceberg {
-                    table: table.clone(),
-                    source: Box::new(source),
-                })?;
-        let next = base_location
-            .with_next_version()
-            .with_new_metadata(&commit.metadata);
+        let next = super::next_location(&commit)?;
         super::write_metadata(&self.file_io, &ident, &commit.metadata, &next)
             .await
             .map_err(&not_applied)?;
