@@ -64,6 +64,18 @@ fn request(ident: &TableIdent, batch: &str, first: u64, last: u64) -> CommitRequ
     CommitRequest::new(ident.clone(), batch.into(), vec![span])
 }
 
+/// The table on `catalog` with lines 1-3 committed as batch `b1`, and the
+/// engine that committed them.
+async fn with_b1(catalog: &Arc<MemoryCatalog>) -> (TableIdent, CommitEngine) {
+    let ident = table(catalog).await;
+    let engine = engine(catalog, 4);
+    engine
+        .append(&ident, vec![request(&ident, "b1", 1, 3)])
+        .await
+        .unwrap();
+    (ident, engine)
+}
+
 /// A request naming one data file at `path` of `size` bytes.
 fn with_file(mut r: CommitRequest, path: &str, size: u64) -> CommitRequest {
     r.data_files = vec![serde_json::json!({"file_path": path, "file_size_in_bytes": size})];
@@ -140,12 +152,7 @@ async fn an_unknown_answer_settles_as_landed_only_when_the_table_shows_the_commi
 #[tokio::test]
 async fn a_redelivery_by_batch_or_by_positions_is_a_duplicate() {
     let catalog = Arc::new(MemoryCatalog::new());
-    let ident = table(&catalog).await;
-    let engine = engine(&catalog, 4);
-    engine
-        .append(&ident, vec![request(&ident, "b1", 1, 3)])
-        .await
-        .unwrap();
+    let (ident, engine) = with_b1(&catalog).await;
     // The same batch, and another batch of the same lines.
     let again = vec![request(&ident, "b1", 1, 3), request(&ident, "b2", 2, 3)];
     let out = engine.append(&ident, again).await.unwrap();
@@ -349,12 +356,7 @@ async fn adopting_commits_only_a_ledger_still_in_the_summaries() {
 #[tokio::test]
 async fn a_repair_whose_answer_was_lost_is_found_and_not_committed_again() {
     let catalog = Arc::new(MemoryCatalog::new());
-    let ident = table(&catalog).await;
-    let engine = engine(&catalog, 4);
-    engine
-        .append(&ident, vec![request(&ident, "b1", 1, 3)])
-        .await
-        .unwrap();
+    let (ident, engine) = with_b1(&catalog).await;
     for lost in [Answer::Lose, Answer::Late] {
         let before = catalog.applied();
         catalog.then([lost]);
