@@ -278,8 +278,8 @@ async fn requests_whose_files_are_foreign_resized_or_gone_are_refused_and_commit
 }
 
 /// Plans one snapshot with no files.
-#[derive(Debug)]
 /// A rewrite that adds one empty snapshot.
+#[derive(Debug)]
 pub(crate) struct Marker;
 
 #[async_trait]
@@ -351,6 +351,57 @@ async fn adopting_commits_only_a_ledger_still_in_the_summaries() {
         .unwrap();
     engine.adopt_ledger(&ident).await.unwrap();
     assert_eq!(catalog.applied(), 1);
+}
+
+/// A snapshot whose summary holds the ledger as builds before ledger
+/// files kept it: lines up to 3 of [`SOURCE`] committed.
+#[derive(Debug)]
+struct Legacy;
+
+#[async_trait]
+impl Action for Legacy {
+    async fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        _: &[CommitRequest],
+    ) -> Result<Vec<SnapshotPlan>, CommitError> {
+        Ok(vec![SnapshotPlan {
+            operation: Operation::Append,
+            properties: vec![(format!("{}{SOURCE}", crate::ledger::HWM_PREFIX), "3".into())],
+            ..Default::default()
+        }])
+    }
+}
+
+#[tokio::test]
+async fn an_adoption_whose_answer_was_lost_is_found_and_not_committed_again() {
+    for lost in [Answer::Lose, Answer::Late] {
+        let catalog = Arc::new(MemoryCatalog::new());
+        let ident = table(&catalog).await;
+        let engine = engine(&catalog, 4);
+        engine.rewrite(&ident, &Legacy).await.unwrap();
+        catalog.then([lost]);
+        engine.adopt_ledger(&ident).await.unwrap();
+        assert_eq!(
+            catalog.applied(),
+            2,
+            "{lost:?}: the legacy commit and one adoption"
+        );
+        let loaded = catalog.load_table(&ident).await.unwrap();
+        assert!(
+            loaded
+                .metadata
+                .properties()
+                .contains_key(crate::ledger::PROPERTY),
+            "{lost:?}"
+        );
+        // The adopted ledger still holds what the summaries recorded.
+        let out = engine
+            .append(&ident, vec![request(&ident, "b1", 1, 3)])
+            .await
+            .unwrap();
+        assert_eq!(out.duplicates, vec!["b1".to_string()], "{lost:?}");
+    }
 }
 
 #[tokio::test]
