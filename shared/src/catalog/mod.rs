@@ -235,7 +235,8 @@ pub enum Committed {
     NotApplied(CatalogError),
     /// It may have applied, or may yet: its files stay, and the next load
     /// decides ([`CatalogError::Ambiguous`]: reload and find out; any other
-    /// error: the catalog's store failed and a retry will not help now).
+    /// error: the catalog's store failed, the call fails, and its batches
+    /// come again).
     Unknown(CatalogError),
 }
 
