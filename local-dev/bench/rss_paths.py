@@ -319,6 +319,7 @@ class Bench:
                 f'[routing]\nallow = ["{self.name}.*"]\n'
             )
         self.rows = []
+        self.build = "this"
 
     def env(self, table=None):
         e = {"FLOE_CONFIG": self.config, "FLOE_HTTP_TOKEN": "rss"}
@@ -335,11 +336,11 @@ class Bench:
         ).stdout
 
     def row(self, path, shape, load, kib, note=""):
-        self.rows.append((path, shape, load, kib, note))
-        print(f"  {path:<32} {shape:<7} {kib // 1024:>5} MiB  {load}", file=sys.stderr)
+        self.rows.append((self.build, path, shape, load, kib, note))
+        print(f"  {self.build:<6} {path:<30} {shape:<7} {kib // 1024:>5} MiB  {load}", file=sys.stderr)
 
     def table(self, shape, suffix):
-        name = f"{self.name}.{shape}_{suffix}"
+        name = f"{self.name}.{shape}_{suffix}_{self.build}"
         schema = os.path.join(self.dir, f"{shape}.schema.json")
         self.cli("table", "create", name, "--schema", schema)
         return name
@@ -498,7 +499,7 @@ class Bench:
         self.row("ingest-http", shape, load, kib)
 
     def serve(self, shape, lines):
-        wh = os.path.join(self.dir, f"serve-{shape}")
+        wh = os.path.join(self.dir, f"serve-{shape}-{self.build}")
         env = dict(os.environ, FLOE_WAREHOUSE=wh, FLOE_HTTP_TOKEN="rss")
         subprocess.run(
             [self.floe, "table", "create", f"rss.{shape}", "--schema",
@@ -537,7 +538,7 @@ class Bench:
         self.row("floe serve", shape, load, kib)
 
     def ingest(self, shape):
-        wh = os.path.join(self.dir, f"ingest-{shape}")
+        wh = os.path.join(self.dir, f"ingest-{shape}-{self.build}")
         env = dict(os.environ, FLOE_WAREHOUSE=wh)
         subprocess.run(
             [self.floe, "table", "create", f"rss.{shape}", "--schema",
@@ -596,6 +597,8 @@ def main():
     p.add_argument("--serve-posts", type=int, default=32)
     p.add_argument("--paths", default="ingest,serve,writer,http,committer,maintenance")
     p.add_argument("--shapes", default="event,wide,github")
+    p.add_argument("--before-bin-dir", help="an earlier build's function binaries, measured first")
+    p.add_argument("--before-floe", help="an earlier build's floe binary [--floe]")
     args = p.parse_args()
     # The file the CLI ingests, the S3 notification names and maintenance
     # compacts: rss.sh's sizes (~260, 230 and 850 MB).
@@ -604,25 +607,37 @@ def main():
     bench = Bench(args)
     bench.prepare(shapes)
     paths = args.paths.split(",")
+    # An earlier build beside this one, each path by both in one run.
+    builds = [("this", args.floe, args.bin_dir)]
+    if args.before_bin_dir:
+        builds.insert(0, ("before", args.before_floe or args.floe, args.before_bin_dir))
     for shape, _ in shapes:
         lines = bench.lines[shape]
-        if "ingest" in paths:
-            bench.ingest(shape)
-        if "serve" in paths:
-            bench.serve(shape, lines)
-        if "writer" in paths:
-            bench.writer(shape, lines)
-        if "http" in paths:
-            bench.http(shape, lines)
-        if "committer" in paths:
-            bench.requests(shape, lines)
-            bench.committer(shape)
-        if "maintenance" in paths:
-            bench.maintenance(shape)
-    print("| path | shape | load | peak RSS | |")
-    print("|---|---|---|---:|---|")
-    for path, shape, load, kib, note in bench.rows:
-        print(f"| {path} | {shape} | {load} | {kib // 1024} MiB | {note} |")
+        for build, floe, bins in builds:
+            bench.build, bench.floe, bench.bins = build, floe, bins
+            measure(bench, paths, shape, lines)
+    compare = len(builds) > 1
+    print("| path | shape | load |" + (" build |" if compare else "") + " peak RSS | |")
+    print("|---|---|---|" + ("---|" if compare else "") + "---:|---|")
+    for build, path, shape, load, kib, note in bench.rows:
+        b = f" {build} |" if compare else ""
+        print(f"| {path} | {shape} | {load} |{b} {kib // 1024} MiB | {note} |")
+
+
+def measure(bench, paths, shape, lines):
+    if "ingest" in paths:
+        bench.ingest(shape)
+    if "serve" in paths:
+        bench.serve(shape, lines)
+    if "writer" in paths:
+        bench.writer(shape, lines)
+    if "http" in paths:
+        bench.http(shape, lines)
+    if "committer" in paths:
+        bench.requests(shape, lines)
+        bench.committer(shape)
+    if "maintenance" in paths:
+        bench.maintenance(shape)
 
 
 if __name__ == "__main__":

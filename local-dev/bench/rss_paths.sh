@@ -12,6 +12,8 @@
 # FLOE_BIN: the floe binary; FLOE_FN_DIR: the directory of the functions'
 # binaries (floe-writer, floe-committer, floe-ingest-http, floe-maintenance).
 # Unset: this checkout's release build of both, built first.
+# FLOE_BEFORE_FN_DIR (and FLOE_BEFORE_BIN): an earlier build, each path
+# measured by it first and then by this one, in one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # One cargo run for both, so floe-core is compiled once with one set of features.
@@ -27,5 +29,9 @@ dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 echo "rss_paths: commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+before=()
+if [ -n "${FLOE_BEFORE_FN_DIR:-}" ]; then
+  before=(--before-bin-dir "$FLOE_BEFORE_FN_DIR" --before-floe "${FLOE_BEFORE_BIN:-$floe}")
+fi
 "$venv/bin/python" local-dev/bench/rss_paths.py --floe "$floe" --bin-dir "$fn_dir" \
-  --endpoint "$endpoint" --dir "$dir" "$@"
+  --endpoint "$endpoint" --dir "$dir" "${before[@]}" "$@"
