@@ -26,6 +26,7 @@ The load is the worst case the Terraform module's defaults allow, not a toy:
 """
 
 import argparse
+import http.client
 import base64
 import json
 import os
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -214,7 +216,7 @@ def kinesis_event(lines, stream):
                 "partitionKey": f"pk-{i}",
                 "sequenceNumber": seq,
                 "data": base64.b64encode(piece).decode(),
-                "approximateArrivalTimestamp": time.time(),
+                "approximateArrivalTimestamp": round(time.time(), 3),
             },
             "eventSource": "aws:kinesis",
             "eventVersion": "1.0",
@@ -294,6 +296,52 @@ def body_of(lines, limit):
     return next(chunks(lines, limit))
 
 
+class SqsTap:
+    """A pass-through in front of moto that keeps the bodies of the commit
+    requests sent to SQS: moto's ReceiveMessage takes seconds a call on a
+    queue of thousands, too slow to drain one back."""
+
+    def __init__(self, endpoint):
+        target = urllib.parse.urlsplit(endpoint)
+        self.bodies = []
+        tap = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def forward(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.headers.get("X-Amz-Target", "").startswith("AmazonSQS.SendMessage"):
+                    sent = json.loads(body)
+                    entries = sent.get("Entries") or [sent]
+                    tap.bodies.extend(e["MessageBody"] for e in entries)
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -301,7 +349,7 @@ class Bench:
         self.bins = args.bin_dir
         self.dir = args.dir
         self.log = os.path.join(self.dir, "functions.log")
-        self.name = f"rss{int(time.time())}"
+        self.name = f"rss{int(time.time())}{uuid.uuid4().hex[:6]}"
         self.bucket = self.name
         kw = dict(endpoint_url=args.endpoint, region_name=REGION)
         self.s3 = boto3.client("s3", **kw)
@@ -310,16 +358,22 @@ class Bench:
         self.s3.create_bucket(Bucket=self.bucket)
         self.queue = self.sqs.create_queue(QueueName=f"{self.name}-commits")["QueueUrl"]
         self.glue.create_database(DatabaseInput={"Name": self.name})
-        self.config = os.path.join(self.dir, "floe.toml")
-        with open(self.config, "w") as f:
+        self.config = self.write_config("floe.toml", args.endpoint)
+        self.tap = SqsTap(args.endpoint)
+        self.tapped = self.write_config("tapped.toml", self.tap.endpoint)
+        self.rows = []
+        self.build = "this"
+
+    def write_config(self, name, endpoint):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
             f.write(
                 f'[warehouse]\nuri = "s3://{self.bucket}/warehouse"\n'
-                f'[aws]\nregion = "{REGION}"\nendpoint = "{args.endpoint}"\npath_style = true\n'
+                f'[aws]\nregion = "{REGION}"\nendpoint = "{endpoint}"\npath_style = true\n'
                 f'[catalog]\ntype = "glue"\n[queue]\nurl = "{self.queue}"\n'
                 f'[routing]\nallow = ["{self.name}.*"]\n'
             )
-        self.rows = []
-        self.build = "this"
+        return path
 
     def env(self, table=None):
         e = {"FLOE_CONFIG": self.config, "FLOE_HTTP_TOKEN": "rss"}
@@ -413,41 +467,29 @@ class Bench:
         path = os.path.join(self.dir, f"{shape}.requests.ndjson")
         with open(path, "wb") as f:
             f.writelines(lines[: per * self.args.requests])
-        self.cli(
-            "ingest", table, path, "--via-queue", "--batch-size", str(per),
-            stderr=subprocess.DEVNULL,
+        self.tap.bodies.clear()
+        subprocess.run(
+            [self.floe, "--config", self.tapped, "ingest", table, path, "--via-queue",
+             "--batch-size", str(per)],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 
-    def drain(self):
-        """Every message on the commit queue, as SQS event records."""
-        out = []
-        while True:
-            got = self.sqs.receive_message(
-                QueueUrl=self.queue,
-                MaxNumberOfMessages=10,
-                AttributeNames=["All"],
-                VisibilityTimeout=3600,
-                WaitTimeSeconds=0,
-            ).get("Messages", [])
-            if not got:
-                return out
-            for m in got:
-                out.append(
-                    {
-                        "messageId": m["MessageId"],
-                        "receiptHandle": m["ReceiptHandle"],
-                        "body": m["Body"],
-                        "attributes": m.get("Attributes", {}),
-                        "messageAttributes": {},
-                        "md5OfBody": m.get("MD5OfBody", ""),
-                        "eventSource": "aws:sqs",
-                        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{self.name}-commits",
-                        "awsRegion": REGION,
-                    }
-                )
+    def message(self, body):
+        """An SQS event record of a commit request sent to the queue."""
+        return {
+            "messageId": str(uuid.uuid4()),
+            "receiptHandle": str(uuid.uuid4()),
+            "body": body,
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "messageAttributes": {},
+            "md5OfBody": "",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{self.name}-commits",
+            "awsRegion": REGION,
+        }
 
     def committer(self, shape):
-        messages = self.drain()
+        messages = [self.message(b) for b in self.tap.bodies]
         events, current, size = [], [], 20
         for m in messages:
             n = len(json.dumps(m)) + 2
