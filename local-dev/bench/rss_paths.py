@@ -18,23 +18,22 @@ The load is the worst case the Terraform module's defaults allow, not a toy:
   object (read in `envelope::s3::BATCH_BYTES` pieces);
 - ingest-http: one POST of http.max_body_bytes (5 MiB) of NDJSON;
 - floe serve: POSTs of 5 MiB from SERVE_CLIENTS concurrent clients;
-- committer: the commit requests the writers above and many one-partition
-  writer batches left on the queue, in events of at most 10,000 messages
+- committer: thousands of commit requests of 5-record batches (`floe ingest
+  --via-queue`, a Parquet file each), in events of at most 10,000 messages
   (committer_batch_size) and 6 MB;
-- maintenance: one table of many small files, compacted;
+- maintenance: a table of 100 small files holding the whole input file,
+  compacted;
 - CLI: `floe ingest` of one file, as local-dev/bench/rss.sh does.
 """
 
 import argparse
-import http.client
 import base64
+import http.client
 import json
 import os
 import queue
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
