@@ -48,8 +48,12 @@ const SMALL: f64 = 0.75;
 const DELETED_SHARE: f64 = 0.1;
 /// Input bytes one step reads at most (the first file of a step always goes).
 const STEP_BYTES: u64 = 1 << 30;
-/// Arrow bytes gathered per partition before they are written out.
-const CHUNK_BYTES: usize = 256 << 20;
+/// Arrow bytes of kept rows gathered, all partitions together, before the
+/// largest partition's are written out. Writing copies a partition's rows
+/// into one batch first, so a step's peak is about twice this plus the
+/// Parquet encoder's: at 256 MiB, compacting nested GitHub-shaped events
+/// peaked at 755 MB, over the 600 MB every path keeps to (docs/benchmarks.md).
+const CHUNK_BYTES: usize = 128 << 20;
 
 /// What one compaction step read and wrote.
 #[derive(Debug, Default, Clone)]
@@ -273,8 +277,9 @@ pub async fn rewrite(
 }
 
 /// Reads each file of `step` without its deleted rows and writes the kept
-/// rows partition by partition, a file whenever a partition has gathered
-/// [`CHUNK_BYTES`]; what it read and wrote goes into `out`.
+/// rows partition by partition, the largest partition's whenever all of
+/// them together have gathered [`CHUNK_BYTES`]; what it read and wrote goes
+/// into `out`.
 async fn rewrite_files(
     ctx: &PlanContext<'_>,
     writer: &TableWriter,
@@ -292,17 +297,19 @@ async fn rewrite_files(
             .entry(format!("{}/{:?}", f.spec_id, f.file.partition()))
             .or_default();
         for b in kept.batches {
-            group.bytes += b.get_array_memory_size();
-            group.batches.push(b);
+            group.gather(b);
         }
         let same_spec = f.spec_id == writer.spec_id();
         group
             .inputs
             .push((f.file.file_path().to_string(), kept.rows, same_spec));
         out.removed_data.push(f.file.file_path().to_string());
-        if group.bytes >= CHUNK_BYTES {
-            let group = std::mem::take(group);
-            flush(ctx, writer, group, out).await?;
+        // A bound per partition alone would let a table of many partitions
+        // gather many times it.
+        while let Some(key) = largest_over(&pending, CHUNK_BYTES) {
+            if let Some(group) = pending.remove(&key) {
+                flush(ctx, writer, group, out).await?;
+            }
         }
     }
     for (_, group) in pending {
@@ -457,6 +464,26 @@ struct Pending {
     bytes: usize,
     /// Inputs in order: path, kept old positions, written with the current spec.
     inputs: Vec<(String, Vec<u32>, bool)>,
+}
+
+impl Pending {
+    fn gather(&mut self, batch: RecordBatch) {
+        self.bytes += batch.get_array_memory_size();
+        self.batches.push(batch);
+    }
+}
+
+/// The partition to write out now: the one holding the most when all of
+/// `pending` together hold `bound` bytes or more.
+fn largest_over(pending: &BTreeMap<String, Pending>, bound: usize) -> Option<String> {
+    let total: usize = pending.values().map(|p| p.bytes).sum();
+    if total < bound {
+        return None;
+    }
+    pending
+        .iter()
+        .max_by_key(|(_, p)| p.bytes)
+        .map(|(key, _)| key.clone())
 }
 
 /// Writes a partition's gathered rows and records where each input's rows went.
@@ -684,4 +711,39 @@ async fn translate(
     }
     let name = format!("moved-{}", Uuid::now_v7().simple());
     Ok(writer.write_row_deletes(deletes, &name).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, StringArray};
+
+    use super::*;
+
+    fn rows(n: usize, width: usize) -> RecordBatch {
+        let text: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("{i:0width$}")),
+        ));
+        RecordBatch::try_from_iter([("payload", text)]).unwrap()
+    }
+
+    #[test]
+    fn gathered_rows_are_bounded_across_partitions_not_each() {
+        let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+        let one = rows(1_000, 200).get_array_memory_size();
+        // Three partitions, each under the bound, together over it.
+        for (key, batches) in [("a", 2), ("b", 3), ("c", 1)] {
+            let group = pending.entry(key.to_string()).or_default();
+            for _ in 0..batches {
+                group.gather(rows(1_000, 200));
+            }
+        }
+        assert_eq!(pending["b"].bytes, 3 * one);
+        assert_eq!(largest_over(&pending, 4 * one), Some("b".to_string()));
+        pending.remove("b");
+        // What is left is under the bound: it keeps gathering.
+        assert_eq!(largest_over(&pending, 4 * one), None);
+        assert_eq!(largest_over(&BTreeMap::new(), 0), None);
+    }
 }
