@@ -155,13 +155,23 @@ impl Writer {
     ) -> Result<(), PipelineError> {
         let env = &self.env;
         let mut rejected = std::mem::take(&mut group.rejected);
-        let opened = match group.records.is_empty() && batch.state.is_empty() {
+        let reads = batch.records.reads().map(|r| r.rows.num_rows());
+        let opened = match group.records.is_empty() && batch.state.is_empty() && reads.is_none() {
             // Only records that could not be opened: nothing to write, and
             // no table to create from them.
             true => None,
             false => env.context(ident, &group.sample(), report).await?,
         };
         let Some(ctx) = opened else {
+            if let Some(rows) = reads {
+                return Err(PipelineError::Reads {
+                    table: display(ident),
+                    batch_id: batch_id.to_string(),
+                    reason: format!(
+                        "{rows} rows for a table that does not exist and routing.create is false"
+                    ),
+                });
+            }
             if !group.records.is_empty() {
                 // The table is missing and routing may not create it.
                 let table = display(ident);
@@ -189,6 +199,18 @@ impl Writer {
             key_names: &part.key_names,
             items: group.items,
         };
+        if reads.is_some()
+            && (!shape.keyed
+                || changelog != Changelog::Off
+                || part.ctx.settings.order_changes_by.is_some())
+        {
+            return Err(PipelineError::Reads {
+                table: part.table.clone(),
+                batch_id: batch_id.to_string(),
+                reason: "only a keyed table without a changelog or order_changes_by takes them"
+                    .into(),
+            });
+        }
         // Changes are JSON documents: a keyed table and a changelog read
         // registry Avro as the JSON text the registry path writes.
         let records = match shape.keyed || changelog != Changelog::Off {
