@@ -205,6 +205,9 @@ pub enum PgError {
     /// A pgoutput message was cut short or malformed.
     #[error("pgoutput: {0}")]
     Decode(String),
+    /// A snapshot chunk's binary COPY could not be decoded.
+    #[error("postgres: snapshot chunk of {0}")]
+    Copy(#[from] crate::copy_binary::CopyError),
     /// An LSN in the wrong text form.
     #[error("postgres: bad LSN {0:?} (expected X/Y in hex)")]
     BadLsn(String),
@@ -266,7 +269,10 @@ impl Classify for PgError {
             | PgError::NoPrimaryKey { .. }
             | PgError::SlotAhead { .. } => ErrorKind::Config,
             PgError::Schema { .. } => ErrorKind::Unsupported,
-            PgError::Decode(_) | PgError::BadLsn(_) | PgError::BadCursor { .. } => ErrorKind::Input,
+            PgError::Decode(_)
+            | PgError::Copy(_)
+            | PgError::BadLsn(_)
+            | PgError::BadCursor { .. } => ErrorKind::Input,
         }
     }
 }

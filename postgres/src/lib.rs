@@ -65,6 +65,7 @@
 //! row deleted since is dropped, since its delete follows.
 
 pub mod conn;
+mod copy_binary;
 mod error;
 pub mod lsn;
 pub mod pgoutput;
@@ -81,6 +82,7 @@ pub mod values;
 use std::fmt;
 
 pub use conn::{ConnSettings, SecretLogin, SslMode};
+pub use copy_binary::CopyError;
 pub use error::PgError;
 pub use lsn::{format_lsn, parse_lsn};
 pub use preflight::setup;

@@ -111,7 +111,8 @@ impl TableSchema {
     }
 }
 
-fn iceberg_type(column: &PgColumn) -> PrimitiveType {
+/// The Iceberg type `column`'s values are written as (see [`TableSchema::iceberg_schema`]).
+pub(crate) fn iceberg_type(column: &PgColumn) -> PrimitiveType {
     match column.type_oid {
         oid::INT2 | oid::INT4 => PrimitiveType::Int,
         oid::INT8 => PrimitiveType::Long,

@@ -4,9 +4,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use arrow_array::RecordBatch;
+use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
+use crate::copy_binary::{CopyDecoder, CopyError};
 use crate::error::Context as _;
 use crate::schema::TableSchema;
 use crate::{PgError, TableName, quote_ident, quote_literal};
@@ -124,8 +127,8 @@ impl Visibility {
 pub(crate) struct Chunk {
     /// The columns the rows hold.
     pub schema: TableSchema,
-    /// Rows in key order; each value as Postgres prints it.
-    pub rows: Vec<Vec<Option<String>>>,
+    /// Rows in key order.
+    pub rows: ChunkRows,
     /// Key of each row to its index in `rows`.
     pub keys: HashMap<Vec<String>, usize>,
     /// Key of the last row, the next cursor.
@@ -134,22 +137,38 @@ pub(crate) struct Chunk {
     pub visibility: Visibility,
 }
 
+/// A chunk's rows, as the path that read them left them.
+#[derive(Debug)]
+pub(crate) enum ChunkRows {
+    /// Through the simple protocol: each value as Postgres prints it.
+    Text(Vec<Vec<Option<String>>>),
+    /// Through binary COPY, in the Arrow form of the table's Iceberg schema.
+    Columns(RecordBatch),
+}
+
+impl Chunk {
+    /// How many rows it holds.
+    pub fn len(&self) -> usize {
+        match &self.rows {
+            ChunkRows::Text(rows) => rows.len(),
+            ChunkRows::Columns(rows) => rows.num_rows(),
+        }
+    }
+}
+
 /// Reads the `limit` rows after `after` in primary key order, with the
-/// snapshot they were read in. Values come through the simple protocol, so
-/// they print exactly as in pgoutput tuples.
+/// snapshot they were read in. With `columnar`, through binary COPY into
+/// columns where every column has a binary decoder and every value fits
+/// its Iceberg type; else, and for the chunk whose values do not, through
+/// the simple protocol, so values print exactly as in pgoutput tuples.
 pub(crate) async fn read_chunk(
     client: &Client,
     table: &TableName,
     schema: TableSchema,
     after: Option<&[String]>,
     limit: usize,
+    columnar: bool,
 ) -> Result<Chunk, PgError> {
-    let key_columns: Vec<usize> = schema
-        .primary_key
-        .iter()
-        .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
-        .collect();
-    let select = chunk_select(table, &schema, &key_columns, after, limit)?;
     let ctx = || format!("reading a snapshot chunk of {table}");
     client
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -162,29 +181,25 @@ pub(crate) async fn read_chunk(
             .and_then(|r| r.first().cloned().flatten())
             .ok_or_else(|| PgError::Decode("pg_current_snapshot() returned nothing".into()))
             .and_then(|s| Visibility::parse(&s))?;
-        let rows = simple_rows(client, &select).await?;
-        Ok::<_, PgError>((visibility, rows))
+        let (rows, keys) = read_rows(client, table, &schema, after, limit, columnar).await?;
+        Ok::<_, PgError>((visibility, rows, keys))
     }
     .await;
     // Read-only: ending it either way loses nothing.
     client.batch_execute("COMMIT").await.context(ctx)?;
-    let (visibility, rows) = result.map_err(|e| match e {
+    let (visibility, rows, row_keys) = result.map_err(|e| match e {
         PgError::Query { source, .. } => PgError::Query {
             context: ctx(),
             source,
         },
         other => other,
     })?;
-    let mut keys = HashMap::with_capacity(rows.len());
-    let mut last_key = None;
-    for (i, row) in rows.iter().enumerate() {
-        let key: Vec<String> = key_columns
-            .iter()
-            .map(|&c| row.get(c).cloned().flatten().unwrap_or_default())
-            .collect();
-        keys.insert(key.clone(), i);
-        last_key = Some(key);
-    }
+    let last_key = row_keys.last().cloned();
+    let keys = row_keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
     Ok(Chunk {
         schema,
         rows,
@@ -194,22 +209,87 @@ pub(crate) async fn read_chunk(
     })
 }
 
+/// The chunk's rows and each one's key as Postgres prints it, in key order.
+async fn read_rows(
+    client: &Client,
+    table: &TableName,
+    schema: &TableSchema,
+    after: Option<&[String]>,
+    limit: usize,
+    columnar: bool,
+) -> Result<(ChunkRows, Vec<Vec<String>>), PgError> {
+    let key_columns: Vec<usize> = schema
+        .primary_key
+        .iter()
+        .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
+        .collect();
+    if columnar {
+        match CopyDecoder::new(schema) {
+            Ok(decoder) => {
+                let select = chunk_select(
+                    table,
+                    schema,
+                    &key_columns,
+                    after,
+                    limit,
+                    &decoder.select_list(),
+                )?;
+                let data = copy_out(client, &select).await?;
+                match decoder.decode(&data) {
+                    Ok(d) => return Ok((ChunkRows::Columns(d.rows), d.keys)),
+                    Err(e @ CopyError::Unrepresentable { .. }) => {
+                        tracing::info!(error = %e, "reading this chunk as text");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "reading the table as text"),
+        }
+    }
+    let columns: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let select = chunk_select(table, schema, &key_columns, after, limit, &columns)?;
+    let rows = simple_rows(client, &select).await?;
+    let keys = rows
+        .iter()
+        .map(|row| {
+            key_columns
+                .iter()
+                .map(|&c| row.get(c).cloned().flatten().unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    Ok((ChunkRows::Text(rows), keys))
+}
+
+/// The whole binary COPY of `select`.
+async fn copy_out(client: &Client, select: &str) -> Result<Vec<u8>, PgError> {
+    let sql = format!("COPY ({select}) TO STDOUT (FORMAT binary)");
+    let ctx = || sql.chars().take(200).collect::<String>();
+    let stream = client.copy_out(&sql).await.context(ctx)?;
+    let mut stream = std::pin::pin!(stream);
+    let mut data = Vec::new();
+    while let Some(part) = stream.next().await {
+        data.extend_from_slice(&part.context(ctx)?);
+    }
+    Ok(data)
+}
+
 /// The SELECT of one chunk: the next `limit` rows in primary-key order
 /// after the key `after` (the previous chunk's last), each key value cast
-/// to its column's type.
+/// to its column's type, selecting `columns_sql`.
 fn chunk_select(
     table: &TableName,
     schema: &TableSchema,
     key_columns: &[usize],
     after: Option<&[String]>,
     limit: usize,
+    columns_sql: &[String],
 ) -> Result<String, PgError> {
     let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
-    let columns_sql: Vec<String> = schema
-        .columns
-        .iter()
-        .map(|c| quote_ident(&c.name))
-        .collect();
     let filter = match after {
         None => String::new(),
         Some(values) => {

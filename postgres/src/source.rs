@@ -1,6 +1,9 @@
 //! The source itself: one call, one micro-batch of whole transactions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use arrow_array::BooleanArray;
+use arrow_select::filter::filter_record_batch;
 
 use tokio_postgres::Client;
 use tracing::Instrument as _;
@@ -8,13 +11,14 @@ use tracing::Instrument as _;
 use crate::error::Context as _;
 use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
-use crate::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
+use crate::snapshot::{self, Chunk, ChunkRows, TableProgress, WATERMARK_PREFIX, Watermark};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
 };
 use floe_core::change::{Change, ChangeOp};
 use floe_core::row::{Row, RowWriter};
+use floe_core::source::Reads;
 
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
@@ -30,6 +34,9 @@ pub struct TableChanges {
     /// Its changes, in commit order, decoded here: the writer folds them
     /// as they are.
     pub changes: Vec<Change>,
+    /// Snapshot rows read through binary COPY, after every change: the
+    /// chunk's rows the stream did not replace, at its high watermark.
+    pub reads: Option<Reads>,
 }
 
 impl TableChanges {
@@ -71,9 +78,12 @@ impl PgBatch {
         !self.progressed
     }
 
-    /// Lines across all tables.
+    /// Lines across all tables, snapshot rows read into columns included.
     pub fn line_count(&self) -> usize {
-        self.tables.iter().map(|t| t.changes.len()).sum()
+        self.tables
+            .iter()
+            .map(|t| t.changes.len() + t.reads.as_ref().map_or(0, |r| r.rows.num_rows()))
+            .sum()
     }
 }
 
@@ -121,6 +131,8 @@ pub struct PgSource {
     /// Decoded relation messages and the schema built for each, so a batch
     /// only asks the catalog when a table's shape changed.
     relations: HashMap<u32, (Relation, Option<TableSchema>)>,
+    /// Tables whose snapshot chunks are read into columns.
+    columnar: HashSet<TableName>,
 }
 
 /// A snapshot chunk and the ids of the watermarks around its SELECT.
@@ -164,10 +176,20 @@ impl PgSource {
                 tables: config.table_names(),
                 config,
                 relations: HashMap::new(),
+                columnar: HashSet::new(),
             })
         }
         .instrument(span)
         .await
+    }
+
+    /// Reads the snapshot chunks of `tables` (`schema.table`) through
+    /// binary COPY into columns, handed over as [`TableChanges::reads`]
+    /// with no text between: for a writer that takes them (a keyed table
+    /// without a changelog). Other tables, and a chunk binary COPY cannot
+    /// carry, are read as text into changes.
+    pub fn read_in_columns(&mut self, tables: &[String]) {
+        self.columnar = tables.iter().map(|t| TableName::parse(t)).collect();
     }
 
     /// Connects without checking the setup, for monitoring a slot that may
@@ -179,6 +201,7 @@ impl PgSource {
             tables: config.table_names(),
             config,
             relations: HashMap::new(),
+            columnar: HashSet::new(),
         })
     }
 
@@ -310,7 +333,7 @@ impl PgSource {
             let txns = self.peek_through(&read.high, max).await?;
             let chunk = &read.chunk;
             let mut snapshot = state.snapshot.clone();
-            let progress = match (&chunk.last_key, chunk.rows.len() < self.config.chunk_rows) {
+            let progress = match (&chunk.last_key, chunk.len() < self.config.chunk_rows) {
                 (Some(key), false) => TableProgress::Pending {
                     after: Some(key.clone()),
                     restart: false,
@@ -318,7 +341,8 @@ impl PgSource {
                 _ => TableProgress::Done,
             };
             tracing::info!(
-                rows = chunk.rows.len(),
+                rows = chunk.len(),
+                columns = matches!(chunk.rows, ChunkRows::Columns(_)),
                 done = progress == TableProgress::Done,
                 last_key = chunk
                     .last_key
@@ -462,6 +486,7 @@ impl PgSource {
             schema,
             after,
             self.config.chunk_rows.max(1),
+            self.columnar.contains(table),
         )
         .await?;
         snapshot::emit_watermark(&self.client, &high).await?;
@@ -503,7 +528,7 @@ impl PgSource {
             };
             after_low |= low;
             if high {
-                a.chunk_done(at);
+                a.chunk_done(at)?;
                 continue;
             }
             let in_window = a
@@ -529,7 +554,7 @@ impl PgSource {
         self.fill_unchanged(&mut out, a.toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
-        out.retain(|t| !t.changes.is_empty());
+        out.retain(|t| !t.changes.is_empty() || t.reads.is_some());
         Ok(PgBatch {
             progressed: snapshot_moved || !out.is_empty(),
             tables: out,
@@ -726,7 +751,7 @@ impl Assembly {
     fn new(chunk: Option<ChunkRead>) -> Self {
         Self {
             out: Vec::new(),
-            removed: vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())],
+            removed: vec![false; chunk.as_ref().map_or(0, |c| c.chunk.len())],
             chunk,
             toasted: Vec::new(),
         }
@@ -734,12 +759,32 @@ impl Assembly {
 
     /// The chunk's high watermark: its rows the stream did not replace go
     /// in here, as snapshot reads.
-    fn chunk_done(&mut self, at: At) {
-        if let Some(read) = self.chunk.take() {
-            let rows = snapshot_changes(&read.chunk, &self.removed, at);
-            let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
-            changes.changes.extend(rows);
+    fn chunk_done(&mut self, at: At) -> Result<(), PgError> {
+        let Some(read) = self.chunk.take() else {
+            return Ok(());
+        };
+        let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
+        match &read.chunk.rows {
+            ChunkRows::Text(rows) => changes.changes.extend(snapshot_changes(
+                &read.chunk.schema,
+                rows,
+                &self.removed,
+                at,
+            )),
+            ChunkRows::Columns(rows) => {
+                let kept = BooleanArray::from(self.removed.iter().map(|r| !r).collect::<Vec<_>>());
+                let rows = filter_record_batch(rows, &kept).map_err(|e| {
+                    PgError::Decode(format!("{}: filtering a snapshot chunk: {e}", read.table))
+                })?;
+                if rows.num_rows() > 0 {
+                    changes.reads = Some(Reads {
+                        rows,
+                        position: at.lsn.to_string(),
+                    });
+                }
+            }
         }
+        Ok(())
     }
 
     /// A row change or truncate, as changes of its table (`known`
@@ -873,6 +918,7 @@ fn entry<'a>(
                 table: name,
                 relation: schema(),
                 changes: Vec::new(),
+                reads: None,
             });
             let last = out.len() - 1;
             &mut out[last]
@@ -990,17 +1036,20 @@ fn put(row: &mut RowWriter, text: &mut String, column: &PgColumn, value: Option<
     }
 }
 
-/// The snapshot reads of a chunk's rows still standing at the high watermark.
-fn snapshot_changes(chunk: &Chunk, removed: &[bool], at: At) -> Vec<Change> {
+/// The snapshot reads of a chunk's text rows still standing at the high watermark.
+fn snapshot_changes(
+    schema: &TableSchema,
+    rows: &[Vec<Option<String>>],
+    removed: &[bool],
+    at: At,
+) -> Vec<Change> {
     let mut text = String::new();
-    chunk
-        .rows
-        .iter()
+    rows.iter()
         .zip(removed)
         .filter(|(_, gone)| !**gone)
         .map(|(values, _)| {
             let mut row = RowWriter::with_capacity(values.len() * 16);
-            for (column, value) in chunk.schema.columns.iter().zip(values) {
+            for (column, value) in schema.columns.iter().zip(values) {
                 put(&mut row, &mut text, column, value.as_deref());
             }
             at.change(ChangeOp::Read, row.finish())
