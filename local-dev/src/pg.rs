@@ -83,7 +83,8 @@ pub struct Target {
 pub struct SyncArgs {
     #[command(flatten)]
     target: Target,
-    /// Rows per snapshot chunk [default: 10000].
+    /// Most rows per snapshot chunk; chunks after a table's first also
+    /// stop near 16 MiB [default: 1000000].
     #[arg(long)]
     chunk_rows: Option<usize>,
     /// Most changes per micro-batch [default: 50000].

@@ -14,6 +14,10 @@ use crate::error::Context as _;
 use crate::schema::TableSchema;
 use crate::{PgError, TableName, quote_ident, quote_literal};
 
+/// Bytes a value read as text holds beyond its own, roughly: a `String`
+/// and its allocation, and its member in the change's JSON row.
+const TEXT_VALUE_BYTES: usize = 48;
+
 /// Message prefix of floe's watermarks in the WAL.
 pub(crate) const WATERMARK_PREFIX: &str = "floe.watermark";
 
@@ -135,6 +139,8 @@ pub(crate) struct Chunk {
     pub last_key: Option<Vec<String>>,
     /// What the SELECT saw.
     pub visibility: Visibility,
+    /// Its size as read: binary COPY's bytes, or its text's.
+    pub bytes: usize,
 }
 
 /// A chunk's rows, as the path that read them left them.
@@ -181,13 +187,13 @@ pub(crate) async fn read_chunk(
             .and_then(|r| r.first().cloned().flatten())
             .ok_or_else(|| PgError::Decode("pg_current_snapshot() returned nothing".into()))
             .and_then(|s| Visibility::parse(&s))?;
-        let (rows, keys) = read_rows(client, table, &schema, after, limit, columnar).await?;
-        Ok::<_, PgError>((visibility, rows, keys))
+        let read = read_rows(client, table, &schema, after, limit, columnar).await?;
+        Ok::<_, PgError>((visibility, read))
     }
     .await;
     // Read-only: ending it either way loses nothing.
     client.batch_execute("COMMIT").await.context(ctx)?;
-    let (visibility, rows, row_keys) = result.map_err(|e| match e {
+    let (visibility, (rows, row_keys, bytes)) = result.map_err(|e| match e {
         PgError::Query { source, .. } => PgError::Query {
             context: ctx(),
             source,
@@ -206,10 +212,12 @@ pub(crate) async fn read_chunk(
         keys,
         last_key,
         visibility,
+        bytes,
     })
 }
 
-/// The chunk's rows and each one's key as Postgres prints it, in key order.
+/// The chunk's rows and each one's key as Postgres prints it, in key
+/// order, and their size as read.
 async fn read_rows(
     client: &Client,
     table: &TableName,
@@ -217,7 +225,7 @@ async fn read_rows(
     after: Option<&[String]>,
     limit: usize,
     columnar: bool,
-) -> Result<(ChunkRows, Vec<Vec<String>>), PgError> {
+) -> Result<(ChunkRows, Vec<Vec<String>>, usize), PgError> {
     let key_columns: Vec<usize> = schema
         .primary_key
         .iter()
@@ -236,7 +244,7 @@ async fn read_rows(
                 )?;
                 let data = copy_out(client, &select).await?;
                 match decoder.decode(&data) {
-                    Ok(d) => return Ok((ChunkRows::Columns(d.rows), d.keys)),
+                    Ok(d) => return Ok((ChunkRows::Columns(d.rows), d.keys, data.len())),
                     Err(e @ CopyError::Unrepresentable { .. }) => {
                         tracing::info!(error = %e, "reading this chunk as text");
                     }
@@ -262,7 +270,14 @@ async fn read_rows(
                 .collect()
         })
         .collect();
-    Ok((ChunkRows::Text(rows), keys))
+    // What a text value costs in memory until it is written, not on the
+    // wire: its String, then its JSON in the change's row.
+    let bytes = rows
+        .iter()
+        .flatten()
+        .map(|v| TEXT_VALUE_BYTES + 2 * v.as_ref().map_or(0, String::len))
+        .sum();
+    Ok((ChunkRows::Text(rows), keys, bytes))
 }
 
 /// The whole binary COPY of `select`.

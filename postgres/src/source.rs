@@ -23,6 +23,9 @@ use floe_core::source::Reads;
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
+/// Most rows of a table's first chunk, before its rows' size is known.
+const FIRST_CHUNK_ROWS: usize = 10_000;
+
 /// One table's share of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableChanges {
@@ -133,12 +136,16 @@ pub struct PgSource {
     relations: HashMap<u32, (Relation, Option<TableSchema>)>,
     /// Tables whose snapshot chunks are read into columns.
     columnar: HashSet<TableName>,
+    /// Bytes per row of each table's last snapshot chunk, which sizes the next.
+    row_bytes: HashMap<TableName, usize>,
 }
 
 /// A snapshot chunk and the ids of the watermarks around its SELECT.
 struct ChunkRead {
     table: TableName,
     chunk: Chunk,
+    /// The most rows it could hold: fewer mean the table is copied.
+    limit: usize,
     low: String,
     high: String,
 }
@@ -177,6 +184,7 @@ impl PgSource {
                 config,
                 relations: HashMap::new(),
                 columnar: HashSet::new(),
+                row_bytes: HashMap::new(),
             })
         }
         .instrument(span)
@@ -202,6 +210,7 @@ impl PgSource {
             config,
             relations: HashMap::new(),
             columnar: HashSet::new(),
+            row_bytes: HashMap::new(),
         })
     }
 
@@ -332,8 +341,11 @@ impl PgSource {
                 .await?;
             let txns = self.peek_through(&read.high, max).await?;
             let chunk = &read.chunk;
+            if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
+                self.row_bytes.insert(table.clone(), per_row.max(1));
+            }
             let mut snapshot = state.snapshot.clone();
-            let progress = match (&chunk.last_key, chunk.len() < self.config.chunk_rows) {
+            let progress = match (&chunk.last_key, chunk.len() < read.limit) {
                 (Some(key), false) => TableProgress::Pending {
                     after: Some(key.clone()),
                     restart: false,
@@ -479,13 +491,14 @@ impl PgSource {
             table: table.to_string(),
         };
         let (low, high) = (mark("low"), mark("high"));
+        let limit = self.chunk_limit(table);
         snapshot::emit_watermark(&self.client, &low).await?;
         let chunk = snapshot::read_chunk(
             &self.client,
             table,
             schema,
             after,
-            self.config.chunk_rows.max(1),
+            limit,
             self.columnar.contains(table),
         )
         .await?;
@@ -493,9 +506,20 @@ impl PgSource {
         Ok(ChunkRead {
             table: table.clone(),
             chunk,
+            limit,
             low: low.id,
             high: high.id,
         })
+    }
+
+    /// Rows of `table`'s next chunk: `chunk_rows` at most, and no more than
+    /// fit in `chunk_bytes` at its last chunk's size per row.
+    fn chunk_limit(&self, table: &TableName) -> usize {
+        let most = self.config.chunk_rows.max(1);
+        match self.row_bytes.get(table) {
+            Some(per_row) => most.min((self.config.chunk_bytes / per_row).max(1)),
+            None => most.min(FIRST_CHUNK_ROWS),
+        }
     }
 
     /// Turns decoded transactions into lines, merging a snapshot chunk.
