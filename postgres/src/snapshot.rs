@@ -3,8 +3,9 @@
 //! `postgres` explains why it is safe.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array as _, RecordBatch, StringArray};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
@@ -133,8 +134,8 @@ pub(crate) struct Chunk {
     pub schema: TableSchema,
     /// Rows in key order.
     pub rows: ChunkRows,
-    /// Key of each row to its index in `rows`.
-    pub keys: HashMap<Vec<String>, usize>,
+    /// Each row's key.
+    pub keys: ChunkKeys,
     /// Key of the last row, the next cursor.
     pub last_key: Option<Vec<String>>,
     /// What the SELECT saw.
@@ -150,6 +151,50 @@ pub(crate) enum ChunkRows {
     Text(Vec<Vec<Option<String>>>),
     /// Through binary COPY, in the Arrow form of the table's Iceberg schema.
     Columns(RecordBatch),
+}
+
+/// Each row's primary key as Postgres prints it (the stream's tuples print
+/// keys so), found by value only when a change asks.
+#[derive(Debug)]
+pub(crate) struct ChunkKeys {
+    /// Per key column, each row's text.
+    columns: Vec<StringArray>,
+    /// Key to row, built on the first lookup: a copy beside no writer
+    /// never makes one.
+    index: OnceLock<HashMap<Vec<String>, usize>>,
+}
+
+impl ChunkKeys {
+    fn new(columns: Vec<StringArray>) -> Self {
+        Self {
+            columns,
+            index: OnceLock::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.columns.first().map_or(0, |c| c.len())
+    }
+
+    fn row(&self, i: usize) -> Vec<String> {
+        self.columns
+            .iter()
+            .map(|c| c.value(i).to_string())
+            .collect()
+    }
+
+    /// The last row's key, the next cursor.
+    pub fn last(&self) -> Option<Vec<String>> {
+        self.len().checked_sub(1).map(|i| self.row(i))
+    }
+
+    /// The row whose key is `key`.
+    pub fn find(&self, key: &[String]) -> Option<usize> {
+        let index = self
+            .index
+            .get_or_init(|| (0..self.len()).map(|i| (self.row(i), i)).collect());
+        index.get(key).copied()
+    }
 }
 
 impl Chunk {
@@ -200,12 +245,8 @@ pub(crate) async fn read_chunk(
         },
         other => other,
     })?;
-    let last_key = row_keys.last().cloned();
-    let keys = row_keys
-        .into_iter()
-        .enumerate()
-        .map(|(i, k)| (k, i))
-        .collect();
+    let keys = ChunkKeys::new(row_keys);
+    let last_key = keys.last();
     Ok(Chunk {
         schema,
         rows,
@@ -225,7 +266,7 @@ async fn read_rows(
     after: Option<&[String]>,
     limit: usize,
     columnar: bool,
-) -> Result<(ChunkRows, Vec<Vec<String>>, usize), PgError> {
+) -> Result<(ChunkRows, Vec<StringArray>, usize), PgError> {
     let key_columns: Vec<usize> = schema
         .primary_key
         .iter()
@@ -261,13 +302,13 @@ async fn read_rows(
         .collect();
     let select = chunk_select(table, schema, &key_columns, after, limit, &columns)?;
     let rows = simple_rows(client, &select).await?;
-    let keys = rows
+    let keys = key_columns
         .iter()
-        .map(|row| {
-            key_columns
-                .iter()
-                .map(|&c| row.get(c).cloned().flatten().unwrap_or_default())
-                .collect()
+        .map(|&c| {
+            StringArray::from_iter_values(
+                rows.iter()
+                    .map(|row| row.get(c).and_then(|v| v.as_deref()).unwrap_or_default()),
+            )
         })
         .collect();
     // What a text value costs in memory until it is written, not on the

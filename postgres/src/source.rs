@@ -978,7 +978,7 @@ fn touch(
     if !in_window || read.table != *table {
         return;
     }
-    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.get(&k).copied()) {
+    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.find(&k)) {
         removed[i] = true;
     }
 }
