@@ -22,9 +22,9 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use iceberg::spec::PrimitiveType;
 
-use crate::quote_ident;
 use crate::schema::{TableSchema, iceberg_type};
 use crate::values::oid;
+use crate::{PgError, quote_ident};
 
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
 const PG_EPOCH_US: i64 = 946_684_800_000_000;
@@ -69,6 +69,22 @@ pub enum CopyError {
         /// What was wrong.
         reason: String,
     },
+}
+
+/// What the source reports: a chunk that cannot go through the text path
+/// either (malformed data) fails its batch, naming the column.
+impl From<CopyError> for PgError {
+    fn from(e: CopyError) -> Self {
+        let reason = e.to_string();
+        let (CopyError::Unsupported { table, column, .. }
+        | CopyError::Unrepresentable { table, column, .. }
+        | CopyError::Malformed { table, column, .. }) = e;
+        PgError::Copy {
+            table,
+            column,
+            reason,
+        }
+    }
 }
 
 /// A chunk decoded: its rows in columns, and per primary key column each
@@ -413,13 +429,8 @@ impl CopyDecoder {
             (Kind::Bytea, Builder::Binary(b)) => b.append_value(v),
             (Kind::Date, Builder::Date(b)) => {
                 let days = i32::from_be_bytes(fixed(v).ok_or_else(|| bad("date"))?);
-                let unix = (days != i32::MAX && days != i32::MIN)
-                    .then(|| days.checked_add(PG_EPOCH_DAYS))
-                    .flatten()
-                    .ok_or_else(|| {
-                        unfit(format!("date {days} days from 2000-01-01 (infinity?)"))
-                    })?;
-                b.append_value(unix)
+                let unix = unix_days(days);
+                b.append_value(unix.ok_or_else(|| unfit(format!("date {days} (infinity?)")))?)
             }
             (Kind::Time, Builder::Time(b)) => {
                 let us = i64::from_be_bytes(fixed(v).ok_or_else(|| bad("time"))?);
@@ -430,11 +441,9 @@ impl CopyDecoder {
             }
             (Kind::Timestamp | Kind::Timestamptz, Builder::Timestamp(b)) => {
                 let us = i64::from_be_bytes(fixed(v).ok_or_else(|| bad("timestamp"))?);
-                let unix = (us != i64::MAX && us != i64::MIN)
-                    .then(|| us.checked_add(PG_EPOCH_US))
-                    .flatten()
-                    .ok_or_else(|| unfit("an infinite timestamp".into()))?;
-                b.append_value(unix)
+                b.append_value(
+                    unix_micros(us).ok_or_else(|| unfit("an infinite timestamp".into()))?,
+                )
             }
             _ => return Err(bad("decoder and column disagree")),
         }
@@ -448,6 +457,22 @@ fn malformed(table: &str, column: &str, reason: &str) -> CopyError {
         column: column.to_string(),
         reason: reason.to_string(),
     }
+}
+
+/// Days since the Unix epoch of a binary `date` (days since 2000-01-01);
+/// `None` for ±infinity, which Iceberg has no date for.
+fn unix_days(days: i32) -> Option<i32> {
+    (days != i32::MAX && days != i32::MIN)
+        .then(|| days.checked_add(PG_EPOCH_DAYS))
+        .flatten()
+}
+
+/// Microseconds since the Unix epoch of a binary timestamp (since
+/// 2000-01-01); `None` for ±infinity.
+fn unix_micros(us: i64) -> Option<i64> {
+    (us != i64::MAX && us != i64::MIN)
+        .then(|| us.checked_add(PG_EPOCH_US))
+        .flatten()
 }
 
 /// The value as exactly `N` bytes.

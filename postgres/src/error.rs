@@ -206,8 +206,15 @@ pub enum PgError {
     #[error("pgoutput: {0}")]
     Decode(String),
     /// A snapshot chunk's binary COPY could not be decoded.
-    #[error("postgres: snapshot chunk of {0}")]
-    Copy(#[from] crate::copy_binary::CopyError),
+    #[error("postgres: snapshot chunk of {table}, column {column}: {reason}")]
+    Copy {
+        /// `schema.table`.
+        table: String,
+        /// The column (empty for the stream's framing).
+        column: String,
+        /// What was wrong.
+        reason: String,
+    },
     /// An LSN in the wrong text form.
     #[error("postgres: bad LSN {0:?} (expected X/Y in hex)")]
     BadLsn(String),
@@ -270,7 +277,7 @@ impl Classify for PgError {
             | PgError::SlotAhead { .. } => ErrorKind::Config,
             PgError::Schema { .. } => ErrorKind::Unsupported,
             PgError::Decode(_)
-            | PgError::Copy(_)
+            | PgError::Copy { .. }
             | PgError::BadLsn(_)
             | PgError::BadCursor { .. } => ErrorKind::Input,
         }

@@ -537,9 +537,7 @@ pub async fn sync(
     let mut report = SyncReport::default();
     let tables = table_pairs(config, &opts.namespace);
     prepare(target, source, config, &tables).await?;
-    if opts.snapshot_columns {
-        source.read_in_columns(&columnar(target.config(), &tables));
-    }
+    source.read_in_columns(&columnar(target.config(), &tables, opts.snapshot_columns));
     loop {
         if let Some(stop) = stop_before(opts, &report) {
             report.stop = stop;
@@ -575,17 +573,14 @@ pub async fn sync(
                 follow_relation(target, ident, meta.as_ref(), c).await?;
             }
             // The writer takes the changes; the batch keeps its positions.
-            let (changes, reads) = match changes {
-                Some(c) => (Some(std::mem::take(&mut c.changes)), c.reads.take()),
-                None => (None, None),
-            };
+            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
             let part = TablePart {
                 pg,
                 ident,
                 mark: marks.mark,
                 held: snapshot.tables.get(pg),
             };
-            parts.add(&part, &batch, (changes, reads), &mut report);
+            parts.add(&part, &batch, taken, &mut report);
         }
         let ingested = target.write(parts.batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
@@ -671,10 +666,12 @@ async fn follow_relation(
 /// The tables whose snapshot chunks the writer can take in columns: a
 /// keyed table (every Postgres table is one) folds them after the changes,
 /// but a changelog wants each change's row and a table ordered by
-/// `order_changes_by` each change's own place, which read rows lack.
-fn columnar(config: &Config, tables: &[(String, TableIdent)]) -> Vec<String> {
+/// `order_changes_by` each change's own place, which read rows lack. None
+/// when `on` is false.
+fn columnar(config: &Config, tables: &[(String, TableIdent)], on: bool) -> Vec<String> {
     tables
         .iter()
+        .filter(|_| on)
         .filter(|(_, ident)| {
             let settings = config.table(&display(ident));
             settings.changelog == floe_core::config::Changelog::Off
@@ -752,12 +749,14 @@ impl<'b> Parts<'b> {
         &mut self,
         part: &TablePart<'_>,
         batch: &PgBatch,
-        (changes, reads): (Option<Vec<Change>>, Option<Reads>),
+        taken: Option<(Vec<Change>, Option<Reads>)>,
         report: &mut SyncReport,
     ) {
         if part.mark.is_some_and(|m| m >= batch.last_lsn) {
             return;
         }
+        let (changes, reads) = taken.unzip();
+        let reads = reads.flatten();
         // Read at the high watermark, the batch's last position, which
         // the table does not hold yet (else the whole part is skipped above).
         if let Some(r) = &reads {
