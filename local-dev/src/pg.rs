@@ -83,7 +83,8 @@ pub struct Target {
 pub struct SyncArgs {
     #[command(flatten)]
     target: Target,
-    /// Rows per snapshot chunk [default: 10000].
+    /// Most rows per snapshot chunk; chunks after a table's first also
+    /// stop near 16 MiB [default: 1000000].
     #[arg(long)]
     chunk_rows: Option<usize>,
     /// Most changes per micro-batch [default: 50000].
@@ -103,6 +104,10 @@ pub struct SyncArgs {
     /// milliseconds unless a read fills `--max-changes` (default 15000).
     #[arg(long)]
     commit_interval_ms: Option<u64>,
+    /// Read the initial snapshot as text through the simple protocol, the
+    /// path changes take, instead of binary COPY into columns.
+    #[arg(long)]
+    snapshot_text: bool,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
@@ -313,6 +318,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
     }
     let mut opts = SyncOptions::new(args.target.namespace(config)?);
     opts.max_batches = args.max_batches;
+    opts.snapshot_columns = !args.snapshot_text;
     opts.follow = args.follow_ms.map(Duration::from_millis);
     if let Some(ms) = args.commit_interval_ms {
         opts.commit_interval = Duration::from_millis(ms);
@@ -341,7 +347,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
             "{}",
             serde_json::json!({
                 "batches": r.batches, "lines": r.lines, "skipped": r.skipped,
-                "snapshot_rows": r.snapshot_rows,
+                "snapshot_rows": r.snapshot_rows, "columnar_rows": r.columnar_rows,
                 "confirmed_lsn": lsn, "snapshot_done": r.snapshot_done,
                 "stop": r.stop,
                 "records_committed": r.ingest.records_committed,

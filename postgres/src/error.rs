@@ -205,6 +205,16 @@ pub enum PgError {
     /// A pgoutput message was cut short or malformed.
     #[error("pgoutput: {0}")]
     Decode(String),
+    /// A snapshot chunk's binary COPY could not be decoded.
+    #[error("postgres: snapshot chunk of {table}, column {column}: {reason}")]
+    Copy {
+        /// `schema.table`.
+        table: String,
+        /// The column (empty for the stream's framing).
+        column: String,
+        /// What was wrong.
+        reason: String,
+    },
     /// An LSN in the wrong text form.
     #[error("postgres: bad LSN {0:?} (expected X/Y in hex)")]
     BadLsn(String),
@@ -266,7 +276,10 @@ impl Classify for PgError {
             | PgError::NoPrimaryKey { .. }
             | PgError::SlotAhead { .. } => ErrorKind::Config,
             PgError::Schema { .. } => ErrorKind::Unsupported,
-            PgError::Decode(_) | PgError::BadLsn(_) | PgError::BadCursor { .. } => ErrorKind::Input,
+            PgError::Decode(_)
+            | PgError::Copy { .. }
+            | PgError::BadLsn(_)
+            | PgError::BadCursor { .. } => ErrorKind::Input,
         }
     }
 }

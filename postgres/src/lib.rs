@@ -65,6 +65,7 @@
 //! row deleted since is dropped, since its delete follows.
 
 pub mod conn;
+mod copy_binary;
 mod error;
 pub mod lsn;
 pub mod pgoutput;
@@ -81,6 +82,7 @@ pub mod values;
 use std::fmt;
 
 pub use conn::{ConnSettings, SecretLogin, SslMode};
+pub use copy_binary::CopyError;
 pub use error::PgError;
 pub use lsn::{format_lsn, parse_lsn};
 pub use preflight::setup;
@@ -104,14 +106,20 @@ pub struct PgConfig {
     pub publication: String,
     /// Tables to capture, as `schema.table` (a bare name means `public`).
     pub tables: Vec<String>,
-    /// Rows per initial-snapshot chunk.
+    /// Rows per initial-snapshot chunk, at most.
     pub chunk_rows: usize,
+    /// Bytes per initial-snapshot chunk, roughly: after a table's first
+    /// chunk (at most 10,000 rows), a chunk holds no more rows than fit in
+    /// this many bytes at the previous chunk's bytes per row, so memory
+    /// stays bounded whatever `chunk_rows` and the rows' width.
+    pub chunk_bytes: usize,
     /// Stream rows per batch, roughly: whole transactions are never split.
     pub max_changes: usize,
 }
 
 impl PgConfig {
-    /// A config with the default chunk (10,000 rows) and batch (50,000 changes) sizes.
+    /// A config with the default chunk (up to 1,000,000 rows, about 16 MiB
+    /// after the first 10,000) and batch (50,000 changes) sizes.
     pub fn new(
         conninfo: impl Into<String>,
         slot: impl Into<String>,
@@ -124,7 +132,8 @@ impl PgConfig {
             slot: slot.into(),
             publication: publication.into(),
             tables,
-            chunk_rows: 10_000,
+            chunk_rows: 1_000_000,
+            chunk_bytes: 16 << 20,
             max_changes: 50_000,
         }
     }

@@ -52,9 +52,10 @@ impl PgColumn {
 impl PgColumn {
     /// Appends the JSON form of one of this column's values (its Postgres
     /// text output) to `out`, as the column's Iceberg type takes it: a
-    /// numeric that maps to a string column goes as a string, digit for digit.
+    /// value of a string column (a numeric without a declared precision,
+    /// an oid) goes as a string, digit for digit.
     pub fn push_json(&self, out: &mut String, text: &str) {
-        if self.type_oid == oid::NUMERIC && iceberg_type(self) == PrimitiveType::String {
+        if iceberg_type(self) == PrimitiveType::String {
             crate::values::push_str(out, text);
         } else {
             crate::values::push_json(out, self.type_oid, text);
@@ -111,7 +112,8 @@ impl TableSchema {
     }
 }
 
-fn iceberg_type(column: &PgColumn) -> PrimitiveType {
+/// The Iceberg type `column`'s values are written as (see [`TableSchema::iceberg_schema`]).
+pub(crate) fn iceberg_type(column: &PgColumn) -> PrimitiveType {
     match column.type_oid {
         oid::INT2 | oid::INT4 => PrimitiveType::Int,
         oid::INT8 => PrimitiveType::Long,

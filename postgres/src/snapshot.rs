@@ -3,13 +3,21 @@
 //! `postgres` explains why it is safe.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
+use arrow_array::{Array as _, RecordBatch, StringArray};
+use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
+use crate::copy_binary::{CopyDecoder, CopyError};
 use crate::error::Context as _;
 use crate::schema::TableSchema;
 use crate::{PgError, TableName, quote_ident, quote_literal};
+
+/// Bytes a value read as text holds beyond its own, roughly: a `String`
+/// and its allocation, and its member in the change's JSON row.
+const TEXT_VALUE_BYTES: usize = 48;
 
 /// Message prefix of floe's watermarks in the WAL.
 pub(crate) const WATERMARK_PREFIX: &str = "floe.watermark";
@@ -124,32 +132,94 @@ impl Visibility {
 pub(crate) struct Chunk {
     /// The columns the rows hold.
     pub schema: TableSchema,
-    /// Rows in key order; each value as Postgres prints it.
-    pub rows: Vec<Vec<Option<String>>>,
-    /// Key of each row to its index in `rows`.
-    pub keys: HashMap<Vec<String>, usize>,
+    /// Rows in key order.
+    pub rows: ChunkRows,
+    /// Each row's key.
+    pub keys: ChunkKeys,
     /// Key of the last row, the next cursor.
     pub last_key: Option<Vec<String>>,
     /// What the SELECT saw.
     pub visibility: Visibility,
+    /// Its size as read: binary COPY's bytes, or its text's.
+    pub bytes: usize,
+}
+
+/// A chunk's rows, as the path that read them left them.
+#[derive(Debug)]
+pub(crate) enum ChunkRows {
+    /// Through the simple protocol: each value as Postgres prints it.
+    Text(Vec<Vec<Option<String>>>),
+    /// Through binary COPY, in the Arrow form of the table's Iceberg schema.
+    Columns(RecordBatch),
+}
+
+/// Each row's primary key as Postgres prints it (the stream's tuples print
+/// keys so), found by value only when a change asks.
+#[derive(Debug)]
+pub(crate) struct ChunkKeys {
+    /// Per key column, each row's text.
+    columns: Vec<StringArray>,
+    /// Key to row, built on the first lookup: a copy beside no writer
+    /// never makes one.
+    index: OnceLock<HashMap<Vec<String>, usize>>,
+}
+
+impl ChunkKeys {
+    fn new(columns: Vec<StringArray>) -> Self {
+        Self {
+            columns,
+            index: OnceLock::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.columns.first().map_or(0, |c| c.len())
+    }
+
+    fn row(&self, i: usize) -> Vec<String> {
+        self.columns
+            .iter()
+            .map(|c| c.value(i).to_string())
+            .collect()
+    }
+
+    /// The last row's key, the next cursor.
+    pub fn last(&self) -> Option<Vec<String>> {
+        self.len().checked_sub(1).map(|i| self.row(i))
+    }
+
+    /// The row whose key is `key`.
+    pub fn find(&self, key: &[String]) -> Option<usize> {
+        let index = self
+            .index
+            .get_or_init(|| (0..self.len()).map(|i| (self.row(i), i)).collect());
+        index.get(key).copied()
+    }
+}
+
+impl Chunk {
+    /// How many rows it holds.
+    pub fn len(&self) -> usize {
+        match &self.rows {
+            ChunkRows::Text(rows) => rows.len(),
+            ChunkRows::Columns(rows) => rows.num_rows(),
+        }
+    }
 }
 
 /// Reads the `limit` rows after `after` in primary key order, with the
-/// snapshot they were read in. Values come through the simple protocol, so
-/// they print exactly as in pgoutput tuples.
+/// snapshot they were read in. With `columnar`, through binary COPY into
+/// columns where every column has a binary decoder and every value fits
+/// its Iceberg type; else, and for the chunk whose values do not, through
+/// the simple protocol, so values print exactly as in pgoutput tuples.
 pub(crate) async fn read_chunk(
     client: &Client,
     table: &TableName,
     schema: TableSchema,
     after: Option<&[String]>,
     limit: usize,
+    columnar: bool,
 ) -> Result<Chunk, PgError> {
-    let key_columns: Vec<usize> = schema
-        .primary_key
-        .iter()
-        .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
-        .collect();
-    let select = chunk_select(table, &schema, &key_columns, after, limit)?;
     let ctx = || format!("reading a snapshot chunk of {table}");
     client
         .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -162,54 +232,120 @@ pub(crate) async fn read_chunk(
             .and_then(|r| r.first().cloned().flatten())
             .ok_or_else(|| PgError::Decode("pg_current_snapshot() returned nothing".into()))
             .and_then(|s| Visibility::parse(&s))?;
-        let rows = simple_rows(client, &select).await?;
-        Ok::<_, PgError>((visibility, rows))
+        let read = read_rows(client, table, &schema, after, limit, columnar).await?;
+        Ok::<_, PgError>((visibility, read))
     }
     .await;
     // Read-only: ending it either way loses nothing.
     client.batch_execute("COMMIT").await.context(ctx)?;
-    let (visibility, rows) = result.map_err(|e| match e {
+    let (visibility, (rows, row_keys, bytes)) = result.map_err(|e| match e {
         PgError::Query { source, .. } => PgError::Query {
             context: ctx(),
             source,
         },
         other => other,
     })?;
-    let mut keys = HashMap::with_capacity(rows.len());
-    let mut last_key = None;
-    for (i, row) in rows.iter().enumerate() {
-        let key: Vec<String> = key_columns
-            .iter()
-            .map(|&c| row.get(c).cloned().flatten().unwrap_or_default())
-            .collect();
-        keys.insert(key.clone(), i);
-        last_key = Some(key);
-    }
+    let keys = ChunkKeys::new(row_keys);
+    let last_key = keys.last();
     Ok(Chunk {
         schema,
         rows,
         keys,
         last_key,
         visibility,
+        bytes,
     })
+}
+
+/// The chunk's rows and each one's key as Postgres prints it, in key
+/// order, and their size as read.
+async fn read_rows(
+    client: &Client,
+    table: &TableName,
+    schema: &TableSchema,
+    after: Option<&[String]>,
+    limit: usize,
+    columnar: bool,
+) -> Result<(ChunkRows, Vec<StringArray>, usize), PgError> {
+    let key_columns: Vec<usize> = schema
+        .primary_key
+        .iter()
+        .filter_map(|k| schema.columns.iter().position(|c| &c.name == k))
+        .collect();
+    if columnar {
+        match CopyDecoder::new(schema) {
+            Ok(decoder) => {
+                let select = chunk_select(
+                    table,
+                    schema,
+                    &key_columns,
+                    after,
+                    limit,
+                    &decoder.select_list(),
+                )?;
+                let data = copy_out(client, &select).await?;
+                match decoder.decode(&data) {
+                    Ok(d) => return Ok((ChunkRows::Columns(d.rows), d.keys, data.len())),
+                    Err(e @ CopyError::Unrepresentable { .. }) => {
+                        tracing::info!(error = %e, "reading this chunk as text");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "reading the table as text"),
+        }
+    }
+    let columns: Vec<String> = schema
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let select = chunk_select(table, schema, &key_columns, after, limit, &columns)?;
+    let rows = simple_rows(client, &select).await?;
+    let keys = key_columns
+        .iter()
+        .map(|&c| {
+            StringArray::from_iter_values(
+                rows.iter()
+                    .map(|row| row.get(c).and_then(|v| v.as_deref()).unwrap_or_default()),
+            )
+        })
+        .collect();
+    // What a text value costs in memory until it is written, not on the
+    // wire: its String, then its JSON in the change's row.
+    let bytes = rows
+        .iter()
+        .flatten()
+        .map(|v| TEXT_VALUE_BYTES + 2 * v.as_ref().map_or(0, String::len))
+        .sum();
+    Ok((ChunkRows::Text(rows), keys, bytes))
+}
+
+/// The whole binary COPY of `select`.
+async fn copy_out(client: &Client, select: &str) -> Result<Vec<u8>, PgError> {
+    let sql = format!("COPY ({select}) TO STDOUT (FORMAT binary)");
+    let ctx = || sql.chars().take(200).collect::<String>();
+    let stream = client.copy_out(&sql).await.context(ctx)?;
+    let mut stream = std::pin::pin!(stream);
+    let mut data = Vec::new();
+    while let Some(part) = stream.next().await {
+        data.extend_from_slice(&part.context(ctx)?);
+    }
+    Ok(data)
 }
 
 /// The SELECT of one chunk: the next `limit` rows in primary-key order
 /// after the key `after` (the previous chunk's last), each key value cast
-/// to its column's type.
+/// to its column's type, selecting `columns_sql`.
 fn chunk_select(
     table: &TableName,
     schema: &TableSchema,
     key_columns: &[usize],
     after: Option<&[String]>,
     limit: usize,
+    columns_sql: &[String],
 ) -> Result<String, PgError> {
     let keys_sql: Vec<String> = schema.primary_key.iter().map(|k| quote_ident(k)).collect();
-    let columns_sql: Vec<String> = schema
-        .columns
-        .iter()
-        .map(|c| quote_ident(&c.name))
-        .collect();
     let filter = match after {
         None => String::new(),
         Some(values) => {

@@ -1,6 +1,9 @@
 //! The source itself: one call, one micro-batch of whole transactions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use arrow_array::BooleanArray;
+use arrow_select::filter::filter_record_batch;
 
 use tokio_postgres::Client;
 use tracing::Instrument as _;
@@ -8,16 +11,20 @@ use tracing::Instrument as _;
 use crate::error::Context as _;
 use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
-use crate::snapshot::{self, Chunk, TableProgress, WATERMARK_PREFIX, Watermark};
+use crate::snapshot::{self, Chunk, ChunkRows, TableProgress, WATERMARK_PREFIX, Watermark};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident,
 };
 use floe_core::change::{Change, ChangeOp};
 use floe_core::row::{Row, RowWriter};
+use floe_core::source::Reads;
 
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+/// Most rows of a table's first chunk, before its rows' size is known.
+const FIRST_CHUNK_ROWS: usize = 10_000;
 
 /// One table's share of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +37,9 @@ pub struct TableChanges {
     /// Its changes, in commit order, decoded here: the writer folds them
     /// as they are.
     pub changes: Vec<Change>,
+    /// Snapshot rows read through binary COPY, after every change: the
+    /// chunk's rows the stream did not replace, at its high watermark.
+    pub reads: Option<Reads>,
 }
 
 impl TableChanges {
@@ -71,9 +81,12 @@ impl PgBatch {
         !self.progressed
     }
 
-    /// Lines across all tables.
+    /// Lines across all tables, snapshot rows read into columns included.
     pub fn line_count(&self) -> usize {
-        self.tables.iter().map(|t| t.changes.len()).sum()
+        self.tables
+            .iter()
+            .map(|t| t.changes.len() + t.reads.as_ref().map_or(0, |r| r.rows.num_rows()))
+            .sum()
     }
 }
 
@@ -121,12 +134,18 @@ pub struct PgSource {
     /// Decoded relation messages and the schema built for each, so a batch
     /// only asks the catalog when a table's shape changed.
     relations: HashMap<u32, (Relation, Option<TableSchema>)>,
+    /// Tables whose snapshot chunks are read into columns.
+    columnar: HashSet<TableName>,
+    /// Bytes per row of each table's last snapshot chunk, which sizes the next.
+    row_bytes: HashMap<TableName, usize>,
 }
 
 /// A snapshot chunk and the ids of the watermarks around its SELECT.
 struct ChunkRead {
     table: TableName,
     chunk: Chunk,
+    /// The most rows it could hold: fewer mean the table is copied.
+    limit: usize,
     low: String,
     high: String,
 }
@@ -164,10 +183,21 @@ impl PgSource {
                 tables: config.table_names(),
                 config,
                 relations: HashMap::new(),
+                columnar: HashSet::new(),
+                row_bytes: HashMap::new(),
             })
         }
         .instrument(span)
         .await
+    }
+
+    /// Reads the snapshot chunks of `tables` (`schema.table`) through
+    /// binary COPY into columns, handed over as [`TableChanges::reads`]
+    /// with no text between: for a writer that takes them (a keyed table
+    /// without a changelog). Other tables, and a chunk binary COPY cannot
+    /// carry, are read as text into changes.
+    pub fn read_in_columns(&mut self, tables: &[String]) {
+        self.columnar = tables.iter().map(|t| TableName::parse(t)).collect();
     }
 
     /// Connects without checking the setup, for monitoring a slot that may
@@ -179,6 +209,8 @@ impl PgSource {
             tables: config.table_names(),
             config,
             relations: HashMap::new(),
+            columnar: HashSet::new(),
+            row_bytes: HashMap::new(),
         })
     }
 
@@ -309,8 +341,11 @@ impl PgSource {
                 .await?;
             let txns = self.peek_through(&read.high, max).await?;
             let chunk = &read.chunk;
+            if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
+                self.row_bytes.insert(table.clone(), per_row.max(1));
+            }
             let mut snapshot = state.snapshot.clone();
-            let progress = match (&chunk.last_key, chunk.rows.len() < self.config.chunk_rows) {
+            let progress = match (&chunk.last_key, chunk.len() < read.limit) {
                 (Some(key), false) => TableProgress::Pending {
                     after: Some(key.clone()),
                     restart: false,
@@ -318,7 +353,8 @@ impl PgSource {
                 _ => TableProgress::Done,
             };
             tracing::info!(
-                rows = chunk.rows.len(),
+                rows = chunk.len(),
+                columns = matches!(chunk.rows, ChunkRows::Columns(_)),
                 done = progress == TableProgress::Done,
                 last_key = chunk
                     .last_key
@@ -455,22 +491,35 @@ impl PgSource {
             table: table.to_string(),
         };
         let (low, high) = (mark("low"), mark("high"));
+        let limit = self.chunk_limit(table);
         snapshot::emit_watermark(&self.client, &low).await?;
         let chunk = snapshot::read_chunk(
             &self.client,
             table,
             schema,
             after,
-            self.config.chunk_rows.max(1),
+            limit,
+            self.columnar.contains(table),
         )
         .await?;
         snapshot::emit_watermark(&self.client, &high).await?;
         Ok(ChunkRead {
             table: table.clone(),
             chunk,
+            limit,
             low: low.id,
             high: high.id,
         })
+    }
+
+    /// Rows of `table`'s next chunk: `chunk_rows` at most, and no more than
+    /// fit in `chunk_bytes` at its last chunk's size per row.
+    fn chunk_limit(&self, table: &TableName) -> usize {
+        let most = self.config.chunk_rows.max(1);
+        match self.row_bytes.get(table) {
+            Some(per_row) => most.min((self.config.chunk_bytes / per_row).max(1)),
+            None => most.min(FIRST_CHUNK_ROWS),
+        }
     }
 
     /// Turns decoded transactions into lines, merging a snapshot chunk.
@@ -503,7 +552,7 @@ impl PgSource {
             };
             after_low |= low;
             if high {
-                a.chunk_done(at);
+                a.chunk_done(at)?;
                 continue;
             }
             let in_window = a
@@ -529,7 +578,7 @@ impl PgSource {
         self.fill_unchanged(&mut out, a.toasted).await?;
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
-        out.retain(|t| !t.changes.is_empty());
+        out.retain(|t| !t.changes.is_empty() || t.reads.is_some());
         Ok(PgBatch {
             progressed: snapshot_moved || !out.is_empty(),
             tables: out,
@@ -726,7 +775,7 @@ impl Assembly {
     fn new(chunk: Option<ChunkRead>) -> Self {
         Self {
             out: Vec::new(),
-            removed: vec![false; chunk.as_ref().map_or(0, |c| c.chunk.rows.len())],
+            removed: vec![false; chunk.as_ref().map_or(0, |c| c.chunk.len())],
             chunk,
             toasted: Vec::new(),
         }
@@ -734,12 +783,32 @@ impl Assembly {
 
     /// The chunk's high watermark: its rows the stream did not replace go
     /// in here, as snapshot reads.
-    fn chunk_done(&mut self, at: At) {
-        if let Some(read) = self.chunk.take() {
-            let rows = snapshot_changes(&read.chunk, &self.removed, at);
-            let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
-            changes.changes.extend(rows);
+    fn chunk_done(&mut self, at: At) -> Result<(), PgError> {
+        let Some(read) = self.chunk.take() else {
+            return Ok(());
+        };
+        let changes = entry(&mut self.out, &read.table, || read.chunk.schema.clone());
+        match &read.chunk.rows {
+            ChunkRows::Text(rows) => changes.changes.extend(snapshot_changes(
+                &read.chunk.schema,
+                rows,
+                &self.removed,
+                at,
+            )),
+            ChunkRows::Columns(rows) => {
+                let kept = BooleanArray::from(self.removed.iter().map(|r| !r).collect::<Vec<_>>());
+                let rows = filter_record_batch(rows, &kept).map_err(|e| {
+                    PgError::Decode(format!("{}: filtering a snapshot chunk: {e}", read.table))
+                })?;
+                if rows.num_rows() > 0 {
+                    changes.reads = Some(Reads {
+                        rows,
+                        position: at.lsn.to_string(),
+                    });
+                }
+            }
         }
+        Ok(())
     }
 
     /// A row change or truncate, as changes of its table (`known`
@@ -873,6 +942,7 @@ fn entry<'a>(
                 table: name,
                 relation: schema(),
                 changes: Vec::new(),
+                reads: None,
             });
             let last = out.len() - 1;
             &mut out[last]
@@ -908,7 +978,7 @@ fn touch(
     if !in_window || read.table != *table {
         return;
     }
-    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.get(&k).copied()) {
+    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.find(&k)) {
         removed[i] = true;
     }
 }
@@ -990,17 +1060,20 @@ fn put(row: &mut RowWriter, text: &mut String, column: &PgColumn, value: Option<
     }
 }
 
-/// The snapshot reads of a chunk's rows still standing at the high watermark.
-fn snapshot_changes(chunk: &Chunk, removed: &[bool], at: At) -> Vec<Change> {
+/// The snapshot reads of a chunk's text rows still standing at the high watermark.
+fn snapshot_changes(
+    schema: &TableSchema,
+    rows: &[Vec<Option<String>>],
+    removed: &[bool],
+    at: At,
+) -> Vec<Change> {
     let mut text = String::new();
-    chunk
-        .rows
-        .iter()
+    rows.iter()
         .zip(removed)
         .filter(|(_, gone)| !**gone)
         .map(|(values, _)| {
             let mut row = RowWriter::with_capacity(values.len() * 16);
-            for (column, value) in chunk.schema.columns.iter().zip(values) {
+            for (column, value) in schema.columns.iter().zip(values) {
                 put(&mut row, &mut text, column, value.as_deref());
             }
             at.change(ChangeOp::Read, row.finish())

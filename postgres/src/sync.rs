@@ -29,7 +29,7 @@ use floe_core::pipeline::{PipelineError, Writer, WriterParts};
 use floe_core::queue::{MemoryQueue, QueueError};
 use floe_core::source::SourceKind;
 use floe_core::source::{Position, Positions, SourceSpan, batch_id, sub_batch_id};
-use floe_core::source::{Records, Source, SourceBatch};
+use floe_core::source::{Reads, Records, Source, SourceBatch};
 use floe_core::tabledef;
 use iceberg::spec::{NestedField, Schema, TableMetadata, Type};
 use iceberg::{NamespaceIdent, TableIdent};
@@ -148,6 +148,10 @@ pub struct SyncOptions {
     pub deadline: Option<Instant>,
     /// The embedded pipeline's settings.
     pub ingest: IngestOptions,
+    /// Read snapshot chunks through binary COPY into columns where the
+    /// table takes them (the default); off, as text into changes, the
+    /// path stream changes take.
+    pub snapshot_columns: bool,
 }
 
 impl SyncOptions {
@@ -163,6 +167,7 @@ impl SyncOptions {
                 commit_window: Duration::from_millis(50),
                 ..IngestOptions::default()
             },
+            snapshot_columns: true,
         }
     }
 }
@@ -194,6 +199,8 @@ pub struct SyncReport {
     pub lines: usize,
     /// Of those, initial-snapshot rows.
     pub snapshot_rows: usize,
+    /// Of those, rows read through binary COPY into columns.
+    pub columnar_rows: usize,
     /// Change lines skipped because their table already held them.
     pub skipped: usize,
     /// Where the slot stands now.
@@ -530,6 +537,7 @@ pub async fn sync(
     let mut report = SyncReport::default();
     let tables = table_pairs(config, &opts.namespace);
     prepare(target, source, config, &tables).await?;
+    source.read_in_columns(&columnar(target.config(), &tables, opts.snapshot_columns));
     loop {
         if let Some(stop) = stop_before(opts, &report) {
             report.stop = stop;
@@ -565,14 +573,14 @@ pub async fn sync(
                 follow_relation(target, ident, meta.as_ref(), c).await?;
             }
             // The writer takes the changes; the batch keeps its positions.
-            let changes = changes.map(|c| std::mem::take(&mut c.changes));
+            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
             let part = TablePart {
                 pg,
                 ident,
                 mark: marks.mark,
                 held: snapshot.tables.get(pg),
             };
-            parts.add(&part, &batch, changes, &mut report);
+            parts.add(&part, &batch, taken, &mut report);
         }
         let ingested = target.write(parts.batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
@@ -655,6 +663,24 @@ async fn follow_relation(
     Ok(())
 }
 
+/// The tables whose snapshot chunks the writer can take in columns: a
+/// keyed table (every Postgres table is one) folds them after the changes,
+/// but a changelog wants each change's row and a table ordered by
+/// `order_changes_by` each change's own place, which read rows lack. None
+/// when `on` is false.
+fn columnar(config: &Config, tables: &[(String, TableIdent)], on: bool) -> Vec<String> {
+    tables
+        .iter()
+        .filter(|_| on)
+        .filter(|(_, ident)| {
+            let settings = config.table(&display(ident));
+            settings.changelog == floe_core::config::Changelog::Off
+                && settings.order_changes_by.is_none()
+        })
+        .map(|(pg, _)| pg.clone())
+        .collect()
+}
+
 /// Why the run stops before reading another batch, if it does: the batch
 /// limit, or a deadline too close for a batch as long as the longest so far.
 fn stop_before(opts: &SyncOptions, report: &SyncReport) -> Option<Stop> {
@@ -723,11 +749,21 @@ impl<'b> Parts<'b> {
         &mut self,
         part: &TablePart<'_>,
         batch: &PgBatch,
-        changes: Option<Vec<Change>>,
+        taken: Option<(Vec<Change>, Option<Reads>)>,
         report: &mut SyncReport,
     ) {
         if part.mark.is_some_and(|m| m >= batch.last_lsn) {
             return;
+        }
+        let (changes, reads) = taken.unzip();
+        let reads = reads.flatten();
+        // Read at the high watermark, the batch's last position, which
+        // the table does not hold yet (else the whole part is skipped above).
+        if let Some(r) = &reads {
+            report.lines += r.rows.num_rows();
+            report.snapshot_rows += r.rows.num_rows();
+            report.columnar_rows += r.rows.num_rows();
+            self.chunked = true;
         }
         let mut items = Vec::new();
         for change in changes.unwrap_or_default() {
@@ -753,7 +789,7 @@ impl<'b> Parts<'b> {
             state.insert(SNAPSHOT_STATE.to_string(), text);
             self.chunked = true;
         }
-        if items.is_empty() && state.is_empty() {
+        if items.is_empty() && state.is_empty() && reads.is_none() {
             return;
         }
         if let Some(ms) = batch.last_commit_ms {
@@ -774,7 +810,10 @@ impl<'b> Parts<'b> {
             SourceBatch::new(
                 Source::new(SourceKind::Postgres, self.slot),
                 spans,
-                Records::Changes(items),
+                match reads {
+                    Some(reads) => Records::ChangesThenReads(items, reads),
+                    None => Records::Changes(items),
+                },
             )
             .with_id(sub_batch_id(self.id, &display(part.ident)))
             .to_table(Some(part.ident.clone()))

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use bytes::Bytes;
 use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,23 @@ pub enum Records {
     /// record's text is its row; a dead letter shows the change's flat
     /// `_op` form ([`crate::change::flat_line`]).
     Changes(Vec<Change>),
+    /// Changes a source decoded itself, as [`Records::Changes`], then rows
+    /// it read into columns itself (a Postgres snapshot chunk), which a
+    /// keyed table applies after them with no text between source and file.
+    ChangesThenReads(Vec<Change>, Reads),
+}
+
+/// Rows a source read into Arrow columns itself: each the state of its key
+/// as read at `position`, newer than every change of the batch before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reads {
+    /// The rows, their columns named and typed as the table's (by
+    /// `iceberg::arrow::schema_to_arrow_schema`); a column of the table they
+    /// lack is null, a column they have must be the table's.
+    pub rows: RecordBatch,
+    /// Where in the source they were read (for Postgres an LSN), every row's
+    /// position: the files' footers and the key file name it as a change's.
+    pub position: String,
 }
 
 /// Where a record sits in its source, for dead letters.
@@ -116,9 +134,17 @@ impl Records {
             Records::Replayed(r) => {
                 Box::new(r.records().iter().map(|(p, r)| (Pos::Item(p), &r[..])))
             }
-            Records::Changes(changes) => {
+            Records::Changes(changes) | Records::ChangesThenReads(changes, _) => {
                 Box::new(changes.iter().map(|c| (Pos::Change(c), c.row.as_bytes())))
             }
+        }
+    }
+
+    /// The rows read into columns that follow the changes, when there are.
+    pub fn reads(&self) -> Option<&Reads> {
+        match self {
+            Records::ChangesThenReads(_, reads) => Some(reads),
+            _ => None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! Each test has its own database, slot and publication, so they run in parallel.
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
 
+mod binary_copy;
 mod pitfalls;
 mod slots;
 mod tls;

@@ -18,7 +18,7 @@ use super::{client, config, fresh_db};
 
 /// A fresh database `name` with `ddl` run and its publication and slot set
 /// up for `tables`; `None` when Postgres tests are skipped.
-async fn prepared(name: &str, ddl: &str, tables: &[&str]) -> Option<(String, PgConfig)> {
+pub(super) async fn prepared(name: &str, ddl: &str, tables: &[&str]) -> Option<(String, PgConfig)> {
     let conninfo = fresh_db(name).await?;
     client(&conninfo).await.batch_execute(ddl).await.unwrap();
     let mut cfg = config(&conninfo, name, tables);
@@ -27,7 +27,7 @@ async fn prepared(name: &str, ddl: &str, tables: &[&str]) -> Option<(String, PgC
     Some((conninfo, cfg))
 }
 
-fn options() -> SyncOptions {
+pub(super) fn options() -> SyncOptions {
     SyncOptions::new(NamespaceIdent::new("raw".into()))
 }
 
@@ -37,16 +37,16 @@ async fn run(floe: &Embedded, cfg: &PgConfig) -> Result<SyncReport, SyncError> {
     sync(floe, &mut source, cfg, &opts).await
 }
 
-fn warehouse() -> (tempfile::TempDir, Embedded) {
+pub(super) fn warehouse() -> (tempfile::TempDir, Embedded) {
     let dir = tempfile::tempdir().unwrap();
     let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
     (dir, floe)
 }
 
 /// Row by `id` (as text), column → value as Arrow prints it (`NULL` for null).
-type Rows = BTreeMap<String, BTreeMap<String, String>>;
+pub(super) type Rows = BTreeMap<String, BTreeMap<String, String>>;
 
-async fn iceberg_rows(floe: &Embedded, table: &str) -> Rows {
+pub(super) async fn iceberg_rows(floe: &Embedded, table: &str) -> Rows {
     let ident = floe_core::ident::parse_table(table).unwrap();
     let mut rows = Rows::new();
     for batch in floe_test_support::scan(floe.catalog().as_ref(), &ident).await {

@@ -228,7 +228,7 @@
 //! | `publication` | string | `floe` | Publication naming the tables. |
 //! | `tables` | list of strings | — | `schema.table` names to replicate (a bare name means `public`). |
 //! | `namespace` | string | `raw` | Namespace of the Iceberg tables. |
-//! | `chunk_rows` | integer | `10000` | Rows per initial-snapshot chunk. |
+//! | `chunk_rows` | integer | `1000000` | Most rows per initial-snapshot chunk (chunks after a table's first, of up to 10,000 rows, also stop near 16 MiB). |
 //! | `max_changes` | integer | `50000` | Stream changes per micro-batch, about (transactions are never split). |
 //! | `max_seconds` | integer 1–86400 | — | Stop starting batches after this long (the function also stops in time for its deadline); the next run continues. |
 //!
@@ -587,7 +587,7 @@ pub struct PostgresConfig {
     /// Iceberg namespace; `raw` when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// Rows per snapshot chunk.
+    /// Most rows per snapshot chunk (chunks also stop near 16 MiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunk_rows: Option<u64>,
     /// Changes per micro-batch.

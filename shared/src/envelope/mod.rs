@@ -189,7 +189,10 @@ impl Opener {
             Records::Items(items) => items,
             // NDJSON, dead letters replayed (opened when first received) and
             // changes their source decoded.
-            whole @ (Records::Ndjson(_) | Records::Replayed(_) | Records::Changes(_)) => {
+            whole @ (Records::Ndjson(_)
+            | Records::Replayed(_)
+            | Records::Changes(_)
+            | Records::ChangesThenReads(..)) => {
                 return Ok(OpenedBatch {
                     batch: rebuild(source, spans, whole),
                     objects: Vec::new(),

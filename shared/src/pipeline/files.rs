@@ -143,7 +143,9 @@ async fn key_deletes(
 ) -> Result<Vec<DataFile>, PipelineError> {
     let key_rows = !matches!(KeyedMode::of(&ctx.loaded.metadata), KeyedMode::Positions);
     match keys {
-        Some(k) if key_rows && !k.keys.is_empty() => write_deletes(part, ctx, &k.keys, name).await,
+        Some(k) if key_rows && (!k.keys.is_empty() || k.reads.is_some()) => {
+            write_deletes(part, ctx, k, name).await
+        }
         _ => Ok(Vec::new()),
     }
 }
@@ -181,11 +183,12 @@ async fn write_key_file(
     Ok(path)
 }
 
-/// Writes the equality deletes of a keyed batch: one key row per touched key.
+/// Writes the equality deletes of a keyed batch: one key row per touched
+/// key, those of its rows read into columns taken from their columns.
 async fn write_deletes(
     part: &Part<'_>,
     ctx: &TableContext,
-    keys: &[Vec<u8>],
+    touched: &KeyedFiles,
     name: &str,
 ) -> Result<Vec<DataFile>, PipelineError> {
     let Some(key_schema) = ctx.writer.key_schema().map_err(|e| part.write_err(e))? else {
@@ -193,15 +196,45 @@ async fn write_deletes(
     };
     let mut shredder =
         Shredder::new(&key_schema, shred_options(&ctx.settings)).map_err(|s| part.shred_err(s))?;
-    for k in keys {
+    for k in &touched.keys {
         // Only keys that shredded once reach here.
         let _ = shredder.push(k);
     }
-    let keys = shredder.finish().map_err(|s| part.shred_err(s))?;
+    let mut keys = shredder.finish().map_err(|s| part.shred_err(s))?;
+    if let Some(reads) = &touched.reads {
+        keys = with_read_keys(part, keys, reads)?;
+    }
     ctx.writer
         .write_deletes(&keys, name)
         .await
         .map_err(|e| part.write_err(e))
+}
+
+/// `keys` and after them the key columns of `reads` (rows already in the
+/// table's columns, so in the key schema's types).
+fn with_read_keys(
+    part: &Part<'_>,
+    keys: RecordBatch,
+    reads: &RecordBatch,
+) -> Result<RecordBatch, PipelineError> {
+    let err = |reason: String| PipelineError::Reads {
+        table: part.table.clone(),
+        batch_id: part.batch_id.to_string(),
+        reason,
+    };
+    let schema = keys.schema();
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let i = reads
+            .schema()
+            .index_of(field.name())
+            .map_err(|_| err(format!("key column {} is missing", field.name())))?;
+        columns.push(reads.column(i).clone());
+    }
+    let read_keys =
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| err(e.to_string()))?;
+    arrow_select::concat::concat_batches(&schema, [&keys, &read_keys])
+        .map_err(|e| err(e.to_string()))
 }
 
 /// Whether the part has anything for the committer. A keyed batch of

@@ -49,6 +49,10 @@ pub(super) fn group<'a>(
     if let Some(t) = &fixed {
         return Ok(one_table(env, batch, t, new_group()));
     }
+    if batch.records.reads().is_some() {
+        // Columns cannot be routed row by row: they would go nowhere.
+        return Err(PipelineError::NoTable);
+    }
     // A router that reads a record's fields reads registry Avro as its
     // JSON text; the record itself stays binary for the shredder.
     let avro = batch
@@ -111,7 +115,7 @@ fn one_table<'a>(
     Counters::add(&env.parts.counters.records_in, seen);
     let mut tables = BTreeMap::new();
     // Source state alone (a snapshot's progress) still commits.
-    if seen > 0 || !batch.state.is_empty() {
+    if seen > 0 || !batch.state.is_empty() || batch.records.reads().is_some() {
         tables.insert(display(t), (t.clone(), group));
     }
     Groups {

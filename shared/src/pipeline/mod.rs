@@ -12,6 +12,7 @@ mod group;
 mod identity;
 pub mod keyed;
 mod part;
+mod reads;
 mod report;
 mod scope;
 mod upsert;
@@ -113,6 +114,17 @@ pub enum PipelineError {
         /// finds it on redelivery).
         started: bool,
     },
+    /// Rows a source read into columns ([`crate::source::Reads`]) do not
+    /// fit the table, or the table cannot take them as they are.
+    #[error("table {table} batch {batch_id}: rows read into columns: {reason}")]
+    Reads {
+        /// The table.
+        table: String,
+        /// The batch.
+        batch_id: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// An injected fault fired.
     #[error("table {table} batch {batch_id}: {source}")]
     Fault {
@@ -138,7 +150,7 @@ impl Classify for PipelineError {
             PipelineError::Request(e) => e.kind(),
             PipelineError::DeadLetter(e) => e.kind(),
             PipelineError::Deadline { .. } | PipelineError::Fault { .. } => ErrorKind::Interrupted,
-            PipelineError::Evolve { .. } => ErrorKind::Input,
+            PipelineError::Evolve { .. } | PipelineError::Reads { .. } => ErrorKind::Input,
             PipelineError::Config(_) | PipelineError::NoTable | PipelineError::TableDef { .. } => {
                 ErrorKind::Config
             }

@@ -250,6 +250,9 @@ pub(super) struct KeyedFiles {
     /// The first and last of its changes in the table's change order, when
     /// the table has one.
     pub order: Option<(Position, Position)>,
+    /// Rows read into columns among the touched keys: their key columns are
+    /// equality deletes too, beside `keys`.
+    pub reads: Option<RecordBatch>,
 }
 
 /// How the table's settings shred its records.

@@ -14,6 +14,7 @@ use super::evolving::shred_evolving;
 use super::identity::{Identity, order_value};
 use super::keyed::{self, Folded};
 use super::part::{KeyedFiles, Output, Part, TableContext, shred_options};
+use super::reads::Aligned;
 use super::report::WriteReport;
 use crate::change::Change;
 use crate::config::ChangeOrder;
@@ -56,6 +57,13 @@ pub(super) async fn upsert(
         .iter()
         .map(|k| k.states.len().checked_sub(1))
         .collect();
+    let reads = match part.batch.records.reads() {
+        Some(r) => Some(Aligned::of(part, r)?),
+        None => None,
+    };
+    if let Some(r) = &reads {
+        r.supersede(&folded, &mut chosen);
+    }
     let (ctx, data, written) = shred_states(
         env,
         part,
@@ -67,12 +75,16 @@ pub(super) async fn upsert(
     )
     .await?;
     let identity = Identity::of(part.batch, order);
-    let row_ids = written
+    let mut row_ids = written
         .into_iter()
         .filter_map(|k| chosen[k].map(|c| folded.keys[k].states[c].change))
         .map(|i| identity.row(positions[i]))
         .collect();
-    let keys = touched(&mut folded, &chosen, &changes, &identity);
+    let mut keys = touched(&mut folded, &chosen, &changes, &identity);
+    let data = match reads {
+        Some(r) => r.append(part, data, &mut row_ids, &mut keys, &identity)?,
+        None => data,
+    };
     Ok(Output {
         ctx,
         data,
@@ -238,6 +250,7 @@ fn touched(
             .truncate_at
             .and_then(|i| changes.get(i))
             .and_then(|(pos, change)| identity.key_position(*pos, change)),
+        reads: None,
     }
 }
 

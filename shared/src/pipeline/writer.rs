@@ -155,13 +155,17 @@ impl Writer {
     ) -> Result<(), PipelineError> {
         let env = &self.env;
         let mut rejected = std::mem::take(&mut group.rejected);
-        let opened = match group.records.is_empty() && batch.state.is_empty() {
+        let reads = batch.records.reads().map(|r| r.rows.num_rows());
+        let opened = match group.records.is_empty() && batch.state.is_empty() && reads.is_none() {
             // Only records that could not be opened: nothing to write, and
             // no table to create from them.
             true => None,
             false => env.context(ident, &group.sample(), report).await?,
         };
         let Some(ctx) = opened else {
+            if let Some(rows) = reads {
+                return Err(missing_for_reads(ident, batch_id, rows));
+            }
             if !group.records.is_empty() {
                 // The table is missing and routing may not create it.
                 let table = display(ident);
@@ -189,6 +193,9 @@ impl Writer {
             key_names: &part.key_names,
             items: group.items,
         };
+        if reads.is_some() {
+            takes_reads(&part, &shape)?;
+        }
         // Changes are JSON documents: a keyed table and a changelog read
         // registry Avro as the JSON text the registry path writes.
         let records = match shape.keyed || changelog != Changelog::Off {
@@ -245,6 +252,31 @@ impl Writer {
         let group = Group::new(rows, None);
         Box::pin(self.write_table(&log, &log_batch, part.batch, group, report)).await
     }
+}
+
+/// Rows read into columns for a table that does not exist and may not be
+/// created from them: an error, never rows dropped.
+fn missing_for_reads(ident: &TableIdent, batch_id: &str, rows: usize) -> PipelineError {
+    PipelineError::Reads {
+        table: display(ident),
+        batch_id: batch_id.to_string(),
+        reason: format!("{rows} rows for a table that does not exist and routing.create is false"),
+    }
+}
+
+/// Rows read into columns apply as changes only on a keyed table: a
+/// changelog wants each change's row, `order_changes_by` each change's own
+/// place in the order.
+fn takes_reads(part: &Part<'_>, shape: &Shape<'_>) -> Result<(), PipelineError> {
+    let changes_only = shape.changelog == Changelog::Off;
+    if shape.keyed && changes_only && part.ctx.settings.order_changes_by.is_none() {
+        return Ok(());
+    }
+    Err(PipelineError::Reads {
+        table: part.table.clone(),
+        batch_id: part.batch_id.to_string(),
+        reason: "only a keyed table without a changelog or order_changes_by takes them".into(),
+    })
 }
 
 /// Shreds an append-only table's rows, each as it came.
