@@ -115,7 +115,10 @@ async fn a_late_commit_that_lands_under_the_retry_counts_once() {
 async fn an_unknown_answer_settles_as_landed_only_when_the_table_shows_the_commit() {
     let catalog = Arc::new(MemoryCatalog::new());
     let ident = table(&catalog).await;
-    let ours = engine(&catalog, 1).rewrite(&ident, &Marker).await.unwrap()[0];
+    let ours = engine(&catalog, 1)
+        .rewrite(&ident, &Marker::default())
+        .await
+        .unwrap()[0];
     let now = catalog.load_table(&ident).await.unwrap();
     let lost = || {
         Committed::Unknown(CatalogError::Ambiguous {
@@ -277,10 +280,12 @@ async fn requests_whose_files_are_foreign_resized_or_gone_are_refused_and_commit
     assert_eq!(catalog.applied(), 0);
 }
 
-/// Plans one snapshot with no files.
-/// A rewrite that adds one empty snapshot.
-#[derive(Debug)]
-pub(crate) struct Marker;
+/// A rewrite that adds one snapshot with no files, whose summary holds
+/// `summary`.
+#[derive(Debug, Default)]
+pub(crate) struct Marker {
+    summary: Vec<(String, String)>,
+}
 
 #[async_trait]
 impl Action for Marker {
@@ -291,6 +296,7 @@ impl Action for Marker {
     ) -> Result<Vec<SnapshotPlan>, CommitError> {
         Ok(vec![SnapshotPlan {
             operation: Operation::Append,
+            properties: self.summary.clone(),
             ..Default::default()
         }])
     }
@@ -300,7 +306,10 @@ impl Action for Marker {
 async fn a_rewrite_whose_answer_was_lost_finds_its_snapshot_and_commits_no_second() {
     let catalog = Arc::new(MemoryCatalog::scripted([Answer::Lose]));
     let ident = table(&catalog).await;
-    let ids = engine(&catalog, 4).rewrite(&ident, &Marker).await.unwrap();
+    let ids = engine(&catalog, 4)
+        .rewrite(&ident, &Marker::default())
+        .await
+        .unwrap();
     let loaded = catalog.load_table(&ident).await.unwrap();
     assert_eq!(ids.len(), 1);
     assert_eq!(loaded.metadata.snapshots().count(), 1);
@@ -353,33 +362,18 @@ async fn adopting_commits_only_a_ledger_still_in_the_summaries() {
     assert_eq!(catalog.applied(), 1);
 }
 
-/// A snapshot whose summary holds the ledger as builds before ledger
-/// files kept it: lines up to 3 of [`SOURCE`] committed.
-#[derive(Debug)]
-struct Legacy;
-
-#[async_trait]
-impl Action for Legacy {
-    async fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        _: &[CommitRequest],
-    ) -> Result<Vec<SnapshotPlan>, CommitError> {
-        Ok(vec![SnapshotPlan {
-            operation: Operation::Append,
-            properties: vec![(format!("{}{SOURCE}", crate::ledger::HWM_PREFIX), "3".into())],
-            ..Default::default()
-        }])
-    }
-}
-
 #[tokio::test]
 async fn an_adoption_whose_answer_was_lost_is_found_and_not_committed_again() {
     for lost in [Answer::Lose, Answer::Late] {
         let catalog = Arc::new(MemoryCatalog::new());
         let ident = table(&catalog).await;
         let engine = engine(&catalog, 4);
-        engine.rewrite(&ident, &Legacy).await.unwrap();
+        // The ledger as builds before ledger files kept it, in the
+        // snapshot's summary: lines up to 3 of `SOURCE` committed.
+        let legacy = Marker {
+            summary: vec![(format!("{}{SOURCE}", crate::ledger::HWM_PREFIX), "3".into())],
+        };
+        engine.rewrite(&ident, &legacy).await.unwrap();
         catalog.then([lost]);
         engine.adopt_ledger(&ident).await.unwrap();
         assert_eq!(

@@ -25,7 +25,7 @@ async fn an_expiry_whose_answer_was_lost_is_found_and_still_deletes_its_files() 
         let engine = engine(&catalog, 4);
         let mut ids = Vec::new();
         for _ in 0..3 {
-            ids.extend(engine.rewrite(&ident, &Marker).await.unwrap());
+            ids.extend(engine.rewrite(&ident, &Marker::default()).await.unwrap());
         }
         let before = catalog.load_table(&ident).await.unwrap();
         let list = |id: i64| {
