@@ -15,6 +15,8 @@ mod part;
 mod reads;
 mod report;
 mod scope;
+#[cfg(test)]
+mod tests;
 mod upsert;
 pub mod writer;
 
