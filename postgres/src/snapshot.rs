@@ -302,6 +302,7 @@ async fn read_rows(
         .collect();
     let select = chunk_select(table, schema, &key_columns, after, limit, &columns)?;
     let rows = simple_rows(client, &select).await?;
+    // A primary key column is never NULL, so the default stands for nothing.
     let keys = key_columns
         .iter()
         .map(|&c| {
