@@ -432,6 +432,33 @@ impl Plan for Expire<'_> {
         base: LoadedTable,
         _attempt: u32,
     ) -> Result<Attempt<Self::Done>, MaintainError> {
+        if let Some(done) = self.found(&base).await? {
+            return Ok(Attempt::Done(done));
+        }
+        Ok(
+            match expire_once(self.catalog, self.table, &base, self.rule, self.now_ms).await? {
+                Tried::Landed(plan, files) => Attempt::Done((plan, files)),
+                Tried::Lost(plan, files) => {
+                    self.lost.push((plan, files));
+                    Attempt::Again(None)
+                }
+                Tried::Again => Attempt::Again(None),
+            },
+        )
+    }
+}
+
+impl Expire<'_> {
+    /// An attempt whose answer was lost that `base` shows landed (none of
+    /// the snapshots and refs it removed is left), with the files it meant
+    /// to delete that `base` no longer needs.
+    async fn found(
+        &mut self,
+        base: &LoadedTable,
+    ) -> Result<Option<(Expiry, Vec<String>)>, MaintainError> {
+        if self.lost.is_empty() {
+            return Ok(None);
+        }
         let meta = &base.metadata;
         let err = |source: Error| MaintainError::Iceberg {
             table: self.table.to_string(),
@@ -444,23 +471,14 @@ impl Plan for Expire<'_> {
                 .all(|id| meta.snapshot_by_id(*id).is_none())
                 && plan.refs.iter().all(|name| !refs.contains_key(name))
         };
-        if let Some(i) = self.lost.iter().position(|(plan, _)| gone(plan)) {
-            let (plan, files) = self.lost.swap_remove(i);
-            let files = unneeded(self.catalog.file_io(), meta, files)
-                .await
-                .map_err(err)?;
-            return Ok(Attempt::Done((plan, files)));
-        }
-        Ok(
-            match expire_once(self.catalog, self.table, &base, self.rule, self.now_ms).await? {
-                Tried::Landed(plan, files) => Attempt::Done((plan, files)),
-                Tried::Lost(plan, files) => {
-                    self.lost.push((plan, files));
-                    Attempt::Again(None)
-                }
-                Tried::Again => Attempt::Again(None),
-            },
-        )
+        let Some(i) = self.lost.iter().position(|(plan, _)| gone(plan)) else {
+            return Ok(None);
+        };
+        let (plan, files) = self.lost.swap_remove(i);
+        let files = unneeded(self.catalog.file_io(), meta, files)
+            .await
+            .map_err(err)?;
+        Ok(Some((plan, files)))
     }
 }
 
