@@ -19,6 +19,7 @@ use bytes::Bytes;
 use clap::Args;
 use floe_core::deploy::Deployment;
 use floe_core::http::HttpIngest;
+use floe_core::http::drain::LocalDrain;
 use floe_core::http::local::{Leftover, LocalCommits};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -68,6 +69,18 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
     if let Some(commits) = &local {
         api = api.with_watch(commits.watch());
     }
+    // POSTs without a key wait in a spool and are written a window at a
+    // time: one file per table per window, however small the POSTs.
+    let drain = match deployment.config.http.buffer_window_ms.filter(|ms| *ms > 0) {
+        Some(ms) => {
+            let drain = LocalDrain::start(&deployment, Duration::from_millis(ms))
+                .await
+                .context("cannot open the HTTP buffer")?;
+            api = api.with_buffer(drain.buffer());
+            Some(drain)
+        }
+        None => None,
+    };
     let listener = TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -94,7 +107,28 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
             urls.join(", ")
         ),
     }
+    if let Some(drain) = &drain {
+        outln!(
+            "floe serve: POSTs without an Idempotency-Key are buffered in {} and written every {} ms",
+            drain.location(),
+            deployment.config.http.buffer_window_ms.unwrap_or_default()
+        );
+        if drain.recovered() > 0 {
+            outln!(
+                "floe serve: writing {} POST(s) a previous run buffered",
+                drain.recovered()
+            );
+        }
+    }
     serve_http(listener, Arc::new(api), None, shutdown_signal()).await;
+    if let Some(drain) = drain {
+        let left = drain.stop().await.context("writing the buffered POSTs")?;
+        if left > 0 {
+            outln!(
+                "floe serve: {left} buffered POST(s) stay in the buffer; the next floe serve on this warehouse writes them"
+            );
+        }
+    }
     if let Some(commits) = local {
         outln!("floe serve: stopping; committing what was acknowledged");
         let left = commits

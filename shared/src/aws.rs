@@ -130,6 +130,8 @@ pub struct AwsClients {
     pub glue: aws_sdk_glue::Client,
     /// Secrets Manager: config values given as secret ARNs.
     pub secrets: aws_sdk_secretsmanager::Client,
+    /// Kinesis: the HTTP function's buffer of accepted POSTs.
+    pub kinesis: aws_sdk_kinesis::Client,
 }
 
 impl AwsClients {
@@ -141,6 +143,7 @@ impl AwsClients {
             sqs: aws_sdk_sqs::Client::new(&sdk),
             glue: glue_client(&sdk),
             secrets: aws_sdk_secretsmanager::Client::new(&sdk),
+            kinesis: aws_sdk_kinesis::Client::new(&sdk),
             settings,
         }
     }

@@ -161,8 +161,10 @@ impl Role {
             vars.push("FLOE_QUEUE_DLQ_RETENTION_SECONDS".to_string());
         }
         if self == Self::Writer {
-            // Read by the writer function itself (its Kinesis record names).
+            // Read by the writer function itself (its Kinesis record names),
+            // and the HTTP function's buffer, whose records are POSTs.
             vars.push("FLOE_KINESIS_PER_RECORD".to_string());
+            vars.push("FLOE_HTTP_BUFFER_STREAM".to_string());
         }
         for section in sections {
             vars.extend(

@@ -62,7 +62,10 @@ impl Driver for Core {
             config: config.clone(),
         })
         .unwrap();
-        let mut batch = batch(setup, inv);
+        let mut batch = match setup.kind {
+            Kind::HttpBuffered => buffered(setup, tables, inv),
+            _ => batch(setup, inv),
+        };
         if avro {
             // Opened as the writer function opens a Kafka event: each datum
             // checked against its writer's schema and kept binary.
@@ -162,6 +165,24 @@ fn framed(setup: &Setup, body: &str) -> Bytes {
     Bytes::from(out)
 }
 
+/// The batch the writer makes of a window of the HTTP buffer holding the
+/// posts of `inv`.
+fn buffered(setup: &Setup, tables: &Tables, inv: &Invocation) -> SourceBatch {
+    let posts = harness::posts(setup);
+    let table = floe_core::ident::display(&tables.a);
+    let items = inv
+        .posts
+        .iter()
+        .map(|p| {
+            let post = harness::buffered_post(setup, &table, *p, &posts[*p]);
+            (format!("b{p}"), post)
+        })
+        .collect();
+    let mut window = floe_core::http::buffer::window(items);
+    assert_eq!(window.batches.len(), 1, "one table's posts make one batch");
+    window.batches.remove(0)
+}
+
 /// The batch a source hands the writer for `inv`.
 fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
     let items: Vec<(String, Bytes)> = inv
@@ -204,6 +225,7 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
         Kind::KinesisParallel => (SourceKind::Kinesis, ids("kinesis:h/shardId-0")),
         Kind::DynamoDb => (SourceKind::DynamoDb, ids("dynamodb:h/2024")),
         Kind::Sqs => (SourceKind::Sqs, ids("sqs:h")),
+        Kind::HttpBuffered => unreachable!("built by `buffered`"),
         Kind::Http => {
             let body: Vec<u8> = items
                 .iter()
@@ -211,7 +233,7 @@ fn batch(setup: &Setup, inv: &Invocation) -> SourceBatch {
                 .collect();
             let key = format!(
                 "k{}#{}",
-                inv.post.unwrap_or(0),
+                inv.posts.first().copied().unwrap_or(0),
                 floe_core::idempotency::HttpKeys::body_hash(&body)
             );
             (

@@ -33,6 +33,7 @@ use floe_core::clock;
 use floe_core::commit::{CommitEngine, RetryPolicy};
 use floe_core::dlq::{DeadLetters, StorageDeadLetters};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::http::buffer;
 use floe_core::iceberg::TableIdent;
 use floe_core::iceberg::spec::{SnapshotReference, SnapshotRetention, TableMetadataBuilder};
 use floe_core::ident::parse_table;
@@ -104,13 +105,17 @@ pub enum Kind {
     DynamoDb,
     /// HTTP posts with idempotency keys, retried by their clients.
     Http,
+    /// HTTP posts without a key, buffered as the HTTP function buffers
+    /// them and drained in windows: regrouped, delivered again, taken twice
+    /// in one window.
+    HttpBuffered,
     /// A Postgres slot (LSN ranges).
     Postgres,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Sqs,
         Kind::Kinesis,
         Kind::KinesisParallel,
@@ -118,6 +123,7 @@ impl Kind {
         Kind::DynamoDb,
         Kind::Http,
         Kind::Postgres,
+        Kind::HttpBuffered,
     ];
 
     /// True when the source orders changes per key, so it can feed a keyed table.
@@ -136,7 +142,7 @@ impl Kind {
     pub fn by_id(self) -> bool {
         matches!(
             self,
-            Kind::Sqs | Kind::Http | Kind::KinesisParallel | Kind::DynamoDb
+            Kind::Sqs | Kind::Http | Kind::HttpBuffered | Kind::KinesisParallel | Kind::DynamoDb
         )
     }
 }
@@ -200,8 +206,9 @@ pub struct Invocation {
     pub fail_before_enqueue: bool,
     /// Fail after enqueueing (for a routed batch: after its first table).
     pub fail_after_enqueue: bool,
-    /// The HTTP post it is (key and its fixed records), for [`Kind::Http`].
-    pub post: Option<usize>,
+    /// The HTTP posts it is (each with its fixed records): one for
+    /// [`Kind::Http`], a window's for [`Kind::HttpBuffered`].
+    pub posts: Vec<usize>,
 }
 
 impl Invocation {
@@ -250,7 +257,7 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         (k, _) => k,
     };
     // An HTTP post names its table; the others route by a field.
-    let routed = !keyed && kind != Kind::Http && rng.chance(30);
+    let routed = !keyed && !matches!(kind, Kind::Http | Kind::HttpBuffered) && rng.chance(30);
     // Keyed tables in each way floe applies changes: position deletes (the
     // default), equality deletes, copy-on-write.
     let mode = match (keyed, rng.below(4)) {
@@ -280,7 +287,16 @@ pub fn setup(seed: u64, kinds: &[Kind]) -> Setup {
         lanes,
         routed,
     };
-    let records = records(&mut rng, &shape, n);
+    let mut records = records(&mut rng, &shape, n);
+    if kind == Kind::HttpBuffered {
+        // Each record is named as the writer names a buffered POST's.
+        for (p, range) in cut(seed, n).into_iter().enumerate() {
+            let header = buffered_header(seed, p, "", &records[range.clone()]);
+            for (i, r) in records[range].iter_mut().enumerate() {
+                r.pos = buffer::record_id(&header, &(i + 1).to_string());
+            }
+        }
+    }
     // From its own stream, so the schedule of a seed stays what it was
     // before v3 tables joined: a third of the schedules run on v3 tables.
     let format_version = if Rng::new(seed ^ 0x0003_F0A7).chance(33) {
@@ -654,15 +670,47 @@ pub fn body(setup: &Setup, r: &Record) -> String {
 
 /// HTTP posts: the stream cut into fixed posts, each with its key.
 pub fn posts(setup: &Setup) -> Vec<Vec<Record>> {
-    let mut rng = Rng::new(setup.seed ^ 0x5057);
+    cut(setup.seed, setup.records.len())
+        .into_iter()
+        .map(|r| setup.records[r].to_vec())
+        .collect()
+}
+
+/// Where a schedule's `n` records are cut into posts.
+fn cut(seed: u64, n: usize) -> Vec<std::ops::Range<usize>> {
+    let mut rng = Rng::new(seed ^ 0x5057);
     let mut out = Vec::new();
     let mut i = 0;
-    while i < setup.records.len() {
-        let n = 1 + rng.below(6);
-        out.push(setup.records[i..(i + n).min(setup.records.len())].to_vec());
-        i += n;
+    while i < n {
+        let len = 1 + rng.below(6);
+        out.push(i..(i + len).min(n));
+        i += len;
     }
     out
+}
+
+/// The header the HTTP API gives post `p` of a buffered schedule, bound
+/// for `table`: received in post order, when its first record reached it.
+fn buffered_header(seed: u64, p: usize, table: &str, records: &[Record]) -> buffer::Header {
+    buffer::Header {
+        version: 1,
+        table: table.to_string(),
+        post: format!("s{seed}p{p}"),
+        received_ms: records.iter().map(|r| r.arrived_ms).min().unwrap_or(0),
+        order: floe_core::source::Position::from(1_000 + p as u64),
+    }
+}
+
+/// Post `p` of a buffered schedule as the HTTP API appends it to the
+/// buffer, bound for `table`: an NDJSON body behind its header.
+pub fn buffered_post(setup: &Setup, table: &str, p: usize, records: &[Record]) -> Bytes {
+    let header = buffered_header(setup.seed, p, table, records);
+    let body: String = records.iter().map(|r| body(setup, r) + "\n").collect();
+    let receipt = floe_core::idempotency::Receipt {
+        ms: header.received_ms,
+        order: header.order,
+    };
+    buffer::encode(table, &header.post, &receipt, body.as_bytes())
 }
 
 /// What a schedule covered beyond its verdict.
@@ -714,7 +762,7 @@ impl Progress {
     fn done(&self, setup: &Setup) -> bool {
         match setup.kind {
             Kind::Sqs => self.sqs_acked.len() == setup.records.len(),
-            Kind::Http => self.posts_acked.len() == self.posts.len(),
+            Kind::Http | Kind::HttpBuffered => self.posts_acked.len() == self.posts.len(),
             _ => self
                 .cursors
                 .iter()
@@ -731,7 +779,7 @@ impl Progress {
         setup: &Setup,
         rng: &mut Rng,
         rewind: bool,
-    ) -> Option<(Vec<Record>, Option<usize>)> {
+    ) -> Option<(Vec<Record>, Vec<usize>)> {
         match setup.kind {
             Kind::Sqs => {
                 let pool: Vec<&Record> = setup
@@ -752,7 +800,7 @@ impl Progress {
                 if picked.is_empty() {
                     picked.push(pool[0].clone());
                 }
-                Some((picked, None))
+                Some((picked, Vec::new()))
             }
             Kind::Http => {
                 let open: Vec<usize> = (0..self.posts.len())
@@ -762,7 +810,32 @@ impl Progress {
                     return None;
                 }
                 let p = open[rng.below(open.len())];
-                Some((self.posts[p].clone(), Some(p)))
+                Some((self.posts[p].clone(), vec![p]))
+            }
+            Kind::HttpBuffered => {
+                // A window: some of the posts waiting, in the buffer's
+                // order, now and then one of them twice.
+                let open: Vec<usize> = (0..self.posts.len())
+                    .filter(|p| self.posts_acked.contains(p) == rewind)
+                    .collect();
+                if open.is_empty() {
+                    return None;
+                }
+                let most = 1 + rng.below(6);
+                let mut picked: Vec<usize> = open
+                    .iter()
+                    .copied()
+                    .filter(|_| rng.chance(50))
+                    .take(most)
+                    .collect();
+                if picked.is_empty() {
+                    picked.push(open[rng.below(open.len())]);
+                }
+                if rng.chance(15) {
+                    picked.push(picked[rng.below(picked.len())]);
+                }
+                let records = picked.iter().flat_map(|p| self.posts[*p].clone()).collect();
+                Some((records, picked))
             }
             _ => {
                 let open: Vec<usize> = (0..setup.lanes)
@@ -784,7 +857,7 @@ impl Progress {
                     self.cursors[lane]
                 };
                 let end = (start + 1 + rng.below(8)).min(self.lanes[lane].len());
-                Some((self.lanes[lane][start..end].to_vec(), None))
+                Some((self.lanes[lane][start..end].to_vec(), Vec::new()))
             }
         }
     }
@@ -792,8 +865,8 @@ impl Progress {
     fn ack(&mut self, setup: &Setup, inv: &Invocation) {
         match setup.kind {
             Kind::Sqs => self.sqs_acked.extend(inv.records.iter().map(|r| r.ordinal)),
-            Kind::Http => {
-                self.posts_acked.extend(inv.post);
+            Kind::Http | Kind::HttpBuffered => {
+                self.posts_acked.extend(inv.posts.iter().copied());
             }
             _ => {
                 let lane = inv.records[0].lane;
@@ -1030,7 +1103,7 @@ async fn write_step(
     progress: &mut Progress,
     rewind: bool,
 ) -> Option<String> {
-    let (records, post) = progress
+    let (records, posts) = progress
         .pick(at.setup, rng, rewind)
         .or_else(|| progress.pick(at.setup, rng, !rewind))?;
     let fail_before = rng.chance(10);
@@ -1039,7 +1112,7 @@ async fn write_step(
         records,
         fail_before_enqueue: fail_before,
         fail_after_enqueue: fail_after,
-        post,
+        posts,
     };
     let acked = driver
         .write(at.harness, at.setup, at.tables, at.queue.clone(), &inv)
@@ -1274,6 +1347,20 @@ pub fn seeds(first: u64, count: u64) -> Vec<u64> {
 /// from the model (with its trace), has the independent readers check the
 /// tables, and reports the totals under `label` for the suite's closing line.
 pub async fn run_all(label: &str, seeds: &[u64], kinds: &[Kind], driver: &dyn Driver) {
+    // `FLOE_HARNESS_KINDS=HttpBuffered,Sqs` keeps a long run on those kinds.
+    let kinds: Vec<Kind> = match std::env::var("FLOE_HARNESS_KINDS") {
+        Ok(names) => kinds
+            .iter()
+            .copied()
+            .filter(|k| names.split(',').any(|n| n.trim() == format!("{k:?}")))
+            .collect(),
+        Err(_) => kinds.to_vec(),
+    };
+    assert!(
+        !kinds.is_empty(),
+        "FLOE_HARNESS_KINDS names none of {label}'s kinds"
+    );
+    let kinds = &kinds[..];
     let h = Harness::new();
     let mut failures = Vec::new();
     let mut by_kind = BTreeMap::new();

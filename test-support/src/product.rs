@@ -35,6 +35,7 @@ use floe_core::config::{CatalogType, Config};
 use floe_core::deploy::{Deployment, Role};
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::http::drain::LocalDrain;
 use floe_core::http::local::LocalCommits;
 use floe_core::http::{HttpIngest, IamCaller};
 use floe_core::iceberg::TableIdent;
@@ -53,6 +54,8 @@ const MIN_STEPS: usize = 6;
 const SERVE_WINDOW: Duration = Duration::from_millis(30);
 /// The commit window of a `floe serve` started again after a kill.
 const RESTART_WINDOW: Duration = Duration::from_millis(400);
+/// The buffer window of the harness's `floe serve`.
+const BUFFER_WINDOW: Duration = Duration::from_millis(60);
 /// Schedules run at once.
 const AT_ONCE: usize = 3;
 /// Environment variable: milliseconds the clock moves forward before each
@@ -293,29 +296,62 @@ async fn process(dir: &Path, faults: Faults, broken: Option<Arc<AtomicBool>>) ->
     deployment
 }
 
-/// `floe serve` in this process: the API and its committer.
+/// `floe serve` in this process: the API, its committer and, with
+/// `http.buffer_window_ms`, the drain of its buffer.
 struct Serve {
     api: HttpIngest,
     commits: LocalCommits,
+    drain: Option<LocalDrain>,
 }
 
 impl Serve {
-    async fn start(dir: &Path, broken: Arc<AtomicBool>, window: Duration) -> Self {
-        let mut deployment = process(dir, Faults::none(), Some(broken)).await;
+    /// Starts serving; with `buffer`, POSTs without a key are buffered and
+    /// drained by a writer that fails at those faults.
+    async fn start(
+        dir: &Path,
+        broken: Arc<AtomicBool>,
+        window: Duration,
+        buffer: Option<Faults>,
+    ) -> Self {
+        let mut deployment = process(dir, Faults::none(), Some(broken.clone())).await;
         let commits = LocalCommits::start(&deployment, window).await.unwrap();
         deployment.queue = commits.queue();
-        let api = HttpIngest::new(&deployment)
+        let mut api = HttpIngest::new(&deployment)
             .unwrap()
             .with_watch(commits.watch());
-        Self { api, commits }
+        let mut drain = None;
+        if let Some(faults) = buffer {
+            let mut writes = process(dir, faults, Some(broken)).await;
+            writes.queue = commits.queue();
+            let started = LocalDrain::start(&writes, BUFFER_WINDOW).await.unwrap();
+            api = api.with_buffer(started.buffer());
+            drain = Some(started);
+        }
+        Self {
+            api,
+            commits,
+            drain,
+        }
     }
 
-    /// Posts `body` with `key`; the status and answer.
-    async fn post(&self, table: &str, key: &str, body: String, wait: bool) -> (u16, Value) {
+    /// Stops at once, as `kill -9` would.
+    async fn kill(self) {
+        if let Some(drain) = self.drain {
+            drain.kill().await;
+        }
+        self.commits.kill().await;
+    }
+
+    /// Posts `body` with `key` (none: a POST the buffer may take); the
+    /// status and answer.
+    async fn post(&self, table: &str, key: Option<&str>, body: String, wait: bool) -> (u16, Value) {
         let (ns, name) = table.split_once('.').unwrap();
         let query = if wait { "?wait=commit" } else { "" };
-        let mut req = http::Request::post(format!("/v1/tables/{ns}/{name}/records{query}"))
-            .header("idempotency-key", key)
+        let mut req = http::Request::post(format!("/v1/tables/{ns}/{name}/records{query}"));
+        if let Some(key) = key {
+            req = req.header("idempotency-key", key);
+        }
+        let mut req = req
             .header("content-type", "application/x-ndjson")
             .body(Bytes::from(body))
             .unwrap();
@@ -370,6 +406,11 @@ struct Run {
     posts: Vec<Post>,
     /// Posts answered but maybe not committed yet, in receipt order.
     pending: Vec<Post>,
+    /// Buffered posts were answered since the last settle.
+    buffered: bool,
+    /// `floe serve` buffers POSTs without a key (from the first buffered
+    /// step on: a deployment's setting, so every later start drains too).
+    buffering: bool,
     serve: Option<Serve>,
     broken: Arc<AtomicBool>,
     /// The second table's model, written only by the concurrent step.
@@ -451,6 +492,8 @@ impl Run {
             inputs: Vec::new(),
             posts: Vec::new(),
             pending: Vec::new(),
+            buffered: false,
+            buffering: false,
             serve: None,
             broken: Arc::new(AtomicBool::new(false)),
             sibling: None,
@@ -622,16 +665,28 @@ impl Run {
     /// Drains the serve process's spool: what was answered is committed.
     async fn settle(&mut self) {
         if let Some(serve) = self.serve.take() {
+            if let Some(drain) = serve.drain {
+                let left = drain.stop().await.unwrap();
+                assert_eq!(left, 0, "seed {}: the buffer kept {left} posts", self.seed);
+            }
             let left = serve.commits.stop().await.unwrap();
             assert_eq!(left.queued, 0, "seed {}: spool left {left:?}", self.seed);
             self.trace.push("  serve stopped, spool drained".into());
         }
         self.pending.clear();
+        self.buffered = false;
+    }
+
+    /// True while something answered may not be committed yet.
+    fn unsettled(&self) -> bool {
+        !self.pending.is_empty() || self.buffered
     }
 
     async fn serve(&mut self) -> &Serve {
         if self.serve.is_none() {
-            self.serve = Some(Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW).await);
+            let buffer = self.buffering.then(Faults::none);
+            self.serve =
+                Some(Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW, buffer).await);
         }
         self.serve.as_ref().unwrap()
     }
@@ -650,10 +705,16 @@ impl Run {
 
     /// A POST of a few new records under a new key.
     fn new_post(&mut self) -> Post {
+        let batch = self.post_batch();
+        self.keyed_post(batch)
+    }
+
+    /// A few new records as an HTTP body carries them.
+    fn post_batch(&mut self) -> Batch {
         let n = 1 + self.rng.below(4);
         let batch = self.records.batch(n);
         // HTTP bodies carry rows; keyed deletes go by files.
-        let batch = Batch {
+        Batch {
             lines: batch
                 .lines
                 .iter()
@@ -673,8 +734,7 @@ impl Run {
                     other => other.clone(),
                 })
                 .collect(),
-        };
-        self.keyed_post(batch)
+        }
     }
 
     /// A POST of newer changes of the keys `post` changed, under a new key.
@@ -720,7 +780,7 @@ impl Run {
         let (mut status, mut answer) = self
             .serve()
             .await
-            .post(&table, &post.key, body.clone(), wait)
+            .post(&table, Some(&post.key), body.clone(), wait)
             .await;
         if failing {
             // Its commit is tried and fails before the storage comes back
@@ -732,7 +792,11 @@ impl Run {
             // key, as the answer asks: that receipt is the one that counts.
             if status == 503 {
                 self.trace.push(format!("  {} -> 503, retried", post.key));
-                (status, answer) = self.serve().await.post(&table, &post.key, body, wait).await;
+                (status, answer) = self
+                    .serve()
+                    .await
+                    .post(&table, Some(&post.key), body, wait)
+                    .await;
             }
         }
         if let Err(e) = post.check(status, &answer) {
@@ -748,6 +812,72 @@ impl Run {
             self.pending.push(post.clone());
         }
         Self::apply(&mut self.model.rows, &post.batch, &mut self.counts);
+    }
+
+    /// POSTs without a key to a `floe serve` that buffers them, whose
+    /// writer may fail at a fault point (the window is written again, with
+    /// the POSTs that came since); now and then the process is killed (-9)
+    /// while windows are in flight, and a new one drains what it left.
+    async fn buffered_posts(&mut self) {
+        if let Some(serve) = self.serve.take() {
+            serve.kill().await;
+        }
+        let fault = self.rng.chance(50).then(|| {
+            let p = [FaultPoint::AfterUpload, FaultPoint::AfterEnqueue][self.rng.below(2)];
+            (p, 1 + self.rng.below(3) as u64)
+        });
+        let faults = match fault {
+            Some((p, nth)) => {
+                let at = match p {
+                    FaultPoint::AfterUpload => "buffer writer after_upload",
+                    _ => "buffer writer after_enqueue",
+                };
+                *self.counts.crashes.entry(at).or_default() += 1;
+                Faults::at(p, FaultMode::Error, nth)
+            }
+            None => Faults::none(),
+        };
+        self.trace
+            .push(format!("  buffered serve, writer fault {fault:?}"));
+        self.buffering = true;
+        let serve = Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW, Some(faults)).await;
+        let table = floe_core::ident::display(&self.table);
+        for _ in 0..1 + self.rng.below(4) {
+            let batch = self.post_batch();
+            let body = batch.lines.join("\n");
+            let (status, answer) = serve.post(&table, None, body, false).await;
+            assert!(
+                status == 200 && answer["buffered"] == json!(true),
+                "seed {}: a buffered POST answered {status} {answer}\n{}",
+                self.seed,
+                self.trace.join("\n")
+            );
+            self.trace
+                .push(format!("  {} -> buffered", batch.lines.join(" ")));
+            Self::apply(&mut self.model.rows, &batch, &mut self.counts);
+            self.buffered = true;
+            if self.rng.chance(30) {
+                tokio::time::sleep(BUFFER_WINDOW).await;
+            }
+        }
+        self.serve = Some(serve);
+        if self.rng.chance(50) {
+            // Killed in the middle of whatever it was doing.
+            let ms = self.rng.below(3 * BUFFER_WINDOW.as_millis() as usize) as u64;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            if let Some(serve) = self.serve.take() {
+                serve.kill().await;
+            }
+            self.trace.push(format!("  killed after {ms} ms"));
+            *self.counts.crashes.entry("buffer kill -9").or_default() += 1;
+            let again = Serve::start(
+                &self.dir,
+                self.broken.clone(),
+                RESTART_WINDOW,
+                Some(Faults::none()),
+            );
+            self.serve = Some(again.await);
+        }
     }
 
     /// Sends an earlier POST again with its key: answered from its record
@@ -784,7 +914,11 @@ impl Run {
         let table = floe_core::ident::display(&self.table);
         let body = post.batch.lines.join("\n");
         let seed = self.seed;
-        let (status, answer) = self.serve().await.post(&table, &post.key, body, true).await;
+        let (status, answer) = self
+            .serve()
+            .await
+            .post(&table, Some(&post.key), body, true)
+            .await;
         self.trace.push(format!("  -> {status} {answer}"));
         if let Err(e) = post.check(status, &answer) {
             panic!("seed {seed}: {e}\n{}", self.trace.join("\n"));
@@ -816,7 +950,7 @@ impl Run {
             false => None,
         };
         if let Some(serve) = self.serve.take() {
-            serve.commits.kill();
+            serve.kill().await;
         }
         // Back within the skew floe allows (2 minutes, shared by the
         // schedules running at once), forward any way.
@@ -830,7 +964,9 @@ impl Run {
         self.trace.push(format!("  killed; clock moved {shift} ms"));
         // A window long enough that what the spool held and what comes
         // next commit together.
-        self.serve = Some(Serve::start(&self.dir, self.broken.clone(), RESTART_WINDOW).await);
+        let buffer = self.buffering.then(Faults::none);
+        self.serve =
+            Some(Serve::start(&self.dir, self.broken.clone(), RESTART_WINDOW, buffer).await);
         if let Some(newer) = before.and_then(|p| self.newer(&p)) {
             self.send(newer, false, false).await;
         }
@@ -985,11 +1121,15 @@ impl Run {
     async fn one(&mut self) {
         // A step other than a POST first lets what serve answered commit.
         let roll = self.rng.below(100);
-        if roll >= 45 && !self.pending.is_empty() {
+        if roll >= 45 && self.unsettled() {
             self.settle().await;
         }
         match roll {
-            0..=24 => {
+            0..=5 => {
+                self.step("buffered posts", String::new());
+                self.buffered_posts().await;
+            }
+            6..=24 => {
                 let wait = self.rng.chance(50);
                 let failing = self.keyed && self.rng.chance(30);
                 self.step("post", format!("wait={wait} failing={failing}"));
@@ -1058,7 +1198,7 @@ impl Run {
                 self.concurrent().await;
             }
         }
-        if self.pending.is_empty() {
+        if !self.unsettled() {
             self.mark().await;
         }
     }

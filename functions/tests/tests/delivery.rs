@@ -74,9 +74,10 @@ impl Driver for Handlers {
         }
         let decode = DecodeOptions {
             kinesis_per_record: setup.kind == Kind::KinesisParallel,
+            buffer_stream: Some(BUFFER_STREAM.into()),
         };
         let writer = WriterFunction::with_options(&d, decode).unwrap();
-        let event = WriterEvent::try_from(event(setup, inv)).unwrap();
+        let event = WriterEvent::try_from(event(setup, tables, inv)).unwrap();
         let answer = writer.handle(event).await.unwrap();
         serde_json::to_value(&answer).unwrap()["batchItemFailures"]
             .as_array()
@@ -84,8 +85,11 @@ impl Driver for Handlers {
     }
 }
 
+/// The stream the HTTP function buffers POSTs in.
+const BUFFER_STREAM: &str = "hbuf";
+
 /// The Lambda event a source mapping hands the writer for `inv`.
-fn event(setup: &Setup, inv: &Invocation) -> Value {
+fn event(setup: &Setup, tables: &Tables, inv: &Invocation) -> Value {
     let body = |r: &harness::Record| harness::body(setup, r);
     match setup.kind {
         Kind::Sqs => {
@@ -158,6 +162,32 @@ fn event(setup: &Setup, inv: &Invocation) -> Value {
                 .collect();
             json!({ "Records": records })
         }
+        Kind::HttpBuffered => {
+            // Each post at the place the HTTP function's PutRecord gave it.
+            let posts = harness::posts(setup);
+            let table = floe_core::ident::display(&tables.a);
+            let records: Vec<Value> = inv
+                .posts
+                .iter()
+                .map(|p| {
+                    let seq = format!("4959033827149025660855969253836157{:04}", p);
+                    let post = harness::buffered_post(setup, &table, *p, &posts[*p]);
+                    json!({
+                        "kinesis": {
+                            "kinesisSchemaVersion": "1.0",
+                            "partitionKey": table,
+                            "sequenceNumber": seq,
+                            "data": BASE64.encode(&post),
+                            "approximateArrivalTimestamp": posts[*p][0].arrived_ms as f64 / 1000.0
+                        },
+                        "eventSource": "aws:kinesis",
+                        "eventID": format!("shardId-000000000000:{seq}"),
+                        "eventSourceARN": format!("arn:aws:kinesis:us-east-1:123456789012:stream/{BUFFER_STREAM}"),
+                    })
+                })
+                .collect();
+            json!({ "Records": records })
+        }
         Kind::Http | Kind::Postgres => unreachable!("not a writer function event"),
     }
 }
@@ -174,7 +204,7 @@ fn http_request(setup: &Setup, tables: &Tables, inv: &Invocation) -> lambda_http
         "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
         "headers": {"content-type": "application/x-ndjson",
                     "authorization": format!("Bearer {TOKEN}"),
-                    "idempotency-key": format!("post-{}", inv.post.unwrap_or(0))},
+                    "idempotency-key": format!("post-{}", inv.posts.first().copied().unwrap_or(0))},
         "requestContext": {"accountId": "1", "apiId": "h", "domainName": "h", "domainPrefix": "h",
             "http": {"method": "POST", "path": path, "protocol": "HTTP/1.1",
                      "sourceIp": "127.0.0.1", "userAgent": "harness"},

@@ -57,13 +57,17 @@ pub struct Part {
 }
 
 /// How events are read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecodeOptions {
     /// Name each Kinesis record by its sequence number alone, not as part of
     /// a range of its shard: with a parallelization factor above 1, Lambda
     /// hands a shard's records to several invocations at once, so one
     /// batch's first and last position no longer enclose only its own records.
     pub kinesis_per_record: bool,
+    /// The Kinesis stream the HTTP function buffers POSTs in
+    /// (`http.buffer_stream`): its records are POSTs, a window of a shard
+    /// one batch per table.
+    pub buffer_stream: Option<String>,
 }
 
 /// The environment variable that sets [`DecodeOptions::kinesis_per_record`]
@@ -77,6 +81,7 @@ impl DecodeOptions {
         Self {
             kinesis_per_record: std::env::var(KINESIS_PER_RECORD)
                 .is_ok_and(|v| v.eq_ignore_ascii_case("true")),
+            buffer_stream: None,
         }
     }
 }
@@ -243,7 +248,7 @@ pub fn decode(event: WriterEvent) -> Result<Vec<Part>, EventError> {
 pub fn decode_with(event: WriterEvent, opts: DecodeOptions) -> Result<Vec<Part>, EventError> {
     match event {
         WriterEvent::Sqs(event) => sqs(event),
-        WriterEvent::Kinesis { event, arrived_ms } => kinesis(event, &arrived_ms, opts),
+        WriterEvent::Kinesis { event, arrived_ms } => kinesis(event, &arrived_ms, &opts),
         WriterEvent::Kafka(event) => kafka(event),
         WriterEvent::DynamoDb(event) => dynamodb(&event.records),
     }
@@ -335,6 +340,36 @@ struct Shard {
 }
 
 impl Shard {
+    /// A batch per table of the HTTP POSTs the shard's records are (the
+    /// HTTP function's buffer), leaving it the records that are none. A
+    /// failed one restarts the whole shard: what was written of it is then
+    /// known to each table's ledger by its records' names.
+    fn take_posts(&mut self) -> Vec<Part> {
+        let Some(first) = self.items.iter().map(|(p, _)| p).min().cloned() else {
+            return Vec::new();
+        };
+        let items = std::mem::take(&mut self.items)
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), r))
+            .collect();
+        let window = floe_core::http::buffer::window(items);
+        // Only the HTTP function writes the stream; anything else in it
+        // goes on as the shard's own records, routed as such.
+        for (p, r) in window.others {
+            if let Some(p) = Position::parse(&p) {
+                self.items.push((p, r));
+            }
+        }
+        window
+            .batches
+            .into_iter()
+            .map(|batch| Part {
+                batch,
+                on_failure: vec![first.to_string()],
+            })
+            .collect()
+    }
+
     /// The batch naming each record by its position alone.
     fn into_ids_part(self) -> Option<Part> {
         let first = self.items.iter().map(|(p, _)| p).min()?.to_string();
@@ -387,7 +422,7 @@ fn position(kind: &'static str, text: &str) -> Result<Position, EventError> {
 fn kinesis(
     event: KinesisEvent,
     arrived_ms: &[Option<i64>],
-    opts: DecodeOptions,
+    opts: &DecodeOptions,
 ) -> Result<Vec<Part>, EventError> {
     let mut shards: BTreeMap<String, Shard> = BTreeMap::new();
     for (i, r) in event.records.into_iter().enumerate() {
@@ -418,16 +453,17 @@ fn kinesis(
         shard.items.push((pos, Bytes::from(r.kinesis.data.0)));
         shard.oldest_ms = oldest(shard.oldest_ms, arrived);
     }
-    Ok(shards
-        .into_values()
-        .filter_map(|s| {
-            if opts.kinesis_per_record {
-                s.into_ids_part()
-            } else {
-                s.into_part()
-            }
-        })
-        .collect())
+    let mut parts = Vec::new();
+    for mut shard in shards.into_values() {
+        if opts.buffer_stream.as_deref() == Some(shard.name.as_str()) {
+            parts.extend(shard.take_posts());
+        }
+        parts.extend(match opts.kinesis_per_record {
+            true => shard.into_ids_part(),
+            false => shard.into_part(),
+        });
+    }
+    Ok(parts)
 }
 
 fn kafka(event: KafkaEvent) -> Result<Vec<Part>, EventError> {

@@ -13,7 +13,7 @@ use floe_core::deploy::Deployment;
 use floe_core::envelope::s3::ObjectBatches;
 use floe_core::envelope::{ObjectRef, Opener, avro};
 use floe_core::pipeline::{PipelineError, WriteReport, Writer};
-use floe_core::source::SourceBatch;
+use floe_core::source::{SourceBatch, SourceKind};
 use tracing::{error, info};
 
 /// Why the function cannot start or cannot take an event as a whole.
@@ -35,6 +35,9 @@ pub enum WriterError {
 /// The writer function's state, kept across invocations of one instance.
 pub struct WriterFunction {
     writer: Writer,
+    /// Writes the HTTP function's buffered POSTs as it would have: creating
+    /// a table only with `http.create_tables`.
+    http_writer: Writer,
     decode: events::DecodeOptions,
     /// Opens envelopes, compressed records and registry Avro; caches schemas.
     opener: Opener,
@@ -64,8 +67,11 @@ impl WriterFunction {
     /// [`Self::new`] reading events with `decode` instead of the environment's options.
     pub fn with_options(
         deployment: &Deployment,
-        decode: events::DecodeOptions,
+        mut decode: events::DecodeOptions,
     ) -> Result<Self, WriterError> {
+        if decode.buffer_stream.is_none() {
+            decode.buffer_stream = deployment.config.http.buffer_stream.clone();
+        }
         let routing = &deployment.config.routing;
         if routing.table.is_none() && routing.template.is_none() {
             return Err(WriterError::NoRouting);
@@ -74,6 +80,7 @@ impl WriterFunction {
         Ok(Self {
             // Lambda redelivers a failed batch until the record expires.
             writer: deployment.writer()?.dead_letter_unwritable(),
+            http_writer: floe_core::http::writer(deployment)?.dead_letter_unwritable(),
             decode,
             opener: Opener::new(
                 deployment.config.clone(),
@@ -88,8 +95,12 @@ impl WriterFunction {
     async fn write_part(&self, batch: SourceBatch) -> Result<WriteReport, PartError> {
         let source = batch.source.clone();
         let oldest = batch.oldest_ms;
+        let writer = match source.kind {
+            SourceKind::Http => &self.http_writer,
+            _ => &self.writer,
+        };
         let opened = self.opener.open(batch).await?;
-        let mut report = self.writer.write(opened.batch).await?;
+        let mut report = writer.write(opened.batch).await?;
         for (at, object) in opened.objects {
             info!(source = %source.name, record = %at, object = %object.source(), "reading the object a notification names");
             self.write_object(object, source.clone(), oldest, &mut report)
@@ -127,7 +138,7 @@ impl WriterFunction {
     /// the redelivery gets the same batch id, so nothing is committed twice.
     pub async fn handle(&self, event: WriterEvent) -> Result<WriterResponse, WriterError> {
         let mut response = WriterResponse::for_event(&event);
-        let parts = events::decode_with(event, self.decode)?;
+        let parts = events::decode_with(event, self.decode.clone())?;
         let results = futures::future::join_all(parts.iter().map(|p| async {
             let started = std::time::Instant::now();
             let result = self.write_part(p.batch.clone()).await;

@@ -146,6 +146,15 @@ const HTTP: &[Key] = &[
     ),
     key("redact_values", Kind::Bool),
     key("create_tables", Kind::Bool),
+    key("buffer_stream", Kind::Text),
+    // Lambda's Kinesis batching window is at most 300 s; `floe serve` keeps to it.
+    key(
+        "buffer_window_ms",
+        Kind::Int {
+            min: 0,
+            max: 300_000,
+        },
+    ),
 ];
 const MAINTENANCE: &[Key] = &[
     key("tables", Kind::List),

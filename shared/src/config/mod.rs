@@ -204,6 +204,8 @@
 //! | `max_new_columns` | integer 0–10000 | `16` | A request whose records would add more columns than this to the table (nested fields count) is refused with 400 naming them; `0` lets HTTP add none. |
 //! | `redact_values` | boolean | `false` | 400 answers name each bad record's position, field and the kind of problem, never the value (dead-letter files still keep the record). |
 //! | `create_tables` | boolean | `false` | A POST to a table that does not exist creates it from its `[tables.*]` section or the records; needs `routing.allow` to name what may be created. Off, such a POST gets 404. |
+//! | `buffer_stream` | string | — | The Kinesis data stream a POST's records are appended to before its 200 (the Terraform module creates it and sets this on the HTTP and writer functions). The writer drains it in windows, one file per table per window instead of one per POST; see docs/cost.md. Unset, each POST is written as its own file. |
+//! | `buffer_window_ms` | integer 0–300000 | `0` | `floe serve` only: buffer POSTs in a spool under the warehouse and write them every this many ms (one file per table per window); `0` writes each POST as its own file. |
 //!
 //! ## `[maintenance]`: the scheduled maintenance function
 //!
@@ -707,6 +709,13 @@ pub struct HttpConfig {
     /// Let a POST create a table that does not exist yet (only tables
     /// `routing.allow` names); off, such a POST gets 404.
     pub create_tables: bool,
+    /// The Kinesis stream accepted POSTs wait in for the writer; unset, each
+    /// POST is written at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer_stream: Option<String>,
+    /// `floe serve`'s buffer window, ms; `0` (or unset) writes each POST at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer_window_ms: Option<u64>,
 }
 
 /// Request bodies larger than this are refused with 413 unless `http.max_body_bytes` says otherwise.

@@ -55,7 +55,7 @@ impl LocalCommits {
     /// Opens the spool of `deployment`'s warehouse and starts committing it,
     /// gathering requests for `window` after the first one arrives.
     pub async fn start(deployment: &Deployment, window: Duration) -> Result<Self, HttpError> {
-        let spool = Arc::new(open_spool(deployment).await?);
+        let spool = Arc::new(open_spool(deployment, SPOOL_DIR).await?);
         let recovered = spool.pending();
         let watch = Arc::new(CommitWatch::new());
         let committer = deployment.committer().dead_letter_uncommittable();
@@ -89,9 +89,12 @@ impl LocalCommits {
     }
 
     /// Stops at once, as `kill -9` would: a commit in flight is cut short
-    /// and everything spooled stays for the next start.
-    pub fn kill(self) {
+    /// and everything spooled stays for the next start. Returns once the
+    /// task is gone, as a killed process is before the next one starts.
+    pub async fn kill(self) {
         self.task.abort();
+        // Cancelled (or ended): either way it takes no further step.
+        let _ = self.task.await;
     }
 
     /// Commits what it can of what is queued (each waiting request gets one
@@ -107,9 +110,12 @@ impl LocalCommits {
     }
 }
 
-/// The spool under the deployment's warehouse.
-async fn open_spool(deployment: &Deployment) -> Result<SpoolQueue, HttpError> {
-    match deployment.config.warehouse_location().join(SPOOL_DIR) {
+/// The spool in `dir` under the deployment's warehouse.
+pub(super) async fn open_spool(
+    deployment: &Deployment,
+    dir: &str,
+) -> Result<SpoolQueue, HttpError> {
+    match deployment.config.warehouse_location().join(dir) {
         Location::Path(dir) => Ok(SpoolQueue::open_local(dir).await?),
         Location::Uri(uri) if uri.starts_with("file://") => {
             let dir = std::path::PathBuf::from(uri.trim_start_matches("file://"));

@@ -28,6 +28,8 @@
 
 pub mod auth;
 pub mod body;
+pub mod buffer;
+pub mod drain;
 mod guard;
 pub mod local;
 pub mod order;
@@ -57,6 +59,7 @@ use crate::source::SourceKind;
 use crate::source::{Positions, SourceSpan, batch_id};
 use crate::source::{Records, Source, SourceBatch};
 use crate::status;
+use buffer::Buffer;
 use order::ReceiptOrder;
 use watch::{CommitWatch, Mark};
 
@@ -78,6 +81,9 @@ pub enum HttpError {
     /// `floe serve`'s committer task panicked.
     #[error("the committer task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// `http.buffer_stream` names a Kinesis stream this deployment cannot reach.
+    #[error("http.buffer_stream: {0}")]
+    BufferStream(String),
     /// The order of receipts could not be read or reserved.
     #[error("the HTTP receipt order ({path}): {source}")]
     Order {
@@ -98,6 +104,7 @@ impl Classify for HttpError {
             HttpError::Spool(e) => e.kind(),
             HttpError::Task(_) => ErrorKind::Interrupted,
             HttpError::Order { .. } => ErrorKind::Service,
+            HttpError::BufferStream(_) => ErrorKind::Config,
         }
     }
 }
@@ -124,6 +131,8 @@ pub struct HttpIngest {
     watch: Option<Arc<CommitWatch>>,
     /// The order requests are received in, for keyed tables.
     order: ReceiptOrder,
+    /// Where POSTs without a key wait for the writer, when they do.
+    buffer: Option<Arc<dyn Buffer>>,
 }
 
 /// Where a deployment orders its HTTP receipts: a reservation file under a
@@ -139,6 +148,40 @@ fn receipt_order(config: &crate::config::Config) -> Result<ReceiptOrder, HttpErr
         }
         crate::config::Location::Uri(_) => Ok(ReceiptOrder::in_memory()),
     }
+}
+
+/// The writer step of HTTP requests (and of the buffer's windows): the
+/// deployment's, creating tables only with `http.create_tables`, whatever
+/// `routing.create` says.
+pub fn writer(deployment: &Deployment) -> Result<Writer, PipelineError> {
+    let config = &deployment.config;
+    let mut writer_config = (**config).clone();
+    writer_config.routing.create = config.http.create_tables;
+    Writer::new(WriterParts {
+        catalog: deployment.catalog.clone(),
+        queue: deployment.queue.clone(),
+        dead_letters: deployment.dead_letters.clone(),
+        faults: deployment.faults.clone(),
+        counters: deployment.counters.clone(),
+        config: Arc::new(writer_config),
+    })
+}
+
+/// The Kinesis stream `http.buffer_stream` names, as a buffer.
+fn stream_buffer(deployment: &Deployment) -> Result<Option<Arc<dyn Buffer>>, HttpError> {
+    let Some(stream) = &deployment.config.http.buffer_stream else {
+        return Ok(None);
+    };
+    #[cfg(feature = "aws")]
+    if let Some(aws) = &deployment.aws {
+        return Ok(Some(Arc::new(buffer::KinesisBuffer::new(
+            aws.kinesis.clone(),
+            stream,
+        ))));
+    }
+    Err(HttpError::BufferStream(format!(
+        "the Kinesis stream {stream} needs a deployment on AWS (a warehouse.uri and AWS settings); floe serve buffers with http.buffer_window_ms"
+    )))
 }
 
 /// The span of a POST to `table` with batch key `key`, at `order` in the
@@ -183,21 +226,12 @@ impl HttpIngest {
     /// with `http.create_tables`, whatever `routing.create` says.
     pub fn new(deployment: &Deployment) -> Result<Self, HttpError> {
         let config = &deployment.config;
-        let mut writer_config = (**config).clone();
-        writer_config.routing.create = config.http.create_tables;
-        let writer = Writer::new(WriterParts {
-            catalog: deployment.catalog.clone(),
-            queue: deployment.queue.clone(),
-            dead_letters: deployment.dead_letters.clone(),
-            faults: deployment.faults.clone(),
-            counters: deployment.counters.clone(),
-            config: Arc::new(writer_config),
-        })?;
         Ok(Self {
             token: config.http.token.clone(),
             allow: Allow::of(&config.routing)?,
             wait: config.http.wait(),
-            writer,
+            writer: writer(deployment)?,
+            buffer: stream_buffer(deployment)?,
             keys: deployment.http_keys(),
             catalog: deployment.catalog.clone(),
             config: config.clone(),
@@ -205,6 +239,13 @@ impl HttpIngest {
             watch: None,
             order: receipt_order(config)?,
         })
+    }
+
+    /// Buffers POSTs without an Idempotency-Key in `buffer` (`floe
+    /// serve`'s spool, drained by [`drain::LocalDrain`]).
+    pub fn with_buffer(mut self, buffer: Arc<dyn Buffer>) -> Self {
+        self.buffer = Some(buffer);
+        self
     }
 
     /// Answers with what `watch` knows of failing commits (`floe serve`'s
@@ -407,6 +448,15 @@ impl HttpIngest {
             Err(e) => return unordered(&table, &e),
         };
         let key = batch_key(header_key.as_deref(), &body_hash);
+        if header_key.is_none()
+            && wait.is_none()
+            && let Some(buffer) = &self.buffer
+            && body.len() + HEADER_ROOM <= buffer::MAX_POST_BYTES
+        {
+            return self
+                .buffered(buffer.as_ref(), &ident, &key, &now, body, items.len())
+                .await;
+        }
         // The order is not part of the batch id: a retry is the same batch.
         let id = batch_id(&[http_span(&table, &key, None)], None);
         let (first, uuid) = match &header_key {
@@ -454,6 +504,44 @@ impl HttpIngest {
         }
         self.conclude(&ident, &id, first_ms, wait, status, answer)
             .await
+    }
+
+    /// Appends a POST without a key to the buffer; the 200 says it is
+    /// durable there, and the writer drains it with the other POSTs of its
+    /// window. Its records are checked then: one that is bad is
+    /// dead-lettered naming the table, the POST and its place in the body.
+    async fn buffered(
+        &self,
+        buffer: &dyn Buffer,
+        ident: &TableIdent,
+        key: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        records: usize,
+    ) -> http::Response<Bytes> {
+        let table = display(ident);
+        let post = key.strip_prefix("post-").unwrap_or(key);
+        match buffer
+            .append(ident, buffer::encode(&table, post, receipt, body))
+            .await
+        {
+            Ok(()) => {
+                info!(%table, post, records, "records buffered");
+                let mut answer =
+                    json!({"table": table, "post": post, "records": records, "buffered": true});
+                if let Some(why) = self.failing(&table) {
+                    answer["commit_error"] = json!(why);
+                }
+                reply(StatusCode::OK, answer)
+            }
+            Err(e) => {
+                error!(%table, post, error = %e, "not buffered");
+                reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("{e}; nothing was accepted, send the records again")}),
+                )
+            }
+        }
     }
 
     /// When key `key` was first received, and the uuid of the table its
@@ -710,6 +798,10 @@ impl HttpIngest {
         }
     }
 }
+
+/// Room a buffered POST's header takes beside its body: a table name,
+/// an id and a receipt.
+const HEADER_ROOM: usize = 1024;
 
 /// The request's `Idempotency-Key`, when it has a non-blank one.
 fn idempotency_key(req: &http::Request<Bytes>) -> Option<String> {

@@ -16,9 +16,10 @@ use crate::write::rows::{At, RowId};
 pub(super) struct Identity<'a> {
     span: Option<&'a SourceSpan>,
     ids: HashMap<&'a str, u32>,
-    /// The ids are the records' positions in their shard (a Kinesis shard
-    /// read in parallel), so they order its changes.
-    ids_ordered: bool,
+    /// What the ids say of the order of changes: a Kinesis shard read in
+    /// parallel names records by their positions, a buffered POST's
+    /// records begin with its receipt.
+    ids_order: IdsOrder,
     /// Replayed dead letters, ordered by where they first came from.
     replayed: Option<&'a Replayed>,
     /// The key file's sources ([`key_sources`]), which
@@ -44,7 +45,11 @@ impl<'a> Identity<'a> {
         Self {
             span,
             ids,
-            ids_ordered: batch.source.kind == SourceKind::Kinesis,
+            ids_order: match batch.source.kind {
+                SourceKind::Kinesis => IdsOrder::Positions,
+                SourceKind::Http => IdsOrder::Receipts,
+                _ => IdsOrder::None,
+            },
             replayed: batch.records.replayed(),
             key_sources: key_sources(batch, order),
             order,
@@ -104,10 +109,28 @@ impl<'a> Identity<'a> {
             (_, Some(Positions::Key { order: Some(o), .. })) => Some(o.clone()),
             (Pos::Line(n), Some(Positions::Range { .. })) => Some(Position::from(n)),
             (Pos::Item(p), Some(Positions::Range { .. })) => Position::parse(p),
-            (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_ordered => Position::parse(p),
+            (Pos::Item(p), Some(Positions::Ids { .. }))
+                if self.ids_order == IdsOrder::Positions =>
+            {
+                Position::parse(p)
+            }
+            (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_order == IdsOrder::Receipts => {
+                crate::http::buffer::record_order(p)
+            }
             _ => change.position.as_deref().and_then(Position::parse),
         }
     }
+}
+
+/// What an unordered span's ids say of the order of its changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdsOrder {
+    /// Nothing: each change's own position orders it.
+    None,
+    /// They are positions.
+    Positions,
+    /// They begin with the receipt of the request that carried them.
+    Receipts,
 }
 
 /// The batch's span sources, then those replayed records first came from,

@@ -162,6 +162,11 @@ impl SpoolQueue {
         self.notify.notify_waiters();
     }
 
+    /// True once [`Self::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().map(|s| s.closed).unwrap_or(true)
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, QueueError> {
         self.state
             .lock()
