@@ -206,11 +206,14 @@ resource "aws_cloudwatch_metric_alarm" "dead_letters" {
   tags                = var.tags
 }
 
+# Lambda's IteratorAge of the writer covers all its stream mappings, the
+# HTTP buffer stream's included: buffered POSTs the writer does not drain
+# are not yet in any file.
 resource "aws_cloudwatch_metric_alarm" "iterator_age" {
   count = var.create_alarms && local.stream_sources ? 1 : 0
 
   alarm_name          = "${var.name}-writer-iterator-age"
-  alarm_description   = "floe: the writer lags its Kinesis or DynamoDB stream by over ${var.iterator_age_alarm_ms} ms."
+  alarm_description   = "floe: the writer lags its Kinesis or DynamoDB stream (or the HTTP buffer stream) by over ${var.iterator_age_alarm_ms} ms."
   namespace           = "AWS/Lambda"
   metric_name         = "IteratorAge"
   dimensions          = { FunctionName = aws_lambda_function.writer.function_name }

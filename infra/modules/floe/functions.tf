@@ -195,7 +195,7 @@ moved {
 
 resource "aws_lambda_function" "ingest" {
   #checkov:skip=CKV_AWS_116:The HTTP function is invoked synchronously (function URL, API Gateway); the client gets the error and retries with its Idempotency-Key.
-  #checkov:skip=CKV_AWS_117:VPC placement is optional (var.vpc_subnet_ids); the function only needs S3, SQS, the catalog and Secrets Manager.
+  #checkov:skip=CKV_AWS_117:VPC placement is optional (var.vpc_subnet_ids); the function only needs S3, SQS, Kinesis (the HTTP buffer stream), the catalog and Secrets Manager.
   #checkov:skip=CKV_AWS_173:The environment holds no secrets: FLOE_HTTP_TOKEN is blank or the ARN of a Secrets Manager secret resolved at start; Lambda encrypts it at rest with its own key.
   #checkov:skip=CKV_AWS_272:Code signing needs an AWS Signer profile the deployment owns; cargo-lambda zips are built and deployed by the same pipeline.
   count = var.enable_http_ingest ? 1 : 0

@@ -13,6 +13,37 @@ resource "aws_lambda_function_url" "ingest" {
   authorization_type = "AWS_IAM"
 }
 
+# --- the HTTP buffer stream ---------------------------------------------------------------
+# The HTTP function appends each POST to this stream and answers once
+# PutRecord succeeded; the writer drains it in windows (triggers.tf), so a
+# table gets one Parquet file per window instead of one per POST
+# (docs/cost.md). ?wait=commit requests do not use it.
+
+resource "aws_kinesis_stream" "http_buffer" {
+  count = local.http_buffer ? 1 : 0
+
+  name        = "${var.name}-http-buffer"
+  shard_count = var.http_buffer_shards
+  # Provisioned: one shard takes 1,000 POSTs a second, far above the rates
+  # the buffer is for, and its hourly price is below an on-demand stream's
+  # before that one's per-GB charges.
+  stream_mode_details {
+    stream_mode = "PROVISIONED"
+  }
+
+  # The least Kinesis keeps. Lambda redelivers a failed batch for as long
+  # as its records are in the stream, and the table's ledger remembers the
+  # ids of unordered records (POSTs) for floe.ledger.key-window-ms, 24 h by
+  # default: raise that table property before raising the retention, or a
+  # batch redelivered after a day could be committed twice.
+  retention_period = 24
+
+  encryption_type = "KMS"
+  kms_key_id      = var.kms_key_arn != null ? var.kms_key_arn : "alias/aws/kinesis"
+
+  tags = var.tags
+}
+
 # --- API Gateway HTTP API --------------------------------------------------------------------
 
 locals {

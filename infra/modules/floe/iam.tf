@@ -1,12 +1,13 @@
 # One execution role per function, each with only what that function does.
 #
-#   writer      sources (read) -> Parquet + dead letters + claim checks (put),
-#               tables it creates or evolves (Glue + metadata), every shard
-#               of the commit queue (send)
+#   writer      sources and the HTTP buffer stream (read) -> Parquet + dead
+#               letters + claim checks (put), tables it creates or evolves
+#               (Glue + metadata), every shard of the commit queue (send)
 #   committer   its own shard of the commit queue (consume; one role per
 #               shard's committer), claim checks (get, delete), table
 #               metadata and manifests (get, put), Glue UpdateTable
 #   ingest      the writer's rights without the sources, plus its token secret
+#               and PutRecord on the HTTP buffer stream
 #   maintenance table files (list, get, put, delete), Glue databases and tables
 #               (list, read, update); no commit queue
 #   pg_sync     its tables' files (get, put, delete old metadata), dead letters
@@ -249,8 +250,9 @@ data "aws_iam_policy_document" "writer" {
     }
   }
 
+  # The Kinesis sources and the HTTP buffer stream.
   dynamic "statement" {
-    for_each = length(var.kinesis_sources) > 0 ? [1] : []
+    for_each = length(var.kinesis_sources) > 0 || local.http_buffer ? [1] : []
     content {
       sid = "ReadKinesisStreams"
       actions = [
@@ -261,7 +263,10 @@ data "aws_iam_policy_document" "writer" {
         "kinesis:ListShards",
         "kinesis:SubscribeToShard",
       ]
-      resources = [for s in values(var.kinesis_sources) : s.stream_arn]
+      resources = concat(
+        [for s in values(var.kinesis_sources) : s.stream_arn],
+        aws_kinesis_stream.http_buffer[*].arn,
+      )
     }
   }
 
@@ -433,6 +438,16 @@ data "aws_iam_policy_document" "ingest" {
     sid       = "Logs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
     resources = ["${aws_cloudwatch_log_group.fn["ingest"].arn}:*"]
+  }
+
+  # Each accepted POST is one PutRecord on the buffer stream.
+  dynamic "statement" {
+    for_each = local.http_buffer ? [1] : []
+    content {
+      sid       = "AppendToBufferStream"
+      actions   = ["kinesis:PutRecord", "kinesis:DescribeStreamSummary"]
+      resources = [aws_kinesis_stream.http_buffer[0].arn]
+    }
   }
 
   dynamic "statement" {

@@ -54,7 +54,11 @@ locals {
   writer_secret_arns = concat(local.catalog_secret_arns, local.source_secret_arns)
 
   # --- switches ---------------------------------------------------------------------
-  stream_sources = length(var.kinesis_sources) + length(var.dynamodb_sources) > 0
+  # The HTTP function appends each POST to a Kinesis stream that the writer
+  # drains in windows (http.tf); like a Kinesis source, the stream needs the
+  # failure queue and the stream alarms.
+  http_buffer    = var.enable_http_ingest && var.http_buffer
+  stream_sources = length(var.kinesis_sources) + length(var.dynamodb_sources) > 0 || local.http_buffer
   kafka_in_vpc = length(var.msk_sources) > 0 || anytrue([
     for s in values(var.kafka_sources) : length(s.subnet_ids) > 0
   ])
@@ -140,9 +144,14 @@ locals {
 
   # A Kinesis shard read with a parallelization factor above 1 reaches
   # several invocations at once: the writer then names each record by its
-  # sequence number instead of by its batch's range.
+  # sequence number instead of by its batch's range. The buffer stream's
+  # mapping reads each shard with one invocation, so it does not count.
+  # FLOE_HTTP_BUFFER_STREAM: the writer takes that stream's records for
+  # buffered POSTs, not for source records; the HTTP function appends to it.
+  # Blank on both: every POST is written as it comes.
   writer_own_env = {
     FLOE_KINESIS_PER_RECORD = anytrue([for s in values(var.kinesis_sources) : s.parallelization_factor > 1]) ? "true" : "false"
+    FLOE_HTTP_BUFFER_STREAM = local.http_buffer ? aws_kinesis_stream.http_buffer[0].name : ""
   }
 
   writer_env = merge(local.common_env, local.queue_env, local.writer_own_env)
@@ -160,6 +169,7 @@ locals {
     FLOE_HTTP_MAX_NEW_COLUMNS  = tostring(var.http_max_new_columns)
     FLOE_HTTP_REDACT_VALUES    = tostring(var.http_redact_values)
     FLOE_HTTP_CREATE_TABLES    = tostring(var.http_create_tables)
+    FLOE_HTTP_BUFFER_STREAM    = local.http_buffer ? aws_kinesis_stream.http_buffer[0].name : ""
   }
 
   maintenance_own_env = {

@@ -59,7 +59,7 @@ output "committer_function_names" {
 }
 
 output "stream_failure_queue_url" {
-  description = "On-failure destination of the Kinesis and DynamoDB mappings (null without stream sources)."
+  description = "On-failure destination of the Kinesis and DynamoDB mappings and of the HTTP buffer stream's (null without any)."
   value       = local.stream_sources ? aws_sqs_queue.stream_failures[0].url : null
 }
 
@@ -107,6 +107,16 @@ output "function_url" {
 output "api_endpoint" {
   description = "HTTP API endpoint in front of the ingest function; null without http_api_gateway."
   value       = local.http_api ? aws_apigatewayv2_api.ingest[0].api_endpoint : null
+}
+
+output "http_buffer_stream_name" {
+  description = "Name of the HTTP buffer stream (FLOE_HTTP_BUFFER_STREAM); null without http_buffer or enable_http_ingest."
+  value       = local.http_buffer ? aws_kinesis_stream.http_buffer[0].name : null
+}
+
+output "http_buffer_stream_arn" {
+  description = "ARN of the HTTP buffer stream; null without http_buffer or enable_http_ingest."
+  value       = local.http_buffer ? aws_kinesis_stream.http_buffer[0].arn : null
 }
 
 output "glue_databases" {

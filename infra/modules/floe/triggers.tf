@@ -104,6 +104,38 @@ resource "aws_lambda_event_source_mapping" "kinesis" {
   depends_on = [aws_iam_role_policy.fn]
 }
 
+# --- writer: the HTTP buffer stream -------------------------------------------------------
+# Buffered POSTs (http.tf): one window of them is one Parquet file per table.
+
+resource "aws_lambda_event_source_mapping" "http_buffer" {
+  count = local.http_buffer ? 1 : 0
+
+  event_source_arn = aws_kinesis_stream.http_buffer[0].arn
+  function_name    = aws_lambda_function.writer.arn
+  # Every POST the stream holds, from a new mapping on: each got its 200.
+  starting_position                  = "TRIM_HORIZON"
+  batch_size                         = 10000
+  maximum_batching_window_in_seconds = var.http_buffer_window_seconds
+  # One invocation per shard at a time: a shard's records are written in
+  # the order the stream took them.
+  parallelization_factor = 1
+  # A POST's 200 promised its records: retry a failing batch until its
+  # records leave the stream (24 h) rather than skip them; the iterator age
+  # alarm fires long before.
+  bisect_batch_on_function_error = false
+  maximum_retry_attempts         = -1
+  maximum_record_age_in_seconds  = -1
+  function_response_types        = ["ReportBatchItemFailures"]
+
+  destination_config {
+    on_failure {
+      destination_arn = aws_sqs_queue.stream_failures[0].arn
+    }
+  }
+
+  depends_on = [aws_iam_role_policy.fn]
+}
+
 # --- writer: DynamoDB Streams --------------------------------------------------------------
 
 resource "aws_lambda_event_source_mapping" "dynamodb" {

@@ -68,7 +68,7 @@ variable "warehouse_prefix" {
 }
 
 variable "kms_key_arn" {
-  description = "Customer managed KMS key for the bucket (SSE-KMS with bucket keys) and the SQS queues. null: SSE-S3 and SQS managed SSE. Every role gets kms:Decrypt and kms:GenerateDataKey on it; its key policy must allow that (and the SQS service for queue encryption)."
+  description = "Customer managed KMS key for the bucket (SSE-KMS with bucket keys), the SQS queues and the HTTP buffer stream. null: SSE-S3, SQS managed SSE and the AWS managed key alias/aws/kinesis. Every role gets kms:Decrypt and kms:GenerateDataKey on it; its key policy must allow that (and the SQS service for queue encryption)."
   type        = string
   default     = null
 }
@@ -192,7 +192,7 @@ variable "tracing_mode" {
 }
 
 variable "vpc_subnet_ids" {
-  description = "Run every function in these subnets (with vpc_security_group_ids). They need a route to S3, SQS, Glue, Secrets Manager, CloudWatch Logs and STS (NAT or VPC endpoints). Empty: no VPC."
+  description = "Run every function in these subnets (with vpc_security_group_ids). They need a route to S3, SQS, Glue, Secrets Manager, CloudWatch Logs and STS, and to Kinesis with the HTTP buffer stream (NAT or VPC endpoints). Empty: no VPC."
   type        = list(string)
   default     = []
 }
@@ -511,6 +511,34 @@ variable "http_create_tables" {
   default     = false
 }
 
+variable "http_buffer" {
+  description = "With enable_http_ingest: create the HTTP buffer stream, a Kinesis data stream <name>-http-buffer (FLOE_HTTP_BUFFER_STREAM on the HTTP function and the writer). The HTTP function appends each POST to it (the 200 comes after PutRecord) and the writer drains it every http_buffer_window_seconds, one Parquet file per table per window instead of one per POST; ?wait=commit requests still write their file directly. false: every POST writes its own file, and the stream's fixed cost goes away (docs/deploy.md, \"The HTTP buffer stream\")."
+  type        = bool
+  default     = true
+}
+
+variable "http_buffer_shards" {
+  description = "Shards of the HTTP buffer stream (provisioned mode, billed per shard-hour). One takes 1 MB/s or 1,000 POSTs/s."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.http_buffer_shards >= 1 && floor(var.http_buffer_shards) == var.http_buffer_shards
+    error_message = "http_buffer_shards: a whole number, at least 1."
+  }
+}
+
+variable "http_buffer_window_seconds" {
+  description = "How long Lambda gathers the HTTP buffer stream's records before invoking the writer (or until 10,000 records or 6 MB). Buffered records reach their table about this plus the committer's window after their POST; longer windows mean fewer, larger files and commits."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.http_buffer_window_seconds >= 0 && var.http_buffer_window_seconds <= 300
+    error_message = "http_buffer_window_seconds: 0-300 (Lambda's limit for a stream's batching window)."
+  }
+}
+
 # --- maintenance -------------------------------------------------------------------
 
 variable "enable_maintenance" {
@@ -700,7 +728,7 @@ variable "freshness_alarm_ms" {
 }
 
 variable "iterator_age_alarm_ms" {
-  description = "Alarm when the writer lags a Kinesis or DynamoDB stream by more than this (Lambda's IteratorAge)."
+  description = "Alarm when the writer lags a Kinesis or DynamoDB stream, the HTTP buffer stream included, by more than this (Lambda's IteratorAge)."
   type        = number
   default     = 300000
 }

@@ -43,6 +43,9 @@ mock_provider "aws" {
   mock_resource "aws_apigatewayv2_api" {
     defaults = { execution_arn = "arn:aws:execute-api:eu-west-1:123456789012:abc" }
   }
+  mock_resource "aws_kinesis_stream" {
+    defaults = { arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/floe-http-buffer" }
+  }
 }
 
 variables {
@@ -105,7 +108,7 @@ run "defaults" {
   }
   # The env-var contract of docs/deploy.md, name for name.
   assert {
-    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_KINESIS_PER_RECORD", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.writer.environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_KINESIS_PER_RECORD", "FLOE_HTTP_BUFFER_STREAM", "RUST_LOG"])
     error_message = "writer environment: ${join(",", keys(aws_lambda_function.writer.environment[0].variables))}"
   }
   assert {
@@ -113,7 +116,7 @@ run "defaults" {
     error_message = "committer environment: ${join(",", keys(aws_lambda_function.committer[0].environment[0].variables))}"
   }
   assert {
-    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "RUST_LOG"])
+    condition     = toset(keys(aws_lambda_function.ingest[0].environment[0].variables)) == toset(["FLOE_CONFIG_TOML", "FLOE_WAREHOUSE_URI", "FLOE_AWS_REGION", "FLOE_CATALOG_TYPE", "FLOE_CATALOG_CATALOG_ID", "FLOE_CATALOG_URI", "FLOE_CATALOG_PREFIX", "FLOE_CATALOG_TOKEN", "FLOE_CATALOG_CLIENT_ID", "FLOE_CATALOG_CLIENT_SECRET", "FLOE_CATALOG_OAUTH2_SERVER_URI", "FLOE_CATALOG_SCOPE", "FLOE_CATALOG_SIGV4_SERVICE", "FLOE_DEAD_LETTER_LOCATION", "FLOE_QUEUE_URL", "FLOE_QUEUE_URLS", "FLOE_QUEUE_CLAIM_PREFIX", "FLOE_QUEUE_RETENTION_SECONDS", "FLOE_QUEUE_DLQ_RETENTION_SECONDS", "FLOE_QUEUE_TABLE_CONCURRENCY", "FLOE_HTTP_TOKEN", "FLOE_HTTP_MAX_BODY_BYTES", "FLOE_HTTP_WAIT_SECONDS", "FLOE_HTTP_MAX_RECORD_BYTES", "FLOE_HTTP_MAX_NEW_COLUMNS", "FLOE_HTTP_REDACT_VALUES", "FLOE_HTTP_CREATE_TABLES", "FLOE_HTTP_BUFFER_STREAM", "RUST_LOG"])
     error_message = "ingest environment: ${join(",", keys(aws_lambda_function.ingest[0].environment[0].variables))}"
   }
   assert {
@@ -149,6 +152,151 @@ run "defaults" {
     condition     = output.metric_dimensions["maintenance"]["function_name"] == "floe-maintenance"
     error_message = "metric_dimensions output"
   }
+}
+
+# The HTTP path is buffered by default: the HTTP function appends to the
+# stream, the writer drains it in windows, and both know its name.
+run "http_buffer_on_by_default" {
+  command = apply
+
+  assert {
+    condition = (
+      aws_kinesis_stream.http_buffer[0].name == "floe-http-buffer" &&
+      aws_kinesis_stream.http_buffer[0].shard_count == 1 &&
+      aws_kinesis_stream.http_buffer[0].stream_mode_details[0].stream_mode == "PROVISIONED" &&
+      aws_kinesis_stream.http_buffer[0].retention_period == 24 &&
+      aws_kinesis_stream.http_buffer[0].encryption_type == "KMS" &&
+      aws_kinesis_stream.http_buffer[0].kms_key_id == "alias/aws/kinesis"
+    )
+    error_message = "buffer stream"
+  }
+  assert {
+    condition = (
+      aws_lambda_function.writer.environment[0].variables["FLOE_HTTP_BUFFER_STREAM"] == "floe-http-buffer" &&
+      aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_BUFFER_STREAM"] == "floe-http-buffer"
+    )
+    error_message = "FLOE_HTTP_BUFFER_STREAM on both functions"
+  }
+  assert {
+    condition = (
+      aws_lambda_event_source_mapping.http_buffer[0].event_source_arn == "arn:aws:kinesis:eu-west-1:123456789012:stream/floe-http-buffer" &&
+      aws_lambda_event_source_mapping.http_buffer[0].function_name == aws_lambda_function.writer.arn &&
+      aws_lambda_event_source_mapping.http_buffer[0].starting_position == "TRIM_HORIZON" &&
+      aws_lambda_event_source_mapping.http_buffer[0].batch_size == 10000 &&
+      aws_lambda_event_source_mapping.http_buffer[0].maximum_batching_window_in_seconds == 60 &&
+      aws_lambda_event_source_mapping.http_buffer[0].parallelization_factor == 1 &&
+      aws_lambda_event_source_mapping.http_buffer[0].maximum_retry_attempts == -1 &&
+      aws_lambda_event_source_mapping.http_buffer[0].function_response_types == toset(["ReportBatchItemFailures"]) &&
+      aws_lambda_event_source_mapping.http_buffer[0].destination_config[0].on_failure[0].destination_arn == aws_sqs_queue.stream_failures[0].arn
+    )
+    error_message = "buffer mapping"
+  }
+  assert {
+    condition = (
+      [for st in data.aws_iam_policy_document.ingest[0].statement : st.actions if st.sid == "AppendToBufferStream"] == [toset(["kinesis:PutRecord", "kinesis:DescribeStreamSummary"])] &&
+      [for st in data.aws_iam_policy_document.ingest[0].statement : st.resources if st.sid == "AppendToBufferStream"] == [toset(["arn:aws:kinesis:eu-west-1:123456789012:stream/floe-http-buffer"])] &&
+      [for st in data.aws_iam_policy_document.writer.statement : st.resources if st.sid == "ReadKinesisStreams"] == [toset(["arn:aws:kinesis:eu-west-1:123456789012:stream/floe-http-buffer"])]
+    )
+    error_message = "buffer IAM"
+  }
+  # The stream alarms and the failure queue come with it.
+  assert {
+    condition     = length(aws_sqs_queue.stream_failures) == 1 && length(aws_cloudwatch_metric_alarm.iterator_age) == 1 && length(aws_cloudwatch_metric_alarm.stream_failures) == 1
+    error_message = "stream failure queue and alarms"
+  }
+  assert {
+    condition     = output.http_buffer_stream_name == "floe-http-buffer" && output.http_buffer_stream_arn == "arn:aws:kinesis:eu-west-1:123456789012:stream/floe-http-buffer"
+    error_message = "buffer outputs"
+  }
+  # The writer's per-record naming is for Kinesis sources read in parallel;
+  # the buffer stream is read one invocation per shard.
+  assert {
+    condition     = aws_lambda_function.writer.environment[0].variables["FLOE_KINESIS_PER_RECORD"] == "false"
+    error_message = "the buffer does not turn on per-record names"
+  }
+}
+
+run "http_buffer_settings" {
+  command = plan
+  variables {
+    name                       = "edge"
+    http_buffer_shards         = 3
+    http_buffer_window_seconds = 300
+    kms_key_arn                = "arn:aws:kms:eu-west-1:123456789012:key/0000"
+  }
+  assert {
+    condition = (
+      aws_kinesis_stream.http_buffer[0].name == "edge-http-buffer" &&
+      aws_kinesis_stream.http_buffer[0].shard_count == 3 &&
+      aws_kinesis_stream.http_buffer[0].kms_key_id == "arn:aws:kms:eu-west-1:123456789012:key/0000" &&
+      aws_lambda_event_source_mapping.http_buffer[0].maximum_batching_window_in_seconds == 300
+    )
+    error_message = "buffer settings"
+  }
+}
+
+# Off: every POST writes its own file, as before; nothing of the stream is
+# left, and without other streams neither is the failure queue.
+run "http_buffer_off" {
+  command = apply
+  variables {
+    http_buffer = false
+  }
+  assert {
+    condition = (
+      length(aws_kinesis_stream.http_buffer) == 0 &&
+      length(aws_lambda_event_source_mapping.http_buffer) == 0 &&
+      length(aws_sqs_queue.stream_failures) == 0 &&
+      length(aws_cloudwatch_metric_alarm.iterator_age) == 0
+    )
+    error_message = "no buffer resources"
+  }
+  assert {
+    condition = (
+      aws_lambda_function.writer.environment[0].variables["FLOE_HTTP_BUFFER_STREAM"] == "" &&
+      aws_lambda_function.ingest[0].environment[0].variables["FLOE_HTTP_BUFFER_STREAM"] == ""
+    )
+    error_message = "FLOE_HTTP_BUFFER_STREAM blank on both functions"
+  }
+  assert {
+    condition = (
+      length([for st in data.aws_iam_policy_document.ingest[0].statement : st if st.sid == "AppendToBufferStream"]) == 0 &&
+      length([for st in data.aws_iam_policy_document.writer.statement : st if st.sid == "ReadKinesisStreams"]) == 0
+    )
+    error_message = "no buffer IAM"
+  }
+  assert {
+    condition     = output.http_buffer_stream_name == null && output.http_buffer_stream_arn == null
+    error_message = "buffer outputs are null"
+  }
+}
+
+# http_buffer is about the HTTP function: without it there is no stream.
+run "http_buffer_needs_http_ingest" {
+  command = plan
+  variables {
+    enable_http_ingest = false
+  }
+  assert {
+    condition     = length(aws_kinesis_stream.http_buffer) == 0 && length(aws_lambda_event_source_mapping.http_buffer) == 0 && aws_lambda_function.writer.environment[0].variables["FLOE_HTTP_BUFFER_STREAM"] == ""
+    error_message = "no buffer without HTTP ingest"
+  }
+}
+
+run "http_buffer_window_is_bounded" {
+  command = plan
+  variables {
+    http_buffer_window_seconds = 301
+  }
+  expect_failures = [var.http_buffer_window_seconds]
+}
+
+run "http_buffer_needs_a_shard" {
+  command = plan
+  variables {
+    http_buffer_shards = 0
+  }
+  expect_failures = [var.http_buffer_shards]
 }
 
 run "fifo_defaults_to_10" {
