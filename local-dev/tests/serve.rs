@@ -349,6 +349,76 @@ async fn every_acknowledged_record_survives_kill_9_at_every_point_exactly_once()
     assert_eq!(std::fs::read_dir(spool).unwrap().count(), 0);
 }
 
+/// The durability tests' server buffering POSTs without a key.
+const BUFFERED: &str = "[http]\ntoken = \"t\"\nwait_seconds = 5\nbuffer_window_ms = 200\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_buffered_post_survives_kill_9_at_every_point_exactly_once() {
+    let wh = Warehouse::new();
+    wh.create_table("web.events", SCHEMA, &[]);
+    let client = reqwest::Client::new();
+    // Each point gets two POSTs answered 200 from the buffer, then the
+    // process dies where the window's write or its commit stands: an
+    // injected crash (abort), or SIGKILL before the window (a minute) ends.
+    let points: [(&str, Option<&str>, u64); 6] = [
+        ("buffered, not written", None, 60_000),
+        ("written, not enqueued", Some("after_upload:crash"), 200),
+        (
+            "enqueued, not taken from the buffer",
+            Some("after_enqueue:crash"),
+            200,
+        ),
+        (
+            "metadata written, catalog not swapped",
+            Some("catalog_swap:crash"),
+            200,
+        ),
+        (
+            "catalog swapped, its answer lost",
+            Some("catalog_ambiguous:crash"),
+            200,
+        ),
+        ("committed, still queued", Some("after_commit:crash"), 200),
+    ];
+    let mut expected = Vec::new();
+    for (i, (point, fault, window)) in points.into_iter().enumerate() {
+        let mut env: Vec<(&str, &str)> = fault.iter().map(|f| ("FLOE_FAULT", *f)).collect();
+        let window_ms = window.to_string();
+        env.push(("FLOE_HTTP_BUFFER_WINDOW_MS", &window_ms));
+        let server = Server::launch(&wh, BUFFERED, 100, &env);
+        for post in 0..2u64 {
+            let id = i as u64 * 10 + post;
+            let body = format!("{{\"id\":{id},\"name\":\"{point}\"}}\n");
+            let answer = send(&client, &server.records("web.events"), None, &body).await;
+            let Some((200, answer)) = answer else {
+                panic!("{point}: {answer:?}");
+            };
+            assert_eq!(answer["buffered"], true, "{point}: {answer}");
+            expected.push(id);
+        }
+        match fault {
+            Some(_) => server.crashed(),
+            None => server.kill(),
+        }
+        // Started again: what the buffer and the spool hold is written and
+        // committed, once; SIGTERM waits for both.
+        let out = Server::start(&wh, BUFFERED).stop();
+        assert!(
+            out.iter().any(|l| l.contains("buffered")),
+            "{point}: {out:?}"
+        );
+    }
+    let table = wh.read("web.events", Some("id"));
+    assert_eq!(common::ids(&table), expected, "{table}");
+    for dir in ["_floe/commit-queue", "_floe/http-buffer"] {
+        assert_eq!(
+            std::fs::read_dir(wh.path().join(dir)).unwrap().count(),
+            0,
+            "{dir}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_that_cannot_commit_never_stops_the_others() {
     let wh = Warehouse::new();

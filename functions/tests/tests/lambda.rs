@@ -55,6 +55,8 @@ struct Env {
     maintain: Option<String>,
     /// `routing.partition` of the table `create_table` makes.
     partition: Vec<String>,
+    /// `http.buffer_stream`, when set.
+    buffer: Option<String>,
 }
 
 const TOKEN: &str = "t0ken-for-tests";
@@ -110,6 +112,7 @@ impl Env {
             allow: None,
             maintain: None,
             partition: Vec::new(),
+            buffer: None,
         }
     }
 
@@ -141,6 +144,11 @@ impl Env {
             .as_ref()
             .map(|t| format!("[maintenance]\ntables = [\"{t}\"]"))
             .unwrap_or_default();
+        let buffer = self
+            .buffer
+            .as_ref()
+            .map(|b| format!("buffer_stream = \"{b}\""))
+            .unwrap_or_default();
         let text = format!(
             r#"
 [warehouse]
@@ -160,6 +168,7 @@ table = "{table}"
 token = "{TOKEN}"
 max_body_bytes = 4096
 wait_seconds = 20
+{buffer}
 "#,
             bucket = self.bucket,
             endpoint = services::moto(),
@@ -899,6 +908,146 @@ async fn the_maintenance_function_compacts_expires_and_removes_s3_orphans() {
         .filter(|k| k.ends_with(".parquet"))
         .collect();
     assert_eq!(data.len(), 1, "{data:?}");
+}
+
+/// The records of `stream`'s only shard on moto, from its start:
+/// (sequence number, data), as the HTTP function's PutRecord left them.
+async fn stream_records(env: &Env, stream: &str) -> Vec<(String, Vec<u8>)> {
+    let kinesis = &env.clients.kinesis;
+    let shards = kinesis
+        .list_shards()
+        .stream_name(stream)
+        .send()
+        .await
+        .unwrap();
+    let shard = shards.shards()[0].shard_id().to_string();
+    let mut iterator = kinesis
+        .get_shard_iterator()
+        .stream_name(stream)
+        .shard_id(shard)
+        .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await
+        .unwrap()
+        .shard_iterator()
+        .map(str::to_string);
+    let mut out = Vec::new();
+    while let Some(it) = iterator {
+        let got = kinesis
+            .get_records()
+            .shard_iterator(it)
+            .send()
+            .await
+            .unwrap();
+        if got.records().is_empty() {
+            break;
+        }
+        out.extend(
+            got.records()
+                .iter()
+                .map(|r| (r.sequence_number().to_string(), r.data().as_ref().to_vec())),
+        );
+        iterator = got.next_shard_iterator().map(str::to_string);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() {
+    let mut env = Env::new().await;
+    let stream = unique("floe-http-buffer").replace('_', "-");
+    env.clients
+        .kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    env.buffer = Some(stream.clone());
+    env.create_table(false).await;
+    let http = HttpFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    // Five POSTs without a key: each answered from the stream.
+    let mut expected = Vec::new();
+    for i in 0..5i64 {
+        let body = format!(
+            "{{\"id\":{},\"name\":\"p{i}\"}}\n{{\"id\":{},\"name\":\"q{i}\"}}\n",
+            100 + 2 * i,
+            101 + 2 * i
+        );
+        let (status, answer) = call(
+            &http,
+            http_event("http_post.json", &env, |v| {
+                v["headers"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("idempotency-key");
+                v["body"] = json!(body);
+            }),
+        )
+        .await;
+        assert_eq!(
+            (status, &answer["buffered"]),
+            (200, &json!(true)),
+            "{answer}"
+        );
+        expected.push((100 + 2 * i, Some(format!("p{i}"))));
+        expected.push((101 + 2 * i, Some(format!("q{i}"))));
+    }
+    // A keyed POST is written at once, as before.
+    let (status, answer) = call(&http, http_event("http_post.json", &env, |_| {})).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["buffered"].is_null() && answer["batch_id"].is_string(),
+        "{answer}"
+    );
+    expected.extend([(51, Some("una".to_string())), (52, Some("vic".to_string()))]);
+    expected.sort();
+
+    let records = stream_records(&env, &stream).await;
+    assert_eq!(records.len(), 5, "one stream record per POST");
+    let event = |range: std::ops::Range<usize>| {
+        let window: Vec<(&str, Vec<u8>)> = records[range]
+            .iter()
+            .map(|(seq, data)| (seq.as_str(), data.clone()))
+            .collect();
+        moto::kinesis_event(&stream, &window)
+    };
+    // The writer fails after its upload; Lambda hands the shard again from
+    // the failed window's start, now with more records; a late duplicate of
+    // the first window follows.
+    let failing = Faults::at(FaultPoint::AfterUpload, FaultMode::Error, 1);
+    let writer = WriterFunction::new(&env.deployment(failing).await).unwrap();
+    let first = writer.handle(event(0..3)).await.unwrap();
+    assert_eq!(failures(&first), vec![records[0].0.clone()]);
+    let again = writer.handle(event(0..5)).await.unwrap();
+    assert!(failures(&again).is_empty(), "{again:?}");
+    let late = writer.handle(event(0..3)).await.unwrap();
+    assert!(failures(&late).is_empty(), "{late:?}");
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let answers = env.drain(&committer).await;
+    assert!(
+        answers.iter().all(|a| failures(a).is_empty()),
+        "{answers:?}"
+    );
+
+    assert_eq!(env.rows().await, expected);
+    env.assert_readers_see(&expected).await;
+    // The keyed POST's file and the window's: the late window committed
+    // nothing, and the failed one's file was never committed.
+    let d = env.deployment(Faults::none()).await;
+    let loaded = d.catalog.load_table(&env.ident).await.unwrap();
+    let summary = &loaded
+        .metadata
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(
+        summary.get("total-data-files").map(String::as_str),
+        Some("2"),
+        "{summary:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
