@@ -17,12 +17,15 @@ use super::HttpError;
 use super::buffer::{self, Buffer};
 use crate::deploy::Deployment;
 use crate::pipeline::Writer;
-use crate::queue::{CommitQueue, Delivery, QueueError, SpoolQueue, gather};
+use crate::queue::{CommitQueue, Delivery, QueueError, SpoolQueue, gather_bounded};
 
 /// The buffer's directory under the warehouse.
 pub const BUFFER_DIR: &str = "_floe/http-buffer";
 /// Most POSTs one window takes.
 const MAX_POSTS: usize = 10_000;
+/// Most bytes of POSTs one window takes (a POST is at most 1 MiB), so a
+/// window's memory stays bounded however large the POSTs.
+const MAX_WINDOW_BYTES: usize = 64 * 1024 * 1024;
 /// How long the drain waits for a first POST before looking again.
 const IDLE_WAIT: Duration = Duration::from_millis(200);
 /// The longest pause after a window failed, before it is tried again.
@@ -90,7 +93,13 @@ impl LocalDrain {
 /// in the spool for the next start.
 async fn run(writer: Writer, spool: Arc<SpoolQueue>, window: Duration) {
     loop {
-        let posts = match gather(spool.as_ref(), MAX_POSTS, IDLE_WAIT, window).await {
+        let gathered = gather_bounded(
+            spool.as_ref(),
+            (MAX_POSTS, MAX_WINDOW_BYTES),
+            IDLE_WAIT,
+            window,
+        );
+        let posts = match gathered.await {
             Ok(d) => d,
             Err(QueueError::Closed) => return,
             Err(e) => {

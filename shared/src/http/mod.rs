@@ -11,6 +11,11 @@
 //!   the first answer again and commits nothing twice, however late it
 //!   comes within the window; the same key with another body gets 422.
 //!   Without a key every POST is a new batch, equal bodies too.
+//!   With a buffer ([`buffer`]: `http.buffer_stream` on AWS, `floe
+//!   serve`'s `http.buffer_window_ms`), a POST without a key or
+//!   `?wait=commit` is appended to it instead and answered 200 with
+//!   `buffered: true` once the buffer holds it; the writer takes a window
+//!   of POSTs as one batch per table, and dead-letters bad records then.
 //!   `?wait=commit` answers only once the batch is in the table (or after
 //!   `http.wait_seconds`, or when `floe serve`'s committer reports it
 //!   failing, with 202, `committed: false` and `commit_error`). Bad

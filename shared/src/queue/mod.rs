@@ -116,19 +116,42 @@ pub async fn gather(
     first_wait: Duration,
     window: Duration,
 ) -> Result<Vec<Delivery>, QueueError> {
-    let mut deliveries = queue.receive(max, first_wait).await?;
+    gather_bounded(queue, (max, usize::MAX), first_wait, window).await
+}
+
+/// [`gather`] that also stops once the bodies reach `limit.1` bytes (taking
+/// at most [`GATHER_STEP`] messages a receive, so it overshoots by little).
+pub async fn gather_bounded(
+    queue: &dyn CommitQueue,
+    limit: (usize, usize),
+    first_wait: Duration,
+    window: Duration,
+) -> Result<Vec<Delivery>, QueueError> {
+    let (max, max_bytes) = limit;
+    let step = |n: usize| match max_bytes {
+        usize::MAX => n,
+        _ => n.min(GATHER_STEP),
+    };
+    let mut deliveries = queue.receive(step(max), first_wait).await?;
+    let mut bytes: usize = deliveries.iter().map(|d| d.body.len()).sum();
     let started = std::time::Instant::now();
-    while !deliveries.is_empty() && deliveries.len() < max {
+    while !deliveries.is_empty() && deliveries.len() < max && bytes < max_bytes {
         let left = window.saturating_sub(started.elapsed());
         if left.is_zero() {
             break;
         }
-        match queue.receive(max - deliveries.len(), left).await {
+        match queue.receive(step(max - deliveries.len()), left).await {
             Ok(more) if more.is_empty() => break,
-            Ok(more) => deliveries.extend(more),
+            Ok(more) => {
+                bytes = bytes.saturating_add(more.iter().map(|d| d.body.len()).sum());
+                deliveries.extend(more);
+            }
             Err(QueueError::Closed) => break,
             Err(e) => return Err(e),
         }
     }
     Ok(deliveries)
 }
+
+/// Messages a byte-bounded [`gather_bounded`] takes a receive.
+pub const GATHER_STEP: usize = 100;
