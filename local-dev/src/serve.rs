@@ -69,18 +69,10 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
     if let Some(commits) = &local {
         api = api.with_watch(commits.watch());
     }
-    // POSTs without a key wait in a spool and are written a window at a
-    // time: one file per table per window, however small the POSTs.
-    let drain = match deployment.config.http.buffer_window_ms.filter(|ms| *ms > 0) {
-        Some(ms) => {
-            let drain = LocalDrain::start(&deployment, Duration::from_millis(ms))
-                .await
-                .context("cannot open the HTTP buffer")?;
-            api = api.with_buffer(drain.buffer());
-            Some(drain)
-        }
-        None => None,
-    };
+    let drain = start_buffer(&deployment).await?;
+    if let Some(drain) = &drain {
+        api = api.with_buffer(drain.buffer());
+    }
     let listener = TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -108,26 +100,11 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         ),
     }
     if let Some(drain) = &drain {
-        outln!(
-            "floe serve: POSTs without an Idempotency-Key are buffered in {} and written every {} ms",
-            drain.location(),
-            deployment.config.http.buffer_window_ms.unwrap_or_default()
-        );
-        if drain.recovered() > 0 {
-            outln!(
-                "floe serve: writing {} POST(s) a previous run buffered",
-                drain.recovered()
-            );
-        }
+        announce_buffer(drain, deployment.config.http.buffer_window_ms.unwrap_or(0));
     }
     serve_http(listener, Arc::new(api), None, shutdown_signal()).await;
     if let Some(drain) = drain {
-        let left = drain.stop().await.context("writing the buffered POSTs")?;
-        if left > 0 {
-            outln!(
-                "floe serve: {left} buffered POST(s) stay in the buffer; the next floe serve on this warehouse writes them"
-            );
-        }
+        stop_buffer(drain).await?;
     }
     if let Some(commits) = local {
         outln!("floe serve: stopping; committing what was acknowledged");
@@ -138,6 +115,44 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         report_leftover(&left);
     }
     outln!("floe serve: stopped");
+    Ok(())
+}
+
+/// With `http.buffer_window_ms`, the buffer POSTs without a key wait in and
+/// the task that writes them a window at a time: one file per table per
+/// window, however small the POSTs.
+async fn start_buffer(deployment: &Deployment) -> Result<Option<LocalDrain>> {
+    let Some(ms) = deployment.config.http.buffer_window_ms.filter(|ms| *ms > 0) else {
+        return Ok(None);
+    };
+    let drain = LocalDrain::start(deployment, Duration::from_millis(ms))
+        .await
+        .context("cannot open the HTTP buffer")?;
+    Ok(Some(drain))
+}
+
+/// Where POSTs are buffered, once the address is out (the first line).
+fn announce_buffer(drain: &LocalDrain, window_ms: u64) {
+    outln!(
+        "floe serve: POSTs without an Idempotency-Key are buffered in {} and written every {window_ms} ms",
+        drain.location()
+    );
+    if drain.recovered() > 0 {
+        outln!(
+            "floe serve: writing {} POST(s) a previous run buffered",
+            drain.recovered()
+        );
+    }
+}
+
+/// Writes what the buffer holds; what it cannot stays for the next start.
+async fn stop_buffer(drain: LocalDrain) -> Result<()> {
+    let left = drain.stop().await.context("writing the buffered POSTs")?;
+    if left > 0 {
+        outln!(
+            "floe serve: {left} buffered POST(s) stay in the buffer; the next floe serve on this warehouse writes them"
+        );
+    }
     Ok(())
 }
 

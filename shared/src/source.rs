@@ -361,6 +361,19 @@ pub enum Positions {
     },
 }
 
+/// The name of record `n` of the request `post` received at `order` (a
+/// buffered HTTP POST's): the same however often the request is
+/// delivered, and in the order of receipts by its first part.
+pub fn receipt_record(order: &Position, post: &str, n: &str) -> String {
+    format!("{order}-{post}-{n}")
+}
+
+/// Where the record named `id` ([`receipt_record`]) stands in the order of
+/// receipts.
+pub fn receipt_of(id: &str) -> Option<Position> {
+    Position::parse(id.split_once('-')?.0)
+}
+
 /// The part of one source a batch holds, e.g. `kafka:orders/3` offsets 100..=199.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceSpan {

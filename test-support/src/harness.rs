@@ -812,31 +812,7 @@ impl Progress {
                 let p = open[rng.below(open.len())];
                 Some((self.posts[p].clone(), vec![p]))
             }
-            Kind::HttpBuffered => {
-                // A window: some of the posts waiting, in the buffer's
-                // order, now and then one of them twice.
-                let open: Vec<usize> = (0..self.posts.len())
-                    .filter(|p| self.posts_acked.contains(p) == rewind)
-                    .collect();
-                if open.is_empty() {
-                    return None;
-                }
-                let most = 1 + rng.below(6);
-                let mut picked: Vec<usize> = open
-                    .iter()
-                    .copied()
-                    .filter(|_| rng.chance(50))
-                    .take(most)
-                    .collect();
-                if picked.is_empty() {
-                    picked.push(open[rng.below(open.len())]);
-                }
-                if rng.chance(15) {
-                    picked.push(picked[rng.below(picked.len())]);
-                }
-                let records = picked.iter().flat_map(|p| self.posts[*p].clone()).collect();
-                Some((records, picked))
-            }
+            Kind::HttpBuffered => self.window(rng, rewind),
             _ => {
                 let open: Vec<usize> = (0..setup.lanes)
                     .filter(|l| {
@@ -860,6 +836,33 @@ impl Progress {
                 Some((self.lanes[lane][start..end].to_vec(), Vec::new()))
             }
         }
+    }
+
+    /// A window of the HTTP buffer: some of the posts waiting (or, with
+    /// `rewind`, acknowledged), in the buffer's order, now and then one of
+    /// them twice.
+    fn window(&self, rng: &mut Rng, rewind: bool) -> Option<(Vec<Record>, Vec<usize>)> {
+        let open: Vec<usize> = (0..self.posts.len())
+            .filter(|p| self.posts_acked.contains(p) == rewind)
+            .collect();
+        if open.is_empty() {
+            return None;
+        }
+        let most = 1 + rng.below(6);
+        let mut picked: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|_| rng.chance(50))
+            .take(most)
+            .collect();
+        if picked.is_empty() {
+            picked.push(open[rng.below(open.len())]);
+        }
+        if rng.chance(15) {
+            picked.push(picked[rng.below(picked.len())]);
+        }
+        let records = picked.iter().flat_map(|p| self.posts[*p].clone()).collect();
+        Some((records, picked))
     }
 
     fn ack(&mut self, setup: &Setup, inv: &Invocation) {

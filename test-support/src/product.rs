@@ -1096,6 +1096,29 @@ impl Run {
         Self::apply(&mut self.model.rows, &mine, &mut self.counts);
     }
 
+    /// A new input file, ingested by a process that may die at a fault
+    /// point (then repaired or not, and run again).
+    async fn new_input(&mut self) {
+        let n = 2 + self.rng.below(20);
+        let batch = self.records.batch(n);
+        let path = self.dir.join(format!("in-{}.ndjson", self.inputs.len()));
+        std::fs::write(&path, batch.lines.join("\n") + "\n").unwrap();
+        self.inputs.push((path, batch));
+        let fault = self.rng.chance(40).then(|| {
+            let p = FaultPoint::ALL[self.rng.below(FaultPoint::ALL.len())];
+            (p, 1 + self.rng.below(3) as u64)
+        });
+        let repair = self.rng.chance(50);
+        self.step(
+            "ingest",
+            format!(
+                "input {} ({n} lines), fault {fault:?}, repair {repair}",
+                self.inputs.len() - 1
+            ),
+        );
+        self.ingest(self.inputs.len() - 1, fault, repair).await;
+    }
+
     /// One drawn step, timed.
     async fn next(&mut self) {
         let started = std::time::Instant::now();
@@ -1148,26 +1171,7 @@ impl Run {
                 self.step("stop serve", String::new());
                 self.settle().await;
             }
-            45..=69 => {
-                let n = 2 + self.rng.below(20);
-                let batch = self.records.batch(n);
-                let path = self.dir.join(format!("in-{}.ndjson", self.inputs.len()));
-                std::fs::write(&path, batch.lines.join("\n") + "\n").unwrap();
-                self.inputs.push((path, batch));
-                let fault = self.rng.chance(40).then(|| {
-                    let p = FaultPoint::ALL[self.rng.below(FaultPoint::ALL.len())];
-                    (p, 1 + self.rng.below(3) as u64)
-                });
-                let repair = self.rng.chance(50);
-                self.step(
-                    "ingest",
-                    format!(
-                        "input {} ({n} lines), fault {fault:?}, repair {repair}",
-                        self.inputs.len() - 1
-                    ),
-                );
-                self.ingest(self.inputs.len() - 1, fault, repair).await;
-            }
+            45..=69 => self.new_input().await,
             70..=75 => {
                 let Some(i) = (!self.inputs.is_empty()).then(|| self.rng.below(self.inputs.len()))
                 else {

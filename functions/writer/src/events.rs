@@ -348,18 +348,10 @@ impl Shard {
         let Some(first) = self.items.iter().map(|(p, _)| p).min().cloned() else {
             return Vec::new();
         };
-        let items = std::mem::take(&mut self.items)
-            .into_iter()
-            .map(|(p, r)| (p.to_string(), r))
-            .collect();
-        let window = floe_core::http::buffer::window(items);
+        let window = floe_core::http::buffer::window(std::mem::take(&mut self.items));
         // Only the HTTP function writes the stream; anything else in it
         // goes on as the shard's own records, routed as such.
-        for (p, r) in window.others {
-            if let Some(p) = Position::parse(&p) {
-                self.items.push((p, r));
-            }
-        }
+        self.items = window.others;
         window
             .batches
             .into_iter()

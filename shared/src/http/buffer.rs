@@ -151,16 +151,10 @@ pub fn decode(post: &Bytes) -> Option<(Header, Bytes)> {
     (header.version == 1).then(|| (header, post.slice(end + 1..)))
 }
 
-/// The name of record `n` of the POST `header` describes: its receipt,
-/// the POST's id, its place in the body.
+/// The name of record `n` of the POST `header` describes
+/// ([`crate::source::receipt_record`]).
 pub fn record_id(header: &Header, n: &str) -> String {
-    format!("{}-{}-{n}", header.order, header.post)
-}
-
-/// Where the record named `id` ([`record_id`]) stands in the order of
-/// receipts.
-pub fn record_order(id: &str) -> Option<Position> {
-    Position::parse(id.split_once('-')?.0)
+    crate::source::receipt_record(&header.order, &header.post, n)
 }
 
 /// The span source of `table`'s HTTP records.
@@ -168,21 +162,25 @@ pub fn source_of(table: &str) -> String {
     format!("http:{table}")
 }
 
-/// What one window of a buffer becomes.
-#[derive(Debug, Default)]
-pub struct Window {
+/// What one window of a buffer becomes; `P` is where an item sits in the
+/// buffer.
+#[derive(Debug)]
+pub struct Window<P> {
     /// One batch per table, its records in the order of receipts.
     pub batches: Vec<SourceBatch>,
-    /// Items that are no buffered POST, as they came.
-    pub others: Vec<(String, Bytes)>,
+    /// Items that are no buffered POST, where they sat.
+    pub others: Vec<(P, Bytes)>,
 }
 
 /// The writer's batches of one window of buffered POSTs (`items`: each
 /// with its place in the buffer). A POST that came twice is taken once.
-pub fn window(items: Vec<(String, Bytes)>) -> Window {
+pub fn window<P>(items: Vec<(P, Bytes)>) -> Window<P> {
     let mut posts: BTreeMap<String, Vec<(Header, Bytes)>> = BTreeMap::new();
     let mut seen = HashSet::new();
-    let mut out = Window::default();
+    let mut out = Window {
+        batches: Vec::new(),
+        others: Vec::new(),
+    };
     for (at, item) in items {
         let Some((header, body)) = decode(&item).filter(|(h, _)| parse_table(&h.table).is_ok())
         else {
@@ -254,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_window_is_one_batch_per_table_in_the_order_of_receipts_each_post_once() {
-        let items = vec![
+        let items: Vec<(String, Bytes)> = vec![
             ("s1".into(), post("raw.a", "k2", 20, r#"[{"id":3}]"#)),
             (
                 "s2".into(),
@@ -281,16 +279,16 @@ mod tests {
         };
         let ids: Vec<&str> = records.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["10-k1-0", "10-k1-1", "20-k2-0"]);
-        assert_eq!(record_order(ids[2]), Some(Position::from(20u64)));
+        assert_eq!(
+            crate::source::receipt_of(ids[2]),
+            Some(Position::from(20u64))
+        );
         let Records::Items(lines) = &w.batches[1].records else {
             panic!("items")
         };
         assert_eq!(lines[1].0, "10-k1-2");
         // Another window holding the same POSTs names their records alike.
-        let again = window(vec![(
-            "s9".into(),
-            post("raw.a", "k2", 20, r#"[{"id":3}]"#),
-        )]);
+        let again = window(vec![("s9", post("raw.a", "k2", 20, r#"[{"id":3}]"#))]);
         assert_eq!(
             again.batches[0].spans[0].positions,
             Positions::Ids {

@@ -453,14 +453,10 @@ impl HttpIngest {
             Err(e) => return unordered(&table, &e),
         };
         let key = batch_key(header_key.as_deref(), &body_hash);
-        if header_key.is_none()
-            && wait.is_none()
-            && let Some(buffer) = &self.buffer
-            && body.len() + HEADER_ROOM <= buffer::MAX_POST_BYTES
-        {
-            return self
-                .buffered(buffer.as_ref(), &ident, &key, &now, body, items.len())
-                .await;
+        if let Some(buffer) = self.buffer_for(header_key.is_some(), wait.is_some(), body) {
+            let id = post_id(&key);
+            let post = buffer::encode(&table, id, &now, body);
+            return self.buffered(buffer, &ident, id, post, items.len()).await;
         }
         // The order is not part of the batch id: a retry is the same batch.
         let id = batch_id(&[http_span(&table, &key, None)], None);
@@ -487,28 +483,40 @@ impl HttpIngest {
             Ok(written) => written,
             Err(refused) => return refused,
         };
-        // What the records became is the answer a retry gets; whether they
-        // are committed yet is asked anew each time.
-        if let (Some(k), Some(uuid)) = (&header_key, &uuid)
-            && let Err(e) = self
-                .keys
-                .finish(
-                    &KeyOf {
-                        table: &table,
-                        uuid,
-                        key: k,
-                    },
-                    &body_hash,
-                    &id,
-                    &first,
-                    (status.as_u16(), answer.clone()),
-                )
-                .await
-        {
-            error!(%table, error = %e, "idempotency record not written; a retry writes the batch again, which commits it once");
+        if let (Some(key), Some(uuid)) = (&header_key, &uuid) {
+            let at = KeyOf {
+                table: &table,
+                uuid,
+                key,
+            };
+            let answered = (status.as_u16(), answer.clone());
+            self.remember(&at, &body_hash, &id, &first, answered).await;
         }
         self.conclude(&ident, &id, first_ms, wait, status, answer)
             .await
+    }
+
+    /// Records what a keyed POST's records became: the answer a retry
+    /// gets (whether they are committed yet is asked anew each time).
+    async fn remember(
+        &self,
+        at: &KeyOf<'_>,
+        body_hash: &str,
+        id: &str,
+        first: &Receipt,
+        answer: (u16, Value),
+    ) {
+        if let Err(e) = self.keys.finish(at, body_hash, id, first, answer).await {
+            error!(table = at.table, error = %e, "idempotency record not written; a retry writes the batch again, which commits it once");
+        }
+    }
+
+    /// The buffer a POST goes to: one without a key or `?wait=commit`
+    /// whose body fits a buffered POST.
+    fn buffer_for(&self, keyed: bool, wait: bool, body: &[u8]) -> Option<&dyn Buffer> {
+        let buffer = self.buffer.as_deref()?;
+        let fits = body.len() + HEADER_ROOM <= buffer::MAX_POST_BYTES;
+        (!keyed && !wait && fits).then_some(buffer)
     }
 
     /// Appends a POST without a key to the buffer; the 200 says it is
@@ -519,31 +527,27 @@ impl HttpIngest {
         &self,
         buffer: &dyn Buffer,
         ident: &TableIdent,
-        key: &str,
-        receipt: &Receipt,
-        body: &[u8],
+        post_id: &str,
+        post: Bytes,
         records: usize,
     ) -> http::Response<Bytes> {
         let table = display(ident);
-        let post = key.strip_prefix("post-").unwrap_or(key);
-        match buffer
-            .append(ident, buffer::encode(&table, post, receipt, body))
-            .await
-        {
+        match buffer.append(ident, post).await {
             Ok(()) => {
-                info!(%table, post, records, "records buffered");
+                info!(%table, post = post_id, records, "records buffered");
                 let mut answer =
-                    json!({"table": table, "post": post, "records": records, "buffered": true});
+                    json!({"table": table, "post": post_id, "records": records, "buffered": true});
                 if let Some(why) = self.failing(&table) {
                     answer["commit_error"] = json!(why);
                 }
                 reply(StatusCode::OK, answer)
             }
             Err(e) => {
-                error!(%table, post, error = %e, "not buffered");
+                error!(%table, post = post_id, error = %e, "not buffered");
                 reply(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"error": format!("{e}; nothing was accepted, send the records again")}),
+                    // A lost answer may hide an append that landed: say so.
+                    json!({"error": format!("{e}; the POST may or may not be buffered (send an Idempotency-Key to make retries safe)")}),
                 )
             }
         }
@@ -807,6 +811,11 @@ impl HttpIngest {
 /// Room a buffered POST's header takes beside its body: a table name,
 /// an id and a receipt.
 const HEADER_ROOM: usize = 1024;
+
+/// The id a POST without a key gets from its batch key (`post-<id>`).
+fn post_id(key: &str) -> &str {
+    key.strip_prefix("post-").unwrap_or(key)
+}
 
 /// The request's `Idempotency-Key`, when it has a non-blank one.
 fn idempotency_key(req: &http::Request<Bytes>) -> Option<String> {

@@ -115,7 +115,7 @@ impl<'a> Identity<'a> {
                 Position::parse(p)
             }
             (Pos::Item(p), Some(Positions::Ids { .. })) if self.ids_order == IdsOrder::Receipts => {
-                crate::http::buffer::record_order(p)
+                crate::source::receipt_of(p)
             }
             _ => change.position.as_deref().and_then(Position::parse),
         }
