@@ -14,8 +14,10 @@ The load is the worst case the Terraform module's defaults allow, not a toy:
 - writer: one event of ~6 MB (Lambda's payload limit) of NDJSON, at most
   1,000 messages or records (the sources' default batch_size), as SQS
   message bodies and as base64 Kinesis and Kafka records (one shard or
-  partition: one batch); and an S3 notification naming one large NDJSON
-  object (read in `envelope::s3::BATCH_BYTES` pieces);
+  partition: one batch); a window of the HTTP buffer stream (~6 KB POSTs
+  filling the 6 MB, one batch for their table); and an S3 notification
+  naming one large NDJSON object (read in `envelope::s3::BATCH_BYTES`
+  pieces);
 - ingest-http: one POST of http.max_body_bytes (5 MiB) of NDJSON;
 - floe serve: POSTs of 5 MiB from SERVE_CLIENTS concurrent clients;
 - committer: thousands of commit requests of 5-record batches (`floe ingest
@@ -202,7 +204,7 @@ def sqs_event(lines, queue_arn):
     return fill(lines, make, lambda r: {"Records": r}, 256 * 1024)
 
 
-def kinesis_event(lines, stream):
+def kinesis_event(lines, stream, per_record=4400):
     base = 49590338271490256608559692538361571095921575989136588898 + int(
         time.time() * 1000
     ) * 10**6
@@ -226,7 +228,27 @@ def kinesis_event(lines, stream):
         }
 
     # 1,000 records share the 6 MB: each is as large as that lets it be.
-    return fill(lines, make, lambda r: {"Records": r}, 4400)
+    return fill(lines, make, lambda r: {"Records": r}, per_record)
+
+
+def buffer_event(lines, stream, table):
+    """A window of the HTTP buffer stream: each record a POST as the HTTP
+    function appends it (a header line naming the table, then the body),
+    ~6 KB each, as many as the 6 MB payload takes."""
+    event, taken, size = kinesis_event(lines, stream, 6000)
+    for i, r in enumerate(event["Records"]):
+        header = json.dumps(
+            {
+                "floe.http": 1,
+                "table": table,
+                "post": uuid.uuid4().hex,
+                "received_ms": int(time.time() * 1000),
+                "order": str(int(time.time() * 1_000_000) + i),
+            }
+        ).encode()
+        body = base64.b64decode(r["kinesis"]["data"])
+        r["kinesis"]["data"] = base64.b64encode(header + b"\n" + body).decode()
+    return event, taken, size
 
 
 def kafka_event(lines, topic, partitions=1, offset0=0):
@@ -411,6 +433,14 @@ class Bench:
             check(answers, f"writer {kind} {shape}")
             load = f"1 event, {size / 1e6:.1f} MB, {taken:,} records"
             self.row(f"writer: {kind}", shape, load, kib)
+        # A window of the HTTP buffer stream: POSTs, one batch per table.
+        table = self.table(shape, "wbuffer")
+        event, taken, size = buffer_event(lines, "hbuf", table)
+        env = dict(self.env(table), FLOE_HTTP_BUFFER_STREAM="hbuf")
+        kib, answers = run_function(exe, env, [event], self.log)
+        check(answers, f"writer HTTP buffer {shape}")
+        load = f"1 event, {size / 1e6:.1f} MB, {taken:,} records"
+        self.row("writer: HTTP buffer window", shape, load, kib)
         # An S3 notification naming one large object.
         table = self.table(shape, "ws3")
         key = f"incoming/{shape}.ndjson"

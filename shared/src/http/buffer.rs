@@ -157,7 +157,7 @@ pub fn record_id(header: &Header, n: &str) -> String {
     crate::source::receipt_record(&header.order, &header.post, n)
 }
 
-/// The span source of `table`'s HTTP records.
+/// The span source of `table`'s HTTP records, buffered or not.
 pub fn source_of(table: &str) -> String {
     format!("http:{table}")
 }

@@ -193,7 +193,7 @@ fn stream_buffer(deployment: &Deployment) -> Result<Option<Arc<dyn Buffer>>, Htt
 /// order of receipts.
 fn http_span(table: &str, key: &str, order: Option<crate::source::Position>) -> SourceSpan {
     SourceSpan {
-        source: format!("http:{table}"),
+        source: buffer::source_of(table),
         positions: Positions::Key {
             key: key.to_string(),
             order,
