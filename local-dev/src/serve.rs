@@ -77,6 +77,7 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let addr = listener.local_addr()?;
+    let shutdown = shutdown_signal();
     outln!("floe serve: listening on http://{addr}");
     match (&local, &deployment.queue_urls()[..]) {
         (Some(commits), _) => {
@@ -102,7 +103,7 @@ pub async fn run(mut deployment: Deployment, args: ServeArgs) -> Result<()> {
     if let Some(drain) = &drain {
         announce_buffer(drain, deployment.config.http.buffer_window_ms.unwrap_or(0));
     }
-    serve_http(listener, Arc::new(api), None, shutdown_signal()).await;
+    serve_http(listener, Arc::new(api), None, shutdown).await;
     if let Some(drain) = drain {
         stop_buffer(drain).await?;
     }
@@ -271,18 +272,23 @@ async fn answer(
 }
 
 /// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    // Registered now, not when first polled: a SIGTERM sent as soon as the
+    // address is printed must stop the server, not kill it.
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        let term = async {
+            match term {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                // No SIGTERM handler: Ctrl-C still works.
+                Err(_) => std::future::pending().await,
             }
-            // No SIGTERM handler: Ctrl-C still works.
-            Err(_) => std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = term => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
     }
 }

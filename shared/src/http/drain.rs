@@ -10,11 +10,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use super::HttpError;
 use super::buffer::{self, Buffer};
+use super::local::SpoolTask;
 use crate::deploy::Deployment;
 use crate::pipeline::Writer;
 use crate::queue::{CommitQueue, Delivery, QueueError, SpoolQueue, gather_bounded};
@@ -33,9 +33,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The running drain and its spool.
 pub struct LocalDrain {
-    spool: Arc<SpoolQueue>,
-    task: JoinHandle<()>,
-    recovered: usize,
+    run: SpoolTask,
 }
 
 impl LocalDrain {
@@ -43,47 +41,37 @@ impl LocalDrain {
     /// through the deployment's writer step (enqueueing to its queue),
     /// gathering POSTs for `window` after the first one arrives.
     pub async fn start(deployment: &Deployment, window: Duration) -> Result<Self, HttpError> {
-        let spool = Arc::new(super::local::open_spool(deployment, BUFFER_DIR).await?);
-        let recovered = spool.pending();
         let writer = super::writer(deployment)?;
-        let task = tokio::spawn(run(writer, spool.clone(), window));
-        Ok(Self {
-            spool,
-            task,
-            recovered,
-        })
+        let work = move |spool| run(writer, spool, window);
+        let run = SpoolTask::start(deployment, BUFFER_DIR, work).await?;
+        Ok(Self { run })
     }
 
     /// Where the HTTP API appends POSTs.
     pub fn buffer(&self) -> Arc<dyn Buffer> {
-        self.spool.clone()
+        self.run.spool.clone()
     }
 
     /// POSTs a previous process left in the buffer, written first.
     pub fn recovered(&self) -> usize {
-        self.recovered
+        self.run.recovered
     }
 
     /// Where the buffer is.
     pub fn location(&self) -> String {
-        self.spool.location()
+        self.run.spool.location()
     }
 
     /// Stops at once, as `kill -9` would: a window in flight is cut short
-    /// and its POSTs stay for the next start. Returns once the task is
-    /// gone, as a killed process is before the next one starts.
+    /// and its POSTs stay for the next start.
     pub async fn kill(self) {
-        self.task.abort();
-        // Cancelled (or ended): either way it takes no further step.
-        let _ = self.task.await;
+        self.run.kill().await;
     }
 
     /// Writes what the buffer holds (each waiting window gets one more
     /// try), then stops; returns how many POSTs stay buffered.
     pub async fn stop(self) -> Result<usize, HttpError> {
-        self.spool.close();
-        self.task.await.map_err(HttpError::Task)?;
-        Ok(self.spool.pending())
+        Ok(self.run.stop().await?.pending())
     }
 }
 

@@ -43,34 +43,74 @@ pub struct Leftover {
     pub failing: Vec<(String, String)>,
 }
 
+/// A task working through a spool under the warehouse, as `floe serve`'s
+/// committer and its buffer's drain do.
+pub(super) struct SpoolTask {
+    pub(super) spool: Arc<SpoolQueue>,
+    task: JoinHandle<()>,
+    /// What a previous process left in the spool when this one opened it.
+    pub(super) recovered: usize,
+}
+
+impl SpoolTask {
+    /// Opens the spool in `dir` under `deployment`'s warehouse and runs
+    /// `work` on it.
+    pub(super) async fn start<F>(
+        deployment: &Deployment,
+        dir: &str,
+        work: impl FnOnce(Arc<SpoolQueue>) -> F,
+    ) -> Result<Self, HttpError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let spool = Arc::new(open_spool(deployment, dir).await?);
+        let recovered = spool.pending();
+        let task = tokio::spawn(work(spool.clone()));
+        Ok(Self {
+            spool,
+            task,
+            recovered,
+        })
+    }
+
+    /// Stops at once, as `kill -9` would; returns once the task is gone, as
+    /// a killed process is before the next one starts.
+    pub(super) async fn kill(self) {
+        self.task.abort();
+        // Cancelled (or ended): either way it takes no further step.
+        let _ = self.task.await;
+    }
+
+    /// Closes the spool and waits for the task to finish what it holds;
+    /// what it could not stays in the spool (parked) for the next start.
+    pub(super) async fn stop(self) -> Result<Arc<SpoolQueue>, HttpError> {
+        self.spool.close();
+        self.task.await.map_err(HttpError::Task)?;
+        Ok(self.spool)
+    }
+}
+
 /// The running committer, its spool and its watch.
 pub struct LocalCommits {
-    spool: Arc<SpoolQueue>,
+    run: SpoolTask,
     watch: Arc<CommitWatch>,
-    task: JoinHandle<()>,
-    recovered: usize,
 }
 
 impl LocalCommits {
     /// Opens the spool of `deployment`'s warehouse and starts committing it,
     /// gathering requests for `window` after the first one arrives.
     pub async fn start(deployment: &Deployment, window: Duration) -> Result<Self, HttpError> {
-        let spool = Arc::new(open_spool(deployment, SPOOL_DIR).await?);
-        let recovered = spool.pending();
         let watch = Arc::new(CommitWatch::new());
         let committer = deployment.committer().dead_letter_uncommittable();
-        let task = tokio::spawn(run(committer, spool.clone(), watch.clone(), window));
-        Ok(Self {
-            spool,
-            watch,
-            task,
-            recovered,
-        })
+        let seen = watch.clone();
+        let work = move |spool| run(committer, spool, seen, window);
+        let run = SpoolTask::start(deployment, SPOOL_DIR, work).await?;
+        Ok(Self { run, watch })
     }
 
     /// The queue the writers send to.
     pub fn queue(&self) -> QueueRef {
-        self.spool.clone()
+        self.run.spool.clone()
     }
 
     /// What the committer saw, for the HTTP answers.
@@ -80,41 +120,34 @@ impl LocalCommits {
 
     /// Requests a previous process left in the spool, committed first.
     pub fn recovered(&self) -> usize {
-        self.recovered
+        self.run.recovered
     }
 
     /// Where the spool is.
     pub fn location(&self) -> String {
-        self.spool.location()
+        self.run.spool.location()
     }
 
     /// Stops at once, as `kill -9` would: a commit in flight is cut short
-    /// and everything spooled stays for the next start. Returns once the
-    /// task is gone, as a killed process is before the next one starts.
+    /// and everything spooled stays for the next start.
     pub async fn kill(self) {
-        self.task.abort();
-        // Cancelled (or ended): either way it takes no further step.
-        let _ = self.task.await;
+        self.run.kill().await;
     }
 
     /// Commits what it can of what is queued (each waiting request gets one
     /// more attempt), then stops; the rest stays in the spool.
     pub async fn stop(self) -> Result<Leftover, HttpError> {
-        self.spool.close();
-        self.task.await.map_err(HttpError::Task)?;
+        let spool = self.run.stop().await?;
         Ok(Leftover {
-            queued: self.spool.pending(),
-            location: self.spool.location(),
+            queued: spool.pending(),
+            location: spool.location(),
             failing: self.watch.failing_tables(),
         })
     }
 }
 
 /// The spool in `dir` under the deployment's warehouse.
-pub(super) async fn open_spool(
-    deployment: &Deployment,
-    dir: &str,
-) -> Result<SpoolQueue, HttpError> {
+async fn open_spool(deployment: &Deployment, dir: &str) -> Result<SpoolQueue, HttpError> {
     match deployment.config.warehouse_location().join(dir) {
         Location::Path(dir) => Ok(SpoolQueue::open_local(dir).await?),
         Location::Uri(uri) if uri.starts_with("file://") => {
