@@ -100,12 +100,14 @@ pub enum Role {
 }
 
 /// Keys that only make sense off AWS: a local warehouse directory, an
-/// emulator's endpoint, the SQLite file of local emulation.
+/// emulator's endpoint, the SQLite file of local emulation, `floe serve`'s
+/// own buffer.
 const LOCAL_ONLY: &[&str] = &[
     "warehouse.path",
     "aws.endpoint",
     "aws.path_style",
     "catalog.path",
+    "http.buffer_window_ms",
 ];
 
 impl Role {

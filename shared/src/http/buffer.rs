@@ -187,7 +187,7 @@ pub fn window<P>(items: Vec<(P, Bytes)>) -> Window<P> {
             out.others.push((at, item));
             continue;
         };
-        if seen.insert(header.post.clone()) {
+        if seen.insert((header.table.clone(), header.post.clone())) {
             posts
                 .entry(header.table.clone())
                 .or_default()
