@@ -41,6 +41,15 @@ pub enum TableProgress {
         /// truncating the table, so rows deleted while changes were lost go too.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         restart: bool,
+        /// The table holds only this copy's earlier chunks (rows with keys
+        /// up to `after`): no stream change has added a row since it was
+        /// empty. The next chunk's keys all come after `after`, so its rows
+        /// replace nothing and are appended with no key lookups. Off for
+        /// good once the stream inserts or updates a row of the table, whose
+        /// key may lie ahead of the cursor (a later chunk reads it again and
+        /// must replace it); a delete adds no row and leaves it on.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        appends: bool,
     },
     /// Every row has been copied.
     Done,
@@ -55,7 +64,31 @@ impl SnapshotState {
             .unwrap_or(TableProgress::Pending {
                 after: None,
                 restart: false,
+                appends: false,
             })
+    }
+
+    /// Marks `table` (`schema.table`), not started and found empty, as
+    /// appending: its copy's first chunk replaces nothing.
+    pub(crate) fn empty_table(&mut self, table: &str) {
+        if !self.tables.contains_key(table) {
+            self.tables.insert(
+                table.to_string(),
+                TableProgress::Pending {
+                    after: None,
+                    restart: false,
+                    appends: true,
+                },
+            );
+        }
+    }
+
+    /// Ends appending for `table` (`schema.table`): a stream change added a
+    /// row the copy's later chunks may read again.
+    pub(crate) fn stop_appending(&mut self, table: &str) {
+        if let Some(TableProgress::Pending { appends, .. }) = self.tables.get_mut(table) {
+            *appends = false;
+        }
     }
 
     /// Whether every one of `tables` is copied.

@@ -241,10 +241,13 @@ pub trait SyncTarget: Send + Sync {
         opts: &IngestOptions,
     ) -> Result<IngestReport, SyncError>;
 
-    /// Compacts a table whose initial copy has just finished: the copy
-    /// commits a file per chunk (100 for a million rows), which every scan
-    /// pays for until maintenance runs. Best effort: a failure leaves the
-    /// files to maintenance.
+    /// Compacts a table whose initial copy has just finished in chunks
+    /// bounded by rows ([`PgSource::copy_wants_compaction`]): such a copy
+    /// commits a small file per chunk (100 for a million rows at 10,000),
+    /// which every scan pays for until maintenance runs. A copy in chunks
+    /// bounded by bytes is not compacted: its files are large already, and
+    /// compaction would write every row again. Best effort: a failure
+    /// leaves the files to maintenance.
     async fn copied(&self, ident: &TableIdent, deadline: Option<Instant>) {
         match floe_core::maintain::compact_table(&self.catalog(), ident, deadline).await {
             Ok(r) => info!(
@@ -584,8 +587,10 @@ pub async fn sync(
         }
         let ingested = target.write(parts.batches, &opts.ingest).await?;
         add(&mut report.ingest, ingested);
-        for ident in &parts.copied {
-            target.copied(ident, opts.deadline).await;
+        for (pg, ident) in &parts.copied {
+            if source.copy_wants_compaction(pg) {
+                target.copied(ident, opts.deadline).await;
+            }
         }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
@@ -635,15 +640,32 @@ async fn prepare(
 }
 
 /// Each table's initial-snapshot progress as the tables hold it, the
-/// state the next batch is read from.
+/// state the next batch is read from. A table whose copy has not started
+/// and that holds no row is marked appending: its chunks replace nothing
+/// until the stream adds a row ([`TableProgress::Pending`]).
 fn held_progress(held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>) -> SnapshotState {
     let mut snapshot = SnapshotState::default();
-    for (pg, (m, _)) in held {
-        if let Some(p) = &m.progress {
-            snapshot.tables.insert(pg.clone(), p.clone());
+    for (pg, (m, meta)) in held {
+        match &m.progress {
+            Some(p) => {
+                snapshot.tables.insert(pg.clone(), p.clone());
+            }
+            None if meta.as_ref().is_some_and(holds_no_rows) => snapshot.empty_table(pg),
+            None => {}
         }
     }
     snapshot
+}
+
+/// Whether the table has no data file: no snapshot yet, or a current one
+/// whose summary counts none (a summary without the count says nothing).
+fn holds_no_rows(meta: &TableMetadata) -> bool {
+    meta.current_snapshot().is_none_or(|s| {
+        s.summary()
+            .additional_properties
+            .get("total-data-files")
+            .is_some_and(|n| n == "0")
+    })
 }
 
 /// Evolves the table when its relation gained columns or widened a type
@@ -726,7 +748,7 @@ struct Parts<'b> {
     id: &'b str,
     batches: Vec<SourceBatch>,
     /// Tables whose initial snapshot this batch completes.
-    copied: Vec<TableIdent>,
+    copied: Vec<(String, TableIdent)>,
     /// The batch copies snapshot rows or progress (its time counts as snapshot time).
     chunked: bool,
 }
@@ -782,7 +804,7 @@ impl<'b> Parts<'b> {
         let mut state = BTreeMap::new();
         let progress = batch.snapshot.tables.get(part.pg);
         if progress == Some(&TableProgress::Done) && part.held != Some(&TableProgress::Done) {
-            self.copied.push(part.ident.clone());
+            self.copied.push((part.pg.clone(), part.ident.clone()));
         }
         if progress.is_some() && progress != part.held {
             let text = serde_json::to_string(&progress).unwrap_or_default();
@@ -876,9 +898,11 @@ pub async fn resync(
 ) -> Result<(), SyncError> {
     let tables = table_pairs(config, &opts.namespace);
     let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
+    // Appending follows from the truncate that starts the first chunk.
     let restart = TableProgress::Pending {
         after: None,
         restart: true,
+        appends: false,
     };
     let text = serde_json::to_string(&restart).unwrap_or_default();
     let mut batches = Vec::new();
