@@ -317,74 +317,98 @@ impl PgSource {
         );
         async {
             let start = self.sync_slot(state.committed_lsn).await?;
-            let max = self.config.max_changes.max(1);
-            let (txns, full) = self.peek(max).await?;
-            let pending =
-                self.tables
-                    .iter()
-                    .find_map(|t| match state.snapshot.progress(&t.to_string()) {
-                        TableProgress::Pending {
-                            after,
-                            restart,
-                            appends,
-                        } => Some((t.clone(), after, restart, appends)),
-                        TableProgress::Done => None,
-                    });
-            let Some((table, after, restart, appends)) = pending.filter(|_| !full) else {
-                // Catch up on the stream first: a chunk would wait for all of it.
-                let mut batch = self
-                    .assemble(txns, start, None, state.snapshot.clone(), false)
-                    .await?;
-                batch.caught_up = !full;
-                return Ok(batch);
-            };
-            let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
-            // A re-snapshot's first batch truncates the table first: its
-            // chunk, too, replaces nothing.
-            let appends = appends || restart;
-            let read = self
-                .read_chunk(&table, after.as_deref(), appends)
-                .instrument(span)
-                .await?;
-            let txns = self.peek_through(&read.high, max).await?;
-            let chunk = &read.chunk;
-            if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
-                self.row_bytes.insert(table.clone(), per_row.max(1));
-            }
-            let mut snapshot = state.snapshot.clone();
-            let progress = match (&chunk.last_key, chunk.len() < read.limit) {
-                // The stream's rows of this batch may end it (`assemble`).
-                (Some(key), false) => TableProgress::Pending {
-                    after: Some(key.clone()),
-                    restart: false,
-                    appends,
-                },
-                _ => TableProgress::Done,
-            };
-            tracing::info!(
-                rows = chunk.len(),
-                columns = matches!(chunk.rows, ChunkRows::Columns(_)),
-                appends,
-                done = progress == TableProgress::Done,
-                last_key = chunk
-                    .last_key
-                    .as_ref()
-                    .map(|k| k.join(","))
-                    .unwrap_or_default(),
-                "snapshot chunk"
-            );
-            snapshot.tables.insert(table.to_string(), progress);
-            let schema = read.chunk.schema.clone();
-            let mut batch = self
-                .assemble(txns, start, Some(read), snapshot, true)
-                .await?;
-            if restart {
-                truncate_first(&mut batch, &table, schema);
-            }
-            Ok(batch)
+            self.read_from(state, start).await
         }
         .instrument(span)
         .await
+    }
+
+    /// Reads the micro-batch after `after`, the last LSN of a batch still
+    /// being committed, as [`Self::read_batch`] would once that batch is
+    /// in (`state` then holds its snapshot progress). The slot is not
+    /// touched: it still holds that batch, whose transactions are skipped.
+    /// Should that batch not commit, this one is dropped unused; its
+    /// watermarks are then ignored by id like any lost attempt's.
+    pub async fn read_batch_after(
+        &mut self,
+        state: &SourceState,
+        after: u64,
+    ) -> Result<PgBatch, PgError> {
+        let span = tracing::info_span!(
+            "pg_read_batch",
+            slot = %self.config.slot,
+            after = %format_lsn(after)
+        );
+        self.read_from(state, after).instrument(span).await
+    }
+
+    /// One micro-batch of the transactions that end after `start`.
+    async fn read_from(&mut self, state: &SourceState, start: u64) -> Result<PgBatch, PgError> {
+        let max = self.config.max_changes.max(1);
+        let (txns, full) = self.peek(max).await?;
+        let pending =
+            self.tables
+                .iter()
+                .find_map(|t| match state.snapshot.progress(&t.to_string()) {
+                    TableProgress::Pending {
+                        after,
+                        restart,
+                        appends,
+                    } => Some((t.clone(), after, restart, appends)),
+                    TableProgress::Done => None,
+                });
+        let Some((table, after, restart, appends)) = pending.filter(|_| !full) else {
+            // Catch up on the stream first: a chunk would wait for all of it.
+            let mut batch = self
+                .assemble(txns, start, None, state.snapshot.clone(), false)
+                .await?;
+            batch.caught_up = !full;
+            return Ok(batch);
+        };
+        let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
+        // A re-snapshot's first batch truncates the table first: its
+        // chunk, too, replaces nothing.
+        let appends = appends || restart;
+        let read = self
+            .read_chunk(&table, after.as_deref(), appends)
+            .instrument(span)
+            .await?;
+        let txns = self.peek_through(&read.high, max).await?;
+        let chunk = &read.chunk;
+        if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
+            self.row_bytes.insert(table.clone(), per_row.max(1));
+        }
+        let mut snapshot = state.snapshot.clone();
+        let progress = match (&chunk.last_key, chunk.len() < read.limit) {
+            // The stream's rows of this batch may end it (`assemble`).
+            (Some(key), false) => TableProgress::Pending {
+                after: Some(key.clone()),
+                restart: false,
+                appends,
+            },
+            _ => TableProgress::Done,
+        };
+        tracing::info!(
+            rows = chunk.len(),
+            columns = matches!(chunk.rows, ChunkRows::Columns(_)),
+            appends,
+            done = progress == TableProgress::Done,
+            last_key = chunk
+                .last_key
+                .as_ref()
+                .map(|k| k.join(","))
+                .unwrap_or_default(),
+            "snapshot chunk"
+        );
+        snapshot.tables.insert(table.to_string(), progress);
+        let schema = read.chunk.schema.clone();
+        let mut batch = self
+            .assemble(txns, start, Some(read), snapshot, true)
+            .await?;
+        if restart {
+            truncate_first(&mut batch, &table, schema);
+        }
+        Ok(batch)
     }
 
     /// Brings the slot up to `committed`, never past it, and returns where

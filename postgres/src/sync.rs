@@ -541,6 +541,7 @@ pub async fn sync(
     let tables = table_pairs(config, &opts.namespace);
     prepare(target, source, config, &tables).await?;
     source.read_in_columns(&columnar(target.config(), &tables, opts.snapshot_columns));
+    let mut ahead: Option<ReadAhead> = None;
     loop {
         if let Some(stop) = stop_before(opts, &report) {
             report.stop = stop;
@@ -549,11 +550,16 @@ pub async fn sync(
         let started = Instant::now();
         let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
         let snapshot = held_progress(&held);
-        let state = SourceState {
-            committed_lsn: None,
-            snapshot: snapshot.clone(),
+        let mut batch = match ahead.take().and_then(|a| a.read_for(&snapshot)) {
+            Some(batch) => batch,
+            None => {
+                let state = SourceState {
+                    committed_lsn: None,
+                    snapshot: snapshot.clone(),
+                };
+                source.read_batch(&state).await?
+            }
         };
-        let mut batch = source.read_batch(&state).await?;
         let changed = batch.line_count();
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
@@ -567,26 +573,18 @@ pub async fn sync(
         let whole = batch.span(&config.slot);
         let id = batch_id(std::slice::from_ref(&whole), None);
         let mut parts = Parts::new(&config.slot, &whole, &id);
-        for (pg, ident) in &tables {
-            let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
-            let changes = batch.tables.iter_mut().find(|c| &c.table == pg);
-            if let Some(c) = &changes
-                && marks.mark.is_none_or(|m| m < batch.last_lsn)
-            {
-                follow_relation(target, ident, meta.as_ref(), c).await?;
-            }
-            // The writer takes the changes; the batch keeps its positions.
-            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
-            let part = TablePart {
-                pg,
-                ident,
-                mark: marks.mark,
-                held: snapshot.tables.get(pg),
-            };
-            parts.add(&part, &batch, taken, &mut report);
-        }
-        let ingested = target.write(parts.batches, &opts.ingest).await?;
-        add(&mut report.ingest, ingested);
+        let cut = Cut {
+            tables: &tables,
+            held: &held,
+            snapshot: &snapshot,
+        };
+        cut.parts(target, &mut batch, &mut parts, &mut report)
+            .await?;
+        let read_ahead = parts.chunked && reads_ahead(opts, &report, &batch, config);
+        let (ingested, next) =
+            write_reading_ahead(target, source, parts.batches, &batch, opts, read_ahead).await;
+        add(&mut report.ingest, ingested?);
+        ahead = next;
         for (pg, ident) in &parts.copied {
             if source.copy_wants_compaction(pg) {
                 target.copied(ident, opts.deadline).await;
@@ -610,6 +608,74 @@ pub async fn sync(
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
     }
     Ok(report)
+}
+
+/// A batch read while the one before it was written and committed, and
+/// the snapshot progress it was read from: that batch's, as its tables
+/// were to hold it.
+struct ReadAhead {
+    state: SnapshotState,
+    batch: PgBatch,
+}
+
+impl ReadAhead {
+    /// The batch, when the tables hold the progress it was read from (the
+    /// batch before went in as planned); else `None`, to read again.
+    fn read_for(self, held: &SnapshotState) -> Option<PgBatch> {
+        (&self.state == held).then_some(self.batch)
+    }
+}
+
+/// Whether to read the next batch while this one is written: a copy's
+/// chunks alternate Postgres sending one and floe writing the one before,
+/// so the two overlap on their own cores. Only while a copy goes on (a
+/// stream batch read ahead would decode this one's changes again) and when
+/// the run will take another batch.
+fn reads_ahead(
+    opts: &SyncOptions,
+    report: &SyncReport,
+    batch: &PgBatch,
+    config: &PgConfig,
+) -> bool {
+    let batches_left = opts.max_batches.is_none_or(|m| report.batches + 1 < m);
+    let time_left = opts.deadline.is_none_or(|d| {
+        d.saturating_duration_since(Instant::now()) > report.longest_batch.saturating_mul(2)
+    });
+    batches_left && time_left && !batch.snapshot.is_done(&config.tables)
+}
+
+/// Writes and commits `batches` (the parts of `batch`) and, with `ahead`,
+/// reads the next batch meanwhile, as the state `batch` commits will ask.
+/// A failed read ahead is only logged: the next batch is read again.
+async fn write_reading_ahead(
+    target: &dyn SyncTarget,
+    source: &mut PgSource,
+    batches: Vec<SourceBatch>,
+    batch: &PgBatch,
+    opts: &SyncOptions,
+    ahead: bool,
+) -> (Result<IngestReport, SyncError>, Option<ReadAhead>) {
+    let write = target.write(batches, &opts.ingest);
+    if !ahead {
+        return (write.await, None);
+    }
+    let state = SourceState {
+        committed_lsn: None,
+        snapshot: batch.snapshot.clone(),
+    };
+    let read = source.read_batch_after(&state, batch.last_lsn);
+    let (written, read) = tokio::join!(write, read);
+    let next = match read {
+        Ok(next) => Some(ReadAhead {
+            state: state.snapshot,
+            batch: next,
+        }),
+        Err(e) => {
+            info!(error = %e, "reading the next batch ahead failed; reading it again");
+            None
+        }
+    };
+    (written, next)
 }
 
 /// Before the first batch: every table exists, and the slot still holds
@@ -726,6 +792,46 @@ fn until_deadline(wait: Duration, deadline: Option<Instant>) -> Duration {
     deadline
         .map(|d| wait.min(d.saturating_duration_since(Instant::now())))
         .unwrap_or(wait)
+}
+
+/// What a micro-batch is cut by: the configured tables and what each
+/// holds.
+struct Cut<'c> {
+    tables: &'c [(String, TableIdent)],
+    held: &'c BTreeMap<String, (TableMarks, Option<TableMetadata>)>,
+    snapshot: &'c SnapshotState,
+}
+
+impl Cut<'_> {
+    /// Adds each table's share of `batch` to `parts`, its schema evolved
+    /// first when its relation grew. The writer takes the changes; the
+    /// batch keeps its positions.
+    async fn parts(
+        &self,
+        target: &dyn SyncTarget,
+        batch: &mut PgBatch,
+        parts: &mut Parts<'_>,
+        report: &mut SyncReport,
+    ) -> Result<(), SyncError> {
+        for (pg, ident) in self.tables {
+            let (marks, meta) = self.held.get(pg).cloned().unwrap_or_default();
+            let changes = batch.tables.iter_mut().find(|c| &c.table == pg);
+            if let Some(c) = &changes
+                && marks.mark.is_none_or(|m| m < batch.last_lsn)
+            {
+                follow_relation(target, ident, meta.as_ref(), c).await?;
+            }
+            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
+            let part = TablePart {
+                pg,
+                ident,
+                mark: marks.mark,
+                held: self.snapshot.tables.get(pg),
+            };
+            parts.add(&part, batch, taken, report);
+        }
+        Ok(())
+    }
 }
 
 /// One configured table's view of a micro-batch.
