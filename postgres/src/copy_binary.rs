@@ -18,7 +18,7 @@ use arrow_array::builder::{
     Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
     TimestampMicrosecondBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array as _, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use iceberg::spec::PrimitiveType;
 
@@ -92,7 +92,61 @@ impl From<CopyError> for PgError {
 #[derive(Debug)]
 pub(crate) struct Decoded {
     pub rows: RecordBatch,
-    pub keys: Vec<StringArray>,
+    pub keys: Vec<KeyColumn>,
+}
+
+/// One primary key column's values, which print as Postgres prints them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KeyColumn {
+    /// Printed by Postgres, or a text column's own values.
+    Text(StringArray),
+    /// A smallint or integer column's values.
+    Int(Int32Array),
+    /// A bigint column's values.
+    Long(Int64Array),
+}
+
+impl KeyColumn {
+    pub fn len(&self) -> usize {
+        match self {
+            KeyColumn::Text(a) => a.len(),
+            KeyColumn::Int(a) => a.len(),
+            KeyColumn::Long(a) => a.len(),
+        }
+    }
+
+    /// Row `i`'s value as Postgres prints it (`int8out` and Rust print
+    /// integers alike).
+    pub fn text(&self, i: usize) -> String {
+        match self {
+            KeyColumn::Text(a) => a.value(i).to_string(),
+            KeyColumn::Int(a) => a.value(i).to_string(),
+            KeyColumn::Long(a) => a.value(i).to_string(),
+        }
+    }
+
+    /// The key column of kind `kind` among the decoded `rows`, when its
+    /// values print as its text: Postgres need not print them.
+    fn of(kind: Kind, column: &ArrayRef) -> Option<Self> {
+        use arrow_array::cast::AsArray as _;
+        use arrow_array::types::{Int32Type, Int64Type};
+        Some(match kind {
+            Kind::Int2 | Kind::Int4 => {
+                KeyColumn::Int(column.as_primitive_opt::<Int32Type>()?.clone())
+            }
+            Kind::Int8 => KeyColumn::Long(column.as_primitive_opt::<Int64Type>()?.clone()),
+            Kind::Text | Kind::Printed => KeyColumn::Text(column.as_string_opt::<i32>()?.clone()),
+            _ => return None,
+        })
+    }
+
+    /// Whether a key column of kind `kind` prints as its decoded value.
+    fn printed_as_decoded(kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::Int2 | Kind::Int4 | Kind::Int8 | Kind::Text | Kind::Printed
+        )
+    }
 }
 
 /// How one column's binary values become its Arrow values.
@@ -245,7 +299,9 @@ impl Builder {
 }
 
 /// A decoder of one chunk of a table: its columns in table order, then
-/// its primary key columns as text (`format('%s', key)`).
+/// the primary key columns whose decoded values do not print as Postgres
+/// prints them, as text (`format('%s', key)`). Fed the stream as it
+/// arrives ([`Self::push`]), so decoding keeps pace with Postgres sending.
 pub(crate) struct CopyDecoder {
     table: String,
     schema: SchemaRef,
@@ -253,6 +309,16 @@ pub(crate) struct CopyDecoder {
     kinds: Vec<Kind>,
     builders: Vec<Builder>,
     key_names: Vec<String>,
+    /// Per key column, the table column whose values print as the key
+    /// (integers, text: no `format()` per row in Postgres, a third of a
+    /// narrow table's COPY); `None` for those Postgres prints.
+    key_columns: Vec<Option<usize>>,
+    /// The printed keys so far, one buffer per printed key column.
+    printed: Vec<StringBuilder>,
+    /// Bytes of an unfinished row (or header) from earlier parts.
+    carry: Vec<u8>,
+    header: bool,
+    ended: bool,
 }
 
 impl CopyDecoder {
@@ -280,6 +346,17 @@ impl CopyDecoder {
             })?;
             kinds.push(kind);
         }
+        let key_columns: Vec<Option<usize>> = schema
+            .primary_key
+            .iter()
+            .map(|k| {
+                schema
+                    .columns
+                    .iter()
+                    .position(|c| &c.name == k)
+                    .filter(|&c| KeyColumn::printed_as_decoded(kinds[c]))
+            })
+            .collect();
         Ok(Self {
             table: schema.table.clone(),
             schema: Arc::new(arrow),
@@ -287,73 +364,140 @@ impl CopyDecoder {
             builders: kinds.iter().map(|k| k.builder()).collect(),
             kinds,
             key_names: schema.primary_key.clone(),
+            printed: key_columns
+                .iter()
+                .filter(|c| c.is_none())
+                .map(|_| StringBuilder::new())
+                .collect(),
+            key_columns,
+            carry: Vec::new(),
+            header: false,
+            ended: false,
         })
     }
 
     /// The select list of the chunk's COPY: the table's columns (in the
-    /// forms decoded here), then the primary key as the stream's tuples
-    /// print it, to match changes to rows.
+    /// forms decoded here), then the primary key columns Postgres must
+    /// print as the stream's tuples do, to match changes to rows.
     pub fn select_list(&self) -> Vec<String> {
         let columns = self.names.iter().zip(&self.kinds).map(|(n, k)| k.select(n));
         let keys = self
             .key_names
             .iter()
-            .map(|k| format!("format('%s', {})", quote_ident(k)));
+            .zip(&self.key_columns)
+            .filter(|(_, c)| c.is_none())
+            .map(|(k, _)| format!("format('%s', {})", quote_ident(k)));
         columns.chain(keys).collect()
     }
 
     /// Decodes a whole binary COPY stream.
+    #[cfg(test)]
     pub fn decode(mut self, data: &[u8]) -> Result<Decoded, CopyError> {
-        let mut r = Reader { data, at: 0 };
+        self.push(data)?;
+        self.finish()
+    }
+
+    /// Decodes the next part of the stream: every row it completes.
+    pub fn push(&mut self, part: &[u8]) -> Result<(), CopyError> {
+        if self.carry.is_empty() {
+            let used = self.rows(part)?;
+            self.carry.extend_from_slice(&part[used..]);
+            return Ok(());
+        }
+        let mut data = std::mem::take(&mut self.carry);
+        data.extend_from_slice(part);
+        let used = self.rows(&data)?;
+        data.drain(..used);
+        self.carry = data;
+        Ok(())
+    }
+
+    /// The rows decoded, once the stream has ended.
+    pub fn finish(mut self) -> Result<Decoded, CopyError> {
+        if !self.ended || !self.carry.is_empty() {
+            return Err(malformed(&self.table, "", "stream ends inside a row"));
+        }
+        let printed: Vec<StringArray> =
+            self.printed.iter_mut().map(StringBuilder::finish).collect();
+        let key_columns = std::mem::take(&mut self.key_columns);
+        let kinds = self.kinds.clone();
         let table = self.table.clone();
-        let framing = |reason: &str| malformed(&table, "", reason);
-        if r.take(SIGNATURE.len()) != Some(SIGNATURE) {
-            return Err(framing("no PGCOPY signature"));
-        }
-        let _flags = r.i32().ok_or_else(|| framing("short header"))?;
-        let extension = r.i32().ok_or_else(|| framing("short header"))?;
-        let extension = usize::try_from(extension).map_err(|_| framing("bad header extension"))?;
-        r.take(extension)
-            .ok_or_else(|| framing("short header extension"))?;
-        let width = self.kinds.len() + self.key_names.len();
-        // One buffer per key column, not a String per row: a million-row
-        // chunk's keys were a fifth of the copy's time in allocations.
-        let mut keys: Vec<StringBuilder> = self
-            .key_names
+        let rows = self.batch()?;
+        let mut printed = printed.into_iter();
+        let keys = key_columns
             .iter()
-            .map(|_| StringBuilder::new())
-            .collect();
-        loop {
-            let fields = r.i16().ok_or_else(|| framing("stream ends inside a row"))?;
-            if fields == -1 {
-                break;
-            }
-            if usize::try_from(fields).ok() != Some(width) {
-                return Err(framing(&format!(
-                    "a row of {fields} fields, expected {width}"
-                )));
-            }
-            for c in 0..self.kinds.len() {
-                let value = r
-                    .field()
-                    .ok_or_else(|| malformed(&self.table, &self.names[c], "short value"))?;
-                self.push(c, value)?;
-            }
-            for key in &mut keys {
-                let text = r
-                    .field()
-                    .flatten()
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .ok_or_else(|| framing("a key's text is missing or not UTF-8"))?;
-                key.append_value(text);
-            }
-        }
-        let rows = self.finish()?;
-        let keys = keys.iter_mut().map(StringBuilder::finish).collect();
+            .map(|c| match c {
+                Some(c) => KeyColumn::of(kinds[*c], rows.column(*c))
+                    .ok_or_else(|| malformed(&table, "", "a key column of another type")),
+                None => printed
+                    .next()
+                    .map(KeyColumn::Text)
+                    .ok_or_else(|| malformed(&table, "", "a printed key is missing")),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Decoded { rows, keys })
     }
 
-    fn finish(self) -> Result<RecordBatch, CopyError> {
+    /// Decodes the header (once) and then every whole row at the start of
+    /// `data`; returns how many bytes that took. Nothing may follow the
+    /// trailer.
+    fn rows(&mut self, data: &[u8]) -> Result<usize, CopyError> {
+        let mut r = Reader { data, at: 0 };
+        if !self.header {
+            let Some(len) = header_len(data).map_err(|reason| self.framing(reason))? else {
+                return Ok(0);
+            };
+            r.at = len;
+            self.header = true;
+        }
+        let width = self.kinds.len() + self.printed.len();
+        while r.at < data.len() {
+            if self.ended {
+                return Err(self.framing("data after the end of the stream"));
+            }
+            let Some(len) =
+                row_len(&data[r.at..], width).map_err(|reason| self.framing(&reason))?
+            else {
+                break;
+            };
+            if len == 2 {
+                // The trailer: a row of -1 fields.
+                self.ended = true;
+                r.at += 2;
+                continue;
+            }
+            self.row(&mut r)?;
+        }
+        Ok(r.at)
+    }
+
+    /// Decodes one whole row at `r`.
+    fn row(&mut self, r: &mut Reader<'_>) -> Result<(), CopyError> {
+        r.i16()
+            .ok_or_else(|| self.framing("stream ends inside a row"))?;
+        for c in 0..self.kinds.len() {
+            let value = r
+                .field()
+                .ok_or_else(|| malformed(&self.table, &self.names[c], "short value"))?;
+            self.push_value(c, value)?;
+        }
+        for k in 0..self.printed.len() {
+            let text = r
+                .field()
+                .flatten()
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .ok_or_else(|| self.framing("a key's text is missing or not UTF-8"))?;
+            self.printed[k].append_value(text);
+        }
+        Ok(())
+    }
+
+    fn framing(&self, reason: &str) -> CopyError {
+        malformed(&self.table, "", reason)
+    }
+
+    /// The columns decoded so far, as the table's Arrow schema has them.
+    fn batch(self) -> Result<RecordBatch, CopyError> {
         let fields = self.schema.fields().clone();
         let mut arrays = Vec::with_capacity(fields.len());
         for (builder, field) in self.builders.into_iter().zip(fields.iter()) {
@@ -374,7 +518,7 @@ impl CopyDecoder {
     }
 
     /// Appends column `c`'s value (`None` for NULL).
-    fn push(&mut self, c: usize, value: Option<&[u8]>) -> Result<(), CopyError> {
+    fn push_value(&mut self, c: usize, value: Option<&[u8]>) -> Result<(), CopyError> {
         let Some(v) = value else {
             self.builders[c].append_null();
             return Ok(());
@@ -473,6 +617,52 @@ fn unix_micros(us: i64) -> Option<i64> {
     (us != i64::MAX && us != i64::MIN)
         .then(|| us.checked_add(PG_EPOCH_US))
         .flatten()
+}
+
+/// The length of the stream's header at the start of `data`; `None` while
+/// it is not all there.
+fn header_len(data: &[u8]) -> Result<Option<usize>, &'static str> {
+    if !(data.starts_with(SIGNATURE) || SIGNATURE.starts_with(data)) {
+        return Err("no PGCOPY signature");
+    }
+    let fixed_len = SIGNATURE.len() + 8;
+    if data.len() < fixed_len {
+        return Ok(None);
+    }
+    let at = SIGNATURE.len() + 4;
+    let extension = i32::from_be_bytes(fixed(&data[at..at + 4]).ok_or("short header")?);
+    let extension = usize::try_from(extension).map_err(|_| "bad header extension")?;
+    let len = fixed_len + extension;
+    Ok((data.len() >= len).then_some(len))
+}
+
+/// The length of the row (or the trailer, 2 bytes) at the start of `data`;
+/// `None` while it is not all there. A row of other than `width` fields
+/// is an error.
+fn row_len(data: &[u8], width: usize) -> Result<Option<usize>, String> {
+    let mut r = Reader { data, at: 0 };
+    let Some(fields) = r.i16() else {
+        return Ok(None);
+    };
+    if fields == -1 {
+        return Ok(Some(2));
+    }
+    if usize::try_from(fields).ok() != Some(width) {
+        return Err(format!("a row of {fields} fields, expected {width}"));
+    }
+    for _ in 0..width {
+        let Some(len) = r.i32() else {
+            return Ok(None);
+        };
+        if len == -1 {
+            continue;
+        }
+        let len = usize::try_from(len).map_err(|_| format!("a value of {len} bytes"))?;
+        if r.take(len).is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(r.at))
 }
 
 /// The value as exactly `N` bytes.
@@ -638,15 +828,22 @@ mod tests {
         let mut stream = SIGNATURE.to_vec();
         stream.extend(0i32.to_be_bytes());
         stream.extend(0i32.to_be_bytes());
-        stream.extend(2i16.to_be_bytes());
+        // A bigint key prints as its decoded value: no text column.
+        stream.extend(1i16.to_be_bytes());
         stream.extend(8i32.to_be_bytes());
         stream.extend(7i64.to_be_bytes());
-        stream.extend(1i32.to_be_bytes());
-        stream.extend(b"7");
         let whole = [stream.clone(), (-1i16).to_be_bytes().to_vec()].concat();
         let decoded = CopyDecoder::new(&schema).unwrap().decode(&whole).unwrap();
         assert_eq!(decoded.rows.num_rows(), 1);
-        assert_eq!(decoded.keys, vec![StringArray::from(vec!["7"])]);
+        assert_eq!(decoded.keys[0].text(0), "7");
+        // Fed in parts cut anywhere, as the stream arrives.
+        for cut in 1..whole.len() {
+            let mut decoder = CopyDecoder::new(&schema).unwrap();
+            decoder.push(&whole[..cut]).unwrap();
+            decoder.push(&whole[cut..]).unwrap();
+            let decoded = decoder.finish().unwrap();
+            assert_eq!(decoded.keys[0].text(0), "7", "cut at {cut}");
+        }
         for cut in [5, SIGNATURE.len() + 6, stream.len() - 1, stream.len()] {
             let err = CopyDecoder::new(&schema)
                 .unwrap()

@@ -57,6 +57,15 @@
 //! as those changes. Watermarks of other attempts (a call that crashed
 //! before its batch was committed) are ignored by id.
 //!
+//! Appending: while a table holds only its copy's earlier chunks (it was
+//! empty when the copy began, and no stream change has inserted or updated
+//! a row of it since), a chunk's keys all lie after every row the table
+//! holds, so its rows replace nothing and are handed over as appends
+//! ([`floe_core::source::Reads::appends`]): no key lookups, no deletes. They
+//! still replace the batch's own changes to their keys, so the order above
+//! holds. The flag is in the table's snapshot progress, committed with its
+//! rows ([`TableProgress::Pending`]).
+//!
 //! Unchanged TOASTed values: under REPLICA IDENTITY DEFAULT an update that
 //! leaves a large value alone sends neither it nor the old row. The batch
 //! reads such values back from the table (one query per table per batch);

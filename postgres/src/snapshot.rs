@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use arrow_array::{Array as _, RecordBatch, StringArray};
+use arrow_array::{RecordBatch, StringArray};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, SimpleQueryMessage};
 
-use crate::copy_binary::{CopyDecoder, CopyError};
+use crate::copy_binary::{CopyDecoder, CopyError, KeyColumn};
 use crate::error::Context as _;
 use crate::schema::TableSchema;
 use crate::{PgError, TableName, quote_ident, quote_literal};
@@ -41,6 +41,15 @@ pub enum TableProgress {
         /// truncating the table, so rows deleted while changes were lost go too.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         restart: bool,
+        /// The table holds only this copy's earlier chunks (rows with keys
+        /// up to `after`): no stream change has added a row since it was
+        /// empty. The next chunk's keys all come after `after`, so its rows
+        /// replace nothing and are appended with no key lookups. Off for
+        /// good once the stream inserts or updates a row of the table, whose
+        /// key may lie ahead of the cursor (a later chunk reads it again and
+        /// must replace it); a delete adds no row and leaves it on.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        appends: bool,
     },
     /// Every row has been copied.
     Done,
@@ -55,7 +64,31 @@ impl SnapshotState {
             .unwrap_or(TableProgress::Pending {
                 after: None,
                 restart: false,
+                appends: false,
             })
+    }
+
+    /// Marks `table` (`schema.table`), not started and found empty, as
+    /// appending: its copy's first chunk replaces nothing.
+    pub(crate) fn empty_table(&mut self, table: &str) {
+        if !self.tables.contains_key(table) {
+            self.tables.insert(
+                table.to_string(),
+                TableProgress::Pending {
+                    after: None,
+                    restart: false,
+                    appends: true,
+                },
+            );
+        }
+    }
+
+    /// Ends appending for `table` (`schema.table`): a stream change added a
+    /// row the copy's later chunks may read again.
+    pub(crate) fn stop_appending(&mut self, table: &str) {
+        if let Some(TableProgress::Pending { appends, .. }) = self.tables.get_mut(table) {
+            *appends = false;
+        }
     }
 
     /// Whether every one of `tables` is copied.
@@ -157,15 +190,15 @@ pub(crate) enum ChunkRows {
 /// keys so), found by value only when a change asks.
 #[derive(Debug)]
 pub(crate) struct ChunkKeys {
-    /// Per key column, each row's text.
-    columns: Vec<StringArray>,
+    /// Per key column, each row's value, printed when asked.
+    columns: Vec<KeyColumn>,
     /// Key to row, built on the first lookup: a copy beside no writer
     /// never makes one.
     index: OnceLock<HashMap<Vec<String>, usize>>,
 }
 
 impl ChunkKeys {
-    fn new(columns: Vec<StringArray>) -> Self {
+    fn new(columns: Vec<KeyColumn>) -> Self {
         Self {
             columns,
             index: OnceLock::new(),
@@ -177,10 +210,7 @@ impl ChunkKeys {
     }
 
     fn row(&self, i: usize) -> Vec<String> {
-        self.columns
-            .iter()
-            .map(|c| c.value(i).to_string())
-            .collect()
+        self.columns.iter().map(|c| c.text(i)).collect()
     }
 
     /// The last row's key, the next cursor.
@@ -266,7 +296,7 @@ async fn read_rows(
     after: Option<&[String]>,
     limit: usize,
     columnar: bool,
-) -> Result<(ChunkRows, Vec<StringArray>, usize), PgError> {
+) -> Result<(ChunkRows, Vec<KeyColumn>, usize), PgError> {
     let key_columns: Vec<usize> = schema
         .primary_key
         .iter()
@@ -283,13 +313,12 @@ async fn read_rows(
                     limit,
                     &decoder.select_list(),
                 )?;
-                let data = copy_out(client, &select).await?;
-                match decoder.decode(&data) {
-                    Ok(d) => return Ok((ChunkRows::Columns(d.rows), d.keys, data.len())),
-                    Err(e @ CopyError::Unrepresentable { .. }) => {
+                match copy_out(client, &select, decoder).await? {
+                    (Ok(d), bytes) => return Ok((ChunkRows::Columns(d.rows), d.keys, bytes)),
+                    (Err(e @ CopyError::Unrepresentable { .. }), _) => {
                         tracing::info!(error = %e, "reading this chunk as text");
                     }
-                    Err(e) => return Err(e.into()),
+                    (Err(e), _) => return Err(e.into()),
                 }
             }
             Err(e) => tracing::debug!(error = %e, "reading the table as text"),
@@ -306,10 +335,10 @@ async fn read_rows(
     let keys = key_columns
         .iter()
         .map(|&c| {
-            StringArray::from_iter_values(
+            KeyColumn::Text(StringArray::from_iter_values(
                 rows.iter()
                     .map(|row| row.get(c).and_then(|v| v.as_deref()).unwrap_or_default()),
-            )
+            ))
         })
         .collect();
     // What a text value costs in memory until it is written, not on the
@@ -322,17 +351,35 @@ async fn read_rows(
     Ok((ChunkRows::Text(rows), keys, bytes))
 }
 
-/// The whole binary COPY of `select`.
-async fn copy_out(client: &Client, select: &str) -> Result<Vec<u8>, PgError> {
+/// The binary COPY of `select` decoded as it arrives, so decoding keeps
+/// pace with Postgres sending, with its size on the wire. A value the
+/// decoder cannot take ends decoding, not reading: the rest of the stream
+/// is read to its end, so the session is free for the text path.
+async fn copy_out(
+    client: &Client,
+    select: &str,
+    mut decoder: CopyDecoder,
+) -> Result<(Result<crate::copy_binary::Decoded, CopyError>, usize), PgError> {
     let sql = format!("COPY ({select}) TO STDOUT (FORMAT binary)");
     let ctx = || sql.chars().take(200).collect::<String>();
     let stream = client.copy_out(&sql).await.context(ctx)?;
     let mut stream = std::pin::pin!(stream);
-    let mut data = Vec::new();
+    let mut bytes = 0;
+    let mut failed = None;
     while let Some(part) = stream.next().await {
-        data.extend_from_slice(&part.context(ctx)?);
+        let part = part.context(ctx)?;
+        bytes += part.len();
+        if failed.is_none()
+            && let Err(e) = decoder.push(&part)
+        {
+            failed = Some(e);
+        }
     }
-    Ok(data)
+    let decoded = match failed {
+        Some(e) => Err(e),
+        None => decoder.finish(),
+    };
+    Ok((decoded, bytes))
 }
 
 /// The SELECT of one chunk: the next `limit` rows in primary-key order

@@ -146,6 +146,8 @@ struct ChunkRead {
     chunk: Chunk,
     /// The most rows it could hold: fewer mean the table is copied.
     limit: usize,
+    /// The table holds no row with any of its keys ([`Reads::appends`]).
+    appends: bool,
     low: String,
     high: String,
 }
@@ -315,66 +317,98 @@ impl PgSource {
         );
         async {
             let start = self.sync_slot(state.committed_lsn).await?;
-            let max = self.config.max_changes.max(1);
-            let (txns, full) = self.peek(max).await?;
-            let pending =
-                self.tables
-                    .iter()
-                    .find_map(|t| match state.snapshot.progress(&t.to_string()) {
-                        TableProgress::Pending { after, restart } => {
-                            Some((t.clone(), after, restart))
-                        }
-                        TableProgress::Done => None,
-                    });
-            let Some((table, after, restart)) = pending.filter(|_| !full) else {
-                // Catch up on the stream first: a chunk would wait for all of it.
-                let mut batch = self
-                    .assemble(txns, start, None, state.snapshot.clone(), false)
-                    .await?;
-                batch.caught_up = !full;
-                return Ok(batch);
-            };
-            let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
-            let read = self
-                .read_chunk(&table, after.as_deref())
-                .instrument(span)
-                .await?;
-            let txns = self.peek_through(&read.high, max).await?;
-            let chunk = &read.chunk;
-            if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
-                self.row_bytes.insert(table.clone(), per_row.max(1));
-            }
-            let mut snapshot = state.snapshot.clone();
-            let progress = match (&chunk.last_key, chunk.len() < read.limit) {
-                (Some(key), false) => TableProgress::Pending {
-                    after: Some(key.clone()),
-                    restart: false,
-                },
-                _ => TableProgress::Done,
-            };
-            tracing::info!(
-                rows = chunk.len(),
-                columns = matches!(chunk.rows, ChunkRows::Columns(_)),
-                done = progress == TableProgress::Done,
-                last_key = chunk
-                    .last_key
-                    .as_ref()
-                    .map(|k| k.join(","))
-                    .unwrap_or_default(),
-                "snapshot chunk"
-            );
-            snapshot.tables.insert(table.to_string(), progress);
-            let schema = read.chunk.schema.clone();
-            let mut batch = self
-                .assemble(txns, start, Some(read), snapshot, true)
-                .await?;
-            if restart {
-                truncate_first(&mut batch, &table, schema);
-            }
-            Ok(batch)
+            self.read_from(state, start).await
         }
         .instrument(span)
         .await
+    }
+
+    /// Reads the micro-batch after `after`, the last LSN of a batch still
+    /// being committed, as [`Self::read_batch`] would once that batch is
+    /// in (`state` then holds its snapshot progress). The slot is not
+    /// touched: it still holds that batch, whose transactions are skipped.
+    /// Should that batch not commit, this one is dropped unused; its
+    /// watermarks are then ignored by id like any lost attempt's.
+    pub async fn read_batch_after(
+        &mut self,
+        state: &SourceState,
+        after: u64,
+    ) -> Result<PgBatch, PgError> {
+        let span = tracing::info_span!(
+            "pg_read_batch",
+            slot = %self.config.slot,
+            after = %format_lsn(after)
+        );
+        self.read_from(state, after).instrument(span).await
+    }
+
+    /// One micro-batch of the transactions that end after `start`.
+    async fn read_from(&mut self, state: &SourceState, start: u64) -> Result<PgBatch, PgError> {
+        let max = self.config.max_changes.max(1);
+        let (txns, full) = self.peek(max).await?;
+        let pending =
+            self.tables
+                .iter()
+                .find_map(|t| match state.snapshot.progress(&t.to_string()) {
+                    TableProgress::Pending {
+                        after,
+                        restart,
+                        appends,
+                    } => Some((t.clone(), after, restart, appends)),
+                    TableProgress::Done => None,
+                });
+        let Some((table, after, restart, appends)) = pending.filter(|_| !full) else {
+            // Catch up on the stream first: a chunk would wait for all of it.
+            let mut batch = self
+                .assemble(txns, start, None, state.snapshot.clone(), false)
+                .await?;
+            batch.caught_up = !full;
+            return Ok(batch);
+        };
+        let span = tracing::info_span!("pg_snapshot_chunk", table = %table);
+        // A re-snapshot's first batch truncates the table first: its
+        // chunk, too, replaces nothing.
+        let appends = appends || restart;
+        let read = self
+            .read_chunk(&table, after.as_deref(), appends)
+            .instrument(span)
+            .await?;
+        let txns = self.peek_through(&read.high, max).await?;
+        let chunk = &read.chunk;
+        if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
+            self.row_bytes.insert(table.clone(), per_row.max(1));
+        }
+        let mut snapshot = state.snapshot.clone();
+        let progress = match (&chunk.last_key, chunk.len() < read.limit) {
+            // The stream's rows of this batch may end it (`assemble`).
+            (Some(key), false) => TableProgress::Pending {
+                after: Some(key.clone()),
+                restart: false,
+                appends,
+            },
+            _ => TableProgress::Done,
+        };
+        tracing::info!(
+            rows = chunk.len(),
+            columns = matches!(chunk.rows, ChunkRows::Columns(_)),
+            appends,
+            done = progress == TableProgress::Done,
+            last_key = chunk
+                .last_key
+                .as_ref()
+                .map(|k| k.join(","))
+                .unwrap_or_default(),
+            "snapshot chunk"
+        );
+        snapshot.tables.insert(table.to_string(), progress);
+        let schema = read.chunk.schema.clone();
+        let mut batch = self
+            .assemble(txns, start, Some(read), snapshot, true)
+            .await?;
+        if restart {
+            truncate_first(&mut batch, &table, schema);
+        }
+        Ok(batch)
     }
 
     /// Brings the slot up to `committed`, never past it, and returns where
@@ -483,6 +517,7 @@ impl PgSource {
         &self,
         table: &TableName,
         after: Option<&[String]>,
+        appends: bool,
     ) -> Result<ChunkRead, PgError> {
         let schema = table_schema(&self.client, table).await?;
         let mark = |kind: &str| Watermark {
@@ -507,9 +542,24 @@ impl PgSource {
             table: table.clone(),
             chunk,
             limit,
+            appends,
             low: low.id,
             high: high.id,
         })
+    }
+
+    /// Whether `table`'s (`schema.table`) copy left files worth compacting
+    /// once it finishes: its chunks stopped at `chunk_rows` well before
+    /// `chunk_bytes` (a small `chunk_rows`, a narrow table), so it wrote
+    /// many small files. Chunks bounded by bytes make files of about
+    /// `chunk_bytes` of rows each, which compaction would only rewrite.
+    pub fn copy_wants_compaction(&self, table: &str) -> bool {
+        let Some(per_row) = self.row_bytes.get(&TableName::parse(table)) else {
+            // Never chunked in this process: nothing known, nothing to say.
+            return false;
+        };
+        let rows_fit = self.config.chunk_bytes / per_row;
+        self.config.chunk_rows.saturating_mul(2) <= rows_fit
     }
 
     /// Rows of `table`'s next chunk: `chunk_rows` at most, and no more than
@@ -528,7 +578,7 @@ impl PgSource {
         txns: Vec<Txn>,
         start: u64,
         chunk: Option<ChunkRead>,
-        snapshot: SnapshotState,
+        mut snapshot: SnapshotState,
         snapshot_moved: bool,
     ) -> Result<PgBatch, PgError> {
         let mut a = Assembly::new(chunk);
@@ -576,6 +626,9 @@ impl PgSource {
         }
         let mut out = a.out;
         self.fill_unchanged(&mut out, a.toasted).await?;
+        for t in out.iter().filter(|t| adds_rows(t)) {
+            snapshot.stop_appending(&t.table);
+        }
         let order = |t: &TableChanges| self.tables.iter().position(|n| n.to_string() == t.table);
         out.sort_by_key(order);
         out.retain(|t| !t.changes.is_empty() || t.reads.is_some());
@@ -804,6 +857,7 @@ impl Assembly {
                     changes.reads = Some(Reads {
                         rows,
                         position: at.lsn.to_string(),
+                        appends: read.appends,
                     });
                 }
             }
@@ -948,6 +1002,15 @@ fn entry<'a>(
             &mut out[last]
         }
     }
+}
+
+/// Whether the stream inserts or updates a row of the table in this batch:
+/// a row whose key a later snapshot chunk may hold (snapshot reads are the
+/// chunk's own, and deletes or truncates add nothing).
+fn adds_rows(t: &TableChanges) -> bool {
+    t.changes
+        .iter()
+        .any(|c| matches!(c.op, ChangeOp::Insert | ChangeOp::Update))
 }
 
 /// The primary key values of a tuple, as text.

@@ -241,10 +241,13 @@ pub trait SyncTarget: Send + Sync {
         opts: &IngestOptions,
     ) -> Result<IngestReport, SyncError>;
 
-    /// Compacts a table whose initial copy has just finished: the copy
-    /// commits a file per chunk (100 for a million rows), which every scan
-    /// pays for until maintenance runs. Best effort: a failure leaves the
-    /// files to maintenance.
+    /// Compacts a table whose initial copy has just finished in chunks
+    /// bounded by rows ([`PgSource::copy_wants_compaction`]): such a copy
+    /// commits a small file per chunk (100 for a million rows at 10,000),
+    /// which every scan pays for until maintenance runs. A copy in chunks
+    /// bounded by bytes is not compacted: its files are large already, and
+    /// compaction would write every row again. Best effort: a failure
+    /// leaves the files to maintenance.
     async fn copied(&self, ident: &TableIdent, deadline: Option<Instant>) {
         match floe_core::maintain::compact_table(&self.catalog(), ident, deadline).await {
             Ok(r) => info!(
@@ -538,6 +541,7 @@ pub async fn sync(
     let tables = table_pairs(config, &opts.namespace);
     prepare(target, source, config, &tables).await?;
     source.read_in_columns(&columnar(target.config(), &tables, opts.snapshot_columns));
+    let mut ahead: Option<ReadAhead> = None;
     loop {
         if let Some(stop) = stop_before(opts, &report) {
             report.stop = stop;
@@ -546,11 +550,16 @@ pub async fn sync(
         let started = Instant::now();
         let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
         let snapshot = held_progress(&held);
-        let state = SourceState {
-            committed_lsn: None,
-            snapshot: snapshot.clone(),
+        let mut batch = match ahead.take().and_then(|a| a.read_for(&snapshot)) {
+            Some(batch) => batch,
+            None => {
+                let state = SourceState {
+                    committed_lsn: None,
+                    snapshot: snapshot.clone(),
+                };
+                source.read_batch(&state).await?
+            }
         };
-        let mut batch = source.read_batch(&state).await?;
         let changed = batch.line_count();
         report.snapshot_done = batch.snapshot.is_done(&config.tables);
         if batch.is_empty() {
@@ -564,28 +573,22 @@ pub async fn sync(
         let whole = batch.span(&config.slot);
         let id = batch_id(std::slice::from_ref(&whole), None);
         let mut parts = Parts::new(&config.slot, &whole, &id);
-        for (pg, ident) in &tables {
-            let (marks, meta) = held.get(pg).cloned().unwrap_or_default();
-            let changes = batch.tables.iter_mut().find(|c| &c.table == pg);
-            if let Some(c) = &changes
-                && marks.mark.is_none_or(|m| m < batch.last_lsn)
-            {
-                follow_relation(target, ident, meta.as_ref(), c).await?;
+        let cut = Cut {
+            tables: &tables,
+            held: &held,
+            snapshot: &snapshot,
+        };
+        cut.parts(target, &mut batch, &mut parts, &mut report)
+            .await?;
+        let read_ahead = parts.chunked && reads_ahead(opts, &report, &batch, config);
+        let (ingested, next) =
+            write_reading_ahead(target, source, parts.batches, &batch, opts, read_ahead).await;
+        add(&mut report.ingest, ingested?);
+        ahead = next;
+        for (pg, ident) in &parts.copied {
+            if source.copy_wants_compaction(pg) {
+                target.copied(ident, opts.deadline).await;
             }
-            // The writer takes the changes; the batch keeps its positions.
-            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
-            let part = TablePart {
-                pg,
-                ident,
-                mark: marks.mark,
-                held: snapshot.tables.get(pg),
-            };
-            parts.add(&part, &batch, taken, &mut report);
-        }
-        let ingested = target.write(parts.batches, &opts.ingest).await?;
-        add(&mut report.ingest, ingested);
-        for ident in &parts.copied {
-            target.copied(ident, opts.deadline).await;
         }
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
@@ -605,6 +608,74 @@ pub async fn sync(
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
     }
     Ok(report)
+}
+
+/// A batch read while the one before it was written and committed, and
+/// the snapshot progress it was read from: that batch's, as its tables
+/// were to hold it.
+struct ReadAhead {
+    state: SnapshotState,
+    batch: PgBatch,
+}
+
+impl ReadAhead {
+    /// The batch, when the tables hold the progress it was read from (the
+    /// batch before went in as planned); else `None`, to read again.
+    fn read_for(self, held: &SnapshotState) -> Option<PgBatch> {
+        (&self.state == held).then_some(self.batch)
+    }
+}
+
+/// Whether to read the next batch while this one is written: a copy's
+/// chunks alternate Postgres sending one and floe writing the one before,
+/// so the two overlap on their own cores. Only while a copy goes on (a
+/// stream batch read ahead would decode this one's changes again) and when
+/// the run will take another batch.
+fn reads_ahead(
+    opts: &SyncOptions,
+    report: &SyncReport,
+    batch: &PgBatch,
+    config: &PgConfig,
+) -> bool {
+    let batches_left = opts.max_batches.is_none_or(|m| report.batches + 1 < m);
+    let time_left = opts.deadline.is_none_or(|d| {
+        d.saturating_duration_since(Instant::now()) > report.longest_batch.saturating_mul(2)
+    });
+    batches_left && time_left && !batch.snapshot.is_done(&config.tables)
+}
+
+/// Writes and commits `batches` (the parts of `batch`) and, with `ahead`,
+/// reads the next batch meanwhile, as the state `batch` commits will ask.
+/// A failed read ahead is only logged: the next batch is read again.
+async fn write_reading_ahead(
+    target: &dyn SyncTarget,
+    source: &mut PgSource,
+    batches: Vec<SourceBatch>,
+    batch: &PgBatch,
+    opts: &SyncOptions,
+    ahead: bool,
+) -> (Result<IngestReport, SyncError>, Option<ReadAhead>) {
+    let write = target.write(batches, &opts.ingest);
+    if !ahead {
+        return (write.await, None);
+    }
+    let state = SourceState {
+        committed_lsn: None,
+        snapshot: batch.snapshot.clone(),
+    };
+    let read = source.read_batch_after(&state, batch.last_lsn);
+    let (written, read) = tokio::join!(write, read);
+    let next = match read {
+        Ok(next) => Some(ReadAhead {
+            state: state.snapshot,
+            batch: next,
+        }),
+        Err(e) => {
+            info!(error = %e, "reading the next batch ahead failed; reading it again");
+            None
+        }
+    };
+    (written, next)
 }
 
 /// Before the first batch: every table exists, and the slot still holds
@@ -635,15 +706,32 @@ async fn prepare(
 }
 
 /// Each table's initial-snapshot progress as the tables hold it, the
-/// state the next batch is read from.
+/// state the next batch is read from. A table whose copy has not started
+/// and that holds no row is marked appending: its chunks replace nothing
+/// until the stream adds a row ([`TableProgress::Pending`]).
 fn held_progress(held: &BTreeMap<String, (TableMarks, Option<TableMetadata>)>) -> SnapshotState {
     let mut snapshot = SnapshotState::default();
-    for (pg, (m, _)) in held {
-        if let Some(p) = &m.progress {
-            snapshot.tables.insert(pg.clone(), p.clone());
+    for (pg, (m, meta)) in held {
+        match &m.progress {
+            Some(p) => {
+                snapshot.tables.insert(pg.clone(), p.clone());
+            }
+            None if meta.as_ref().is_some_and(holds_no_rows) => snapshot.empty_table(pg),
+            None => {}
         }
     }
     snapshot
+}
+
+/// Whether the table has no data file: no snapshot yet, or a current one
+/// whose summary counts none (a summary without the count says nothing).
+fn holds_no_rows(meta: &TableMetadata) -> bool {
+    meta.current_snapshot().is_none_or(|s| {
+        s.summary()
+            .additional_properties
+            .get("total-data-files")
+            .is_some_and(|n| n == "0")
+    })
 }
 
 /// Evolves the table when its relation gained columns or widened a type
@@ -706,6 +794,46 @@ fn until_deadline(wait: Duration, deadline: Option<Instant>) -> Duration {
         .unwrap_or(wait)
 }
 
+/// What a micro-batch is cut by: the configured tables and what each
+/// holds.
+struct Cut<'c> {
+    tables: &'c [(String, TableIdent)],
+    held: &'c BTreeMap<String, (TableMarks, Option<TableMetadata>)>,
+    snapshot: &'c SnapshotState,
+}
+
+impl Cut<'_> {
+    /// Adds each table's share of `batch` to `parts`, its schema evolved
+    /// first when its relation grew. The writer takes the changes; the
+    /// batch keeps its positions.
+    async fn parts(
+        &self,
+        target: &dyn SyncTarget,
+        batch: &mut PgBatch,
+        parts: &mut Parts<'_>,
+        report: &mut SyncReport,
+    ) -> Result<(), SyncError> {
+        for (pg, ident) in self.tables {
+            let (marks, meta) = self.held.get(pg).cloned().unwrap_or_default();
+            let changes = batch.tables.iter_mut().find(|c| &c.table == pg);
+            if let Some(c) = &changes
+                && marks.mark.is_none_or(|m| m < batch.last_lsn)
+            {
+                follow_relation(target, ident, meta.as_ref(), c).await?;
+            }
+            let taken = changes.map(|c| (std::mem::take(&mut c.changes), c.reads.take()));
+            let part = TablePart {
+                pg,
+                ident,
+                mark: marks.mark,
+                held: self.snapshot.tables.get(pg),
+            };
+            parts.add(&part, batch, taken, report);
+        }
+        Ok(())
+    }
+}
+
 /// One configured table's view of a micro-batch.
 struct TablePart<'t> {
     pg: &'t String,
@@ -726,7 +854,7 @@ struct Parts<'b> {
     id: &'b str,
     batches: Vec<SourceBatch>,
     /// Tables whose initial snapshot this batch completes.
-    copied: Vec<TableIdent>,
+    copied: Vec<(String, TableIdent)>,
     /// The batch copies snapshot rows or progress (its time counts as snapshot time).
     chunked: bool,
 }
@@ -782,7 +910,7 @@ impl<'b> Parts<'b> {
         let mut state = BTreeMap::new();
         let progress = batch.snapshot.tables.get(part.pg);
         if progress == Some(&TableProgress::Done) && part.held != Some(&TableProgress::Done) {
-            self.copied.push(part.ident.clone());
+            self.copied.push((part.pg.clone(), part.ident.clone()));
         }
         if progress.is_some() && progress != part.held {
             let text = serde_json::to_string(&progress).unwrap_or_default();
@@ -876,9 +1004,11 @@ pub async fn resync(
 ) -> Result<(), SyncError> {
     let tables = table_pairs(config, &opts.namespace);
     let held = table_marks(&target.catalog(), &config.slot, &tables).await?;
+    // Appending follows from the truncate that starts the first chunk.
     let restart = TableProgress::Pending {
         after: None,
         restart: true,
+        appends: false,
     };
     let text = serde_json::to_string(&restart).unwrap_or_default();
     let mut batches = Vec::new();

@@ -84,6 +84,12 @@ pub struct Reads {
     /// Where in the source they were read (for Postgres an LSN), every row's
     /// position: the files' footers and the key file name it as a change's.
     pub position: String,
+    /// The source vouches that the table holds no row with any of these
+    /// keys (an initial copy's next chunk, while the table holds only its
+    /// earlier chunks): they replace nothing, so they are appended with no
+    /// key lookups, no deletes and no key file. They still replace the
+    /// batch's own changes to the same keys.
+    pub appends: bool,
 }
 
 /// Where a record sits in its source, for dead letters.

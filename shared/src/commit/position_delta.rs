@@ -64,17 +64,14 @@ pub async fn plan(
         .identifier_field_ids()
         .filter_map(|id| schema.field_by_id(id).map(|f| f.name.clone()))
         .collect();
-    let live = LiveFiles::load_cached(ctx.file_io, meta, ctx.manifests)
-        .await
-        .map_err(|e| ctx.build_err(e))?;
-    let (mut targets, equality) = table_targets(ctx, &schema, &key_names, &live).await?;
+    let (mut targets, equality) = lookup_targets(ctx, &schema, &key_names, ordered).await?;
     let mut plan = SnapshotPlan {
         operation: Operation::Overwrite,
         ..Default::default()
     };
     let mut added: Vec<(i32, DataFile)> = Vec::new();
     let mut rows_deleted = 0u64;
-    for r in ordered {
+    for (i, r) in ordered.iter().enumerate() {
         if r.truncate {
             // Every row before it is gone: the table's files with the
             // snapshot's truncation, this commit's earlier files unwritten.
@@ -92,8 +89,11 @@ pub async fn plan(
                 .iter()
                 .map(|f| f.file_path().to_string()),
         );
+        let looked_up = ordered[i + 1..].iter().any(|later| looks_up(later));
         for file in r.data_files(meta)? {
-            targets.push(new_target(ctx, &schema, &key_names, r.spec_id, &file).await?);
+            if looked_up {
+                targets.push(new_target(ctx, &schema, &key_names, r.spec_id, &file).await?);
+            }
             added.push((r.spec_id, file));
         }
     }
@@ -125,6 +125,32 @@ pub async fn plan(
         "keyed requests resolved to position deletes"
     );
     Ok(plan)
+}
+
+/// The table's files as targets (see [`table_targets`]) when a request
+/// looks rows up. Only requests that change keys do: a request's new files
+/// are likewise read for their keys only when one after it in this commit
+/// looks up (a Postgres copy's chunk that appends, or the commit's last
+/// request, is looked up in by no one here).
+async fn lookup_targets(
+    ctx: &PlanContext<'_>,
+    schema: &iceberg::spec::SchemaRef,
+    key_names: &[String],
+    ordered: &[&CommitRequest],
+) -> Result<(Vec<Target>, HashMap<u128, i64>), CommitError> {
+    if !ordered.iter().any(|r| looks_up(r)) {
+        return Ok(Default::default());
+    }
+    let live = LiveFiles::load_cached(ctx.file_io, ctx.metadata(), ctx.manifests)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+    table_targets(ctx, schema, key_names, &live).await
+}
+
+/// Whether `r` changes keys whose rows must be found: it names its keys
+/// in a key file or, from a writer that wrote none, in delete files.
+fn looks_up(r: &CommitRequest) -> bool {
+    r.key_file.is_some() || !r.delete_files.is_empty()
 }
 
 /// Marks deleted every row of `targets` that holds one of `touched`, except

@@ -255,6 +255,13 @@ pub(super) struct KeyedFiles {
     pub reads: Option<RecordBatch>,
 }
 
+impl KeyedFiles {
+    /// True when the batch touches no key and truncates nothing.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.file.is_empty() && !self.truncate && self.reads.is_none()
+    }
+}
+
 /// How the table's settings shred its records.
 pub(super) fn shred_options(t: &ResolvedTable) -> ShredOptions {
     ShredOptions {

@@ -20,25 +20,39 @@ use crate::rowkey;
 use crate::source::{Pos, Reads};
 use crate::write::rows::RowId;
 
-/// A batch's reads as its table takes them, with each row's key digest.
+/// A batch's reads as its table takes them, with each row's key digest
+/// where something asks for it.
 pub(super) struct Aligned<'r> {
     reads: &'r Reads,
     rows: RecordBatch,
+    /// Empty for reads appended to a batch with no changes: nothing looks
+    /// their keys up.
     digests: Vec<u128>,
 }
 
 impl<'r> Aligned<'r> {
     /// `reads` in the columns of the part's table as loaded, keyed by the
-    /// digests the key shredder would give the same key values.
-    pub(super) fn of(part: &Part<'_>, reads: &'r Reads) -> Result<Self, PipelineError> {
+    /// digests the key shredder would give the same key values. Reads that
+    /// append ([`Reads::appends`]) to a batch whose changes touched no key
+    /// (`changed` false) need no digests: no key file, no lookup, no
+    /// change to supersede.
+    pub(super) fn of(
+        part: &Part<'_>,
+        reads: &'r Reads,
+        changed: bool,
+    ) -> Result<Self, PipelineError> {
         let schema =
             iceberg::arrow::schema_to_arrow_schema(part.ctx.loaded.metadata.current_schema())
                 .map_err(|e| reads_err(part, e.to_string()))?;
         let rows = align(part, &reads.rows, &Arc::new(schema))?;
         let columns = rowkey::columns(&rows, &part.key_names)
             .ok_or_else(|| reads_err(part, "the rows lack a key column".into()))?;
-        let digests =
-            rowkey::digests(&rows, &columns).map_err(|e| reads_err(part, e.to_string()))?;
+        let digests = match reads.appends && !changed {
+            true => Vec::new(),
+            false => {
+                rowkey::digests(&rows, &columns).map_err(|e| reads_err(part, e.to_string()))?
+            }
+        };
         Ok(Self {
             reads,
             rows,
@@ -46,9 +60,17 @@ impl<'r> Aligned<'r> {
         })
     }
 
+    /// Whether the reads append, looking no key up.
+    pub(super) fn appends(&self) -> bool {
+        self.reads.appends
+    }
+
     /// Keys the reads hold give up every state the batch's changes left:
     /// the read is newer, and its own touch deletes what the table holds.
     pub(super) fn supersede(&self, folded: &Folded, chosen: &mut [Option<usize>]) {
+        if folded.keys.is_empty() {
+            return;
+        }
         let read: HashSet<u128> = self.digests.iter().copied().collect();
         for (k, key) in folded.keys.iter().enumerate() {
             if read.contains(&key.digest) {
@@ -59,7 +81,8 @@ impl<'r> Aligned<'r> {
 
     /// The changes' rows `data` with the reads after them (in `data`'s
     /// columns: the table may have evolved while the changes were shredded),
-    /// each read's record in `row_ids` and its key touched in `keys`.
+    /// each read's record in `row_ids` and, unless they append, its key
+    /// touched in `keys`.
     pub(super) fn append(
         self,
         part: &Part<'_>,
@@ -73,23 +96,27 @@ impl<'r> Aligned<'r> {
             false => align(part, &self.rows, &data.schema())?,
         };
         let pos = Pos::Item(&self.reads.position);
-        // The key file places a read as it would a change at its position.
-        let read = Change {
-            op: ChangeOp::Read,
-            row: Default::default(),
-            position: Some(self.reads.position.clone()),
-            ts_ms: None,
-            unchanged: Vec::new(),
-        };
-        let (src, at) = identity.key_change(pos, &read);
-        keys.file
-            .extend(self.digests.iter().map(|d| (*d, src, at.clone())));
+        if !self.reads.appends {
+            // The key file places a read as it would a change at its position.
+            let read = Change {
+                op: ChangeOp::Read,
+                row: Default::default(),
+                position: Some(self.reads.position.clone()),
+                ts_ms: None,
+                unchanged: Vec::new(),
+            };
+            let (src, at) = identity.key_change(pos, &read);
+            keys.file
+                .extend(self.digests.iter().map(|d| (*d, src, at.clone())));
+            keys.reads = Some(rows.clone());
+        }
         let id = identity.row(pos);
         row_ids.extend(std::iter::repeat_n(id, rows.num_rows()));
-        let out = concat_batches(&data.schema(), [&data, &rows])
-            .map_err(|e| reads_err(part, e.to_string()))?;
-        keys.reads = Some(rows);
-        Ok(out)
+        if data.num_rows() == 0 {
+            // Nothing to put them after: no copy of a chunk's every column.
+            return Ok(rows);
+        }
+        concat_batches(&data.schema(), [&data, &rows]).map_err(|e| reads_err(part, e.to_string()))
     }
 }
 

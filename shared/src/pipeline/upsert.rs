@@ -58,7 +58,7 @@ pub(super) async fn upsert(
         .map(|k| k.states.len().checked_sub(1))
         .collect();
     let reads = match part.batch.records.reads() {
-        Some(r) => Some(Aligned::of(part, r)?),
+        Some(r) => Some(Aligned::of(part, r, !folded.keys.is_empty())?),
         None => None,
     };
     if let Some(r) = &reads {
@@ -81,15 +81,19 @@ pub(super) async fn upsert(
         .map(|i| identity.row(positions[i]))
         .collect();
     let mut keys = touched(&mut folded, &chosen, &changes, &identity);
+    let appends = reads.as_ref().is_some_and(|r| r.appends());
     let data = match reads {
         Some(r) => r.append(part, data, &mut row_ids, &mut keys, &identity)?,
         None => data,
     };
+    // Rows that only append, beside no change that touched a key: a plain
+    // append for the committer, which then looks nothing up.
+    let keys = (!appends || !keys.is_empty()).then_some(keys);
     Ok(Output {
         ctx,
         data,
         row_ids,
-        keys: Some(keys),
+        keys,
         rejected: 0,
     })
 }

@@ -8,9 +8,12 @@ use std::collections::HashSet;
 use std::hash::{BuildHasher, Hash};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::types::{
+    Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    Time64MicrosecondType, TimestampMicrosecondType, TimestampNanosecondType,
+};
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType;
+use arrow_schema::{DataType, TimeUnit};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
@@ -34,6 +37,23 @@ pub fn tune(base: &WriterProperties, batch: &RecordBatch) -> WriterProperties {
             DataType::LargeUtf8 => distinct(sample.as_string::<i64>().iter()),
             DataType::Int64 => distinct(sample.as_primitive::<Int64Type>().iter()),
             DataType::Int32 => distinct(sample.as_primitive::<Int32Type>().iter()),
+            // Fixed-width values by their bits: a table copied from a
+            // database holds whole columns of distinct timestamps, amounts
+            // and measures, each dictionary as large as its data and
+            // thrown away (a fifth of a 50-column copy's encoding).
+            DataType::Float64 => distinct(sample.as_primitive::<Float64Type>().iter().map(bits)),
+            DataType::Float32 => distinct(sample.as_primitive::<Float32Type>().iter().map(bits)),
+            DataType::Decimal128(..) => distinct(sample.as_primitive::<Decimal128Type>().iter()),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                distinct(sample.as_primitive::<TimestampMicrosecondType>().iter())
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+                distinct(sample.as_primitive::<TimestampNanosecondType>().iter())
+            }
+            DataType::Time64(TimeUnit::Microsecond) => {
+                distinct(sample.as_primitive::<Time64MicrosecondType>().iter())
+            }
+            DataType::Date32 => distinct(sample.as_primitive::<Date32Type>().iter()),
             _ => continue,
         };
         if distinct as f64 > n as f64 * MAX_DISTINCT_SHARE {
@@ -46,6 +66,31 @@ pub fn tune(base: &WriterProperties, batch: &RecordBatch) -> WriterProperties {
         }
     }
     builder.map_or_else(|| base.clone(), |b| b.build())
+}
+
+/// A float's bits: equal bits, one dictionary entry.
+fn bits<F: FloatBits>(v: Option<F>) -> Option<F::Bits> {
+    v.map(F::to_bits)
+}
+
+/// Floats' bit patterns, for [`bits`].
+trait FloatBits: Copy {
+    type Bits: Hash + Eq;
+    fn to_bits(self) -> Self::Bits;
+}
+
+impl FloatBits for f64 {
+    type Bits = u64;
+    fn to_bits(self) -> u64 {
+        f64::to_bits(self)
+    }
+}
+
+impl FloatBits for f32 {
+    type Bits = u32;
+    fn to_bits(self) -> u32 {
+        f32::to_bits(self)
+    }
 }
 
 fn distinct<T: Hash + Eq>(values: impl Iterator<Item = T>) -> usize {
@@ -80,5 +125,25 @@ mod tests {
         let props = tune(&WriterProperties::default(), &batch);
         assert!(!props.dictionary_enabled(&ColumnPath::from("id")));
         assert!(props.dictionary_enabled(&ColumnPath::from("kind")));
+    }
+
+    #[test]
+    fn fixed_width_columns_are_sampled_too() {
+        use arrow_array::{Float64Array, TimestampMicrosecondArray};
+        let at: ArrayRef = Arc::new(TimestampMicrosecondArray::from_iter_values(0..2000));
+        let same: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![7; 2000]));
+        let measure: ArrayRef = Arc::new(Float64Array::from_iter_values(
+            (0..2000).map(|i| f64::from(i) / 7.0),
+        ));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("at", at.data_type().clone(), false),
+            Field::new("same", same.data_type().clone(), false),
+            Field::new("measure", DataType::Float64, false),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![at, same, measure]).unwrap();
+        let props = tune(&WriterProperties::default(), &batch);
+        assert!(!props.dictionary_enabled(&ColumnPath::from("at")));
+        assert!(props.dictionary_enabled(&ColumnPath::from("same")));
+        assert!(!props.dictionary_enabled(&ColumnPath::from("measure")));
     }
 }
