@@ -1,5 +1,6 @@
 """moto's server (S3, SQS, Glue, ... on one port) with a Glue that refuses a
-stale UpdateTable as AWS's does, and faults tests can inject over HTTP.
+stale UpdateTable as AWS's does, faults tests can inject over HTTP, and a
+count of the Kinesis requests it answered.
 
 moto numbers a Glue table's versions and returns the current one as
 `VersionId` from GetTable, but its UpdateTable ignores the `VersionId` it is
@@ -33,6 +34,13 @@ parallel on one server do not see each other's:
       "archived"} (`held`: UpdateTables waiting now; `archived`: applied
       UpdateTables that did not set `SkipArchive`, each of which keeps a
       table version on AWS).
+  GET  /floe-glue/kinesis  Kinesis requests this server answered, by operation
+      ({"requests": {"PutRecord": N, "GetRecords": N, ...}}), and the PUT
+      payload units the PutRecord(s) records came to ("put_payload_units":
+      each record, data and partition key, is one unit per started 25 KiB,
+      as Kinesis bills them; "put_bytes"). moto logs every Kinesis call as
+      `POST /`, so the request log alone cannot tell a billed put from a
+      free read: the freshness benchmark reads these counts instead.
   GET  /floe-glue/         {"floe-glue": 1}: this launcher, not plain moto.
 
 usage: moto_glue.py [-H HOST] [-p PORT]   (moto_server's options)
@@ -70,6 +78,12 @@ class Table:
 
 TABLES = {}
 TABLES_LOCK = threading.RLock()
+
+# Kinesis bills a put per started 25 KiB of each record (PUT payload unit).
+PAYLOAD_UNIT = 25 * 1024
+KINESIS = {"requests": {}, "put_payload_units": 0, "put_bytes": 0}
+KINESIS_LOCK = threading.Lock()
+KINESIS_CALL_LOCK = threading.Lock()
 # Glue's version check and the update it guards are one step.
 UPDATE_LOCK = threading.Lock()
 
@@ -150,6 +164,13 @@ class Faulty:
         if path.startswith("/floe-glue"):
             return self.control(environ, start_response, path)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith("Kinesis_20131202."):
+            count_kinesis(environ, target.split(".", 1)[1])
+            # moto's GetRecords walks a shard's records while a PutRecord on
+            # another thread may add one ("OrderedDict mutated during
+            # iteration", a 500 AWS never gives): one call at a time.
+            with KINESIS_CALL_LOCK:
+                return self.inner(environ, start_response)
         if target not in ("AWSGlue.UpdateTable", "AWSGlue.GetTable"):
             return self.inner(environ, start_response)
         body = read_body(environ)
@@ -248,6 +269,9 @@ class Faulty:
         method = environ.get("REQUEST_METHOD", "GET")
         if path in ("/floe-glue", "/floe-glue/"):
             return json_answer(start_response, {"floe-glue": 1})
+        if path == "/floe-glue/kinesis" and method == "GET":
+            with KINESIS_LOCK:
+                return json_answer(start_response, json.loads(json.dumps(KINESIS)))
         if path == "/floe-glue/faults" and method == "GET":
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             t = table(query.get("table", [""])[0])
@@ -277,6 +301,28 @@ class Faulty:
             t.release.set()
             return json_answer(start_response, {"ok": True})
         return json_answer(start_response, {"error": f"no {method} {path}"}, "404 Not Found")
+
+
+def count_kinesis(environ, op):
+    """Counts a Kinesis request, and for a put its records' payload units."""
+    sizes = []
+    if op in ("PutRecord", "PutRecords"):
+        body = read_body(environ)
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError:
+            params = {}
+        records = params.get("Records", []) if op == "PutRecords" else [params]
+        # Data is base64: its decoded length, without decoding it.
+        for r in records:
+            data = r.get("Data", "")
+            size = len(data) * 3 // 4 - data[-2:].count("=")
+            sizes.append(size + len(r.get("PartitionKey", "").encode()))
+    with KINESIS_LOCK:
+        KINESIS["requests"][op] = KINESIS["requests"].get(op, 0) + 1
+        KINESIS["put_payload_units"] += sum(-(-n // PAYLOAD_UNIT) for n in sizes)
+        KINESIS["put_bytes"] += sum(sizes)
 
 
 def read_body(environ):

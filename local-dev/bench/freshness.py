@@ -105,6 +105,33 @@ def count_requests(logs, start, end):
     return counts
 
 
+def kinesis_counts(endpoint):
+    """The Kinesis requests the moto launcher at `endpoint` has answered
+    (local-dev/moto_glue.py), by operation, with the PUT payload units;
+    None where it does not count them."""
+    if not endpoint:
+        return None
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + "/floe-glue/kinesis", timeout=5) as r:
+            return json.load(r)
+    except (OSError, ValueError):
+        return None
+
+
+def kinesis_between(before, after):
+    """What was counted between two `kinesis_counts`: requests by operation,
+    their sum, and the PUT payload units and bytes."""
+    if before is None or after is None:
+        return None
+    ops = {op: n - before["requests"].get(op, 0) for op, n in after["requests"].items()}
+    ops = {op: n for op, n in ops.items() if n}
+    return {"by_operation": ops, "requests": sum(ops.values()),
+            "put_payload_units": after["put_payload_units"] - before["put_payload_units"],
+            "put_bytes": after["put_bytes"] - before["put_bytes"]}
+
+
 def parse_logs(arg):
     return dict(kv.split("=", 1) for kv in arg.split(",")) if arg else {}
 
@@ -147,18 +174,23 @@ def table(argv):
             rows.append(json.load(f))
     rows.sort(key=lambda s: (s["target"] != "serve", s.get("commit_window_ms", 0),
                              s.get("batching_window_ms", 0), s["rate_target"], s["records_per_request"]))
-    print("| target | window (ms) / batch | records/s target | achieved | records/POST | POST 200 p50 / p99 (s) "
-          "| freshness p50 | p95 | p99 | max | snapshot ts p99 | records/commit | load (1 min) before, after |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| target | window (ms) / batch | HTTP buffer window (ms) | records/s target | achieved | records/POST "
+          "| POST 200 p50 / p99 (s) | freshness p50 | p95 | p99 | max | snapshot ts p99 | records/commit "
+          "| files/min | load (1 min) before, after |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     load = lambda u: u.split("load average:")[1].split(",")[0].strip()
     for s in rows:
         f, t, a = s["freshness_visible_s"], s["freshness_snapshot_ts_s"], s["ack_latency_s"]
         window = (s["commit_window_ms"] if s["target"] == "serve"
                   else f"{s['batching_window_ms']} / {s['batch_size']:,}")
-        print(f"| {s['target']} | {window} | {s['rate_target']:,.0f} | {s['rate_achieved']:,.0f} "
-              f"| {s['records_per_request']:,} | {a['p50']} / {a['p99']} | {f['p50']} | {f['p95']} "
+        buffer = s.get("http_buffer_window_ms")
+        buffer = "off" if buffer is None else f"{buffer:,}"
+        files = s.get("files_per_minute")
+        keyed = ", keyed" if s.get("idempotency_keys") else ""
+        print(f"| {s['target']} | {window} | {buffer} | {s['rate_target']:,.0f} | {s['rate_achieved']:,.0f} "
+              f"| {s['records_per_request']:,}{keyed} | {a['p50']} / {a['p99']} | {f['p50']} | {f['p95']} "
               f"| **{f['p99']}** | {f['max']} | {t['p99']} | {s['records_per_commit']:,.0f} "
-              f"| {load(s['uptime_before'])}, {load(s['uptime_after'])} |")
+              f"| {'' if files is None else f'{files:,.1f}'} | {load(s['uptime_before'])}, {load(s['uptime_after'])} |")
 
 
 def emf_totals(path):
@@ -274,6 +306,12 @@ def main():
                     help="source-queue pollers of floe local that this run does not feed: "
                          "their idle receives are measured first and taken out of the SQS count")
     ap.add_argument("--emf", help="floe local's --metrics file: the committer's run times")
+    ap.add_argument("--kinesis-endpoint",
+                    help="floe local's Kinesis (a moto launcher of its own): its requests by "
+                         "operation and PUT payload units while the run lasts")
+    ap.add_argument("--idempotency-keys", action="store_true",
+                    help="send each POST with an Idempotency-Key of its own (such POSTs skip the "
+                         "HTTP buffer: what a key costs)")
     ap.add_argument("--sqs-queue-url",
                     help="send to this SQS queue (floe local's source queue) instead of POSTing: "
                          "each request is one SendMessageBatch")
@@ -359,7 +397,7 @@ def main():
             first = base_id + k * per_request
             data = body(first, per_request, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due)))
             sent = time.time()
-            status, err = None, None
+            status, err, buffered = None, None, False
             for attempt in range(2):
                 try:
                     if args.sqs_queue_url:
@@ -367,17 +405,22 @@ def main():
                         break
                     if conn is None:
                         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-                    conn.request("POST", path, body=data, headers=headers)
+                    sent_headers = headers
+                    if args.idempotency_keys:
+                        sent_headers = dict(headers, **{"Idempotency-Key": f"fresh-{first}"})
+                    conn.request("POST", path, body=data, headers=sent_headers)
                     resp = conn.getresponse()
-                    resp.read()
+                    answer = resp.read()
                     status = resp.status
+                    buffered = b'"buffered":true' in answer
                     break
                 except Exception as e:  # a dropped keep-alive connection: once more on a new one
                     err = repr(e)
                     conn = None
             acked = time.time()
             results[k] = {"k": k, "first": first, "n": per_request, "due": due, "sent": sent,
-                          "acked": acked, "status": status, "bytes": len(data), "error": err}
+                          "acked": acked, "status": status, "bytes": len(data), "error": err,
+                          "buffered": buffered}
 
     # Ids continue after whatever the table holds, so reruns stay contiguous.
     base_id = base_total
@@ -388,6 +431,7 @@ def main():
     while time.time() < t0 - 0.05:
         time.sleep(0.01)
     sizes0, calls0 = log_sizes(logs), dict(cat.calls)
+    kinesis0 = kinesis_counts(args.kinesis_endpoint)
     for k in range(total_requests):
         delay = t0 + k * interval - time.time()
         if delay > 0:
@@ -411,6 +455,9 @@ def main():
     window_end = time.time()
     time.sleep(0.5)  # moto logs a request after answering it
     requests = count_requests(logs, sizes0, log_sizes(logs))
+    kinesis = kinesis_between(kinesis0, kinesis_counts(args.kinesis_endpoint))
+    if kinesis is not None:
+        requests["kinesis"] = kinesis
     driver_calls = {k: v - calls0.get(k, 0) for k, v in cat.calls.items()}
     # The driver's own reads are not the stack's.
     if "glue" in requests:
@@ -463,6 +510,9 @@ def main():
 
     fresh_seen.sort()
     fresh_ts.sort()
+    # This run's data files: those its snapshots added (a rerun's table
+    # holds the earlier runs' too).
+    run_files = [f for f in files if f[2] in seen and seen[f[2]][0] >= t0]
     latencies = sorted(r["acked"] - r["sent"] for r in ok)
     lateness = sorted(r["sent"] - r["due"] for r in ok)
     span = (max(r["acked"] for r in ok) - t0) if ok else 1
@@ -472,10 +522,12 @@ def main():
         "rate_target": args.rate,
         "records_per_request": per_request,
         "via": "sqs" if args.sqs_queue_url else "http",
+        "idempotency_keys": args.idempotency_keys,
         "records_per_message": per_message if args.sqs_queue_url else None,
         "requests": total_requests,
         "requests_ok": len(ok),
         "requests_failed": total_requests - len(ok),
+        "requests_buffered": sum(1 for r in ok if r["buffered"]),
         "errors": sorted({r["error"] or str(r["status"]) for r in results if r and r["status"] != 200})[:5],
         "records_accepted": accepted,
         "bytes_accepted": sum(r["bytes"] for r in ok),
@@ -487,6 +539,8 @@ def main():
                           "mean": r3(sum(latencies) / len(latencies) if latencies else None)},
         "ack_seconds_total": round(sum(latencies), 3),
         "snapshots": len(in_window),
+        "data_files": len(run_files),
+        "files_per_minute": round(len(run_files) / (send_end - t0) * 60, 2),
         "records_per_commit": round(accepted / len(in_window), 1) if in_window else None,
         "freshness_visible_s": {p: r3(percentile(fresh_seen, q)) for p, q in
                                 (("p50", 50), ("p95", 95), ("p99", 99), ("max", 100))},

@@ -6,7 +6,9 @@
 //! while good requests beside it commit.
 //! The same scenario runs with S3 on s3s-fs (SQS and Glue on moto), so the
 //! S3 path is not moto's alone. A Kafka topic on a Kafka-compatible broker
-//! (local-dev/kafka.sh) feeds the writer as MSK does, through a restart.
+//! (local-dev/kafka.sh) feeds the writer as MSK does, through a restart;
+//! POSTs without a key go through the HTTP buffer stream, also through a
+//! restart, and keyed ones are written at once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -31,13 +33,14 @@ impl Stack {
     /// Starts `floe local` with `routing.table = source_table`, keeping
     /// its state under `dir`; S3 on `s3` when given (through
     /// `AWS_ENDPOINT_URL_S3`), else all on moto; the topic on `kafka`'s
-    /// broker when given.
+    /// broker when given; `args` after the stack's own.
     fn start(
         name: &str,
         source_table: &str,
         s3: Option<&str>,
         kafka: Option<&str>,
         dir: &std::path::Path,
+        args: &[&str],
     ) -> Stack {
         let moto = services::moto();
         let config = dir.join("user.toml");
@@ -69,6 +72,7 @@ impl Stack {
         if let Some(kafka) = kafka {
             cmd.args(["--kafka", kafka]);
         }
+        cmd.args(args);
         let mut child = cmd.spawn().expect("start floe local");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a first line").unwrap();
@@ -194,7 +198,7 @@ async fn scenario(s3: Option<&str>) {
     let name = format!("fl-{}", &id[..20]);
     let (http_table, source_table) = (format!("local.http_{id}"), format!("local.src_{id}"));
     let dir = tempfile::tempdir().unwrap();
-    let stack = Stack::start(&name, &source_table, s3, None, dir.path());
+    let stack = Stack::start(&name, &source_table, s3, None, dir.path(), &[]);
     let clients = AwsClients::new(AwsSettings::local(services::moto(), "us-east-1")).await;
     let queue_url = |suffix: &str| {
         let sqs = clients.sqs.clone();
@@ -459,7 +463,7 @@ async fn floe_local_reads_a_kafka_topic_as_msk_does() {
     let name = format!("fk-{}", &id[..20]);
     let (table, topic) = (format!("local.kafka_{id}"), format!("{name}-topic"));
     let dir = tempfile::tempdir().unwrap();
-    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path());
+    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path(), &[]);
     produce(kafka, &topic, 0..20, "None", &["not json"]);
     stack.await_records(&table, 20, "the topic's records in their table");
     let mut ids = stack.pyiceberg_ids(&table);
@@ -477,7 +481,7 @@ async fn floe_local_reads_a_kafka_topic_as_msk_does() {
     assert_eq!(letters[0]["record"], "not json");
     stack.stop();
 
-    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path());
+    let stack = Stack::start(&name, &table, None, Some(kafka), dir.path(), &[]);
     produce(kafka, &topic, 20..26, "'gzip'", &[]);
     stack.await_records(&table, 26, "the records produced after the restart");
     // Partition 0's new records follow its old ones, so once they are in,
@@ -486,5 +490,83 @@ async fn floe_local_reads_a_kafka_topic_as_msk_does() {
     let mut ids = stack.pyiceberg_ids(&table);
     ids.sort();
     assert_eq!(ids, (0..26).collect::<Vec<_>>());
+    stack.stop();
+}
+
+/// POSTs `body` to `table` (`ns.name`) on the stack's HTTP function, with
+/// `key` as its Idempotency-Key; its 200's answer.
+async fn post(stack: &Stack, table: &str, body: &str, key: Option<&str>) -> Value {
+    let (ns, name) = table.split_once('.').unwrap();
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/v1/tables/{ns}/{name}/records", stack.http))
+        .bearer_auth("local")
+        .body(body.to_string());
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let resp = request.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// The stack's HTTP function appends a POST without a key to the buffer
+/// stream (`NAME-http-buffer`) and the writer writes a window of them: the
+/// records land once, also when a window holds more than one Lambda event
+/// takes, and once only after a restarted stack has read the stream from
+/// its start again. A POST with an Idempotency-Key is written at once, as
+/// without the buffer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_local_buffers_posts_without_a_key() {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let name = format!("fb-{}", &id[..20]);
+    let (table, wide) = (format!("local.buf_{id}"), format!("local.wide_{id}"));
+    let dir = tempfile::tempdir().unwrap();
+    let window = ["--http-buffer-window-ms", "3000"];
+    let stack = Stack::start(&name, "local.events", None, None, dir.path(), &window);
+    for body in ["{\"id\":1}\n{\"id\":2}\n", "{\"id\":3}\n{\"id\":4}\n"] {
+        let answer = post(&stack, &table, body, None).await;
+        assert_eq!(answer["buffered"], true, "{answer}");
+        assert_eq!(answer["records"], 2, "{answer}");
+    }
+    stack.await_records(&table, 4, "the buffered POSTs' records in their table");
+    let answer = post(&stack, &table, "{\"id\":5}", Some("direct-1")).await;
+    assert!(answer.get("buffered").is_none(), "{answer}");
+    assert!(answer["batch_id"].is_string(), "{answer}");
+    stack.await_records(&table, 5, "the keyed POST's record in its table");
+    let mut ids = stack.pyiceberg_ids(&table);
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+
+    // Eight POSTs of 800 KB are more than Lambda's 6 MB event once in
+    // base64: the mapping hands them to the writer in two events, the
+    // second from the first record the first one left.
+    let pad = "x".repeat(180);
+    for p in 0..8 {
+        let body: String = (p * 4_000..(p + 1) * 4_000)
+            .map(|i| format!("{{\"id\":{i},\"pad\":\"{pad}\"}}\n"))
+            .collect();
+        let answer = post(&stack, &wide, &body, None).await;
+        assert_eq!(answer["buffered"], true, "{answer}");
+    }
+    stack.await_records(&wide, 32_000, "the large POSTs' records in their table");
+    let shown = stack.floe_json(&["table", "show", &wide]);
+    assert!(shown["data_files"].as_u64() >= Some(2), "{shown}");
+    stack.stop();
+
+    let stack = Stack::start(&name, "local.events", None, None, dir.path(), &window);
+    let answer = post(&stack, &table, "{\"id\":6}", None).await;
+    assert_eq!(answer["buffered"], true, "{answer}");
+    stack.await_records(&table, 6, "the POST buffered after the restart");
+    // The new POST follows the old ones in the stream's one shard, so once
+    // it is in, every old one was read again and recognised.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut ids = stack.pyiceberg_ids(&table);
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    let mut ids = stack.pyiceberg_ids(&wide);
+    ids.sort();
+    assert_eq!(ids, (0..32_000).collect::<Vec<_>>());
     stack.stop();
 }

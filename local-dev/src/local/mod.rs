@@ -11,6 +11,10 @@
 //!   the bucket announces objects put under `incoming/` to it;
 //! - a Kinesis stream and a DynamoDB table's stream feed the writer shard
 //!   by shard ([`streams`]);
+//! - the HTTP function appends POSTs without an `Idempotency-Key` or
+//!   `?wait=commit` to the HTTP buffer stream (`NAME-http-buffer`, one
+//!   shard, as the module creates it), which feeds the writer a window at
+//!   a time; `--no-http-buffer` writes each POST as its own file instead;
 //! - with `--kafka`, a topic on a Kafka-compatible broker feeds the writer
 //!   partition by partition with MSK's event ([`kafka`]);
 //! - the HTTP function answers on a local port, to the bearer token or to
@@ -51,7 +55,7 @@ mod iam;
 mod kafka;
 mod streams;
 
-use streams::{Kind, Stream};
+use streams::{Batching, Kind, Stream};
 
 #[derive(Debug, Args)]
 pub struct LocalArgs {
@@ -105,6 +109,20 @@ pub struct LocalArgs {
     /// fewer, larger files: what a record costs follows them.
     #[arg(long, default_value_t = 0)]
     source_batching_window_ms: u64,
+    /// HTTP buffer stream event source: most POSTs per writer invocation
+    /// (the module's 10,000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    http_buffer_batch_size: usize,
+    /// HTTP buffer stream event source: how long it gathers POSTs before it
+    /// invokes the writer, in milliseconds (the module's
+    /// `http_buffer_window_seconds`, 60). Buffered records reach their
+    /// table about this plus the committer's window after their POST.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(0..=300_000))]
+    http_buffer_window_ms: u64,
+    /// No HTTP buffer stream: every POST writes its own file, as the module
+    /// does with `http_buffer = false`.
+    #[arg(long)]
+    no_http_buffer: bool,
     /// Seconds between runs of the maintenance function.
     #[arg(long, default_value_t = 3_600)]
     maintenance_every_s: u64,
@@ -607,54 +625,101 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     std::fs::write(&config_file, stack_toml(&config))
         .with_context(|| format!("writing {}", config_file.display()))?;
 
-    let mut streams = Vec::new();
-    for (kind, suffix) in [(Kind::Kinesis, "stream"), (Kind::DynamoDb, "items")] {
-        let name = format!("{}-{suffix}", args.name);
-        streams.extend(Stream::create(&settings, kind, &name).await.map(Arc::new));
-    }
-    let topic = match &args.kafka {
-        Some(bootstrap) => Some(Arc::new(
-            kafka::Topic::create(bootstrap, &format!("{}-topic", args.name)).await?,
-        )),
-        None => None,
-    };
+    let sources = Sources::create(&settings, &args).await?;
+    // The stack's HTTP and writer functions buffer in its own stream, or
+    // not at all, whatever the user's config names.
+    config.http.buffer_stream = sources.buffer.as_ref().map(|s| s.name.clone());
     let functions = Functions::new(&config).await?;
     let listener = TcpListener::bind(args.http)
         .await
         .with_context(|| format!("cannot listen on {}", args.http))?;
     let addr = listener.local_addr()?;
     announce(&args, &stack, addr, &token, &config_file);
-    for s in &streams {
-        outln!(
-            "floe local: {} ({} shards) -> writer (batch {})",
-            s.describe(),
-            s.shards.len(),
-            args.batch_size
-        );
-    }
-    let mut partitions = Vec::new();
-    if let Some(topic) = &topic {
-        partitions = topic.mappings(args.batch_size).await?;
-        outln!(
-            "floe local: {} -> writer (batch {})",
-            topic.describe(),
-            args.batch_size
-        );
-    }
-    let sources = Sources {
-        streams,
-        partitions,
-    };
+    sources.announce(&args);
     serve(&clients, &args, &stack, functions, listener, sources).await
+}
+
+/// The HTTP buffer stream (`NAME-http-buffer`, one shard as the module
+/// creates it), unless `--no-http-buffer`; `None`, said why, when the
+/// endpoint has no Kinesis.
+async fn http_buffer(settings: &AwsSettings, args: &LocalArgs) -> Option<Arc<Stream>> {
+    if args.no_http_buffer {
+        return None;
+    }
+    let name = format!("{}-http-buffer", args.name);
+    let stream = Stream::create_kinesis(settings, &name, 1).await;
+    if stream.is_none() {
+        warn!(stream = %name, "no Kinesis on the endpoint: every POST writes its own file");
+    }
+    stream.map(Arc::new)
 }
 
 /// The stream sources beside the source queue, each mapping one task.
 struct Sources {
     streams: Vec<Arc<Stream>>,
+    /// The HTTP buffer stream, with its own mapping settings.
+    buffer: Option<Arc<Stream>>,
+    /// The Kafka topic, and a mapping per partition.
+    topic: Option<Arc<kafka::Topic>>,
     partitions: Vec<kafka::PartitionMapping>,
 }
 
 impl Sources {
+    /// Creates the stack's streams, its HTTP buffer stream and, with
+    /// `--kafka`, its topic: those its endpoints have.
+    async fn create(settings: &AwsSettings, args: &LocalArgs) -> Result<Sources> {
+        let mut streams = Vec::new();
+        for (kind, suffix) in [(Kind::Kinesis, "stream"), (Kind::DynamoDb, "items")] {
+            let name = format!("{}-{suffix}", args.name);
+            streams.extend(Stream::create(settings, kind, &name).await.map(Arc::new));
+        }
+        let buffer = http_buffer(settings, args).await;
+        let (topic, partitions) = match &args.kafka {
+            Some(bootstrap) => {
+                let name = format!("{}-topic", args.name);
+                let topic = Arc::new(kafka::Topic::create(bootstrap, &name).await?);
+                let partitions = topic.mappings(args.batch_size).await?;
+                (Some(topic), partitions)
+            }
+            None => (None, Vec::new()),
+        };
+        Ok(Sources {
+            streams,
+            buffer,
+            topic,
+            partitions,
+        })
+    }
+
+    /// Tells what feeds the writer besides the source queue.
+    fn announce(&self, args: &LocalArgs) {
+        for s in &self.streams {
+            outln!(
+                "floe local: {} ({} shards) -> writer (batch {})",
+                s.describe(),
+                s.shards.len(),
+                args.batch_size
+            );
+        }
+        match &self.buffer {
+            Some(s) => outln!(
+                "floe local: HTTP buffer: POSTs without an Idempotency-Key or ?wait=commit -> {} ({} shard) -> writer (batch {}, window {} ms)",
+                s.describe(),
+                s.shards.len(),
+                args.http_buffer_batch_size,
+                args.http_buffer_window_ms
+            ),
+            None => outln!("floe local: HTTP buffer off: every POST writes its own file"),
+        }
+        if let Some(topic) = &self.topic {
+            outln!(
+                "floe local: {} -> writer (batch {})",
+                topic.describe(),
+                args.batch_size
+            );
+        }
+    }
+
     /// The writer's tasks until `stop`: `--writers` pollers of the source
     /// `queue`, and one per shard and per partition.
     fn spawn(
@@ -671,11 +736,16 @@ impl Sources {
                 queue.run(writer.as_ref(), &stop).await
             }));
         }
-        for mapping in self
-            .streams
-            .iter()
-            .flat_map(|s| s.mappings(args.batch_size))
-        {
+        let source = Batching {
+            size: args.batch_size,
+            window: Duration::ZERO,
+        };
+        let buffer = Batching {
+            size: args.http_buffer_batch_size,
+            window: Duration::from_millis(args.http_buffer_window_ms),
+        };
+        let mappings = self.streams.iter().flat_map(|s| s.mappings(source));
+        for mapping in mappings.chain(self.buffer.iter().flat_map(|s| s.mappings(buffer))) {
             let (writer, stop) = (writer.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 mapping.run(writer.as_ref(), &stop).await

@@ -1,16 +1,22 @@
-//! The stack's streams and their event source mappings: a Kinesis stream,
-//! and a DynamoDB table's stream. One poller per shard reads records with
-//! GetRecords and invokes the writer function with the event Lambda would
-//! send, in order, at most `batch_size` records at a time; a partial batch
-//! response restarts the shard at the first failed record, an error
-//! retries the batch, as Lambda does without bisecting.
+//! The stack's streams and their event source mappings: Kinesis streams
+//! (the source stream and the HTTP function's buffer), and a DynamoDB
+//! table's stream. One poller per shard reads records with GetRecords and
+//! invokes the writer function with the event Lambda would send, in order,
+//! gathering a batch as Lambda does ([`Batching`]: its size, its window,
+//! its 6 MB payload); a partial batch response restarts the shard at the
+//! first failed record, an error retries the batch, as Lambda does without
+//! bisecting. A stopping stack hands the writer what each shard holds
+//! before it stops, so an acknowledged POST is not left waiting for the
+//! next start. Positions are kept in memory: a restarted stack reads each
+//! shard again from its start (`TRIM_HORIZON`), and the tables' ledgers drop
+//! what was committed.
 //!
 //! Both APIs are JSON over HTTP (`X-Amz-Target`), so the mappings sign
 //! their calls with SigV4 themselves rather than link two more SDKs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use floe_core::aws::AwsSettings;
@@ -39,11 +45,20 @@ struct Api {
 }
 
 impl Api {
-    async fn new(settings: &AwsSettings, service: &str, target: &'static str) -> Option<Api> {
-        let endpoint = settings
-            .endpoint_url
-            .clone()
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())?;
+    /// The API on the stack's endpoint: `settings`' own, else the SDK's
+    /// variable for this service (`endpoint_env`, as the functions' SDK
+    /// clients resolve it), else `AWS_ENDPOINT_URL`; `None` without one.
+    async fn new(
+        settings: &AwsSettings,
+        service: &str,
+        target: &'static str,
+        endpoint_env: &str,
+    ) -> Option<Api> {
+        let endpoint = settings.endpoint_url.clone().or_else(|| {
+            std::env::var(endpoint_env)
+                .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+                .ok()
+        })?;
         let credentials = settings.sdk_config().await.credentials_provider()?;
         let signer = Signer::new(
             SigV4 {
@@ -83,6 +98,23 @@ impl Api {
     }
 }
 
+/// The SDK's endpoint variables of the services the mappings call.
+const KINESIS_ENDPOINT: &str = "AWS_ENDPOINT_URL_KINESIS";
+const DYNAMODB_ENDPOINT: &str = "AWS_ENDPOINT_URL_DYNAMODB";
+const DYNAMODB_STREAMS_ENDPOINT: &str = "AWS_ENDPOINT_URL_DYNAMODB_STREAMS";
+
+/// Lambda's limit on one invocation's event: a batch stops growing there
+/// whatever its size and window say.
+const MAX_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
+
+/// How often a mapping reads a shard while it gathers a batch: Lambda
+/// reads each shard about once a second.
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a stopping stack keeps reading a shard to hand its records to
+/// the writer, should producers go on putting them.
+const DRAIN: Duration = Duration::from_secs(30);
+
 fn region(settings: &AwsSettings) -> String {
     settings
         .region
@@ -105,12 +137,24 @@ pub struct Stream {
 impl Stream {
     /// Creates the stream (a Kinesis stream of two shards, or a DynamoDB
     /// table keyed by `id` with new and old images) unless it exists;
-    /// `None`, said why, when the endpoint has none of that service.
+    /// `None` when the endpoint has none of that service (said why when
+    /// it failed).
     pub async fn create(settings: &AwsSettings, kind: Kind, name: &str) -> Option<Stream> {
         let created = match kind {
-            Kind::Kinesis => Self::kinesis(settings, name).await,
+            Kind::Kinesis => Self::kinesis(settings, name, 2).await,
             Kind::DynamoDb => Self::dynamodb(settings, name).await,
         };
+        Self::created(name, kind, created)
+    }
+
+    /// Creates a Kinesis stream of `shards` shards unless it exists (one
+    /// an earlier run left keeps its shards); `None` as [`Stream::create`].
+    pub async fn create_kinesis(settings: &AwsSettings, name: &str, shards: u32) -> Option<Stream> {
+        let created = Self::kinesis(settings, name, shards).await;
+        Self::created(name, Kind::Kinesis, created)
+    }
+
+    fn created(name: &str, kind: Kind, created: Result<Option<Stream>>) -> Option<Stream> {
         match created {
             Ok(s) => s,
             Err(e) => {
@@ -120,12 +164,16 @@ impl Stream {
         }
     }
 
-    async fn kinesis(settings: &AwsSettings, name: &str) -> Result<Option<Stream>> {
-        let Some(api) = Api::new(settings, "kinesis", "Kinesis_20131202").await else {
+    async fn kinesis(settings: &AwsSettings, name: &str, shards: u32) -> Result<Option<Stream>> {
+        let Some(api) = Api::new(settings, "kinesis", "Kinesis_20131202", KINESIS_ENDPOINT).await
+        else {
             return Ok(None);
         };
         if let Err(e) = api
-            .call("CreateStream", json!({"StreamName": name, "ShardCount": 2}))
+            .call(
+                "CreateStream",
+                json!({"StreamName": name, "ShardCount": shards}),
+            )
             .await
             && !e.to_string().contains("ResourceInUseException")
         {
@@ -146,7 +194,9 @@ impl Stream {
     }
 
     async fn dynamodb(settings: &AwsSettings, name: &str) -> Result<Option<Stream>> {
-        let Some(tables) = Api::new(settings, "dynamodb", "DynamoDB_20120810").await else {
+        let Some(tables) =
+            Api::new(settings, "dynamodb", "DynamoDB_20120810", DYNAMODB_ENDPOINT).await
+        else {
             return Ok(None);
         };
         let create = json!({
@@ -168,7 +218,14 @@ impl Stream {
             .as_str()
             .context("the DynamoDB table has no stream")?
             .to_string();
-        let Some(api) = Api::new(settings, "dynamodb", "DynamoDBStreams_20120810").await else {
+        let Some(api) = Api::new(
+            settings,
+            "dynamodb",
+            "DynamoDBStreams_20120810",
+            DYNAMODB_STREAMS_ENDPOINT,
+        )
+        .await
+        else {
             return Ok(None);
         };
         let described = active(&api, json!({"StreamArn": arn})).await?;
@@ -191,13 +248,13 @@ impl Stream {
     }
 
     /// An event source mapping per shard.
-    pub fn mappings(self: &Arc<Self>, batch_size: usize) -> Vec<ShardMapping> {
+    pub fn mappings(self: &Arc<Self>, batching: Batching) -> Vec<ShardMapping> {
         self.shards
             .iter()
             .map(|shard| ShardMapping {
                 stream: self.clone(),
                 shard: shard.clone(),
-                batch_size,
+                batching,
             })
             .collect()
     }
@@ -225,17 +282,13 @@ impl Stream {
             .context("GetShardIterator returned no iterator")
     }
 
-    /// The event Lambda sends for `records` of `shard`, and the first
-    /// record's sequence number.
-    fn event(&self, shard: &str, records: &[Value]) -> (Value, Option<String>) {
-        let sequence = |r: &Value| match self.kind {
-            Kind::Kinesis => r["SequenceNumber"].as_str().map(str::to_string),
-            Kind::DynamoDb => r["dynamodb"]["SequenceNumber"].as_str().map(str::to_string),
-        };
-        let records: Vec<Value> = records
-            .iter()
-            .map(|r| match self.kind {
-                Kind::Kinesis => json!({
+    /// Record `r` of `shard` (as GetRecords returned it) as it stands in
+    /// the event Lambda sends, and its sequence number.
+    fn entry(&self, shard: &str, r: Value) -> (Value, Option<String>) {
+        match self.kind {
+            Kind::Kinesis => {
+                let sequence = r["SequenceNumber"].as_str().map(str::to_string);
+                let entry = json!({
                     "kinesis": {
                         "kinesisSchemaVersion": "1.0",
                         "partitionKey": r["PartitionKey"],
@@ -245,23 +298,20 @@ impl Stream {
                     },
                     "eventSource": "aws:kinesis",
                     "eventVersion": "1.0",
-                    "eventID": format!("{shard}:{}", sequence(r).unwrap_or_default()),
+                    "eventID": format!("{shard}:{}", sequence.as_deref().unwrap_or_default()),
                     "eventName": "aws:kinesis:record",
                     "awsRegion": self.region,
                     "eventSourceARN": self.arn,
-                }),
-                Kind::DynamoDb => {
-                    let mut r = r.clone();
-                    r["eventSourceARN"] = self.arn.clone().into();
-                    r
-                }
-            })
-            .collect();
-        let first = records.first().and_then(|r| match self.kind {
-            Kind::Kinesis => r["kinesis"]["sequenceNumber"].as_str().map(str::to_string),
-            Kind::DynamoDb => sequence(r),
-        });
-        (json!({ "Records": records }), first)
+                });
+                (entry, sequence)
+            }
+            Kind::DynamoDb => {
+                let sequence = r["dynamodb"]["SequenceNumber"].as_str().map(str::to_string);
+                let mut entry = r;
+                entry["eventSourceARN"] = self.arn.clone().into();
+                (entry, sequence)
+            }
+        }
     }
 }
 
@@ -289,20 +339,54 @@ fn shard_ids(description: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// How a mapping gathers a batch, as Lambda's stream mappings do: it
+/// invokes the writer once `size` records are in, once `window` has passed
+/// since the first of them, or once one more record would take the event
+/// past Lambda's 6 MB, whichever comes first.
+#[derive(Debug, Clone, Copy)]
+pub struct Batching {
+    /// Most records per invocation (`BatchSize`).
+    pub size: usize,
+    /// How long a batch gathers records (`MaximumBatchingWindowInSeconds`);
+    /// zero invokes with whatever one read returned.
+    pub window: Duration,
+}
+
 /// One shard's event source mapping.
 pub struct ShardMapping {
     stream: Arc<Stream>,
     shard: String,
-    /// Most records per invocation.
-    batch_size: usize,
+    batching: Batching,
+}
+
+/// A batch gathered from a shard: its records as the event holds them,
+/// and where the shard is read next.
+#[derive(Default)]
+struct Gathered {
+    entries: Vec<Value>,
+    /// The first record's sequence number: where a failed batch starts again.
+    first: Option<String>,
+    /// The iterator after the last record read.
+    next: Option<String>,
+    /// The first record read but left for the next batch (past the payload).
+    next_first: Option<String>,
 }
 
 impl ShardMapping {
-    /// Polls the shard and invokes `writer` until `stop`.
+    /// Polls the shard and invokes `writer` until `stop`, then hands the
+    /// writer what the shard still holds.
     pub async fn run(&self, writer: &WriterFunction, stop: &AtomicBool) {
         let mut iterator = None;
-        while !stop.load(Ordering::Relaxed) {
-            match self.poll(writer, &mut iterator).await {
+        let mut stopping: Option<Instant> = None;
+        loop {
+            let found = self.poll(writer, &mut iterator, stop).await;
+            if stop.load(Ordering::Relaxed) {
+                let since = *stopping.get_or_insert_with(Instant::now);
+                if matches!(found, Ok(false)) || since.elapsed() >= DRAIN {
+                    break;
+                }
+            }
+            match found {
                 Ok(true) => {}
                 Ok(false) => tokio::time::sleep(Duration::from_millis(500)).await,
                 Err(e) => {
@@ -313,45 +397,114 @@ impl ShardMapping {
         }
     }
 
-    /// One GetRecords and its invocation; whether it found records.
+    /// One batch and its invocation; whether the shard held records.
     /// `iterator` is where the next read starts: after an error, at the
     /// first record not acknowledged.
-    async fn poll(&self, writer: &WriterFunction, iterator: &mut Option<String>) -> Result<bool> {
-        let it = match iterator.take() {
-            Some(i) => i,
-            None => self.stream.iterator(&self.shard, None).await?,
-        };
-        let out = self
-            .stream
-            .api
-            .call(
-                "GetRecords",
-                json!({"ShardIterator": it, "Limit": self.batch_size}),
-            )
-            .await?;
-        let next = out["NextShardIterator"].as_str().map(str::to_string);
-        let records = out["Records"].as_array().cloned().unwrap_or_default();
-        if records.is_empty() {
-            *iterator = next;
+    async fn poll(
+        &self,
+        writer: &WriterFunction,
+        iterator: &mut Option<String>,
+        stop: &AtomicBool,
+    ) -> Result<bool> {
+        let start = iterator.take();
+        let mut batch = Gathered::default();
+        if let Err(e) = self.gather(start.clone(), stop, &mut batch).await {
+            // Nothing of the batch reached the writer: read it again from
+            // its first record, not from the shard's start.
+            *iterator = match &batch.first {
+                Some(seq) => self
+                    .stream
+                    .iterator(&self.shard, Some(seq))
+                    .await
+                    .ok()
+                    .or(start),
+                None => start,
+            };
+            return Err(e);
+        }
+        if batch.entries.is_empty() {
+            *iterator = batch.next;
             return Ok(false);
         }
-        let (event, first) = self.stream.event(&self.shard, &records);
         let again = |seq: Option<String>| async move {
             self.stream.iterator(&self.shard, seq.as_deref()).await
         };
-        let event = WriterEvent::try_from(event).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let event = WriterEvent::try_from(json!({ "Records": batch.entries }))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let answer = match writer.handle(event).await {
             Ok(a) => a,
             Err(e) => {
                 // The whole batch comes again, from its first record.
-                *iterator = Some(again(first).await?);
+                *iterator = Some(again(batch.first).await?);
                 bail!("the writer failed: {e}");
             }
         };
-        *iterator = match answer.failures().first() {
-            Some(seq) => Some(again(Some(seq.to_string())).await?),
-            None => next,
+        *iterator = match (answer.failures().first(), batch.next_first) {
+            (Some(seq), _) => Some(again(Some(seq.to_string())).await?),
+            (None, Some(seq)) => Some(again(Some(seq)).await?),
+            (None, None) => batch.next,
         };
         Ok(true)
+    }
+
+    /// Reads the shard into `batch` from `iterator` (its start when `None`)
+    /// until a batch is gathered ([`Batching`]), the shard has nothing, or
+    /// the stack stops.
+    async fn gather(
+        &self,
+        iterator: Option<String>,
+        stop: &AtomicBool,
+        batch: &mut Gathered,
+    ) -> Result<()> {
+        let mut it = match iterator {
+            Some(i) => Some(i),
+            None => Some(self.stream.iterator(&self.shard, None).await?),
+        };
+        let mut bytes = 0;
+        // The window opens with the first record, as for the SQS mappings.
+        let mut opened: Option<Instant> = None;
+        while let Some(current) = it.take() {
+            let limit = self.batching.size - batch.entries.len();
+            let mut out = self
+                .stream
+                .api
+                .call(
+                    "GetRecords",
+                    json!({"ShardIterator": current, "Limit": limit}),
+                )
+                .await?;
+            it = out["NextShardIterator"].as_str().map(str::to_string);
+            batch.next = it.clone();
+            let records = match out["Records"].take() {
+                Value::Array(records) => records,
+                _ => Vec::new(),
+            };
+            for r in records {
+                let (entry, sequence) = self.stream.entry(&self.shard, r);
+                let size = serde_json::to_vec(&entry).map_or(0, |v| v.len() + 1);
+                if !batch.entries.is_empty() && bytes + size > MAX_PAYLOAD_BYTES {
+                    batch.next_first = sequence;
+                    return Ok(());
+                }
+                bytes += size;
+                if batch.first.is_none() {
+                    batch.first = sequence;
+                }
+                batch.entries.push(entry);
+            }
+            if batch.entries.is_empty() {
+                return Ok(());
+            }
+            let opened = *opened.get_or_insert_with(Instant::now);
+            let remaining = self.batching.window.saturating_sub(opened.elapsed());
+            if batch.entries.len() >= self.batching.size
+                || remaining.is_zero()
+                || stop.load(Ordering::Relaxed)
+            {
+                break;
+            }
+            tokio::time::sleep(remaining.min(POLL_INTERVAL)).await;
+        }
+        Ok(())
     }
 }
