@@ -41,11 +41,24 @@ parallel on one server do not see each other's:
       as Kinesis bills them; "put_bytes"). moto logs every Kinesis call as
       `POST /`, so the request log alone cannot tell a billed put from a
       free read: the freshness benchmark reads these counts instead.
+      "throttled": PutRecord(s) refused for a shard's write limit.
+  POST /floe-glue/kinesis  {"stream": "s", "limits": true, "window_ms": N,
+                            "drop_puts": N}
+      Stream `s` keeps Kinesis's write limit per shard (1 MiB and 1,000
+      records a second, data and partition key counted; "window_ms" allows
+      that much per longer window instead, so a test fills a shard at its
+      own pace): a put past it is answered ProvisionedThroughputExceededException
+      and not stored (a PutRecords holding such a record is refused whole,
+      where Kinesis fails that record alone). moto has no such limit. The
+      next "drop_puts" PutRecords to `s` are stored, then the connection is
+      closed without an answer.
   GET  /floe-glue/         {"floe-glue": 1}: this launcher, not plain moto.
 
 usage: moto_glue.py [-H HOST] [-p PORT]   (moto_server's options)
 """
 
+import base64
+import collections
 import io
 import json
 import socket
@@ -57,6 +70,7 @@ import urllib.parse
 import moto.server
 from moto.core.exceptions import JsonRESTError
 from moto.glue import responses as glue_responses
+from moto.kinesis import models as kinesis_models
 
 MAX_HOLD_S = 120
 
@@ -81,7 +95,10 @@ TABLES_LOCK = threading.RLock()
 
 # Kinesis bills a put per started 25 KiB of each record (PUT payload unit).
 PAYLOAD_UNIT = 25 * 1024
-KINESIS = {"requests": {}, "put_payload_units": 0, "put_bytes": 0}
+KINESIS = {"requests": {}, "put_payload_units": 0, "put_bytes": 0, "throttled": 0}
+# Kinesis's write limit per shard and second.
+SHARD_BYTES = 1024 * 1024
+SHARD_RECORDS = 1000
 KINESIS_LOCK = threading.Lock()
 KINESIS_CALL_LOCK = threading.Lock()
 # Glue's version check and the update it guards are one step.
@@ -91,6 +108,59 @@ UPDATE_LOCK = threading.Lock()
 def table(key):
     with TABLES_LOCK:
         return TABLES.setdefault(key, Table())
+
+
+class Limits:
+    """A stream's write limit per shard, and the puts it counts against it."""
+
+    def __init__(self, window_ms):
+        self.window_s = window_ms / 1000
+        self.puts = collections.defaultdict(collections.deque)
+        self.drop_puts = 0
+
+
+STREAMS = {}
+
+
+class Throttled(JsonRESTError):
+    code = 400
+
+    def __init__(self, shard):
+        super().__init__(
+            "ProvisionedThroughputExceededException",
+            f"Rate exceeded for shard {shard}: floe's stand-in keeps Kinesis's write limit",
+        )
+
+
+def over_limit(stream, partition_key, explicit_hash_key, data):
+    """Whether a put takes its shard past the write limit; counts it if not."""
+    with KINESIS_LOCK:
+        limits = STREAMS.get(stream.stream_name)
+        if limits is None or limits.window_s == 0:
+            return False
+        shard = stream.get_shard_for_key(partition_key, explicit_hash_key)
+        puts = limits.puts[shard.shard_id]
+        now = time.monotonic()
+        while puts and puts[0][0] <= now - limits.window_s:
+            puts.popleft()
+        size = len(base64.b64decode(data)) + len(partition_key.encode())
+        if len(puts) + 1 > SHARD_RECORDS or sum(n for _, n in puts) + size > SHARD_BYTES:
+            KINESIS["throttled"] += 1
+            return True
+        puts.append((now, size))
+        return False
+
+
+_stream_put_record = kinesis_models.Stream.put_record
+
+
+def stream_put_record(self, partition_key, explicit_hash_key, data):
+    if over_limit(self, partition_key, explicit_hash_key, data):
+        raise Throttled(self.get_shard_for_key(partition_key, explicit_hash_key).shard_id)
+    return _stream_put_record(self, partition_key, explicit_hash_key, data)
+
+
+kinesis_models.Stream.put_record = stream_put_record
 
 
 class ConcurrentModification(JsonRESTError):
@@ -165,11 +235,15 @@ class Faulty:
             return self.control(environ, start_response, path)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target.startswith("Kinesis_20131202."):
-            count_kinesis(environ, target.split(".", 1)[1])
+            op = target.split(".", 1)[1]
+            stream = count_kinesis(environ, op)
             # moto's GetRecords walks a shard's records while a PutRecord on
             # another thread may add one ("OrderedDict mutated during
             # iteration", a 500 AWS never gives): one call at a time.
             with KINESIS_CALL_LOCK:
+                if op == "PutRecord" and take_drop(stream):
+                    self.capture(environ)
+                    drop(environ)
                 return self.inner(environ, start_response)
         if target not in ("AWSGlue.UpdateTable", "AWSGlue.GetTable"):
             return self.inner(environ, start_response)
@@ -222,14 +296,7 @@ class Faulty:
         if rule.get("after_ms"):
             time.sleep(rule["after_ms"] / 1000)
         if then == "drop":
-            sock = environ.get("werkzeug.socket")
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            # werkzeug treats this as a client that went away: no answer, no log noise.
-            raise ConnectionResetError("floe's Glue stand-in dropped the connection")
+            drop(environ)
         if then == "500":
             return answer(start_response, 500, "InternalServiceException", "applied, then failed")
         if then == "conflict":
@@ -272,6 +339,13 @@ class Faulty:
         if path == "/floe-glue/kinesis" and method == "GET":
             with KINESIS_LOCK:
                 return json_answer(start_response, json.loads(json.dumps(KINESIS)))
+        if path == "/floe-glue/kinesis" and method == "POST":
+            params = json.loads(read_body(environ) or b"{}")
+            limits = Limits(int(params.get("window_ms", 1000)) if params.get("limits") else 0)
+            limits.drop_puts = int(params.get("drop_puts", 0))
+            with KINESIS_LOCK:
+                STREAMS[params.get("stream", "")] = limits
+            return json_answer(start_response, {"ok": True})
         if path == "/floe-glue/faults" and method == "GET":
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             t = table(query.get("table", [""])[0])
@@ -303,9 +377,33 @@ class Faulty:
         return json_answer(start_response, {"error": f"no {method} {path}"}, "404 Not Found")
 
 
+def drop(environ):
+    """Closes the request's connection without an answer."""
+    sock = environ.get("werkzeug.socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    # werkzeug treats this as a client that went away: no answer, no log noise.
+    raise ConnectionResetError("floe's stand-in dropped the connection")
+
+
+def take_drop(stream):
+    """Whether this put to `stream` is one to store and leave unanswered."""
+    with KINESIS_LOCK:
+        limits = STREAMS.get(stream)
+        if limits is None or limits.drop_puts == 0:
+            return False
+        limits.drop_puts -= 1
+        return True
+
+
 def count_kinesis(environ, op):
-    """Counts a Kinesis request, and for a put its records' payload units."""
+    """Counts a Kinesis request, and for a put its records' payload units;
+    the stream it names."""
     sizes = []
+    params = {}
     if op in ("PutRecord", "PutRecords"):
         body = read_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)
@@ -323,6 +421,7 @@ def count_kinesis(environ, op):
         KINESIS["requests"][op] = KINESIS["requests"].get(op, 0) + 1
         KINESIS["put_payload_units"] += sum(-(-n // PAYLOAD_UNIT) for n in sizes)
         KINESIS["put_bytes"] += sum(sizes)
+    return params.get("StreamName") or (params.get("StreamARN") or "").rsplit("/", 1)[-1]
 
 
 def read_body(environ):

@@ -122,14 +122,16 @@ def kinesis_counts(endpoint):
 
 def kinesis_between(before, after):
     """What was counted between two `kinesis_counts`: requests by operation,
-    their sum, and the PUT payload units and bytes."""
+    their sum, the PUT payload units and bytes, and the puts refused for a
+    shard's write limit (their POSTs written directly)."""
     if before is None or after is None:
         return None
     ops = {op: n - before["requests"].get(op, 0) for op, n in after["requests"].items()}
     ops = {op: n for op, n in ops.items() if n}
     return {"by_operation": ops, "requests": sum(ops.values()),
             "put_payload_units": after["put_payload_units"] - before["put_payload_units"],
-            "put_bytes": after["put_bytes"] - before["put_bytes"]}
+            "put_bytes": after["put_bytes"] - before["put_bytes"],
+            "throttled": after.get("throttled", 0) - before.get("throttled", 0)}
 
 
 def parse_logs(arg):

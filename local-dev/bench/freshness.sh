@@ -36,6 +36,10 @@
 #                             write each as its own file [1, the module's http_buffer]
 #   FRESH_HTTP_BUFFER_WINDOW_MS  local: the buffer mapping's batching window [60000, the
 #                             module's http_buffer_window_seconds]
+#   FRESH_HTTP_BUFFER_SHARDS  the buffer stream's shards [1, the module's
+#                             http_buffer_shards]; moto is given Kinesis's
+#                             write limit per shard, so POSTs past it are
+#                             written directly, as on AWS
 #   FRESH_HTTP_BUFFER_BATCH_SIZE local: the buffer mapping's batch size, POSTs [10000, the
 #                             module's]
 #   FRESH_IDEMPOTENCY_KEYS    local: 1 to send each POST with an Idempotency-Key of its own
@@ -65,6 +69,7 @@ batch_size="${FRESH_BATCH_SIZE:-10000}"
 http_buffer="${FRESH_HTTP_BUFFER:-1}"
 buffer_window="${FRESH_HTTP_BUFFER_WINDOW_MS:-60000}"
 buffer_batch="${FRESH_HTTP_BUFFER_BATCH_SIZE:-10000}"
+buffer_shards="${FRESH_HTTP_BUFFER_SHARDS:-1}"
 max_load="${FRESH_MAX_LOAD-1.0}"
 load_wait="${FRESH_LOAD_WAIT_S:-1800}"
 out="$(mkdir -p "${FRESH_OUT:-freshness-results}" && cd "${FRESH_OUT:-freshness-results}" && pwd)"
@@ -138,7 +143,7 @@ point() {  # target rate table buffer-window-ms ("" when not buffered) -- driver
   after="$(uptime)"
   # One summary per point: the driver's, with the load around it and the settings.
   "$py" - "$out/$name.json.tmp" "$before" "$after" "$target" "$commit_window" "$batching_window" "$batch_size" \
-    "$buffered" "$buffer_batch" > "$out/$name.json" <<'PY'
+    "$buffered" "$buffer_batch" "$buffer_shards" > "$out/$name.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s.update(target=sys.argv[4], uptime_before=sys.argv[2].strip(), uptime_after=sys.argv[3].strip())
@@ -146,11 +151,12 @@ if s["target"] == "serve":
     s["commit_window_ms"] = int(sys.argv[5])
 else:
     s["batching_window_ms"], s["batch_size"] = int(sys.argv[6]), int(sys.argv[7])
-    # The HTTP buffer stream: one shard, as the module creates it.
+    # The HTTP buffer stream: one shard, as the module creates it, unless
+    # FRESH_HTTP_BUFFER_SHARDS says otherwise.
     buffered = sys.argv[8] != ""
     s["http_buffer_window_ms"] = int(sys.argv[8]) if buffered else None
     s["http_buffer_batch_size"] = int(sys.argv[9]) if buffered else None
-    s["http_buffer_shards"] = 1 if buffered else 0
+    s["http_buffer_shards"] = int(sys.argv[10]) if buffered else 0
 print(json.dumps(s))
 PY
   rm -f "$out/$name.json.tmp"
@@ -204,7 +210,8 @@ run_local() {  # [sqs]: feed the source queue instead of the HTTP function
       --source-batching-window-ms "${FRESH_SOURCE_WINDOW_MS:-10000}")
   elif [ "$http_buffer" = 1 ]; then
     buffered="$buffer_window"
-    buffer_args=(--http-buffer-window-ms "$buffer_window" --http-buffer-batch-size "$buffer_batch")
+    buffer_args=(--http-buffer-window-ms "$buffer_window" --http-buffer-batch-size "$buffer_batch"
+      --http-buffer-shards "$buffer_shards")
   fi
   for rate in $rates; do
     local table="local.r${rate}${name_tag//-/_}"
@@ -235,6 +242,12 @@ run_local() {  # [sqs]: feed the source queue instead of the HTTP function
       > "$out/local-$rate$name_tag.log" 2>&1 &
     server=$!
     wait_port 18081 "$server"
+    if [ -n "$buffered" ]; then
+      # Kinesis's write limit per shard, which moto lacks: past it a POST
+      # is written directly, as on AWS.
+      curl -sf -X POST "$kinesis/floe-glue/kinesis" \
+        -d "{\"stream\": \"$stack-http-buffer\", \"limits\": true}" >/dev/null
+    fi
     "$FLOE_BIN" --config "$state/floe.toml" table create "$table" --schema "$schema" >&2
     # The last POSTs wait up to a buffer window, then the committer's.
     tag="$name_tag" point local "$rate" "$table" "$buffered" -- "${feed[@]}" \

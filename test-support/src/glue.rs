@@ -2,7 +2,8 @@
 //! `services::moto()` starts): per table, what each `UpdateTable` meets
 //! (applied then the connection dropped, a 500, a conflict; refused without
 //! applying; held until released; answered late) and how long each
-//! `GetTable` waits, plus what the table's requests met so far.
+//! `GetTable` waits, plus what the table's requests met so far; and a
+//! Kinesis stream's write limit per shard, which moto itself lacks.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -96,6 +97,17 @@ impl GlueFaults {
             self.seen()
         );
     }
+}
+
+/// Gives Kinesis stream `stream` Kinesis's write limit per shard, 1 MiB
+/// and 1,000 records per `window_ms` (AWS: per second), and stores its next
+/// `drop_puts` PutRecords without answering them.
+pub fn kinesis_limits(stream: &str, window_ms: u64, drop_puts: u32) {
+    call(
+        "POST",
+        "/floe-glue/kinesis",
+        &json!({"stream": stream, "limits": true, "window_ms": window_ms, "drop_puts": drop_puts}),
+    );
 }
 
 /// One HTTP/1.1 call to the stand-in's control path; its JSON answer.

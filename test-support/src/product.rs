@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,6 +35,7 @@ use floe_core::config::{CatalogType, Config};
 use floe_core::deploy::{Deployment, Role};
 use floe_core::embedded::{Embedded, IngestOptions, Input};
 use floe_core::faults::{FaultMode, FaultPoint, Faults};
+use floe_core::http::buffer::{Buffer, BufferError};
 use floe_core::http::drain::LocalDrain;
 use floe_core::http::local::LocalCommits;
 use floe_core::http::{HttpIngest, IamCaller};
@@ -334,6 +335,20 @@ impl Serve {
         }
     }
 
+    /// The same, its buffer refusing every `every`th POST (from the first),
+    /// as a throttled Kinesis shard does: those are written directly.
+    fn refusing(mut self, every: usize) -> Self {
+        if let Some(drain) = &self.drain {
+            let refusing = Refusing {
+                inner: drain.buffer(),
+                every,
+                seen: AtomicUsize::new(0),
+            };
+            self.api = self.api.with_buffer(Arc::new(refusing));
+        }
+        self
+    }
+
     /// Stops at once, as `kill -9` would.
     async fn kill(self) {
         if let Some(drain) = self.drain {
@@ -359,6 +374,29 @@ impl Serve {
         let res = self.api.handle(req).await;
         let answer = serde_json::from_slice(res.body()).unwrap_or(Value::Null);
         (res.status().as_u16(), answer)
+    }
+}
+
+/// A buffer that refuses some POSTs outright, as a Kinesis shard over its
+/// write limit does.
+#[derive(Debug)]
+struct Refusing {
+    inner: Arc<dyn Buffer>,
+    every: usize,
+    seen: AtomicUsize,
+}
+
+#[async_trait]
+impl Buffer for Refusing {
+    async fn append(&self, post: Bytes) -> Result<(), BufferError> {
+        if self.seen.fetch_add(1, Ordering::SeqCst) % self.every == 0 {
+            return Err(BufferError {
+                buffer: "the harness's throttled buffer".into(),
+                refused: true,
+                source: "over the shard's write limit".into(),
+            });
+        }
+        self.inner.append(post).await
     }
 }
 
@@ -840,20 +878,33 @@ impl Run {
         self.trace
             .push(format!("  buffered serve, writer fault {fault:?}"));
         self.buffering = true;
-        let serve = Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW, Some(faults)).await;
+        let mut serve =
+            Serve::start(&self.dir, self.broken.clone(), SERVE_WINDOW, Some(faults)).await;
+        let refuse = self.rng.chance(40).then(|| 1 + self.rng.below(3));
+        if let Some(every) = refuse {
+            self.trace
+                .push(format!("  the buffer refuses every {every}th POST"));
+            serve = serve.refusing(every);
+        }
         let table = floe_core::ident::display(&self.table);
         for _ in 0..1 + self.rng.below(4) {
             let batch = self.post_batch();
             let body = batch.lines.join("\n");
             let (status, answer) = serve.post(&table, None, body, false).await;
+            let buffered = answer["buffered"] == json!(true);
             assert!(
-                status == 200 && answer["buffered"] == json!(true),
+                status == 200 && (buffered || refuse.is_some()),
                 "seed {}: a buffered POST answered {status} {answer}\n{}",
                 self.seed,
                 self.trace.join("\n")
             );
+            let way = match buffered {
+                true => "buffered",
+                false => "refused, written directly",
+            };
+            *self.counts.steps.entry(way).or_default() += 1;
             self.trace
-                .push(format!("  {} -> buffered", batch.lines.join(" ")));
+                .push(format!("  {} -> {way}", batch.lines.join(" ")));
             Self::apply(&mut self.model.rows, &batch, &mut self.counts);
             self.buffered = true;
             if self.rng.chance(30) {

@@ -1050,6 +1050,98 @@ async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() 
     );
 }
 
+/// A POST of `n` records from id `first`, about 155 bytes each.
+fn wide_post(first: i64, n: i64) -> (String, Vec<(i64, Option<String>)>) {
+    let name = |id: i64| format!("{id:0>130}");
+    let body = (first..first + n)
+        .map(|id| format!("{{\"id\":{id},\"name\":\"{}\"}}\n", name(id)))
+        .collect();
+    (
+        body,
+        (first..first + n).map(|id| (id, Some(name(id)))).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
+    let mut env = Env::new().await;
+    let stream = unique("floe-http-buffer").replace('_', "-");
+    env.clients
+        .kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    // A shard's 1 MiB, over ten minutes rather than a second: the test
+    // fills it at its own pace.
+    floe_test_support::glue::kinesis_limits(&stream, 600_000, 0);
+    env.buffer = Some(stream.clone());
+    env.create_table(false).await;
+    let http = HttpFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let post = |body: String| {
+        let event = http_event("http_post.json", &env, |v| {
+            v["headers"]
+                .as_object_mut()
+                .unwrap()
+                .remove("idempotency-key");
+            v["body"] = json!(body);
+        });
+        call(&http, event)
+    };
+    // Five POSTs of about 310 KB: the shard takes three, then refuses.
+    let mut expected = Vec::new();
+    let mut ways = Vec::new();
+    for i in 0..5 {
+        let (body, rows) = wide_post(10_000 * (i + 1), 2_000);
+        let (status, answer) = post(body).await;
+        assert_eq!(status, 200, "{answer}");
+        ways.push(match answer["buffered"] == json!(true) {
+            true => "buffered",
+            false if answer["batch_id"].is_string() => "direct",
+            false => panic!("{answer}"),
+        });
+        expected.extend(rows);
+    }
+    assert_eq!(
+        ways,
+        ["buffered", "buffered", "buffered", "direct", "direct"]
+    );
+    // The next put lands unanswered and every retry is refused: the POST
+    // may be in the stream, so it is not written directly but answered 503.
+    floe_test_support::glue::kinesis_limits(&stream, 600_000, 1);
+    let (body, rows) = wide_post(90_000, 4_000);
+    let (status, answer) = post(body).await;
+    assert_eq!(status, 503, "{answer}");
+    expected.extend(rows);
+    expected.sort();
+
+    let records = stream_records(&env, &stream).await;
+    assert_eq!(
+        records.len(),
+        4,
+        "three buffered POSTs and the unanswered one"
+    );
+    let window: Vec<(&str, Vec<u8>)> = records
+        .iter()
+        .map(|(seq, data)| (seq.as_str(), data.clone()))
+        .collect();
+    let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let written = writer
+        .handle(moto::kinesis_event(&stream, &window))
+        .await
+        .unwrap();
+    assert!(failures(&written).is_empty(), "{written:?}");
+    let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let answers = env.drain(&committer).await;
+    assert!(
+        answers.iter().all(|a| failures(a).is_empty()),
+        "{answers:?}"
+    );
+    assert_eq!(env.rows().await, expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_takes_iam_callers_a_token_from_secrets_manager_and_only_allowed_tables() {
     let mut env = Env::new().await;

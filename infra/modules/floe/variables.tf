@@ -518,7 +518,7 @@ variable "http_buffer" {
 }
 
 variable "http_buffer_shards" {
-  description = "Shards of the HTTP buffer stream (provisioned mode, billed per shard-hour). One takes 1 MB/s or 1,000 POSTs/s."
+  description = "Shards of the HTTP buffer stream (provisioned mode, billed per shard-hour). Each takes 1 MB/s or 1,000 POSTs/s of every table's POSTs; past that a POST is written directly."
   type        = number
   default     = 1
 

@@ -14,7 +14,8 @@
 //! - the HTTP function appends POSTs without an `Idempotency-Key` or
 //!   `?wait=commit` to the HTTP buffer stream (`NAME-http-buffer`, one
 //!   shard, as the module creates it), which feeds the writer a window at
-//!   a time; `--no-http-buffer` writes each POST as its own file instead;
+//!   a time, shard by shard; `--no-http-buffer` writes each POST as its
+//!   own file instead;
 //! - with `--kafka`, a topic on a Kafka-compatible broker feeds the writer
 //!   partition by partition with MSK's event ([`kafka`]);
 //! - the HTTP function answers on a local port, to the bearer token or to
@@ -119,6 +120,11 @@ pub struct LocalArgs {
     /// table about this plus the committer's window after their POST.
     #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(0..=300_000))]
     http_buffer_window_ms: u64,
+    /// Shards of the HTTP buffer stream (the module's `http_buffer_shards`,
+    /// 1): each takes 1 MB/s of POSTs on AWS, past which a POST is written
+    /// directly.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    http_buffer_shards: u32,
     /// No HTTP buffer stream: every POST writes its own file, as the module
     /// does with `http_buffer = false`.
     #[arg(long)]
@@ -639,15 +645,15 @@ pub async fn run(mut config: Config, args: LocalArgs) -> Result<()> {
     serve(&clients, &args, &stack, functions, listener, sources).await
 }
 
-/// The HTTP buffer stream (`NAME-http-buffer`, one shard as the module
-/// creates it), unless `--no-http-buffer`; `None`, said why, when the
-/// endpoint has no Kinesis.
+/// The HTTP buffer stream (`NAME-http-buffer`, of `--http-buffer-shards`
+/// as the module creates it), unless `--no-http-buffer`; `None`, said why,
+/// when the endpoint has no Kinesis.
 async fn http_buffer(settings: &AwsSettings, args: &LocalArgs) -> Option<Arc<Stream>> {
     if args.no_http_buffer {
         return None;
     }
     let name = format!("{}-http-buffer", args.name);
-    let stream = Stream::create_kinesis(settings, &name, 1).await;
+    let stream = Stream::create_kinesis(settings, &name, args.http_buffer_shards).await;
     if stream.is_none() {
         warn!(stream = %name, "no Kinesis on the endpoint: every POST writes its own file");
     }

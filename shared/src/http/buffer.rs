@@ -14,12 +14,16 @@
 //! request the buffer cannot tell from the first, while the direct path's
 //! batch id (key and body) can; its key records cost more than the file
 //! anyway (see docs/cost.md).
+//!
+//! A buffer that refuses a POST outright (a Kinesis shard over its write
+//! limit) surely does not hold it, so the API writes that POST directly,
+//! as without a buffer: a table's rate beyond what the stream takes costs
+//! what it did before, rather than failing.
 
 use std::collections::{BTreeMap, HashSet};
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
-use iceberg::TableIdent;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BoxError, Classify, ErrorKind};
@@ -38,6 +42,10 @@ pub const MAX_POST_BYTES: usize = 1024 * 1024;
 pub struct BufferError {
     /// The stream or spool.
     pub buffer: String,
+    /// The buffer answered that it did not take the POST (throttled), on
+    /// every try: writing it directly cannot make it twice. Otherwise a
+    /// try may have landed unanswered.
+    pub refused: bool,
     /// What failed.
     pub source: BoxError,
 }
@@ -52,32 +60,40 @@ impl Classify for BufferError {
 /// Where accepted POSTs wait for the writer.
 #[async_trait]
 pub trait Buffer: std::fmt::Debug + Send + Sync {
-    /// Appends one POST (from [`encode`]) for `table`; returns once the
-    /// buffer holds it durably.
-    async fn append(&self, table: &TableIdent, post: Bytes) -> Result<(), BufferError>;
+    /// Appends one POST (from [`encode`]); returns once the buffer holds
+    /// it durably.
+    async fn append(&self, post: Bytes) -> Result<(), BufferError>;
 }
 
 /// `floe serve`'s buffer: a spool under the warehouse, drained by
 /// [`super::drain`].
 #[async_trait]
 impl Buffer for SpoolQueue {
-    async fn append(&self, _table: &TableIdent, post: Bytes) -> Result<(), BufferError> {
+    async fn append(&self, post: Bytes) -> Result<(), BufferError> {
         self.send(post).await.map_err(|e| BufferError {
             buffer: self.location(),
+            refused: false,
             source: Box::new(e),
         })
     }
 }
 
 /// The Lambda function's buffer: a Kinesis stream the writer function
-/// drains through its event source mapping. A table's POSTs share a
-/// partition key, so they reach one shard in the order they were put.
+/// drains through its event source mapping. POSTs spread over the
+/// stream's shards by a random partition key: a keyed table orders changes
+/// by receipt, not by shard, so a table's rate is the stream's, not one
+/// shard's.
 #[cfg(feature = "aws")]
 #[derive(Debug, Clone)]
 pub struct KinesisBuffer {
     client: aws_sdk_kinesis::Client,
     stream: String,
 }
+
+/// Tries of one put; the SDK's own retries are off, because a throttled
+/// last try after an unanswered one is no proof the POST is not there.
+#[cfg(feature = "aws")]
+const PUT_TRIES: u32 = 3;
 
 #[cfg(feature = "aws")]
 impl KinesisBuffer {
@@ -88,24 +104,69 @@ impl KinesisBuffer {
             stream: stream.into(),
         }
     }
+
+    async fn put(
+        &self,
+        key: &str,
+        post: &aws_sdk_kinesis::primitives::Blob,
+    ) -> Result<
+        (),
+        aws_sdk_kinesis::error::SdkError<aws_sdk_kinesis::operation::put_record::PutRecordError>,
+    > {
+        let once = aws_sdk_kinesis::config::Builder::default()
+            .retry_config(aws_sdk_kinesis::config::retry::RetryConfig::disabled());
+        self.client
+            .put_record()
+            .stream_name(&self.stream)
+            .partition_key(key)
+            .data(post.clone())
+            .customize()
+            .config_override(once)
+            .send()
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The stream answered that it did not take the record.
+#[cfg(feature = "aws")]
+fn throttled(
+    e: &aws_sdk_kinesis::error::SdkError<aws_sdk_kinesis::operation::put_record::PutRecordError>,
+) -> bool {
+    use aws_sdk_kinesis::operation::put_record::PutRecordError as E;
+    matches!(
+        e.as_service_error(),
+        Some(E::ProvisionedThroughputExceededException(_) | E::KmsThrottlingException(_))
+    )
 }
 
 #[cfg(feature = "aws")]
 #[async_trait]
 impl Buffer for KinesisBuffer {
-    async fn append(&self, table: &TableIdent, post: Bytes) -> Result<(), BufferError> {
-        self.client
-            .put_record()
-            .stream_name(&self.stream)
-            .partition_key(crate::ident::display(table))
-            .data(aws_sdk_kinesis::primitives::Blob::new(post.to_vec()))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| BufferError {
-                buffer: format!("Kinesis stream {}", self.stream),
-                source: Box::new(crate::aws::AwsError::new(e)),
-            })
+    async fn append(&self, post: Bytes) -> Result<(), BufferError> {
+        let key = uuid::Uuid::new_v4().simple().to_string();
+        let post = aws_sdk_kinesis::primitives::Blob::new(post.to_vec());
+        let mut refused = true;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let e = match self.put(&key, &post).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            // A throttled put is not retried: the direct path takes the
+            // POST at once. Any other failure may have landed, so the
+            // same record is put again (the writer takes it once).
+            refused &= throttled(&e);
+            if refused || tries == PUT_TRIES {
+                return Err(BufferError {
+                    buffer: format!("Kinesis stream {}", self.stream),
+                    refused,
+                    source: Box::new(crate::aws::AwsError::new(e)),
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50 << tries)).await;
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 //!   `?wait=commit` is appended to it instead and answered 200 with
 //!   `buffered: true` once the buffer holds it; the writer takes a window
 //!   of POSTs as one batch per table, and dead-letters bad records then.
+//!   A POST the buffer refuses (a throttled shard) is written directly.
 //!   `?wait=commit` answers only once the batch is in the table (or after
 //!   `http.wait_seconds`, or when `floe serve`'s committer reports it
 //!   failing, with 202, `committed: false` and `commit_error`). Bad
@@ -49,7 +50,7 @@ use http::{HeaderValue, Method, StatusCode};
 use iceberg::TableIdent;
 use iceberg::spec::SchemaRef;
 use serde_json::{Value, json};
-use tracing::{Instrument, error, info, info_span};
+use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::catalog::{CatalogError, CatalogRef};
 use crate::clock::now_ms;
@@ -456,7 +457,9 @@ impl HttpIngest {
         if let Some(buffer) = self.buffer_for(header_key.is_some(), wait.is_some(), body) {
             let id = post_id(&key);
             let post = buffer::encode(&table, id, &now, body);
-            return self.buffered(buffer, &ident, id, post, items.len()).await;
+            if let Some(answered) = self.buffered(buffer, &ident, id, post, items.len()).await {
+                return answered;
+            }
         }
         // The order is not part of the batch id: a retry is the same batch.
         let id = batch_id(&[http_span(&table, &key, None)], None);
@@ -523,6 +526,7 @@ impl HttpIngest {
     /// durable there, and the writer drains it with the other POSTs of its
     /// window. Its records are checked then: one that is bad is
     /// dead-lettered naming the table, the POST and its place in the body.
+    /// `None` when the buffer refused it: the POST is written directly.
     async fn buffered(
         &self,
         buffer: &dyn Buffer,
@@ -530,9 +534,9 @@ impl HttpIngest {
         post_id: &str,
         post: Bytes,
         records: usize,
-    ) -> http::Response<Bytes> {
+    ) -> Option<http::Response<Bytes>> {
         let table = display(ident);
-        match buffer.append(ident, post).await {
+        Some(match buffer.append(post).await {
             Ok(()) => {
                 info!(%table, post = post_id, records, "records buffered");
                 let mut answer =
@@ -542,6 +546,10 @@ impl HttpIngest {
                 }
                 reply(StatusCode::OK, answer)
             }
+            Err(e) if e.refused => {
+                warn!(%table, post = post_id, error = %e, "buffer refused the POST; writing it directly");
+                return None;
+            }
             Err(e) => {
                 error!(%table, post = post_id, error = %e, "not buffered");
                 reply(
@@ -550,7 +558,7 @@ impl HttpIngest {
                     json!({"error": format!("{e}; the POST may or may not be buffered (send an Idempotency-Key to make retries safe)")}),
                 )
             }
-        }
+        })
     }
 
     /// When key `key` was first received, and the uuid of the table its
