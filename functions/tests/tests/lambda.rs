@@ -1079,7 +1079,12 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
     floe_test_support::glue::kinesis_limits(&stream, 600_000, 0);
     env.buffer = Some(stream.clone());
     env.create_table(false).await;
-    let http = HttpFunction::new(&env.deployment(Faults::none()).await).unwrap();
+    let mut config = env.config().await;
+    config.http.max_body_bytes = Some(4 << 20);
+    let d = Deployment::from_config(config, Faults::none(), Role::Ingest)
+        .await
+        .unwrap();
+    let http = HttpFunction::new(&d).unwrap();
     let post = |body: String| {
         let event = http_event("http_post.json", &env, |v| {
             v["headers"]
