@@ -43,11 +43,11 @@ parallel on one server do not see each other's:
       free read: the freshness benchmark reads these counts instead.
       "throttled": PutRecord(s) refused for a shard's write limit.
   POST /floe-glue/kinesis  {"stream": "s", "limits": true, "window_ms": N,
-                            "drop_puts": N}
+                            "bytes": N, "drop_puts": N}
       Stream `s` keeps Kinesis's write limit per shard (1 MiB and 1,000
       records a second, data and partition key counted; "window_ms" allows
-      that much per longer window instead, so a test fills a shard at its
-      own pace): a put past it is answered ProvisionedThroughputExceededException
+      that much per longer window instead and "bytes" fewer bytes, so a
+      test fills a shard at its own pace): a put past it is answered ProvisionedThroughputExceededException
       and not stored (a PutRecords holding such a record is refused whole,
       where Kinesis fails that record alone). moto has no such limit. The
       next "drop_puts" PutRecords to `s` are stored, then the connection is
@@ -113,8 +113,9 @@ def table(key):
 class Limits:
     """A stream's write limit per shard, and the puts it counts against it."""
 
-    def __init__(self, window_ms):
+    def __init__(self, window_ms, bytes_):
         self.window_s = window_ms / 1000
+        self.bytes = bytes_
         self.puts = collections.defaultdict(collections.deque)
         self.drop_puts = 0
 
@@ -144,7 +145,7 @@ def over_limit(stream, partition_key, explicit_hash_key, data):
         while puts and puts[0][0] <= now - limits.window_s:
             puts.popleft()
         size = len(base64.b64decode(data)) + len(partition_key.encode())
-        if len(puts) + 1 > SHARD_RECORDS or sum(n for _, n in puts) + size > SHARD_BYTES:
+        if len(puts) + 1 > SHARD_RECORDS or sum(n for _, n in puts) + size > limits.bytes:
             KINESIS["throttled"] += 1
             return True
         puts.append((now, size))
@@ -341,7 +342,8 @@ class Faulty:
                 return json_answer(start_response, json.loads(json.dumps(KINESIS)))
         if path == "/floe-glue/kinesis" and method == "POST":
             params = json.loads(read_body(environ) or b"{}")
-            limits = Limits(int(params.get("window_ms", 1000)) if params.get("limits") else 0)
+            window_ms = int(params.get("window_ms", 1000)) if params.get("limits") else 0
+            limits = Limits(window_ms, int(params.get("bytes", SHARD_BYTES)))
             limits.drop_puts = int(params.get("drop_puts", 0))
             with KINESIS_LOCK:
                 STREAMS[params.get("stream", "")] = limits

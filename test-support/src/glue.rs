@@ -99,15 +99,13 @@ impl GlueFaults {
     }
 }
 
-/// Gives Kinesis stream `stream` Kinesis's write limit per shard, 1 MiB
-/// and 1,000 records per `window_ms` (AWS: per second), and stores its next
-/// `drop_puts` PutRecords without answering them.
-pub fn kinesis_limits(stream: &str, window_ms: u64, drop_puts: u32) {
-    call(
-        "POST",
-        "/floe-glue/kinesis",
-        &json!({"stream": stream, "limits": true, "window_ms": window_ms, "drop_puts": drop_puts}),
-    );
+/// Gives Kinesis stream `stream` a write limit per shard of `bytes` and
+/// 1,000 records per `window_ms` (AWS: 1 MiB per second), and stores its
+/// next `drop_puts` PutRecords without answering them.
+pub fn kinesis_limits(stream: &str, window_ms: u64, bytes: u64, drop_puts: u32) {
+    let limits = json!({"stream": stream, "limits": true, "window_ms": window_ms,
+        "bytes": bytes, "drop_puts": drop_puts});
+    call("POST", "/floe-glue/kinesis", &limits);
 }
 
 /// One HTTP/1.1 call to the stand-in's control path; its JSON answer.

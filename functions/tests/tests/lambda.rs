@@ -1050,7 +1050,7 @@ async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() 
     );
 }
 
-/// A POST of `n` records from id `first`, about 155 bytes each.
+/// A POST of `n` records from id `first`, 153 bytes each.
 fn wide_post(first: i64, n: i64) -> (String, Vec<(i64, Option<String>)>) {
     let name = |id: i64| format!("{id:0>130}");
     let body = (first..first + n)
@@ -1076,7 +1076,7 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
         .unwrap();
     // A shard's 1 MiB, over ten minutes rather than a second: the test
     // fills it at its own pace.
-    floe_test_support::glue::kinesis_limits(&stream, 600_000, 0);
+    floe_test_support::glue::kinesis_limits(&stream, 600_000, 1 << 20, 0);
     env.buffer = Some(stream.clone());
     env.create_table(false).await;
     let mut config = env.config().await;
@@ -1095,11 +1095,11 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
         });
         call(&http, event)
     };
-    // Five POSTs of about 310 KB: the shard takes three, then refuses.
+    // Seven POSTs of about 199 KB: the shard takes five, then refuses.
     let mut expected = Vec::new();
     let mut ways = Vec::new();
-    for i in 0..5 {
-        let (body, rows) = wide_post(10_000 * (i + 1), 2_000);
+    for i in 0..7 {
+        let (body, rows) = wide_post(10_000 * (i + 1), 1_300);
         let (status, answer) = post(body).await;
         assert_eq!(status, 200, "{answer}");
         ways.push(match answer["buffered"] == json!(true) {
@@ -1109,14 +1109,12 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
         });
         expected.extend(rows);
     }
-    assert_eq!(
-        ways,
-        ["buffered", "buffered", "buffered", "direct", "direct"]
-    );
+    assert_eq!(ways[..5], ["buffered"; 5]);
+    assert_eq!(ways[5..], ["direct"; 2]);
     // The next put lands unanswered and every retry is refused: the POST
     // may be in the stream, so it is not written directly but answered 503.
-    floe_test_support::glue::kinesis_limits(&stream, 600_000, 1);
-    let (body, rows) = wide_post(90_000, 4_000);
+    floe_test_support::glue::kinesis_limits(&stream, 600_000, 300_000, 1);
+    let (body, rows) = wide_post(90_000, 1_500);
     let (status, answer) = post(body).await;
     assert_eq!(status, 503, "{answer}");
     expected.extend(rows);
@@ -1125,8 +1123,8 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
     let records = stream_records(&env, &stream).await;
     assert_eq!(
         records.len(),
-        4,
-        "three buffered POSTs and the unanswered one"
+        6,
+        "five buffered POSTs and the unanswered one"
     );
     let window: Vec<(&str, Vec<u8>)> = records
         .iter()
