@@ -539,12 +539,13 @@ async fn floe_local_buffers_posts_without_a_key() {
     ids.sort();
     assert_eq!(ids, [1, 2, 3, 4, 5]);
 
-    // Eight POSTs of 800 KB are more than Lambda's 6 MB event once in
-    // base64: the mapping hands them to the writer in two events, the
-    // second from the first record the first one left.
+    // Thirty-two POSTs of 200 KB (a buffered POST is at most 256 KiB) are
+    // more than Lambda's 6 MB event once in base64: the mapping hands them
+    // to the writer in two events, the second from the first record the
+    // first one left.
     let pad = "x".repeat(180);
-    for p in 0..8 {
-        let body: String = (p * 4_000..(p + 1) * 4_000)
+    for p in 0..32 {
+        let body: String = (p * 1_000..(p + 1) * 1_000)
             .map(|i| format!("{{\"id\":{i},\"pad\":\"{pad}\"}}\n"))
             .collect();
         let answer = post(&stack, &wide, &body, None).await;
