@@ -47,21 +47,8 @@ echo "== preparing $rows rows" >&2
 psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
 psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
 psql_q "$base" "CREATE DATABASE $db"
-psql "$conninfo" -v ON_ERROR_STOP=1 -q <<SQL
-CREATE TABLE orders (
-  id bigint PRIMARY KEY, user_id bigint NOT NULL, amount numeric(10,2) NOT NULL,
-  status text NOT NULL, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
-  note text);
--- Stored out of line uncompressed: every 100th note (3,200 bytes) is TOASTed.
-ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL;
-INSERT INTO orders
-SELECT g, 1 + g % 100000, round((g % 100000) / 100.0, 2), (ARRAY['new','paid','shipped'])[1 + g % 3],
-       '2026-01-01'::timestamptz + g * interval '1 second', '2026-01-01'::timestamptz + g * interval '1 second',
-       CASE WHEN g % 100 = 0 THEN repeat(md5(g::text), 100) ELSE 'note ' || g END
-  FROM generate_series(1, $rows) g;
-CREATE SEQUENCE orders_new_id START $((rows + 1));
-VACUUM ANALYZE orders;
-SQL
+psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f "$here/orders.sql"
+psql_q "$conninfo" "CREATE SEQUENCE orders_new_id START $((rows + 1))"
 "$floe" --warehouse "$warehouse" pg setup "${source_args[@]}" >&2
 
 start_sync() {
@@ -146,14 +133,7 @@ sleep 2
 client_tx="$(psql_q "$conninfo" "SELECT pg_stat_force_next_flush(); SELECT n_tup_ins - $rows + n_tup_upd FROM pg_stat_user_tables WHERE relname = 'orders'" | tail -n 1)"
 
 echo "== streaming burst: 200 transactions x 1,000 updates, sync stopped" >&2
-psql "$conninfo" -v ON_ERROR_STOP=1 -q <<'SQL'
-DO $$ BEGIN
-  FOR b IN 0..199 LOOP
-    UPDATE orders SET amount = amount + 0.01, updated_at = now() WHERE id > b * 1000 AND id <= (b + 1) * 1000;
-    COMMIT;
-  END LOOP;
-END $$;
-SQL
+psql "$conninfo" -v ON_ERROR_STOP=1 -q -f "$here/orders_burst.sql"
 burst_start="$(now)"
 burst="$("$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json)"
 burst_wall="$(since "$burst_start")"

@@ -400,7 +400,11 @@ struct Refusing {
 #[async_trait]
 impl Buffer for Refusing {
     async fn append(&self, post: Bytes) -> Result<(), BufferError> {
-        if self.seen.fetch_add(1, Ordering::SeqCst) % self.every == 0 {
+        if self
+            .seen
+            .fetch_add(1, Ordering::SeqCst)
+            .is_multiple_of(self.every)
+        {
             return Err(BufferError {
                 buffer: "the harness's throttled buffer".into(),
                 refused: true,

@@ -184,6 +184,21 @@ wait_seconds = 20
             .unwrap()
     }
 
+    /// Creates a Kinesis stream of one shard as `http.buffer_stream`; its name.
+    async fn buffer_stream(&mut self) -> String {
+        let stream = unique("floe-http-buffer").replace('_', "-");
+        self.clients
+            .kinesis
+            .create_stream()
+            .stream_name(&stream)
+            .shard_count(1)
+            .send()
+            .await
+            .unwrap();
+        self.buffer = Some(stream.clone());
+        stream
+    }
+
     /// Creates the table: `id` (the key when `keyed`) and `name`.
     async fn create_table(&self, keyed: bool) {
         let ids = if keyed {
@@ -955,16 +970,7 @@ async fn stream_records(env: &Env, stream: &str) -> Vec<(String, Vec<u8>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() {
     let mut env = Env::new().await;
-    let stream = unique("floe-http-buffer").replace('_', "-");
-    env.clients
-        .kinesis
-        .create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
-    env.buffer = Some(stream.clone());
+    let stream = env.buffer_stream().await;
     env.create_table(false).await;
     let http = HttpFunction::new(&env.deployment(Faults::none()).await).unwrap();
     // Five POSTs without a key: each answered from the stream.
@@ -1065,19 +1071,10 @@ fn wide_post(first: i64, n: i64) -> (String, Vec<(i64, Option<String>)>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
     let mut env = Env::new().await;
-    let stream = unique("floe-http-buffer").replace('_', "-");
-    env.clients
-        .kinesis
-        .create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
+    let stream = env.buffer_stream().await;
     // A shard's 1 MiB, over ten minutes rather than a second: the test
     // fills it at its own pace.
     floe_test_support::glue::kinesis_limits(&stream, 600_000, 1 << 20, 0);
-    env.buffer = Some(stream.clone());
     env.create_table(false).await;
     let mut config = env.config().await;
     config.http.max_body_bytes = Some(4 << 20);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Where a streaming burst's time goes (#45): a fresh ROWS-row `orders`
+# table (the consistency scenario's shape) copied by `floe pg sync`, then
+# BURSTS times 200 transactions of 1,000 updates made while no sync runs,
+# each drained by one `floe pg sync` (wall, CPU, peak RSS, changes/s), and
+# Postgres's own `pg_logical_slot_peek_binary_changes` of the next burst
+# timed at 50,000 and at all its changes: what Postgres spends decoding
+# for one batch of the default size, and for all of them at once.
+# `PERF=1` records the last drain with `perf record --call-graph dwarf`
+# into pg_burst.perf.
+#
+# Usage: local-dev/bench/pg_burst.sh [ROWS] [BURSTS]   (1000000 3)
+#   MAX_CHANGES  passed to `floe pg sync --max-changes` (default 50000)
+#   FLOE_BIN     the binary (default this checkout's release build)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rows="${1:-1000000}"
+bursts="${2:-3}"
+floe="$(local-dev/bench/floe-bin.sh --features full)"
+base="$(local-dev/pg.sh | tail -n 1)"
+db=floe_burst
+conninfo="${base/dbname=postgres/dbname=$db}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+warehouse="$work/warehouse"
+psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
+source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders
+  --max-changes "${MAX_CHANGES:-50000}")
+
+psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
+psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+psql_q "$base" "CREATE DATABASE $db"
+psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
+"$floe" --warehouse "$warehouse" pg setup "${source_args[@]:0:8}" >&2
+"$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json >/dev/null
+
+burst() {
+  psql "$conninfo" -v ON_ERROR_STOP=1 -q -f local-dev/bench/orders_burst.sql
+}
+
+peek_ms() {
+  psql "$conninfo" -v ON_ERROR_STOP=1 -qAt -c '\timing on' -c "SELECT count(*) FROM
+    pg_logical_slot_peek_binary_changes('$db', NULL, $1, 'proto_version', '1',
+    'publication_names', '$db', 'messages', 'true')" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+}
+
+echo "| burst | changes | batches | wall (s) | floe CPU (s) | peak RSS (MiB) | changes/s (wall) | Postgres peek of 50,000 (ms) | of all (ms) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for n in $(seq 1 "$bursts"); do
+  burst
+  p50k="$(peek_ms 50000)"
+  pall="$(peek_ms 100000000)"
+  run=(/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json)
+  if [ "${PERF:-0}" = 1 ] && [ "$n" = "$bursts" ]; then
+    run=(perf record -F 299 --call-graph dwarf,16384 -o pg_burst.perf -- "${run[@]}")
+  fi
+  "${run[@]}" >"$work/report.json"
+  python3 - "$n" "$work/time" "$work/report.json" "$p50k" "$pall" <<'PY'
+import json, sys
+n, time_path, report_path, p50k, pall = sys.argv[1:6]
+wall, user, sys_s, rss_kb = (float(x) for x in open(time_path).read().split()[-4:])
+r = json.load(open(report_path))
+print(f"| {n} | {r['lines']:,} | {r['batches']} | {wall:.2f} | {user + sys_s:.2f} | {rss_kb / 1024:.0f} "
+      f"| {r['lines'] / wall:,.0f} | {float(p50k):.0f} | {float(pall):.0f} |")
+PY
+done
