@@ -482,11 +482,11 @@ fn ndjson_sqs_event(messages: &[i64]) -> WriterEvent {
 
 /// Messages carrying many records each (NDJSON bodies) land line by line,
 /// each once, at every fault point and when SQS redelivers a message in
-/// another batch; the bad line is dead-lettered at `<message id>#<line>`
-/// and its 49 neighbours commit.
+/// another batch or twice in one; the bad line is dead-lettered at
+/// `<message id>#<line>` and its 49 neighbours commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ndjson_sqs_bodies_land_line_by_line_once_through_faults_and_regrouping() {
-    let expected: Vec<(i64, Option<String>)> = (0..150)
+    let expected: Vec<(i64, Option<String>)> = (0..200)
         .filter(|&id| id != 57)
         .map(|id| (id, Some(format!("n{id}"))))
         .collect();
@@ -514,6 +514,10 @@ async fn ndjson_sqs_bodies_land_line_by_line_once_through_faults_and_regrouping(
         // Message 1 again, beside one never seen.
         let again = writer.handle(ndjson_sqs_event(&[1, 2])).await.unwrap();
         assert!(failures(&again).is_empty(), "{fault:?}: {again:?}");
+        // A message SQS delivered twice within one event (at least once
+        // means that too).
+        let twice = writer.handle(ndjson_sqs_event(&[3, 3])).await.unwrap();
+        assert!(failures(&twice).is_empty(), "{fault:?}: {twice:?}");
         env.drain(&committer).await;
         assert_eq!(env.rows().await, expected, "{fault:?}");
         let dead = env.keys("warehouse/_floe/dlq/").await;

@@ -6,11 +6,12 @@
 //!
 //! Positions stay exact: a payload that holds several records becomes
 //! records named `<id>#<n>` on an unordered source (SQS message ids, so a
-//! redelivered message names the same records), or sharing the payload's
-//! position on an ordered one (a Kinesis sequence number, a Kafka offset:
-//! its records commit together or not at all). An object an S3 notification
-//! names is a source of its own, `s3://bucket/key@version-or-etag`, whose
-//! records are its lines.
+//! redelivered message names the same records, and one delivered twice in
+//! one batch is opened once), or sharing the payload's position on an
+//! ordered one (a Kinesis sequence number, a Kafka offset: its records
+//! commit together or not at all). An object an S3 notification names is
+//! a source of its own, `s3://bucket/key@version-or-etag`, whose records
+//! are its lines.
 
 pub mod avro;
 pub mod compress;
@@ -20,6 +21,7 @@ pub mod s3;
 mod unwrap;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -209,7 +211,14 @@ impl Opener {
         let mut out: Vec<(String, Bytes)> = Vec::with_capacity(items.len());
         let mut objects = Vec::new();
         let mut registered = avro::Registered::default();
+        let mut seen = HashSet::new();
         for (pos, payload) in items {
+            // An unordered span is a set: a payload delivered twice in one
+            // event (SQS delivers at least once, within one batch too) is
+            // one payload, and its records are written once.
+            if unordered && !seen.insert(pos.clone()) {
+                continue;
+            }
             let records = match open(&payload, settings.envelope) {
                 Ok(Opened::Records(records)) => records,
                 Ok(Opened::Objects(found)) => {
@@ -360,6 +369,21 @@ mod tests {
         assert_eq!(positions(b), ["m-1#1", "m-1#2", "m-2", "m-3"]);
         assert_eq!(b.spans[0].positions, ids(&["m-1#1", "m-1#2", "m-2", "m-3"]));
         assert_eq!(b.batch_id, opener.open(sqs()).await.unwrap().batch.batch_id);
+        // A message delivered twice in one event is opened once: the same
+        // records, the same batch.
+        let twice = batch(
+            SourceKind::Sqs,
+            ids(&["m-1", "m-2", "m-2", "m-3"]),
+            vec![
+                ("m-1", logs(2)),
+                ("m-2", br#"{"a":1}"#.to_vec()),
+                ("m-2", br#"{"a":1}"#.to_vec()),
+                ("m-3", vec![0x1f, 0x8b, 0, 1]),
+            ],
+        );
+        let twice = opener.open(twice).await.unwrap().batch;
+        assert_eq!(positions(&twice), positions(b));
+        assert_eq!(twice.batch_id, b.batch_id);
         // The broken gzip stays at its position, marked with why.
         let Records::Items(items) = &b.records else {
             panic!()
