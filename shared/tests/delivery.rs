@@ -66,20 +66,25 @@ impl Driver for Core {
             Kind::HttpBuffered => buffered(setup, tables, inv),
             _ => batch(setup, inv),
         };
+        // Opened as the writer function opens its event: an SQS message
+        // delivered twice taken once; a Kafka event's datums checked
+        // against their writer's schema and kept binary.
+        let schemas = Schemas::default();
         if avro {
-            // Opened as the writer function opens a Kafka event: each datum
-            // checked against its writer's schema and kept binary.
-            let schemas = Schemas::default();
             schemas
                 .preload(REGISTRY, SCHEMA_ID, &avro_schema(setup))
                 .unwrap();
-            batch = Opener::new(config, schemas)
-                .open(batch)
-                .await
-                .unwrap()
-                .batch;
-            assert!(batch.avro.is_some(), "the batch opened as registry Avro");
         }
+        batch = Opener::new(config, schemas)
+            .open(batch)
+            .await
+            .unwrap()
+            .batch;
+        assert_eq!(
+            batch.avro.is_some(),
+            avro,
+            "the batch opened as registry Avro"
+        );
         if !setup.routed {
             batch.table = Some(tables.a.clone());
         }

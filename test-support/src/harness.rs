@@ -93,7 +93,8 @@ impl Rng {
 /// The source a schedule delivers from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// An SQS queue: unordered, regrouped on every redelivery.
+    /// An SQS queue: unordered, regrouped on every redelivery, a message
+    /// now and then twice in one event.
     Sqs,
     /// A Kinesis shard read by one invocation at a time.
     Kinesis,
@@ -1106,9 +1107,14 @@ async fn write_step(
     progress: &mut Progress,
     rewind: bool,
 ) -> Option<String> {
-    let (records, posts) = progress
+    let (mut records, posts) = progress
         .pick(at.setup, rng, rewind)
         .or_else(|| progress.pick(at.setup, rng, !rewind))?;
+    // SQS delivers at least once, within one event too.
+    if at.setup.kind == Kind::Sqs && !records.is_empty() && rng.chance(15) {
+        let i = rng.below(records.len());
+        records.insert(i + 1, records[i].clone());
+    }
     let fail_before = rng.chance(10);
     let fail_after = !fail_before && rng.chance(20);
     let inv = Invocation {
