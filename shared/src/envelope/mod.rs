@@ -211,14 +211,8 @@ impl Opener {
         let mut out: Vec<(String, Bytes)> = Vec::with_capacity(items.len());
         let mut objects = Vec::new();
         let mut registered = avro::Registered::default();
-        let mut seen = HashSet::new();
+        let items = if unordered { once_each(items) } else { items };
         for (pos, payload) in items {
-            // An unordered span is a set: a payload delivered twice in one
-            // event (SQS delivers at least once, within one batch too) is
-            // one payload, and its records are written once.
-            if unordered && !seen.insert(pos.clone()) {
-                continue;
-            }
             let records = match open(&payload, settings.envelope) {
                 Ok(Opened::Records(records)) => records,
                 Ok(Opened::Objects(found)) => {
@@ -279,6 +273,17 @@ impl Opener {
         }
         Ok(out)
     }
+}
+
+/// The payloads of an unordered span, each id once: the span is a set, so
+/// a payload delivered twice in one event (SQS delivers at least once,
+/// within one batch too) is one payload, its records written once.
+fn once_each(items: Vec<(String, Bytes)>) -> Vec<(String, Bytes)> {
+    let mut seen = HashSet::new();
+    items
+        .into_iter()
+        .filter(|(pos, _)| seen.insert(pos.clone()))
+        .collect()
 }
 
 /// Each of one payload's records at the payload's position, or at
