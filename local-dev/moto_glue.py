@@ -47,11 +47,12 @@ parallel on one server do not see each other's:
       Stream `s` keeps Kinesis's write limit per shard (1 MiB and 1,000
       records a second, data and partition key counted; "window_ms" allows
       that much per longer window instead and "bytes" fewer bytes, so a
-      test fills a shard at its own pace): a put past it is answered ProvisionedThroughputExceededException
-      and not stored (a PutRecords holding such a record is refused whole,
-      where Kinesis fails that record alone). moto has no such limit. The
-      next "drop_puts" PutRecords to `s` are stored, then the connection is
-      closed without an answer.
+      test fills a shard at its own pace): a put past it is answered
+      ProvisionedThroughputExceededException and not stored (a PutRecords
+      holding such a record is refused whole, where Kinesis fails that
+      record alone). moto has no such limit. The next "drop_puts"
+      PutRecords to `s` are stored, then the connection is closed without
+      an answer.
   GET  /floe-glue/         {"floe-glue": 1}: this launcher, not plain moto.
 
 usage: moto_glue.py [-H HOST] [-p PORT]   (moto_server's options)

@@ -87,10 +87,6 @@ struct Batch {
 }
 
 impl Batch {
-    /// How many of its lines a run dead-letters: each bad one, except that
-    /// a keyed table folds the changes of one key within a source batch, so
-    /// a bad change followed by another of its key may be folded away
-    /// before it is read (its effect is the same: the later change wins).
     /// Whether a POST of it written directly answered as it should: 200 or
     /// 202, and 400 naming each bad record (the others written) when it has
     /// some.
@@ -102,6 +98,10 @@ impl Batch {
         }
     }
 
+    /// How many of its lines a run dead-letters: each bad one, except that
+    /// a keyed table folds the changes of one key within a source batch, so
+    /// a bad change followed by another of its key may be folded away
+    /// before it is read (its effect is the same: the later change wins).
     fn dead_letters(&self) -> (usize, usize) {
         let most = self.effects.iter().filter(|e| e.is_none()).count();
         let superseded = self
