@@ -241,6 +241,15 @@ wait_seconds = 20
         moto::drain(&self.clients, &self.queue_url, committer, batch).await
     }
 
+    /// [`Env::drain`], failing unless the committer took every message.
+    async fn drain_all_committed(&self, committer: &CommitterFunction) {
+        let answers = self.drain(committer).await;
+        assert!(
+            answers.iter().all(|a| failures(a).is_empty()),
+            "{answers:?}"
+        );
+    }
+
     /// Every row of the table, by iceberg-rust's scan (which applies deletes).
     async fn rows(&self) -> Vec<(i64, Option<String>)> {
         let d = self.deployment(Faults::none()).await;
@@ -419,11 +428,7 @@ async fn deliver_to(
     // A late duplicate of the whole event is found in the table's ledger.
     let dup = writer.handle(event).await.unwrap();
     assert!(failures(&dup).is_empty(), "{dup:?}");
-    let answers = env.drain(&committer).await;
-    assert!(
-        answers.iter().all(|a| failures(a).is_empty()),
-        "{answers:?}"
-    );
+    env.drain_all_committed(&committer).await;
     (env, first)
 }
 
@@ -849,12 +854,7 @@ async fn a_request_over_the_sqs_limit_goes_by_claim_check_through_both_functions
     assert!(body.len() > 240 * 1024, "{} bytes", body.len());
 
     // Committed, the claim object goes; a redelivered event is a duplicate.
-    assert!(
-        env.drain(&committer)
-            .await
-            .iter()
-            .all(|a| failures(a).is_empty())
-    );
+    env.drain_all_committed(&committer).await;
     assert!(env.keys("warehouse/_floe/claims/").await.is_empty());
     assert!(failures(&writer.handle(event).await.unwrap()).is_empty());
     env.drain(&committer).await;
@@ -971,6 +971,16 @@ async fn stream_records(env: &Env, stream: &str) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The writer's event of `records` read from the buffer stream `stream`,
+/// as its mapping hands a window over.
+fn window_event(stream: &str, records: &[(String, Vec<u8>)]) -> WriterEvent {
+    let window: Vec<(&str, Vec<u8>)> = records
+        .iter()
+        .map(|(seq, data)| (seq.as_str(), data.clone()))
+        .collect();
+    moto::kinesis_event(stream, &window)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() {
     let mut env = Env::new().await;
@@ -1016,13 +1026,7 @@ async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() 
 
     let records = stream_records(&env, &stream).await;
     assert_eq!(records.len(), 5, "one stream record per POST");
-    let event = |range: std::ops::Range<usize>| {
-        let window: Vec<(&str, Vec<u8>)> = records[range]
-            .iter()
-            .map(|(seq, data)| (seq.as_str(), data.clone()))
-            .collect();
-        moto::kinesis_event(&stream, &window)
-    };
+    let event = |range: std::ops::Range<usize>| window_event(&stream, &records[range]);
     // The writer fails after its upload; Lambda hands the shard again from
     // the failed window's start, now with more records; a late duplicate of
     // the first window follows.
@@ -1035,11 +1039,7 @@ async fn posts_buffered_in_kinesis_land_once_a_file_per_window_through_faults() 
     let late = writer.handle(event(0..3)).await.unwrap();
     assert!(failures(&late).is_empty(), "{late:?}");
     let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
-    let answers = env.drain(&committer).await;
-    assert!(
-        answers.iter().all(|a| failures(a).is_empty()),
-        "{answers:?}"
-    );
+    env.drain_all_committed(&committer).await;
 
     assert_eq!(env.rows().await, expected);
     env.assert_readers_see(&expected).await;
@@ -1127,22 +1127,14 @@ async fn posts_a_throttled_shard_refuses_are_written_directly_and_land_once() {
         6,
         "five buffered POSTs and the unanswered one"
     );
-    let window: Vec<(&str, Vec<u8>)> = records
-        .iter()
-        .map(|(seq, data)| (seq.as_str(), data.clone()))
-        .collect();
     let writer = WriterFunction::new(&env.deployment(Faults::none()).await).unwrap();
     let written = writer
-        .handle(moto::kinesis_event(&stream, &window))
+        .handle(window_event(&stream, &records))
         .await
         .unwrap();
     assert!(failures(&written).is_empty(), "{written:?}");
     let committer = CommitterFunction::new(&env.deployment(Faults::none()).await).unwrap();
-    let answers = env.drain(&committer).await;
-    assert!(
-        answers.iter().all(|a| failures(a).is_empty()),
-        "{answers:?}"
-    );
+    env.drain_all_committed(&committer).await;
     assert_eq!(env.rows().await, expected);
 }
 
