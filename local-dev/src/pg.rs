@@ -108,6 +108,10 @@ pub struct SyncArgs {
     /// path changes take, instead of binary COPY into columns.
     #[arg(long)]
     snapshot_text: bool,
+    /// Read changes as text, as servers before Postgres 14 send them,
+    /// instead of in pgoutput's binary mode.
+    #[arg(long)]
+    changes_text: bool,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
@@ -316,6 +320,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
     if let Some(n) = args.max_changes {
         pg.max_changes = n;
     }
+    pg.binary = !args.changes_text;
     let mut opts = SyncOptions::new(args.target.namespace(config)?);
     opts.max_batches = args.max_batches;
     opts.snapshot_columns = !args.snapshot_text;

@@ -17,7 +17,7 @@
 //! # Reading
 //!
 //! Changes are peeked with `pg_logical_slot_peek_binary_changes`, which never
-//! moves the slot. The slot only moves in two ways: [`PgSource::read_batch`]
+//! moves the slot; on Postgres 14+ in pgoutput's binary mode ([`PgConfig::binary`]). The slot only moves in two ways: [`PgSource::read_batch`]
 //! first advances it to the caller's `committed_lsn` when it lags (never
 //! beyond), and the caller calls [`PgSource::advance`] after a batch is
 //! durably committed. A crash between commit and advance is harmless: the
@@ -81,6 +81,7 @@ pub mod pgoutput;
 mod preflight;
 mod privileges;
 pub mod schema;
+mod send;
 mod snapshot;
 mod source;
 pub mod status;
@@ -124,6 +125,11 @@ pub struct PgConfig {
     pub chunk_bytes: usize,
     /// Stream rows per batch, roughly: whole transactions are never split.
     pub max_changes: usize,
+    /// Whether changes are read in pgoutput's binary mode on Postgres 14+
+    /// (values in their send form, decoded here; a peek whose tables hold a
+    /// type floe cannot take in binary is read as text). False reads every
+    /// value as text, as older servers send it.
+    pub binary: bool,
 }
 
 impl PgConfig {
@@ -144,6 +150,7 @@ impl PgConfig {
             chunk_rows: 1_000_000,
             chunk_bytes: 16 << 20,
             max_changes: 50_000,
+            binary: true,
         }
     }
 

@@ -1,5 +1,7 @@
 //! Decoder of pgoutput protocol version 1, the binary messages that
-//! `pg_logical_slot_peek_binary_changes` returns one per row.
+//! `pg_logical_slot_peek_binary_changes` returns one per row; values come
+//! as text, or in binary mode (`binary`, Postgres 14+) as the type's send
+//! form wherever the type has one.
 //!
 //! Everything read from the server is bounds-checked: a cut-short or unknown
 //! message is a [`PgError::Decode`] naming what was being read, never a panic.
@@ -149,6 +151,8 @@ pub enum Datum {
     Unchanged,
     /// The value in the type's text output form.
     Text(String),
+    /// The value in the type's binary send form (binary mode, [`crate::send`]).
+    Binary(Vec<u8>),
 }
 
 /// Decodes one pgoutput message. Long because it is the protocol's
@@ -363,8 +367,10 @@ impl<'a> Reader<'a> {
                     let len = self.u32("text value length")? as usize;
                     Datum::Text(utf8(self.take(len, "text value")?, "text value")?)
                 }
-                // Binary values only come with proto_version 2 and `binary`,
-                // which floe never asks for.
+                b'b' => {
+                    let len = self.u32("binary value length")? as usize;
+                    Datum::Binary(self.take(len, "binary value")?.to_vec())
+                }
                 other => return Err(unexpected(other, "tuple value kind")),
             });
         }
@@ -470,7 +476,7 @@ mod tests {
         assert!(matches!(decode(b""), Err(PgError::Decode(_))));
         let mut bad_kind = insert();
         let last = bad_kind.len() - 1;
-        bad_kind[last] = b'b';
+        bad_kind[last] = b'x';
         assert!(matches!(decode(&bad_kind), Err(PgError::Decode(_))));
         // A huge truncate count must not allocate or panic.
         let mut t = vec![b'T'];

@@ -35,18 +35,22 @@ pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
         .context(|| "setting session parameters".to_string())?;
     // Postgres 14+ also closes sessions idle between transactions, which a
     // sync is while it writes a large batch to Iceberg.
-    let version: i32 = client
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .await
-        .context(|| "reading server_version_num".to_string())?
-        .get(0);
-    if version >= 140_000 {
+    if server_version(&client).await? >= 140_000 {
         client
             .batch_execute("SET idle_session_timeout = 0")
             .await
             .context(|| "setting idle_session_timeout".to_string())?;
     }
     Ok(client)
+}
+
+/// The server's `server_version_num` (150004 for 15.4).
+pub(crate) async fn server_version(client: &Client) -> Result<i32, PgError> {
+    Ok(client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .context(|| "reading server_version_num".to_string())?
+        .get(0))
 }
 
 /// Checks everything floe needs before reading; each error names its fix.

@@ -1,6 +1,8 @@
 //! The source itself: one call, one micro-batch of whole transactions.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::BooleanArray;
 use arrow_select::filter::filter_record_batch;
@@ -14,7 +16,7 @@ use crate::schema::{PgColumn, TableSchema, table_schema};
 use crate::snapshot::{self, Chunk, ChunkRows, TableProgress, WATERMARK_PREFIX, Watermark};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
-    quote_ident,
+    quote_ident, send,
 };
 use floe_core::change::{Change, ChangeOp};
 use floe_core::row::{Row, RowWriter};
@@ -131,9 +133,13 @@ pub struct PgSource {
     client: Client,
     config: PgConfig,
     tables: Vec<TableName>,
-    /// Decoded relation messages and the schema built for each, so a batch
-    /// only asks the catalog when a table's shape changed.
-    relations: HashMap<u32, (Relation, Option<TableSchema>)>,
+    /// Decoded relation messages and the table followed for each, so a
+    /// batch only asks the catalog when a table's shape changed.
+    relations: HashMap<u32, (Relation, Option<Arc<Followed>>)>,
+    /// Whether peeks ask for binary mode: the config's wish on Postgres
+    /// 14+, turned off for good once a table holds a type floe cannot
+    /// read in binary.
+    binary: AtomicBool,
     /// Tables whose snapshot chunks are read into columns.
     columnar: HashSet<TableName>,
     /// Bytes per row of each table's last snapshot chunk, which sizes the next.
@@ -163,6 +169,17 @@ struct Toasted {
     columns: Vec<String>,
 }
 
+/// A configured table as a relation message shows it.
+struct Followed {
+    name: TableName,
+    /// Its columns in the relation's order, typed from the catalog.
+    schema: TableSchema,
+    /// The type oid each column's values are sent as: the relation's,
+    /// which is what binary values are in even when the catalog has
+    /// changed a column's type since.
+    wire: Vec<u32>,
+}
+
 /// One decoded transaction.
 struct Txn {
     xid: u32,
@@ -180,14 +197,7 @@ impl PgSource {
             let client = preflight::connect(&config).await?;
             preflight::preflight(&client, &config).await?;
             preflight::claim_slot(&client, &config.slot).await?;
-            Ok(Self {
-                client,
-                tables: config.table_names(),
-                config,
-                relations: HashMap::new(),
-                columnar: HashSet::new(),
-                row_bytes: HashMap::new(),
-            })
+            Self::new(client, config).await
         }
         .instrument(span)
         .await
@@ -202,15 +212,26 @@ impl PgSource {
         self.columnar = tables.iter().map(|t| TableName::parse(t)).collect();
     }
 
+    /// Whether the next peek asks for pgoutput's binary mode.
+    pub fn reads_binary(&self) -> bool {
+        self.binary.load(Ordering::Relaxed)
+    }
+
     /// Connects without checking the setup, for monitoring a slot that may
     /// be broken (`floe pg status`).
     pub async fn attach(config: PgConfig) -> Result<Self, PgError> {
         let client = preflight::connect(&config).await?;
+        Self::new(client, config).await
+    }
+
+    async fn new(client: Client, config: PgConfig) -> Result<Self, PgError> {
+        let binary = config.binary && preflight::server_version(&client).await? >= 140_000;
         Ok(Self {
             client,
             tables: config.table_names(),
             config,
             relations: HashMap::new(),
+            binary: AtomicBool::new(binary),
             columnar: HashSet::new(),
             row_bytes: HashMap::new(),
         })
@@ -431,18 +452,53 @@ impl PgSource {
 
     /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).
     async fn peek(&self, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
+        if self.binary.load(Ordering::Relaxed) {
+            let (txns, full) = self.peek_as(upto, true).await?;
+            let Some((table, column)) = self.unreadable(&txns) else {
+                return Ok((txns, full));
+            };
+            tracing::info!(
+                slot = %self.config.slot,
+                table = %table,
+                column = %column,
+                "a column's type has no binary reader in floe: reading changes as text from now on"
+            );
+            self.binary.store(false, Ordering::Relaxed);
+        }
+        self.peek_as(upto, false).await
+    }
+
+    /// A configured table and its column, in a relation message of `txns`,
+    /// whose type binary mode cannot read.
+    fn unreadable(&self, txns: &[Txn]) -> Option<(TableName, String)> {
+        txns.iter().flat_map(|t| &t.messages).find_map(|m| match m {
+            Message::Relation(rel) => {
+                let name = relation_name(rel);
+                let column = rel.columns.iter().find(|c| !send::readable(c.type_oid))?;
+                self.tables
+                    .contains(&name)
+                    .then(|| (name, column.name.clone()))
+            }
+            _ => None,
+        })
+    }
+
+    /// [`Self::peek`] in binary mode or as text.
+    async fn peek_as(&self, upto: usize, binary: bool) -> Result<(Vec<Txn>, bool), PgError> {
         let upto_i32 = i32::try_from(upto).unwrap_or(i32::MAX);
         let publication = quote_ident(&self.config.publication);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
             [&self.config.slot, &upto_i32, &publication];
-        let query = || {
-            self.client.query(
-                "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
-                    $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
-                    'messages', 'true')",
-                &params,
-            )
+        let sql = if binary {
+            "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
+                $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
+                'messages', 'true', 'binary', 'true')"
+        } else {
+            "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(
+                $1, NULL, $2, 'proto_version', '1', 'publication_names', $3,
+                'messages', 'true')"
         };
+        let query = || self.client.query(sql, &params);
         let rows = match query().await {
             // Another session is in the slot (a killed run's backend still
             // decoding, `floe pg status`): wait for it, or end it, once.
@@ -647,18 +703,11 @@ impl PgSource {
     /// A relation message of a configured table: its schema as the stream
     /// now shows it, for the lines that follow.
     async fn follow_relation(&mut self, a: &mut Assembly, rel: &Relation) -> Result<(), PgError> {
-        let name = TableName {
-            schema: if rel.namespace.is_empty() {
-                "pg_catalog".into()
-            } else {
-                rel.namespace.clone()
-            },
-            name: rel.name.clone(),
-        };
+        let name = relation_name(rel);
         if self.tables.contains(&name) {
-            let schema = self.relation_schema(&name, rel).await?;
-            let changes = entry(&mut a.out, &name, || schema.clone());
-            changes.relation = schema;
+            let followed = self.relation_schema(name, rel).await?;
+            let changes = entry(&mut a.out, &followed.name, || followed.schema.clone());
+            changes.relation = followed.schema.clone();
         }
         Ok(())
     }
@@ -731,26 +780,24 @@ impl PgSource {
         Ok(())
     }
 
-    /// The configured table and schema of relation `id`, if it is one of ours.
-    fn known(&self, id: u32) -> Option<(TableName, TableSchema)> {
-        let (_, schema) = self.relations.get(&id)?;
-        let schema = schema.clone()?;
-        Some((TableName::parse(&schema.table), schema))
+    /// The configured table relation `id` is, if it is one of ours.
+    fn known(&self, id: u32) -> Option<Arc<Followed>> {
+        self.relations.get(&id)?.1.clone()
     }
 
-    /// The schema of a table as relation message `rel` shows it: its columns
-    /// in order, typed from the catalog where the catalog still has them.
+    /// The table `name` as relation message `rel` shows it: its columns in
+    /// order, typed from the catalog where the catalog still has them.
     async fn relation_schema(
         &mut self,
-        name: &TableName,
+        name: TableName,
         rel: &Relation,
-    ) -> Result<TableSchema, PgError> {
-        if let Some((cached, Some(schema))) = self.relations.get(&rel.id)
+    ) -> Result<Arc<Followed>, PgError> {
+        if let Some((cached, Some(followed))) = self.relations.get(&rel.id)
             && cached == rel
         {
-            return Ok(schema.clone());
+            return Ok(followed.clone());
         }
-        let catalog = table_schema(&self.client, name).await?;
+        let catalog = table_schema(&self.client, &name).await?;
         let mut columns = Vec::with_capacity(rel.columns.len());
         for c in &rel.columns {
             columns.push(match catalog.column(&c.name) {
@@ -765,14 +812,18 @@ impl PgSource {
                 },
             });
         }
-        let schema = TableSchema {
-            table: name.to_string(),
-            columns,
-            primary_key: catalog.primary_key,
-        };
+        let followed = Arc::new(Followed {
+            schema: TableSchema {
+                table: name.to_string(),
+                columns,
+                primary_key: catalog.primary_key,
+            },
+            name,
+            wire: rel.columns.iter().map(|c| c.type_oid).collect(),
+        });
         self.relations
-            .insert(rel.id, (rel.clone(), Some(schema.clone())));
-        Ok(schema)
+            .insert(rel.id, (rel.clone(), Some(followed.clone())));
+        Ok(followed)
     }
 }
 
@@ -870,45 +921,40 @@ impl Assembly {
     fn change(
         &mut self,
         message: Message,
-        known: impl Fn(u32) -> Option<(TableName, TableSchema)>,
+        known: impl Fn(u32) -> Option<Arc<Followed>>,
         at: At,
         in_window: bool,
     ) -> Result<(), PgError> {
         match message {
             Message::Insert { relation, new } => {
-                let Some((name, schema)) = known(relation) else {
+                let Some(t) = known(relation) else {
                     return Ok(());
                 };
-                self.touch(in_window, &name, &schema, &new);
-                let change = row_change(ChangeOp::Insert, at, &schema, &new, None, false)?;
-                entry(&mut self.out, &name, || schema.clone())
-                    .changes
-                    .push(change);
+                self.touch(in_window, &t, &new)?;
+                let change = row_change(ChangeOp::Insert, at, &t, &new, None, false)?;
+                t.entry(&mut self.out).changes.push(change);
             }
             Message::Update { relation, old, new } => {
-                let Some((name, schema)) = known(relation) else {
+                let Some(t) = known(relation) else {
                     return Ok(());
                 };
-                self.update(at, in_window, &name, &schema, old, &new)?;
+                self.update(at, in_window, &t, old, &new)?;
             }
             Message::Delete { relation, old } => {
-                let Some((name, schema)) = known(relation) else {
+                let Some(t) = known(relation) else {
                     return Ok(());
                 };
-                self.touch(in_window, &name, &schema, old.tuple());
+                self.touch(in_window, &t, old.tuple())?;
                 let key_only = matches!(old, OldTuple::Key(_));
-                let change =
-                    row_change(ChangeOp::Delete, at, &schema, old.tuple(), None, key_only)?;
-                entry(&mut self.out, &name, || schema.clone())
-                    .changes
-                    .push(change);
+                let change = row_change(ChangeOp::Delete, at, &t, old.tuple(), None, key_only)?;
+                t.entry(&mut self.out).changes.push(change);
             }
             Message::Truncate { relations, .. } => {
-                for (name, schema) in relations.into_iter().filter_map(&known) {
-                    if in_window && self.chunk.as_ref().is_some_and(|r| r.table == name) {
+                for t in relations.into_iter().filter_map(&known) {
+                    if in_window && self.chunk.as_ref().is_some_and(|r| r.table == t.name) {
                         self.removed.iter_mut().for_each(|r| *r = true);
                     }
-                    entry(&mut self.out, &name, || schema.clone())
+                    t.entry(&mut self.out)
                         .changes
                         .push(at.change(ChangeOp::Truncate, Row::default()));
                 }
@@ -925,50 +971,52 @@ impl Assembly {
         &mut self,
         at: At,
         in_window: bool,
-        name: &TableName,
-        schema: &TableSchema,
+        t: &Followed,
         old: Option<OldTuple>,
         new: &Tuple,
     ) -> Result<(), PgError> {
-        self.touch(in_window, name, schema, new);
+        self.touch(in_window, t, new)?;
         if let Some(old) = &old {
-            self.touch(in_window, name, schema, old.tuple());
+            self.touch(in_window, t, old.tuple())?;
         }
-        let changes = entry(&mut self.out, name, || schema.clone());
+        let changes = t.entry(&mut self.out);
         if let Some(old) = &old
-            && key_of(schema, old.tuple()) != key_of(schema, new)
+            && t.key_of(old.tuple())? != t.key_of(new)?
         {
-            let delete = row_change(ChangeOp::Delete, at, schema, old.tuple(), None, true)?;
+            let delete = row_change(ChangeOp::Delete, at, t, old.tuple(), None, true)?;
             changes.changes.push(delete);
         }
-        let update = row_change(ChangeOp::Update, at, schema, new, old.as_ref(), false)?;
+        let update = row_change(ChangeOp::Update, at, t, new, old.as_ref(), false)?;
         changes.changes.push(update);
         let unchanged = unresolved(new, old.as_ref());
         if !unchanged.is_empty()
-            && let Some(key) = key_of(schema, new)
+            && let Some(key) = t.key_of(new)?
         {
             self.toasted.push(Toasted {
-                table: name.clone(),
+                table: t.name.clone(),
                 change: changes.changes.len() - 1,
                 key,
                 columns: unchanged
                     .iter()
-                    .map(|&i| schema.columns[i].name.clone())
+                    .map(|&i| t.schema.columns[i].name.clone())
                     .collect(),
             });
         }
         Ok(())
     }
 
-    fn touch(&mut self, in_window: bool, table: &TableName, schema: &TableSchema, tuple: &Tuple) {
-        touch(
-            &self.chunk,
-            &mut self.removed,
-            in_window,
-            table,
-            schema,
-            tuple,
-        );
+    /// Drops the tuple's key from the chunk when a change in the window touches it.
+    fn touch(&mut self, in_window: bool, t: &Followed, tuple: &Tuple) -> Result<(), PgError> {
+        let Some(read) = self.chunk.as_ref() else {
+            return Ok(());
+        };
+        if !in_window || read.table != t.name {
+            return Ok(());
+        }
+        if let Some(i) = t.key_of(tuple)?.and_then(|k| read.chunk.keys.find(&k)) {
+            self.removed[i] = true;
+        }
+        Ok(())
     }
 }
 
@@ -1013,36 +1061,51 @@ fn adds_rows(t: &TableChanges) -> bool {
         .any(|c| matches!(c.op, ChangeOp::Insert | ChangeOp::Update))
 }
 
-/// The primary key values of a tuple, as text.
-fn key_of(schema: &TableSchema, tuple: &Tuple) -> Option<Vec<String>> {
-    schema
-        .primary_key
-        .iter()
-        .map(|k| {
-            let i = schema.columns.iter().position(|c| &c.name == k)?;
-            match tuple.get(i)? {
-                Datum::Text(t) => Some(t.clone()),
-                _ => None,
-            }
-        })
-        .collect()
+impl Followed {
+    /// The table's entry in the batch, created on first use.
+    fn entry<'a>(&self, out: &'a mut Vec<TableChanges>) -> &'a mut TableChanges {
+        entry(out, &self.name, || self.schema.clone())
+    }
+
+    /// The primary key values of a tuple as Postgres prints them; `None`
+    /// when the tuple lacks one (a null or unchanged key column).
+    fn key_of(&self, tuple: &Tuple) -> Result<Option<Vec<String>>, PgError> {
+        let mut key = Vec::with_capacity(self.schema.primary_key.len());
+        for k in &self.schema.primary_key {
+            let Some(i) = self.schema.columns.iter().position(|c| &c.name == k) else {
+                return Ok(None);
+            };
+            key.push(match tuple.get(i) {
+                Some(Datum::Text(t)) => t.clone(),
+                Some(Datum::Binary(v)) => {
+                    send::text(self.wire[i], v).map_err(|reason| self.malformed(i, &reason))?
+                }
+                _ => return Ok(None),
+            });
+        }
+        Ok(Some(key))
+    }
+
+    /// The error for column `i`'s binary value that does not read as its type.
+    fn malformed(&self, i: usize, reason: &str) -> PgError {
+        let column = self.schema.columns.get(i).map_or("?", |c| c.name.as_str());
+        PgError::Decode(format!(
+            "{}.{column}: binary value of type oid {}: {reason}",
+            self.name,
+            self.wire.get(i).copied().unwrap_or_default()
+        ))
+    }
 }
 
-/// Drops the tuple's key from the chunk when a change in the window touches it.
-fn touch(
-    chunk: &Option<ChunkRead>,
-    removed: &mut [bool],
-    in_window: bool,
-    table: &TableName,
-    schema: &TableSchema,
-    tuple: &Tuple,
-) {
-    let Some(read) = chunk.as_ref() else { return };
-    if !in_window || read.table != *table {
-        return;
-    }
-    if let Some(i) = key_of(schema, tuple).and_then(|k| read.chunk.keys.find(&k)) {
-        removed[i] = true;
+/// The configured table a relation message names (an empty namespace is `pg_catalog`).
+fn relation_name(rel: &Relation) -> TableName {
+    TableName {
+        schema: if rel.namespace.is_empty() {
+            "pg_catalog".into()
+        } else {
+            rel.namespace.clone()
+        },
+        name: rel.name.clone(),
     }
 }
 
@@ -1058,7 +1121,7 @@ fn unresolved(new: &Tuple, old: Option<&OldTuple>) -> Vec<usize> {
         .enumerate()
         .filter(|(i, d)| {
             **d == Datum::Unchanged
-                && !matches!(old, Some(OldTuple::Full(o)) if matches!(o.get(*i), Some(Datum::Text(_) | Datum::Null)))
+                && !matches!(old, Some(OldTuple::Full(o)) if matches!(o.get(*i), Some(Datum::Text(_) | Datum::Binary(_) | Datum::Null)))
         })
         .map(|(i, _)| i)
         .collect()
@@ -1070,11 +1133,12 @@ fn unresolved(new: &Tuple, old: Option<&OldTuple>) -> Vec<usize> {
 fn row_change(
     op: ChangeOp,
     at: At,
-    schema: &TableSchema,
+    t: &Followed,
     tuple: &Tuple,
     old: Option<&OldTuple>,
     key_only: bool,
 ) -> Result<Change, PgError> {
+    let schema = &t.schema;
     if tuple.len() != schema.columns.len() {
         return Err(PgError::Decode(format!(
             "{}: tuple has {} values, relation has {} columns",
@@ -1095,15 +1159,25 @@ fn row_change(
             (Datum::Unchanged, Some(OldTuple::Full(old))) => old.get(i).unwrap_or(datum),
             _ => datum,
         };
-        let value = match datum {
-            Datum::Null => None,
-            Datum::Text(text) => Some(text.as_str()),
-            Datum::Unchanged => {
-                unchanged.push(column.name.clone());
-                continue;
+        match datum {
+            Datum::Null => row.raw(&column.name, b"null"),
+            Datum::Text(value) => put(&mut row, &mut text, column, Some(value.as_str())),
+            Datum::Binary(value) => {
+                text.clear();
+                let wire = t.wire.get(i).copied().unwrap_or(column.type_oid);
+                if wire == column.type_oid {
+                    send::push_json(&mut text, column, value)
+                } else {
+                    // The catalog changed the column's type since: print the
+                    // value as its own type, then read that text as the text
+                    // path would.
+                    send::text(wire, value).map(|printed| column.push_json(&mut text, &printed))
+                }
+                .map_err(|reason| t.malformed(i, &reason))?;
+                row.raw(&column.name, text.as_bytes());
             }
-        };
-        put(&mut row, &mut text, column, value);
+            Datum::Unchanged => unchanged.push(column.name.clone()),
+        }
     }
     let mut change = at.change(op, row.finish());
     change.unchanged = unchanged;

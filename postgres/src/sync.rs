@@ -976,16 +976,21 @@ impl SyncReport {
         } else {
             self.stream_time += took;
         }
+        let now_ms = floe_core::clock::now_ms();
         if let Some(ms) = batch.last_commit_ms {
             self.last_source_commit_ms = Some(ms);
-            let lag_ms = (floe_core::clock::now_ms() - ms).max(0);
-            self.lag = Some(Duration::from_millis(lag_ms as u64));
+            self.lag = Some(Duration::from_millis((now_ms - ms).max(0) as u64));
         }
+        // The first and last transaction's commit times beside the commit's
+        // own: how fresh each change of the batch is when it can be read.
         info!(
             batch = self.batches,
             changes = changed,
             lsn = %format_lsn(batch.last_lsn),
             ms = took.as_millis() as u64,
+            committed_ms = now_ms,
+            first_source_ms = batch.first_commit_ms.unwrap_or_default(),
+            last_source_ms = batch.last_commit_ms.unwrap_or_default(),
             "batch committed; slot advanced"
         );
     }

@@ -18,7 +18,7 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (inverse of [`days_from_civil`]).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -3,6 +3,7 @@
 //! Set FLOE_PG_SKIP=1 to skip them where no Postgres can run.
 
 mod binary_copy;
+mod binary_stream;
 mod copy_appends;
 mod pitfalls;
 mod slots;
