@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Freshness of a steady stream of Postgres changes (#45): a fresh ROWS-row
+# `orders` table (orders.sql) copied, then pgbench commits RATE updates a
+# second, in transactions of 100 rows, for SECONDS while one `floe pg sync
+# --follow-ms` runs beside it. Each committed batch logs its commit time
+# and its first and last transaction's commit time in Postgres; the rate
+# being steady, a batch's changes are taken as spread evenly between those
+# two, so a change's freshness (its commit in Postgres to the Iceberg
+# snapshot holding it) is the batch's commit time minus its own. Prints
+# changes/s applied, freshness p50/p99/max, floe CPU and peak RSS.
+#
+# Usage: local-dev/bench/pg_stream.sh [RATE] [SECONDS] [ROWS]   (20000 60 1000000)
+#   COMMIT_INTERVAL_MS  `--commit-interval-ms` (default 1000)
+#   CHANGES             `binary` (default) or `text` (`--changes-text`)
+#   FLOE_BIN            the binary (default this checkout's release build)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rate="${1:-20000}"
+seconds="${2:-60}"
+rows="${3:-1000000}"
+floe="$(local-dev/bench/floe-bin.sh --features full)"
+base="$(local-dev/pg.sh | tail -n 1)"
+db=floe_stream
+conninfo="${base/dbname=postgres/dbname=$db}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+warehouse="$work/warehouse"
+psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
+source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders)
+case "${CHANGES:-binary}" in
+  binary) as_text=() ;;
+  text) as_text=(--changes-text) ;;
+  *) echo "CHANGES: binary or text" >&2; exit 2 ;;
+esac
+
+psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
+psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+psql_q "$base" "CREATE DATABASE $db"
+psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
+"$floe" --warehouse "$warehouse" pg setup "${source_args[@]}" >&2
+"$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json >/dev/null
+
+cat >"$work/update.sql" <<SQL
+\set s random(0, $((rows / 100 - 1))) * 100
+UPDATE orders SET amount = amount + 0.01, updated_at = now() WHERE id > :s AND id <= :s + 100;
+SQL
+FLOE_LOG=floe_postgres=info /usr/bin/time -f "%e %U %S %M" -o "$work/time" \
+  "$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" "${as_text[@]}" \
+  --follow-ms 100 --commit-interval-ms "${COMMIT_INTERVAL_MS:-1000}" \
+  --max-seconds "$((seconds + 10))" --json >"$work/report.json" 2>"$work/log" &
+sync_pid=$!
+pgbench -n -c 2 -j 2 -f "$work/update.sql" -R "$((rate / 100))" -T "$seconds" \
+  "$conninfo" >"$work/pgbench" 2>&1
+wait "$sync_pid"
+python3 - "$work/log" "$work/time" "$seconds" "$rate" "${CHANGES:-binary}" <<'PY'
+import re, sys
+log_path, time_path, seconds, rate, mode = sys.argv[1:6]
+line = re.compile(r"changes=(\d+) .*committed_ms=(\d+) first_source_ms=(\d+) last_source_ms=(\d+)")
+fresh, changes, span = [], 0, []
+for m in map(line.search, open(log_path)):
+    if not m:
+        continue
+    n, done, first, last = (int(x) for x in m.groups())
+    changes += n
+    span += [first, last]
+    fresh += [done - (first + (last - first) * (i + 0.5) / n) for i in range(n)]
+fresh.sort()
+q = lambda p: fresh[min(len(fresh) - 1, int(p * len(fresh)))] / 1000
+wall, user, sys_s, rss_kb = (float(x) for x in open(time_path).read().split()[-4:])
+print("| changes as | offered/s | changes | applied/s | freshness p50 / p99 / max (s) | floe CPU (s) | peak RSS (MiB) |")
+print("|---|---:|---:|---:|---|---:|---:|")
+applied = changes / ((max(span) - min(span)) / 1000) if span else 0
+print(f"| {mode} | {int(rate):,} | {changes:,} | {applied:,.0f} | {q(0.5):.1f} / {q(0.99):.1f} / {fresh[-1] / 1000:.1f} "
+      f"| {user + sys_s:.1f} | {rss_kb / 1024:.0f} |")
+PY
