@@ -338,7 +338,7 @@ impl PgSource {
         );
         async {
             let start = self.sync_slot(state.committed_lsn).await?;
-            self.read_from(state, start).await
+            self.read_from(state, start, 0).await
         }
         .instrument(span)
         .await
@@ -347,26 +347,34 @@ impl PgSource {
     /// Reads the micro-batch after `after`, the last LSN of a batch still
     /// being committed, as [`Self::read_batch`] would once that batch is
     /// in (`state` then holds its snapshot progress). The slot is not
-    /// touched: it still holds that batch, whose transactions are skipped.
+    /// touched: it still holds that batch, whose transactions are skipped;
+    /// `held` is about how many changes it has, which the peek reads past.
     /// Should that batch not commit, this one is dropped unused; its
     /// watermarks are then ignored by id like any lost attempt's.
     pub async fn read_batch_after(
         &mut self,
         state: &SourceState,
         after: u64,
+        held: usize,
     ) -> Result<PgBatch, PgError> {
         let span = tracing::info_span!(
             "pg_read_batch",
             slot = %self.config.slot,
             after = %format_lsn(after)
         );
-        self.read_from(state, after).instrument(span).await
+        self.read_from(state, after, held).instrument(span).await
     }
 
-    /// One micro-batch of the transactions that end after `start`.
-    async fn read_from(&mut self, state: &SourceState, start: u64) -> Result<PgBatch, PgError> {
+    /// One micro-batch of the transactions that end after `start`, past
+    /// about `held` changes before it still in the slot.
+    async fn read_from(
+        &mut self,
+        state: &SourceState,
+        start: u64,
+        held: usize,
+    ) -> Result<PgBatch, PgError> {
         let max = self.config.max_changes.max(1);
-        let (txns, full) = self.peek(max).await?;
+        let (txns, full) = self.peek(max.saturating_add(held)).await?;
         let pending =
             self.tables
                 .iter()

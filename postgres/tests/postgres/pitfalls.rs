@@ -678,3 +678,54 @@ async fn an_update_that_leaves_a_toasted_value_unchanged_keeps_it() {
     assert_eq!(get(&rows, "6", "note"), "short now");
     assert_eq!(get(&rows, "6", "status"), "after the note changed");
 }
+
+/// A run draining a backlog of many batches reads each next batch while it
+/// writes the one before (its peek reads past the batch still held in the
+/// slot): every batch is committed once and the run ends caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_reading_ahead_commits_every_batch_once() {
+    let Some((conninfo, mut cfg)) = prepared(
+        "floe_drain",
+        "CREATE TABLE t (id int PRIMARY KEY, v int, note text)",
+        &["public.t"],
+    )
+    .await
+    else {
+        return;
+    };
+    let (_dir, floe) = warehouse();
+    run(&floe, &cfg).await.unwrap();
+    let db = client(&conninfo).await;
+    for round in 0..20 {
+        db.batch_execute(&format!(
+            "INSERT INTO t SELECT g, g, 'n' || g FROM generate_series({0} * 100 + 1, {0} * 100 + 100) g;
+             UPDATE t SET v = v + 1000 WHERE id % 7 = {1};
+             DELETE FROM t WHERE id = {0} * 50 + 3;",
+            round,
+            round % 7
+        ))
+        .await
+        .unwrap();
+    }
+    cfg.max_changes = 250;
+    let report = run(&floe, &cfg).await.unwrap();
+    // Empty when the last batch ended exactly at the stream's end.
+    assert!(
+        matches!(report.stop, Stop::CaughtUp | Stop::Empty),
+        "{:?}",
+        report.stop
+    );
+    assert!(report.batches >= 8, "{} batches", report.batches);
+    let rows = iceberg_rows(&floe, "raw.t").await;
+    let want = db
+        .query("SELECT id::text, v::text, note FROM t ORDER BY id", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), want.len());
+    for r in &want {
+        let id: String = r.get(0);
+        let row = &rows[&id];
+        assert_eq!(row["v"], r.get::<_, String>(1), "id {id}");
+        assert_eq!(row["note"], r.get::<_, String>(2), "id {id}");
+    }
+}
