@@ -20,23 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rows="${1:-1000000}"
 bursts="${2:-3}"
-floe="$(local-dev/bench/floe-bin.sh --features full)"
-base="$(local-dev/pg.sh | tail -n 1)"
 db=floe_burst
-conninfo="${base/dbname=postgres/dbname=$db}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-warehouse="$work/warehouse"
-psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
-source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders
-  --max-changes "${MAX_CHANGES:-50000}")
-
-psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
-psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
-psql_q "$base" "CREATE DATABASE $db"
-psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
-"$floe" --warehouse "$warehouse" pg setup "${source_args[@]:0:8}" >&2
-"$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json >/dev/null
+# shellcheck source=local-dev/bench/orders_db.sh
+source local-dev/bench/orders_db.sh
+source_args+=(--max-changes "${MAX_CHANGES:-50000}")
 
 burst() {
   psql "$conninfo" -v ON_ERROR_STOP=1 -q -f local-dev/bench/orders_burst.sql

@@ -18,28 +18,14 @@ cd "$(dirname "$0")/../.."
 rate="${1:-20000}"
 seconds="${2:-60}"
 rows="${3:-1000000}"
-floe="$(local-dev/bench/floe-bin.sh --features full)"
-base="$(local-dev/pg.sh | tail -n 1)"
-db=floe_stream
-conninfo="${base/dbname=postgres/dbname=$db}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-warehouse="$work/warehouse"
-psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
-source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders)
 case "${CHANGES:-binary}" in
   binary) as_text=() ;;
   text) as_text=(--changes-text) ;;
   *) echo "CHANGES: binary or text" >&2; exit 2 ;;
 esac
-
-psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
-psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
-psql_q "$base" "CREATE DATABASE $db"
-psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
-"$floe" --warehouse "$warehouse" pg setup "${source_args[@]}" >&2
-"$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json >/dev/null
-
+db=floe_stream
+# shellcheck source=local-dev/bench/orders_db.sh
+source local-dev/bench/orders_db.sh
 cat >"$work/update.sql" <<SQL
 \set s random(0, $((rows / 100 - 1))) * 100
 UPDATE orders SET amount = amount + 0.01, updated_at = now() WHERE id > :s AND id <= :s + 100;

@@ -1,0 +1,22 @@
+# Sourced by the Postgres stream benchmarks (pg_burst.sh, pg_stream.sh),
+# from the repository root, with `db` (the database, slot and publication
+# name) and `rows` set: builds floe (or takes FLOE_BIN), starts the local
+# cluster, makes a fresh database `db` holding a `rows`-row `orders` table
+# (orders.sql), sets up its slot and copies it into a warehouse in a
+# temporary directory removed on exit. Leaves `floe`, `base`, `conninfo`,
+# `work`, `warehouse`, `source_args` (the sync's source flags) and `psql_q`.
+floe="$(local-dev/bench/floe-bin.sh --features full)"
+base="$(local-dev/pg.sh | tail -n 1)"
+conninfo="${base/dbname=postgres/dbname=$db}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+warehouse="$work/warehouse"
+psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
+source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders)
+
+psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
+psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+psql_q "$base" "CREATE DATABASE $db"
+psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
+"$floe" --warehouse "$warehouse" pg setup "${source_args[@]}" >&2
+"$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" --json >/dev/null
