@@ -51,11 +51,12 @@ for m in map(line.search, open(log_path)):
     span += [first, last]
     fresh += [done - (first + (last - first) * (i + 0.5) / n) for i in range(n)]
 fresh.sort()
-q = lambda p: fresh[min(len(fresh) - 1, int(p * len(fresh)))] / 1000
+# A build that does not log its batches' source times gives no freshness.
+q = lambda p: fresh[min(len(fresh) - 1, int(p * len(fresh)))] / 1000 if fresh else float("nan")
 wall, user, sys_s, rss_kb = (float(x) for x in open(time_path).read().split()[-4:])
 print("| changes as | offered/s | changes | applied/s | freshness p50 / p99 / max (s) | floe CPU (s) | peak RSS (MiB) |")
 print("|---|---:|---:|---:|---|---:|---:|")
 applied = changes / ((max(span) - min(span)) / 1000) if span else 0
-print(f"| {mode} | {int(rate):,} | {changes:,} | {applied:,.0f} | {q(0.5):.1f} / {q(0.99):.1f} / {fresh[-1] / 1000:.1f} "
+print(f"| {mode} | {int(rate):,} | {changes:,} | {applied:,.0f} | {q(0.5):.1f} / {q(0.99):.1f} / {q(1):.1f} "
       f"| {user + sys_s:.1f} | {rss_kb / 1024:.0f} |")
 PY
