@@ -33,6 +33,7 @@ pub mod idempotency;
 pub mod ident;
 pub mod keyed_mode;
 pub mod ledger;
+mod lru;
 pub mod maintain;
 pub mod metrics;
 pub mod ndjson;

@@ -16,6 +16,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, SchemaRef};
 
 use super::read::read_file;
+use crate::lru::Lru;
 use crate::rowkey;
 use crate::write::{position, vector};
 
@@ -117,10 +118,19 @@ fn probes(digest: u128, words: usize) -> [usize; 2] {
 pub type DeletedRows = HashMap<String, Vec<u32>>;
 
 /// The cache of what the table's files hold.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Locator {
-    keys: Mutex<Cache<FileKeys>>,
-    deleted: Mutex<Cache<DeletedRows>>,
+    keys: Mutex<Lru<FileKeys>>,
+    deleted: Mutex<Lru<DeletedRows>>,
+}
+
+impl Default for Locator {
+    fn default() -> Self {
+        Self {
+            keys: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
+            deleted: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
+        }
+    }
 }
 
 impl Locator {
@@ -147,7 +157,7 @@ impl Locator {
             digests.extend(digests_of(b, key_names)?);
         }
         let keys = Arc::new(FileKeys::of(&digests));
-        lock(&self.keys).put(path, keys.clone(), keys.len());
+        lock(&self.keys).put_weighed(path, keys.clone(), keys.len());
         Ok(keys)
     }
 
@@ -176,7 +186,7 @@ impl Locator {
                 .collect::<iceberg::Result<Vec<u32>>>()?;
             let n = positions.len();
             let rows = Arc::new(HashMap::from([(target, positions)]));
-            lock(&self.deleted).put(&key, rows.clone(), n);
+            lock(&self.deleted).put_weighed(&key, rows.clone(), n);
             return Ok(rows);
         }
         let path = file.file_path();
@@ -210,7 +220,7 @@ impl Locator {
             }
         }
         let rows = Arc::new(rows);
-        lock(&self.deleted).put(&key, rows.clone(), n);
+        lock(&self.deleted).put_weighed(&key, rows.clone(), n);
         Ok(rows)
     }
 }
@@ -229,56 +239,6 @@ pub fn digests_of(batch: &RecordBatch, key_names: &[String]) -> iceberg::Result<
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock leaves a cache, never a half-made entry.
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A least-recently-used map of shared values, bounded by the rows they hold.
-#[derive(Debug)]
-struct Cache<T> {
-    tick: u64,
-    rows: usize,
-    map: HashMap<String, (u64, usize, Arc<T>)>,
-}
-
-impl<T> Default for Cache<T> {
-    fn default() -> Self {
-        Self {
-            tick: 0,
-            rows: 0,
-            map: HashMap::new(),
-        }
-    }
-}
-
-impl<T> Cache<T> {
-    fn get(&mut self, key: &str) -> Option<Arc<T>> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.map.get_mut(key).map(|(t, _, v)| {
-            *t = tick;
-            v.clone()
-        })
-    }
-
-    fn put(&mut self, key: &str, value: Arc<T>, rows: usize) {
-        self.tick += 1;
-        if let Some((_, old, _)) = self.map.insert(key.to_string(), (self.tick, rows, value)) {
-            self.rows -= old;
-        }
-        self.rows += rows;
-        while self.rows > MAX_CACHED_ROWS && self.map.len() > 1 {
-            let Some(oldest) = self
-                .map
-                .iter()
-                .min_by_key(|(_, (t, _, _))| *t)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((_, n, _)) = self.map.remove(&oldest) {
-                self.rows -= n;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use super::head::{self, Archived, Head, Segment};
 use super::index::Index;
 use super::keyfile::{KeyFile, LastChange};
 use super::marks::Page;
+use crate::lru::Lru;
 
 /// Heads kept in memory.
 const HEADS: usize = 16;
@@ -231,100 +232,4 @@ fn storage(path: &str, source: iceberg::Error) -> LedgerError {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock leaves a cache, never a half-made file.
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A small least-recently-used map of shared values, bounded by their
-/// count and by their total weight (what each is said to hold).
-#[derive(Debug)]
-struct Lru<T> {
-    cap: usize,
-    max_weight: usize,
-    weight: usize,
-    tick: u64,
-    map: HashMap<String, (u64, usize, Arc<T>)>,
-}
-
-impl<T> Lru<T> {
-    fn new(cap: usize) -> Self {
-        Self::weighed(cap, usize::MAX)
-    }
-
-    fn weighed(cap: usize, max_weight: usize) -> Self {
-        Self {
-            cap,
-            max_weight,
-            weight: 0,
-            tick: 0,
-            map: HashMap::new(),
-        }
-    }
-
-    fn get(&mut self, key: &str) -> Option<Arc<T>> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.map.get_mut(key).map(|(t, _, v)| {
-            *t = tick;
-            v.clone()
-        })
-    }
-
-    fn put(&mut self, key: &str, value: Arc<T>) {
-        self.put_weighed(key, value, 1);
-    }
-
-    /// Keeps `value` as weighing `weight`, dropping the least recently used
-    /// others (never the newest) until both bounds hold.
-    fn put_weighed(&mut self, key: &str, value: Arc<T>, weight: usize) {
-        self.tick += 1;
-        let newest = self.tick;
-        if let Some((_, old, _)) = self.map.insert(key.to_string(), (newest, weight, value)) {
-            self.weight -= old;
-        }
-        self.weight += weight;
-        while self.map.len() > self.cap || self.weight > self.max_weight {
-            let Some(oldest) = self
-                .map
-                .iter()
-                .filter(|(_, (t, _, _))| *t != newest)
-                .min_by_key(|(_, (t, _, _))| *t)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((_, w, _)) = self.map.remove(&oldest) {
-                self.weight -= w;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_weighed_cache_drops_the_oldest_past_its_weight_but_keeps_the_newest() {
-        let mut lru = Lru::weighed(10, 100);
-        lru.put_weighed("a", Arc::new(1), 40);
-        lru.put_weighed("b", Arc::new(2), 40);
-        assert!(lru.get("a").is_some());
-        // 120 > 100: b, the least recently used, goes.
-        lru.put_weighed("c", Arc::new(3), 40);
-        assert!(lru.get("b").is_none());
-        assert!(lru.get("a").is_some() && lru.get("c").is_some());
-        assert_eq!(lru.weight, 80);
-        // One heavier than the bound alone is still kept, alone.
-        lru.put_weighed("d", Arc::new(4), 500);
-        assert_eq!(lru.map.len(), 1);
-        assert!(lru.get("d").is_some());
-        // Putting a key again replaces its weight.
-        lru.put_weighed("d", Arc::new(5), 10);
-        assert_eq!(lru.weight, 10);
-        let mut counted = Lru::new(2);
-        for k in ["x", "y", "z"] {
-            counted.put(k, Arc::new(0));
-        }
-        assert!(counted.get("x").is_none());
-        assert_eq!(counted.map.len(), 2);
-    }
 }
