@@ -27,9 +27,9 @@ use crate::values::oid;
 use crate::{PgError, quote_ident};
 
 /// Microseconds between the Unix epoch and Postgres' (2000-01-01).
-const PG_EPOCH_US: i64 = 946_684_800_000_000;
+pub(crate) const PG_EPOCH_US: i64 = 946_684_800_000_000;
 /// Days between the Unix epoch and Postgres' (2000-01-01).
-const PG_EPOCH_DAYS: i32 = 10_957;
+pub(crate) const PG_EPOCH_DAYS: i32 = 10_957;
 /// Microseconds in a day: `time` goes up to and including `24:00:00`, Iceberg's stops before.
 const DAY_US: i64 = 86_400_000_000;
 /// What every binary COPY stream starts with.
@@ -702,24 +702,30 @@ impl<'a> Reader<'a> {
 }
 
 /// A numeric's binary form: base-10000 digits, the first `weight` groups
-/// before the point.
-struct Numeric<'a> {
-    weight: i16,
-    sign: u16,
-    digits: &'a [u8],
+/// before the point (binary COPY and pgoutput's binary mode send the same).
+pub(crate) struct Numeric<'a> {
+    pub(crate) weight: i16,
+    pub(crate) sign: u16,
+    /// Decimal digits shown after the point.
+    pub(crate) dscale: u16,
+    /// The digit groups, two bytes each.
+    pub(crate) digits: &'a [u8],
 }
 
 impl<'a> Numeric<'a> {
-    const NEGATIVE: u16 = 0x4000;
+    pub(crate) const NEGATIVE: u16 = 0x4000;
 
-    fn parse(v: &'a [u8]) -> Option<Self> {
+    /// `None` when `v` is cut short or its digits are not as many as it says.
+    pub(crate) fn parse(v: &'a [u8]) -> Option<Self> {
         let ndigits = usize::try_from(i16::from_be_bytes(fixed(v.get(0..2)?)?)).ok()?;
         let weight = i16::from_be_bytes(fixed(v.get(2..4)?)?);
         let sign = u16::from_be_bytes(fixed(v.get(4..6)?)?);
+        let dscale = u16::from_be_bytes(fixed(v.get(6..8)?)?);
         let digits = v.get(8..)?;
         (digits.len() == ndigits * 2).then_some(Self {
             weight,
             sign,
+            dscale,
             digits,
         })
     }

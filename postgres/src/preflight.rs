@@ -11,8 +11,9 @@ use crate::schema::table_schema;
 use crate::{PgConfig, PgError, TableName, quote_ident};
 
 /// Connects (TLS and password as the conninfo says) and pins the session
-/// settings that decide how values print.
-pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
+/// settings that decide how values print; also returns the server's
+/// `server_version_num` (150004 for 15.4), which decides what it can send.
+pub(crate) async fn connect(config: &PgConfig) -> Result<(Client, i32), PgError> {
     let settings = ConnSettings::resolve(&config.conninfo, config.secret.as_ref())?
         .with_default_application_name("floe");
     let span = tracing::info_span!("pg_connection", slot = %config.slot, host = %settings.host());
@@ -35,17 +36,17 @@ pub(crate) async fn connect(config: &PgConfig) -> Result<Client, PgError> {
         .context(|| "setting session parameters".to_string())?;
     // Postgres 14+ also closes sessions idle between transactions, which a
     // sync is while it writes a large batch to Iceberg.
-    if server_version(&client).await? >= 140_000 {
+    let version = server_version(&client).await?;
+    if version >= 140_000 {
         client
             .batch_execute("SET idle_session_timeout = 0")
             .await
             .context(|| "setting idle_session_timeout".to_string())?;
     }
-    Ok(client)
+    Ok((client, version))
 }
 
-/// The server's `server_version_num` (150004 for 15.4).
-pub(crate) async fn server_version(client: &Client) -> Result<i32, PgError> {
+async fn server_version(client: &Client) -> Result<i32, PgError> {
     Ok(client
         .query_one("SELECT current_setting('server_version_num')::int", &[])
         .await
@@ -183,7 +184,7 @@ pub async fn setup(config: &PgConfig) -> Result<(), PgError> {
     let span =
         tracing::info_span!("pg_setup", slot = %config.slot, publication = %config.publication);
     async {
-        let client = connect(config).await?;
+        let (client, _) = connect(config).await?;
         check_wal_level(&client).await?;
         let role = Role::current(&client).await?;
         // Before anything is created: without it the slot cannot be.
@@ -298,7 +299,7 @@ async fn ensure_slot(client: &Client, config: &PgConfig, role: &Role) -> Result<
 /// position: the repair for a slot that lost changes, once the tables are
 /// marked to re-snapshot.
 pub(crate) async fn recreate_slot(config: &PgConfig) -> Result<(), PgError> {
-    let client = connect(config).await?;
+    let (client, _) = connect(config).await?;
     // Both slot functions need it: refuse with its fix, not the server's message.
     Role::current(&client).await?.require_replication()?;
     client

@@ -12,11 +12,9 @@ use std::fmt::Write as _;
 use base64::Engine as _;
 use iceberg::spec::PrimitiveType;
 
+use crate::copy_binary::{Numeric, PG_EPOCH_DAYS};
 use crate::schema::{PgColumn, iceberg_type};
 use crate::values::{self, oid};
-
-/// Days between the Unix epoch and Postgres' (2000-01-01).
-const PG_EPOCH_OFFSET_DAYS: i64 = 10_957;
 
 const US_PER_DAY: i64 = 86_400_000_000;
 
@@ -135,17 +133,7 @@ pub(crate) fn text(type_oid: u32, v: &[u8]) -> Result<String, String> {
             }
             out
         }
-        oid::UUID => {
-            let b: [u8; 16] = fixed(v)?;
-            let mut out = String::with_capacity(36);
-            for (i, byte) in b.iter().enumerate() {
-                if matches!(i, 4 | 6 | 8 | 10) {
-                    out.push('-');
-                }
-                put(&mut out, format_args!("{byte:02x}"));
-            }
-            out
-        }
+        oid::UUID => uuid::Uuid::from_bytes(fixed(v)?).hyphenated().to_string(),
         oid::TEXT | oid::VARCHAR | oid::BPCHAR | oid::JSON => utf8(v)?.to_string(),
         oid::JSONB => match v.split_first() {
             Some((1, rest)) => utf8(rest)?.to_string(),
@@ -232,35 +220,28 @@ fn numeric(v: &[u8]) -> Result<String, String> {
 /// binary form; for NaN and the infinities appends nothing and returns
 /// their names.
 fn push_numeric(out: &mut String, v: &[u8]) -> Result<Option<&'static str>, String> {
-    let header = |i: usize| -> Result<u16, String> {
-        v.get(i..i + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-            .ok_or_else(|| "numeric value cut short".to_string())
-    };
-    let ndigits = usize::from(header(0)?);
-    let weight = i32::from(header(2)? as i16);
-    let sign = header(4)?;
-    let dscale = usize::from(header(6)?);
-    if v.len() != 8 + 2 * ndigits {
-        return Err(length(8 + 2 * ndigits, v));
-    }
-    match sign {
+    let n = Numeric::parse(v).ok_or("numeric value cut short or of the wrong length")?;
+    match n.sign {
         0x0000 => {}
-        0x4000 => out.push('-'),
+        Numeric::NEGATIVE => out.push('-'),
         0xC000 => return Ok(Some("NaN")),
         0xD000 => return Ok(Some("Infinity")),
         0xF000 => return Ok(Some("-Infinity")),
         other => return Err(format!("numeric sign {other:#06x}")),
     }
     let digit = |i: i32| -> Result<u64, String> {
-        let Some(i) = usize::try_from(i).ok().filter(|&i| i < ndigits) else {
+        let Some(pair) = usize::try_from(i)
+            .ok()
+            .and_then(|i| n.digits.get(2 * i..2 * i + 2))
+        else {
             return Ok(0);
         };
-        match header(8 + 2 * i)? {
+        match u16::from_be_bytes([pair[0], pair[1]]) {
             d @ 0..=9999 => Ok(u64::from(d)),
             _ => Err("numeric digit above 9999".into()),
         }
     };
+    let weight = i32::from(n.weight);
     if weight < 0 {
         out.push('0');
     } else {
@@ -268,9 +249,9 @@ fn push_numeric(out: &mut String, v: &[u8]) -> Result<Option<&'static str>, Stri
             push_digits(out, digit(i)?, if i == 0 { 1 } else { 4 });
         }
     }
-    if dscale > 0 {
+    if n.dscale > 0 {
         out.push('.');
-        let mut left = dscale;
+        let mut left = usize::from(n.dscale);
         let mut i = weight + 1;
         while left > 0 {
             let d = digit(i)?;
@@ -307,7 +288,7 @@ fn date(days: i32) -> String {
         i32::MAX => "infinity".into(),
         _ => {
             let (year, month, day) =
-                floe_core::calendar::civil_from_days(i64::from(days) + PG_EPOCH_OFFSET_DAYS);
+                floe_core::calendar::civil_from_days(i64::from(days) + i64::from(PG_EPOCH_DAYS));
             let (year, era) = bc(year);
             format!("{year:04}-{month:02}-{day:02}{era}")
         }
@@ -358,7 +339,7 @@ fn civil(us: i64) -> Option<Civil> {
     }
     // Counted from Postgres' epoch: the latest timestamps are past
     // i64's range as microseconds since Unix's.
-    let days = us.div_euclid(US_PER_DAY) + PG_EPOCH_OFFSET_DAYS;
+    let days = us.div_euclid(US_PER_DAY) + i64::from(PG_EPOCH_DAYS);
     let (year, month, day) = floe_core::calendar::civil_from_days(days);
     Some(Civil {
         year,

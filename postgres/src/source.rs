@@ -10,6 +10,7 @@ use arrow_select::filter::filter_record_batch;
 use tokio_postgres::Client;
 use tracing::Instrument as _;
 
+use crate::copy_binary::PG_EPOCH_US;
 use crate::error::Context as _;
 use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
@@ -21,9 +22,6 @@ use crate::{
 use floe_core::change::{Change, ChangeOp};
 use floe_core::row::{Row, RowWriter};
 use floe_core::source::Reads;
-
-/// Microseconds between the Unix epoch and Postgres' (2000-01-01).
-const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
 /// Most rows of a table's first chunk, before its rows' size is known.
 const FIRST_CHUNK_ROWS: usize = 10_000;
@@ -135,7 +133,7 @@ pub struct PgSource {
     tables: Vec<TableName>,
     /// Decoded relation messages and the table followed for each, so a
     /// batch only asks the catalog when a table's shape changed.
-    relations: HashMap<u32, (Relation, Option<Arc<Followed>>)>,
+    relations: HashMap<u32, (Relation, Arc<Followed>)>,
     /// Whether peeks ask for binary mode: the config's wish on Postgres
     /// 14+, turned off for good once a table holds a type floe cannot
     /// read in binary.
@@ -194,10 +192,10 @@ impl PgSource {
     pub async fn connect(config: PgConfig) -> Result<Self, PgError> {
         let span = tracing::info_span!("pg_connect", slot = %config.slot);
         async {
-            let client = preflight::connect(&config).await?;
+            let (client, version) = preflight::connect(&config).await?;
             preflight::preflight(&client, &config).await?;
             preflight::claim_slot(&client, &config.slot).await?;
-            Self::new(client, config).await
+            Ok(Self::new(client, version, config))
         }
         .instrument(span)
         .await
@@ -220,13 +218,14 @@ impl PgSource {
     /// Connects without checking the setup, for monitoring a slot that may
     /// be broken (`floe pg status`).
     pub async fn attach(config: PgConfig) -> Result<Self, PgError> {
-        let client = preflight::connect(&config).await?;
-        Self::new(client, config).await
+        let (client, version) = preflight::connect(&config).await?;
+        Ok(Self::new(client, version, config))
     }
 
-    async fn new(client: Client, config: PgConfig) -> Result<Self, PgError> {
-        let binary = config.binary && preflight::server_version(&client).await? >= 140_000;
-        Ok(Self {
+    /// The source over `client`, a server of `version` (`server_version_num`).
+    fn new(client: Client, version: i32, config: PgConfig) -> Self {
+        let binary = config.binary && version >= 140_000;
+        Self {
             client,
             tables: config.table_names(),
             config,
@@ -234,7 +233,7 @@ impl PgSource {
             binary: AtomicBool::new(binary),
             columnar: HashSet::new(),
             row_bytes: HashMap::new(),
-        })
+        }
     }
 
     /// The columns and primary key of `table` (`schema.table`) from the catalog.
@@ -539,7 +538,7 @@ impl PgSource {
                         ))
                     })?;
                     txn.end_lsn = end_lsn;
-                    txn.ts_ms = (ts + PG_EPOCH_OFFSET_US).div_euclid(1000);
+                    txn.ts_ms = (ts + PG_EPOCH_US).div_euclid(1000);
                     txns.push(txn);
                 }
                 // Non-transactional messages come outside any transaction
@@ -790,7 +789,9 @@ impl PgSource {
 
     /// The configured table relation `id` is, if it is one of ours.
     fn known(&self, id: u32) -> Option<Arc<Followed>> {
-        self.relations.get(&id)?.1.clone()
+        self.relations
+            .get(&id)
+            .map(|(_, followed)| followed.clone())
     }
 
     /// The table `name` as relation message `rel` shows it: its columns in
@@ -800,7 +801,7 @@ impl PgSource {
         name: TableName,
         rel: &Relation,
     ) -> Result<Arc<Followed>, PgError> {
-        if let Some((cached, Some(followed))) = self.relations.get(&rel.id)
+        if let Some((cached, followed)) = self.relations.get(&rel.id)
             && cached == rel
         {
             return Ok(followed.clone());
@@ -830,7 +831,7 @@ impl PgSource {
             wire: rel.columns.iter().map(|c| c.type_oid).collect(),
         });
         self.relations
-            .insert(rel.id, (rel.clone(), Some(followed.clone())));
+            .insert(rel.id, (rel.clone(), followed.clone()));
         Ok(followed)
     }
 }
