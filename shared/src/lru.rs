@@ -43,6 +43,13 @@ impl<T> Lru<T> {
         })
     }
 
+    /// Removes and returns the value at `key`.
+    pub(crate) fn take(&mut self, key: &str) -> Option<Arc<T>> {
+        let (_, w, v) = self.map.remove(key)?;
+        self.weight -= w;
+        Some(v)
+    }
+
     /// Keeps `value` as weighing 1.
     pub(crate) fn put(&mut self, key: &str, value: Arc<T>) {
         self.put_weighed(key, value, 1);

@@ -15,6 +15,7 @@ use floe_core::ident::parse_table;
 use floe_core::source::SourceKind;
 use floe_core::tabledef;
 use floe_test_support::{scan, services};
+use iceberg::spec::FormatVersion;
 
 const SCHEMA: &str = r#"{"type":"struct","schema-id":0,"identifier-field-ids":[1],"fields":[
   {"id":1,"name":"id","required":true,"type":"long"},
@@ -457,5 +458,92 @@ async fn truncate_empties_the_table_in_order_for_both_strategies() {
         // Copy-on-write leaves no delete files; with position deletes the
         // truncate removes every earlier file, so none is needed either.
         assert_eq!(s["total-delete-files"], "0", "copy-on-write: {cow}: {s:?}");
+    }
+}
+
+/// Upserts of `keys`, each with the value `v`, from a source of its own
+/// (so none is a redelivery of another).
+fn changes(v: &str, keys: std::ops::Range<i64>) -> Vec<Input> {
+    let text: String = keys
+        .map(|id| format!("{{\"id\":{id},\"v\":\"{v}\",\"n\":{id}}}\n"))
+        .collect();
+    vec![Input {
+        source: format!("kafka:cdc/{v}"),
+        kind: SourceKind::Kafka,
+        reader: Box::new(Cursor::new(text.into_bytes())),
+        path: None,
+    }]
+}
+
+/// A commit deletes each row its changes replace once, never a row an
+/// earlier commit deleted: the suite runs this again with
+/// `FLOE_KEY_CACHE_MB=0`, where a committer keeps no file's rows between
+/// commits and reads the deletes again for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_deletes_only_live_rows_whatever_the_committer_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path()).await;
+    let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+    let t = parse_table("silver.kv").unwrap();
+    let opts = IngestOptions {
+        writers: 1,
+        ..options(5000)
+    };
+    for (v, keys) in [("a", 0..2000), ("b", 0..1500), ("d", 1999..2000)] {
+        floe.ingest(Some(&t), changes(v, keys), &opts)
+            .await
+            .unwrap();
+    }
+    // 2000 live rows in three files, 1501 dead ones among them.
+    floe.ingest(Some(&t), changes("c", 0..2000), &opts)
+        .await
+        .unwrap();
+    let s = summary(&floe).await;
+    assert_eq!(s["floe.pos.rows-deleted"], "2000", "{s:?}");
+    let want: Model = (0..2000).map(|id| (id, ("c".to_string(), id))).collect();
+    assert_eq!(table_state(&floe).await, want);
+}
+
+/// A committer remembers which rows the table's deletes removed, and keeps
+/// only live rows' keys; another engine's rollback takes deletes back, and
+/// the rows they removed are live again: the next change to those keys must
+/// find them, on v2 (position-delete files) and v3 (deletion vectors), as
+/// DuckDB and pyiceberg read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_committer_finds_rows_a_rollback_made_live_again() {
+    for version in [FormatVersion::V2, FormatVersion::V3] {
+        let dir = tempfile::tempdir().unwrap();
+        let floe = Embedded::open(dir.path(), Faults::none()).unwrap();
+        let t = parse_table("silver.kv").unwrap();
+        let schema = tabledef::parse_schema(SCHEMA).unwrap();
+        let mut creation = tabledef::creation("kv", schema, Default::default(), Default::default());
+        creation.format_version = version;
+        floe.create_table(&t, creation).await.unwrap();
+        let opts = IngestOptions {
+            writers: 1,
+            ..options(5000)
+        };
+        floe.ingest(Some(&t), changes("a", 0..2000), &opts)
+            .await
+            .unwrap();
+        let catalog = floe.catalog();
+        let first = catalog.load_table(&t).await.unwrap();
+        let first = first.metadata.current_snapshot_id().unwrap();
+        // Three quarters of the first file's rows die; the next commit reads
+        // that delete and keeps only the live rows' keys.
+        floe.ingest(Some(&t), changes("b", 0..1500), &opts)
+            .await
+            .unwrap();
+        floe.ingest(Some(&t), changes("d", 1999..2000), &opts)
+            .await
+            .unwrap();
+        floe_test_support::harness::roll_back(catalog.as_ref(), &t, first).await;
+        floe.ingest(Some(&t), changes("c", 0..2000), &opts)
+            .await
+            .unwrap();
+        // A row the rollback made live again and the change did not find
+        // reads as its key held twice.
+        let want: Model = (0..2000).map(|id| (id, ("c".to_string(), id))).collect();
+        readers_see(dir.path(), "silver.kv", &want);
     }
 }

@@ -14,15 +14,19 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, SchemaRef};
+use roaring::RoaringBitmap;
 
 use super::read::read_file;
+use super::rows::{TableRows, max_known_bytes};
 use crate::lru::Lru;
 use crate::rowkey;
 use crate::write::{position, vector};
 
-/// Rows per cache (keys of data files plus deleted positions) before the
-/// least recently used files are dropped: about 1 GiB at 21 bytes a row.
-const MAX_CACHED_ROWS: usize = 48 * 1024 * 1024;
+/// Rows per cache (keys of files read outside [`Locator::live_rows`],
+/// deleted positions) before the least recently used files are dropped:
+/// about 170 MB of keys at 21 bytes a row. What a commit keeps of the
+/// table's live files between commits is [`super::rows`]'s, bounded apart.
+const MAX_CACHED_ROWS: usize = 8 * 1024 * 1024;
 
 /// Filter bits per row: with two probes, one in 20 absent keys passes.
 const FILTER_BITS_PER_ROW: usize = 8;
@@ -50,11 +54,15 @@ impl FileKeys {
             .map(|(i, d)| (*d, i as u32))
             .collect();
         pairs.sort_unstable();
-        let words = (digests.len() * FILTER_BITS_PER_ROW)
+        Self::of_sorted(&pairs)
+    }
+
+    fn of_sorted(pairs: &[(u128, u32)]) -> Self {
+        let words = (pairs.len() * FILTER_BITS_PER_ROW)
             .div_ceil(64)
             .next_power_of_two();
         let mut filter = vec![0u64; words];
-        for (d, _) in &pairs {
+        for (d, _) in pairs {
             for bit in probes(*d, words) {
                 filter[bit / 64] |= 1 << (bit % 64);
             }
@@ -87,7 +95,19 @@ impl FileKeys {
             .map(|(_, r)| *r)
     }
 
-    /// Rows in the file.
+    /// The keys of every row but `gone`'s.
+    pub fn without(&self, gone: &RoaringBitmap) -> Self {
+        let pairs: Vec<(u128, u32)> = self
+            .sorted
+            .iter()
+            .zip(&self.rows)
+            .filter(|(_, r)| !gone.contains(**r))
+            .map(|(d, r)| (*d, *r))
+            .collect();
+        Self::of_sorted(&pairs)
+    }
+
+    /// Keys (rows) held, pruned ones not counted.
     pub fn len(&self) -> usize {
         self.sorted.len()
     }
@@ -122,6 +142,8 @@ pub type DeletedRows = HashMap<String, Vec<u32>>;
 pub struct Locator {
     keys: Mutex<Lru<FileKeys>>,
     deleted: Mutex<Lru<DeletedRows>>,
+    /// Each keyed table's live rows, by table uuid.
+    pub(super) tables: Mutex<Lru<TableRows>>,
 }
 
 impl Default for Locator {
@@ -129,6 +151,7 @@ impl Default for Locator {
         Self {
             keys: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
             deleted: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
+            tables: Mutex::new(Lru::weighed(usize::MAX, max_known_bytes())),
         }
     }
 }
@@ -147,18 +170,24 @@ impl Locator {
         if let Some(k) = lock(&self.keys).get(path) {
             return Ok(k);
         }
-        let ids: Vec<i32> = key_names
-            .iter()
-            .filter_map(|n| schema.field_by_name(n).map(|f| f.id))
-            .collect();
-        let batches = read_file(file_io, schema.clone(), ids, file).await?;
-        let mut digests = Vec::with_capacity(file.record_count() as usize);
-        for b in &batches {
-            digests.extend(digests_of(b, key_names)?);
-        }
-        let keys = Arc::new(FileKeys::of(&digests));
+        let keys = Arc::new(read_keys(file_io, schema, key_names, file).await?);
         lock(&self.keys).put_weighed(path, keys.clone(), keys.len());
         Ok(keys)
+    }
+
+    /// [`Locator::keys`], leaving the cache without them: their holder
+    /// keeps them from now on.
+    pub(super) async fn take_keys(
+        &self,
+        file_io: &FileIO,
+        schema: &SchemaRef,
+        key_names: &[String],
+        file: &DataFile,
+    ) -> iceberg::Result<Arc<FileKeys>> {
+        if let Some(k) = lock(&self.keys).take(file.file_path()) {
+            return Ok(k);
+        }
+        Ok(Arc::new(read_keys(file_io, schema, key_names, file).await?))
     }
 
     /// The rows a position-delete file or deletion vector deletes.
@@ -225,6 +254,25 @@ impl Locator {
     }
 }
 
+/// The keys of a data (or equality-delete) file's rows, read from it.
+pub(super) async fn read_keys(
+    file_io: &FileIO,
+    schema: &SchemaRef,
+    key_names: &[String],
+    file: &DataFile,
+) -> iceberg::Result<FileKeys> {
+    let ids: Vec<i32> = key_names
+        .iter()
+        .filter_map(|n| schema.field_by_name(n).map(|f| f.id))
+        .collect();
+    let batches = read_file(file_io, schema.clone(), ids, file).await?;
+    let mut digests = Vec::with_capacity(file.record_count() as usize);
+    for b in &batches {
+        digests.extend(digests_of(b, key_names)?);
+    }
+    Ok(FileKeys::of(&digests))
+}
+
 /// The key digests of `batch`'s rows.
 pub fn digests_of(batch: &RecordBatch, key_names: &[String]) -> iceberg::Result<Vec<u128>> {
     let invalid = |what: String| iceberg::Error::new(iceberg::ErrorKind::DataInvalid, what);
@@ -236,7 +284,7 @@ pub fn digests_of(batch: &RecordBatch, key_names: &[String]) -> iceberg::Result<
     rowkey::digests(batch, &columns).map_err(|e| invalid("the file's keys".into()).with_source(e))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock leaves a cache, never a half-made entry.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

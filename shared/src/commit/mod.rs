@@ -26,6 +26,7 @@ pub mod read;
 pub mod retry;
 pub mod room;
 pub mod row_delta;
+pub mod rows;
 pub mod snapshot;
 mod swap;
 #[cfg(test)]

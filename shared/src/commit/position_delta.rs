@@ -12,10 +12,11 @@
 //! earlier one's rows too and replaces it in the same snapshot, so no data
 //! file ever has two.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::{DataContentType, DataFile, FormatVersion, Operation, Struct};
+use roaring::RoaringBitmap;
 use tracing::info;
 use uuid::Uuid;
 
@@ -45,7 +46,7 @@ struct Target {
     sequence_number: Option<i64>,
     keys: Arc<FileKeys>,
     /// Rows already gone (by the table's position deletes or this commit).
-    gone: HashSet<u32>,
+    gone: RoaringBitmap,
     /// Rows this commit deletes.
     deleted: Vec<u32>,
     /// The deletion vector the table holds for it (its key), which a new one
@@ -203,7 +204,7 @@ async fn new_target(
         partition: file.partition().clone(),
         sequence_number: None,
         keys,
-        gone: HashSet::new(),
+        gone: RoaringBitmap::new(),
         deleted: Vec::new(),
         vector: None,
     })
@@ -239,31 +240,24 @@ async fn touched_keys(
 }
 
 /// The table's live data files as targets, with the rows its live delete
-/// files already remove; and, for tables that still hold equality deletes
-/// (written before position deletes were the default), each deleted key's
-/// highest delete sequence number.
+/// files already remove (files whose every row is gone are no target); and,
+/// for tables that still hold equality deletes (written before position
+/// deletes were the default), each deleted key's highest delete sequence
+/// number.
 async fn table_targets(
     ctx: &PlanContext<'_>,
     schema: &iceberg::spec::SchemaRef,
     key_names: &[String],
     live: &LiveFiles,
 ) -> Result<(Vec<Target>, HashMap<u128, i64>), CommitError> {
-    let mut gone: HashMap<&str, Vec<u32>> = HashMap::new();
     let mut equality: HashMap<u128, i64> = HashMap::new();
     let mut vectors: HashMap<String, String> = HashMap::new();
-    let mut deleted_sets = Vec::new();
     for d in &live.deletes {
         match d.file.content_type() {
             DataContentType::PositionDeletes => {
                 if let Some(target) = d.file.referenced_data_file().filter(|_| is_vector(&d.file)) {
                     vectors.insert(target, file_key(&d.file).into_owned());
                 }
-                deleted_sets.push(
-                    ctx.locator
-                        .deleted(ctx.file_io, &d.file)
-                        .await
-                        .map_err(|e| ctx.build_err(e))?,
-                );
             }
             _ => {
                 let batches = read_file(
@@ -283,34 +277,32 @@ async fn table_targets(
             }
         }
     }
-    for set in &deleted_sets {
-        for (path, rows) in set.iter() {
-            gone.entry(path.as_str()).or_default().extend(rows);
-        }
-    }
+    let rows = ctx
+        .locator
+        .live_rows(ctx.file_io, ctx.metadata().uuid(), schema, key_names, live)
+        .await
+        .map_err(|e| ctx.build_err(e))?;
     let mut targets = Vec::with_capacity(live.data.len());
-    for LiveFile {
-        file,
-        spec_id,
-        sequence_number,
-        ..
-    } in &live.data
+    for (
+        LiveFile {
+            file,
+            spec_id,
+            sequence_number,
+            ..
+        },
+        rows,
+    ) in live.data.iter().zip(rows)
     {
-        let keys = ctx
-            .locator
-            .keys(ctx.file_io, schema, key_names, file)
-            .await
-            .map_err(|e| ctx.build_err(e))?;
+        if rows.all_gone() {
+            continue;
+        }
         targets.push(Target {
             path: file.file_path().to_string(),
             spec_id: *spec_id,
             partition: file.partition().clone(),
             sequence_number: Some(*sequence_number),
-            keys,
-            gone: gone
-                .get(file.file_path())
-                .map(|rows| rows.iter().copied().collect())
-                .unwrap_or_default(),
+            keys: rows.keys,
+            gone: rows.gone,
             deleted: Vec::new(),
             vector: vectors.remove(file.file_path()),
         });
@@ -334,9 +326,7 @@ async fn write_deletes(
             spec_id: t.spec_id,
             partition: t.partition.clone(),
             rows: if whole {
-                let mut rows: Vec<u32> = t.gone.iter().copied().collect();
-                rows.sort_unstable();
-                rows
+                t.gone.iter().collect()
             } else {
                 t.deleted.clone()
             },
