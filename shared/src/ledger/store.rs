@@ -21,11 +21,14 @@ const HEADS: usize = 16;
 const SEGMENTS: usize = 256;
 /// Key files kept in memory.
 const KEY_FILES: usize = 1024;
-/// Keys of the key files kept in memory, all told: about 200 MB. A key file
-/// is as large as its request (50,000 keys for a Postgres batch), and a
-/// committer reads one per request, so a count alone let a steady stream
-/// hold 1,024 of them (1.6 GB after two minutes at 60,000 changes/s).
-const KEY_FILE_KEYS: usize = 1 << 20;
+/// Keys of the key files kept in memory, all told: about 50 MB, several
+/// commits' worth of a busy stream. A key file is as large as its request
+/// (50,000 keys for a Postgres batch), and a committer reads one per
+/// request, so a count alone let a steady stream hold 1,024 of them (1.6 GB
+/// after two minutes at 60,000 changes/s); a million keys was still the
+/// largest live allocation a heap profile of such a stream found. One
+/// dropped is read again if a late request asks.
+const KEY_FILE_KEYS: usize = 1 << 18;
 /// Pages of spilled runs kept in memory.
 const PAGES: usize = 256;
 /// Archive buckets kept in memory (every bucket).
