@@ -17,15 +17,14 @@ use iceberg::spec::{DataFile, SchemaRef};
 use roaring::RoaringBitmap;
 
 use super::read::read_file;
-use super::rows::{TableRows, max_known_bytes};
 use crate::lru::Lru;
 use crate::rowkey;
 use crate::write::{position, vector};
 
-/// Rows per cache (keys of files read outside [`Locator::live_rows`],
-/// deleted positions) before the least recently used files are dropped:
-/// about 170 MB of keys at 21 bytes a row. What a commit keeps of the
-/// table's live files between commits is [`super::rows`]'s, bounded apart.
+/// Rows per cache (keys of files read outside [`super::rows`], deleted
+/// positions) before the least recently used files are dropped: about
+/// 170 MB of keys at 21 bytes a row. What a commit keeps of the table's
+/// live files between commits is [`super::rows`]'s, bounded apart.
 const MAX_CACHED_ROWS: usize = 8 * 1024 * 1024;
 
 /// Filter bits per row: with two probes, one in 20 absent keys passes.
@@ -142,8 +141,6 @@ pub type DeletedRows = HashMap<String, Vec<u32>>;
 pub struct Locator {
     keys: Mutex<Lru<FileKeys>>,
     deleted: Mutex<Lru<DeletedRows>>,
-    /// Each keyed table's live rows, by table uuid.
-    pub(super) tables: Mutex<Lru<TableRows>>,
 }
 
 impl Default for Locator {
@@ -151,7 +148,6 @@ impl Default for Locator {
         Self {
             keys: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
             deleted: Mutex::new(Lru::weighed(usize::MAX, MAX_CACHED_ROWS)),
-            tables: Mutex::new(Lru::weighed(usize::MAX, max_known_bytes())),
         }
     }
 }

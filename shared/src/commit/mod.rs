@@ -64,6 +64,7 @@ pub struct CommitEngine {
     retry: RetryPolicy,
     ledger: Arc<LedgerStore>,
     locator: Arc<locate::Locator>,
+    known: Arc<rows::KnownRows>,
     manifests: Arc<live::ManifestCache>,
 }
 
@@ -76,6 +77,7 @@ impl CommitEngine {
             retry,
             ledger,
             locator: Arc::default(),
+            known: Arc::default(),
             manifests: Arc::default(),
         }
     }
@@ -96,6 +98,7 @@ impl CommitEngine {
             file_io: self.catalog.file_io(),
             ledger: &self.ledger,
             locator: &self.locator,
+            known: &self.known,
             manifests: &self.manifests,
         }
     }

@@ -7,7 +7,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 
 use super::error::CommitError;
-use super::{live, locate, snapshot};
+use super::{live, locate, rows, snapshot};
 use crate::catalog::LoadedTable;
 use crate::ident::display;
 use crate::ledger::LedgerStore;
@@ -24,6 +24,8 @@ pub struct PlanContext<'a> {
     pub ledger: &'a LedgerStore,
     /// What the table's files hold, read through the engine's cache.
     pub locator: &'a locate::Locator,
+    /// Each keyed table's live rows, kept between commits.
+    pub known: &'a rows::KnownRows,
     /// The table's manifests, read through the engine's cache.
     pub manifests: &'a live::ManifestCache,
 }

@@ -278,8 +278,15 @@ async fn table_targets(
         }
     }
     let rows = ctx
-        .locator
-        .live_rows(ctx.file_io, ctx.metadata().uuid(), schema, key_names, live)
+        .known
+        .live_rows(
+            ctx.locator,
+            ctx.file_io,
+            ctx.metadata().uuid(),
+            schema,
+            key_names,
+            live,
+        )
         .await
         .map_err(|e| ctx.build_err(e))?;
     let mut targets = Vec::with_capacity(live.data.len());

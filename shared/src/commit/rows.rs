@@ -13,7 +13,7 @@
 //! time it changes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, SchemaRef};
@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::live::{LiveFile, LiveFiles};
 use super::locate::{FileKeys, Locator, lock, read_keys};
+use crate::lru::Lru;
 use crate::write::vector::{file_key, is_vector};
 
 /// Environment variable: megabytes of known rows a committer keeps for all
@@ -120,12 +121,28 @@ impl TableRows {
     }
 }
 
-impl Locator {
+/// Each keyed table's live rows, by table uuid, bounded by
+/// [`KEY_CACHE_MB_ENV`]; read through a [`Locator`].
+#[derive(Debug)]
+pub struct KnownRows {
+    tables: Mutex<Lru<TableRows>>,
+}
+
+impl Default for KnownRows {
+    fn default() -> Self {
+        Self {
+            tables: Mutex::new(Lru::weighed(usize::MAX, max_known_bytes())),
+        }
+    }
+}
+
+impl KnownRows {
     /// Each of `live.data`'s rows as the table's position deletes and
     /// vectors leave them, in `live.data`'s order. `table` is the table's
     /// uuid: a table dropped and created again under its name starts over.
     pub async fn live_rows(
         &self,
+        locator: &Locator,
         file_io: &FileIO,
         table: Uuid,
         schema: &SchemaRef,
@@ -158,13 +175,12 @@ impl Locator {
         }
         let paths: HashSet<&str> = live.data.iter().map(|f| f.file.file_path()).collect();
         known.files.retain(|p, _| paths.contains(p.as_str()));
-        let refold = self
-            .new_files(file_io, schema, key_names, live, &mut known)
-            .await?;
-        self.fold_files(file_io, &positions, &refold, &mut known)
-            .await?;
-        self.fold_vectors(file_io, schema, key_names, live, &positions, &mut known)
-            .await?;
+        let refold = new_files(locator, file_io, schema, key_names, live, &mut known).await?;
+        fold_files(locator, file_io, &positions, &refold, &mut known).await?;
+        fold_vectors(
+            locator, file_io, schema, key_names, live, &positions, &mut known,
+        )
+        .await?;
         let mut out = Vec::with_capacity(live.data.len());
         for f in &live.data {
             let path = f.file.file_path();
@@ -182,116 +198,118 @@ impl Locator {
         lock(&self.tables).put_weighed(&id, Arc::new(known), bytes);
         Ok(out)
     }
+}
 
-    /// Reads the keys of the live data files `known` does not hold yet;
-    /// returns those older than a delete file already folded (a file
-    /// dropped from `known` to bound it, or live again after a rollback),
-    /// with their sequence numbers: those deletes must be read again for
-    /// them.
-    async fn new_files(
-        &self,
-        file_io: &FileIO,
-        schema: &SchemaRef,
-        key_names: &[String],
-        live: &LiveFiles,
-        known: &mut TableRows,
-    ) -> iceberg::Result<HashMap<String, i64>> {
-        let newest_folded = known.folded.values().max().copied();
-        let mut refold = HashMap::new();
-        for f in &live.data {
-            let path = f.file.file_path();
-            if known.files.contains_key(path) {
+/// Reads the keys of the live data files `known` does not hold yet;
+/// returns those older than a delete file already folded (a file
+/// dropped from `known` to bound it, or live again after a rollback),
+/// with their sequence numbers: those deletes must be read again for
+/// them.
+async fn new_files(
+    locator: &Locator,
+    file_io: &FileIO,
+    schema: &SchemaRef,
+    key_names: &[String],
+    live: &LiveFiles,
+    known: &mut TableRows,
+) -> iceberg::Result<HashMap<String, i64>> {
+    let newest_folded = known.folded.values().max().copied();
+    let mut refold = HashMap::new();
+    for f in &live.data {
+        let path = f.file.file_path();
+        if known.files.contains_key(path) {
+            continue;
+        }
+        let keys = locator
+            .take_keys(file_io, schema, key_names, &f.file)
+            .await?;
+        known
+            .files
+            .insert(path.to_string(), FileRows::new(keys, f.file.record_count()));
+        if newest_folded.is_some_and(|n| f.sequence_number <= n) {
+            refold.insert(path.to_string(), f.sequence_number);
+        }
+    }
+    Ok(refold)
+}
+
+/// Folds in the position-delete files not folded yet, and the folded
+/// ones again for the files in `refold` they may name.
+async fn fold_files(
+    locator: &Locator,
+    file_io: &FileIO,
+    positions: &[&LiveFile],
+    refold: &HashMap<String, i64>,
+    known: &mut TableRows,
+) -> iceberg::Result<()> {
+    let oldest_refold = refold.values().min().copied();
+    for d in positions.iter().filter(|d| !is_vector(&d.file)) {
+        let path = d.file.file_path();
+        let first_time = !known.folded.contains_key(path);
+        // A delete applies to data files no newer than itself.
+        if !first_time && oldest_refold.is_none_or(|o| d.sequence_number < o) {
+            continue;
+        }
+        let deleted = locator.deleted(file_io, &d.file).await?;
+        for (target, rows) in deleted.iter() {
+            if !first_time && !refold.contains_key(target) {
                 continue;
             }
-            let keys = self.take_keys(file_io, schema, key_names, &f.file).await?;
-            known
-                .files
-                .insert(path.to_string(), FileRows::new(keys, f.file.record_count()));
-            if newest_folded.is_some_and(|n| f.sequence_number <= n) {
-                refold.insert(path.to_string(), f.sequence_number);
+            if let Some(file) = known.files.get_mut(target) {
+                for row in rows {
+                    file.by_files.insert(*row);
+                    file.gone.insert(*row);
+                }
             }
         }
-        Ok(refold)
+        known.folded.insert(path.to_string(), d.sequence_number);
     }
+    Ok(())
+}
 
-    /// Folds in the position-delete files not folded yet, and the folded
-    /// ones again for the files in `refold` they may name.
-    async fn fold_files(
-        &self,
-        file_io: &FileIO,
-        positions: &[&LiveFile],
-        refold: &HashMap<String, i64>,
-        known: &mut TableRows,
-    ) -> iceberg::Result<()> {
-        let oldest_refold = refold.values().min().copied();
-        for d in positions.iter().filter(|d| !is_vector(&d.file)) {
-            let path = d.file.file_path();
-            let first_time = !known.folded.contains_key(path);
-            // A delete applies to data files no newer than itself.
-            if !first_time && oldest_refold.is_none_or(|o| d.sequence_number < o) {
-                continue;
-            }
-            let deleted = self.deleted(file_io, &d.file).await?;
-            for (target, rows) in deleted.iter() {
-                if !first_time && !refold.contains_key(target) {
-                    continue;
-                }
-                if let Some(file) = known.files.get_mut(target) {
-                    for row in rows {
-                        file.by_files.insert(*row);
-                        file.gone.insert(*row);
-                    }
-                }
-            }
-            known.folded.insert(path.to_string(), d.sequence_number);
+/// Takes each file's deletion vector whole when it is not the one
+/// folded: a vector replaces its file's earlier one, and one taken back
+/// (a rollback) may hold fewer rows.
+async fn fold_vectors(
+    locator: &Locator,
+    file_io: &FileIO,
+    schema: &SchemaRef,
+    key_names: &[String],
+    live: &LiveFiles,
+    positions: &[&LiveFile],
+    known: &mut TableRows,
+) -> iceberg::Result<()> {
+    let data: HashMap<&str, &LiveFile> =
+        live.data.iter().map(|f| (f.file.file_path(), f)).collect();
+    let mut vectors: HashMap<String, &LiveFile> = HashMap::new();
+    for d in positions.iter().filter(|d| is_vector(&d.file)) {
+        if let Some(target) = d.file.referenced_data_file() {
+            vectors.insert(target, d);
         }
-        Ok(())
     }
-
-    /// Takes each file's deletion vector whole when it is not the one
-    /// folded: a vector replaces its file's earlier one, and one taken back
-    /// (a rollback) may hold fewer rows.
-    async fn fold_vectors(
-        &self,
-        file_io: &FileIO,
-        schema: &SchemaRef,
-        key_names: &[String],
-        live: &LiveFiles,
-        positions: &[&LiveFile],
-        known: &mut TableRows,
-    ) -> iceberg::Result<()> {
-        let data: HashMap<&str, &LiveFile> =
-            live.data.iter().map(|f| (f.file.file_path(), f)).collect();
-        let mut vectors: HashMap<String, &LiveFile> = HashMap::new();
-        for d in positions.iter().filter(|d| is_vector(&d.file)) {
-            if let Some(target) = d.file.referenced_data_file() {
-                vectors.insert(target, d);
+    for (path, file) in known.files.iter_mut() {
+        let now = vectors.get(path.as_str());
+        let key = now.map(|d| file_key(&d.file));
+        if file.vector.as_deref() == key.as_deref() {
+            continue;
+        }
+        let mut gone = file.by_files.clone();
+        if let Some(d) = now {
+            for rows in locator.deleted(file_io, &d.file).await?.values() {
+                gone.extend(rows.iter().copied());
             }
         }
-        for (path, file) in known.files.iter_mut() {
-            let now = vectors.get(path.as_str());
-            let key = now.map(|d| file_key(&d.file));
-            if file.vector.as_deref() == key.as_deref() {
-                continue;
+        if !file.pruned.is_subset(&gone) {
+            // Rows left out of its keys are live again: read them all.
+            if let Some(f) = data.get(path.as_str()) {
+                file.keys = Arc::new(read_keys(file_io, schema, key_names, &f.file).await?);
+                file.pruned.clear();
             }
-            let mut gone = file.by_files.clone();
-            if let Some(d) = now {
-                for rows in self.deleted(file_io, &d.file).await?.values() {
-                    gone.extend(rows.iter().copied());
-                }
-            }
-            if !file.pruned.is_subset(&gone) {
-                // Rows left out of its keys are live again: read them all.
-                if let Some(f) = data.get(path.as_str()) {
-                    file.keys = Arc::new(read_keys(file_io, schema, key_names, &f.file).await?);
-                    file.pruned.clear();
-                }
-            }
-            file.gone = gone;
-            file.vector = key.map(|k| k.into_owned());
         }
-        Ok(())
+        file.gone = gone;
+        file.vector = key.map(|k| k.into_owned());
     }
+    Ok(())
 }
 
 /// Drops files' rows until the table weighs no more than
