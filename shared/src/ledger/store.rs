@@ -236,3 +236,52 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding the lock leaves a cache, never a half-made file.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Position;
+
+    /// A key file of `n` keys from `first`, each changed at its own position.
+    fn key_file(first: u128, n: u128) -> KeyFile {
+        let keys: Vec<(u128, u16, Option<Position>)> = (first..first + n)
+            .map(|d| (d, 0, Position::parse(&(d + 1).to_string())))
+            .collect();
+        KeyFile::new(vec!["kafka:t/0".into()], &keys)
+    }
+
+    /// A late request asks for key files long after they were read: past
+    /// the bound the oldest are dropped, and one asked again is read back
+    /// from storage whole.
+    #[tokio::test]
+    async fn a_key_file_dropped_past_the_bound_is_read_again_whole() {
+        let store = LedgerStore::new(FileIO::new_with_memory());
+        let n = (KEY_FILE_KEYS / 2) as u128;
+        let paths: Vec<String> = (0..3).map(|i| format!("memory://t/keys-{i}")).collect();
+        for (i, p) in paths.iter().enumerate() {
+            store
+                .put_key_file(p, &key_file(i as u128 * n, n))
+                .await
+                .unwrap();
+        }
+        let mut first_read = None;
+        for p in &paths {
+            let read = store.key_file(p).await.unwrap().unwrap();
+            first_read.get_or_insert(read);
+        }
+        let first_read = first_read.unwrap();
+        assert!(
+            lock(&store.key_files).get(&paths[0]).is_none(),
+            "three halves of the bound: the first is dropped"
+        );
+        let again = store.key_file(&paths[0]).await.unwrap().unwrap();
+        assert_eq!(again.all, first_read.all);
+        assert_eq!(again.changes, first_read.changes);
+        assert_eq!(again.all.len(), n as usize);
+        assert_eq!(
+            Some(&again.changes[&7]),
+            Some(("kafka:t/0".to_string(), Position::parse("8").unwrap())).as_ref(),
+            "each key keeps its source and position"
+        );
+    }
+}
