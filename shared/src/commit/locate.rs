@@ -171,19 +171,10 @@ impl Locator {
         Ok(keys)
     }
 
-    /// [`Locator::keys`], leaving the cache without them: their holder
-    /// keeps them from now on.
-    pub(super) async fn take_keys(
-        &self,
-        file_io: &FileIO,
-        schema: &SchemaRef,
-        key_names: &[String],
-        file: &DataFile,
-    ) -> iceberg::Result<Arc<FileKeys>> {
-        if let Some(k) = lock(&self.keys).take(file.file_path()) {
-            return Ok(k);
-        }
-        Ok(Arc::new(read_keys(file_io, schema, key_names, file).await?))
+    /// Drops the keys of the data file at `path`: their holder keeps them
+    /// from now on.
+    pub(super) fn forget_keys(&self, path: &str) {
+        lock(&self.keys).take(path);
     }
 
     /// The rows a position-delete file or deletion vector deletes.

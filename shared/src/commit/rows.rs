@@ -220,9 +220,8 @@ async fn new_files(
         if known.files.contains_key(path) {
             continue;
         }
-        let keys = locator
-            .take_keys(file_io, schema, key_names, &f.file)
-            .await?;
+        let keys = locator.keys(file_io, schema, key_names, &f.file).await?;
+        locator.forget_keys(path);
         known
             .files
             .insert(path.to_string(), FileRows::new(keys, f.file.record_count()));
