@@ -52,7 +52,7 @@ pub(super) fn max_known_bytes() -> usize {
 }
 
 /// Fewest keys a file keeps before it is worth pruning its dead rows'.
-const PRUNE_MIN_KEYS: usize = 1024;
+const PRUNE_MIN_KEYS: u64 = 1024;
 
 /// One live data file's rows, as the table's deletes leave them.
 #[derive(Clone, Debug)]
@@ -95,10 +95,14 @@ impl FileRows {
         self.keys.len() * 21 + bits + self.by_files.serialized_size()
     }
 
-    /// Keeps only the live rows' keys once most are dead.
-    fn prune(&mut self) {
-        let live = self.rows.saturating_sub(self.gone.len()) as usize;
-        if self.keys.len() >= PRUNE_MIN_KEYS && self.keys.len() > 2 * live {
+    /// Keeps only the live rows' keys once a quarter of those kept are
+    /// dead, or (`eager`, for a table over its bound) once any is.
+    fn prune(&mut self, eager: bool) {
+        // `pruned` is within `gone`: what is gone and still kept is dead.
+        let held = self.keys.len() as u64;
+        let dead = self.gone.len().saturating_sub(self.pruned.len());
+        let worth = if eager { dead > 0 } else { dead * 4 > held };
+        if held >= PRUNE_MIN_KEYS && worth {
             self.keys = Arc::new(self.keys.without(&self.gone));
             self.pruned = self.gone.clone();
         }
@@ -190,7 +194,7 @@ impl KnownRows {
                     format!("{path}: its rows were not read"),
                 ));
             };
-            rows.prune();
+            rows.prune(false);
             out.push(rows.clone());
         }
         trim(&mut known);
@@ -311,10 +315,17 @@ async fn fold_vectors(
     Ok(())
 }
 
-/// Drops files' rows until the table weighs no more than
-/// [`max_known_bytes`]; a file dropped is read again when next asked.
+/// Prunes every file, then drops files' rows until the table weighs no more
+/// than [`max_known_bytes`]; a file dropped is read again when next asked.
 fn trim(known: &mut TableRows) {
     let max = max_known_bytes();
+    if known.bytes() <= max {
+        return;
+    }
+    // Dead rows' keys go before any file does.
+    for file in known.files.values_mut() {
+        file.prune(true);
+    }
     let mut bytes = known.bytes();
     if bytes <= max {
         return;
