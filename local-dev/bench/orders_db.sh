@@ -9,13 +9,18 @@ floe="$(local-dev/bench/floe-bin.sh --features full)"
 base="$(local-dev/pg.sh | tail -n 1)"
 conninfo="${base/dbname=postgres/dbname=$db}"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-warehouse="$work/warehouse"
 psql_q() { psql "$1" -v ON_ERROR_STOP=1 -qAt -c "$2"; }
+# The slot and its database go on exit too: a slot left behind keeps every
+# WAL file written after it (a 10M-row run writes gigabytes).
+drop_db() {
+  psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
+  psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+}
+trap 'drop_db || true; rm -rf "$work"' EXIT
+warehouse="$work/warehouse"
 source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders)
 
-psql_q "$base" "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$db'" >/dev/null
-psql_q "$base" "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+drop_db
 psql_q "$base" "CREATE DATABASE $db"
 psql "$conninfo" -v ON_ERROR_STOP=1 -q -v rows="$rows" -f local-dev/bench/orders.sql
 "$floe" --warehouse "$warehouse" pg setup "${source_args[@]}" >&2
