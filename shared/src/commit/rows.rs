@@ -304,6 +304,7 @@ async fn fold_vectors(
         }
         if !file.pruned.is_subset(&gone) {
             // Rows left out of its keys are live again: read them all.
+            // (Every file known is live: `live_rows` kept no other.)
             if let Some(f) = data.get(path.as_str()) {
                 file.keys = Arc::new(read_keys(file_io, schema, key_names, &f.file).await?);
                 file.pruned.clear();
