@@ -28,7 +28,6 @@ use super::read::read_file;
 use super::snapshot::SnapshotPlan;
 use crate::ledger;
 use crate::request::CommitRequest;
-use crate::write::vector::{file_key, is_vector};
 use crate::write::{FileDeletes, TableWriter};
 
 /// Summary key: rows the snapshot's position deletes remove.
@@ -251,29 +250,23 @@ async fn table_targets(
     live: &LiveFiles,
 ) -> Result<(Vec<Target>, HashMap<u128, i64>), CommitError> {
     let mut equality: HashMap<u128, i64> = HashMap::new();
-    let mut vectors: HashMap<String, String> = HashMap::new();
+    // Position deletes and vectors are the known rows' (`rows.rs`).
     for d in &live.deletes {
-        match d.file.content_type() {
-            DataContentType::PositionDeletes => {
-                if let Some(target) = d.file.referenced_data_file().filter(|_| is_vector(&d.file)) {
-                    vectors.insert(target, file_key(&d.file).into_owned());
-                }
-            }
-            _ => {
-                let batches = read_file(
-                    ctx.file_io,
-                    schema.clone(),
-                    d.file.equality_ids().unwrap_or_default(),
-                    &d.file,
-                )
-                .await
-                .map_err(|e| ctx.build_err(e))?;
-                for b in &batches {
-                    for digest in digests_of(b, key_names).map_err(|e| ctx.build_err(e))? {
-                        let seq = equality.entry(digest).or_insert(d.sequence_number);
-                        *seq = (*seq).max(d.sequence_number);
-                    }
-                }
+        if d.file.content_type() == DataContentType::PositionDeletes {
+            continue;
+        }
+        let batches = read_file(
+            ctx.file_io,
+            schema.clone(),
+            d.file.equality_ids().unwrap_or_default(),
+            &d.file,
+        )
+        .await
+        .map_err(|e| ctx.build_err(e))?;
+        for b in &batches {
+            for digest in digests_of(b, key_names).map_err(|e| ctx.build_err(e))? {
+                let seq = equality.entry(digest).or_insert(d.sequence_number);
+                *seq = (*seq).max(d.sequence_number);
             }
         }
     }
@@ -300,9 +293,7 @@ async fn table_targets(
         rows,
     ) in live.data.iter().zip(rows)
     {
-        if rows.all_gone() {
-            continue;
-        }
+        let Some(rows) = rows else { continue };
         targets.push(Target {
             path: file.file_path().to_string(),
             spec_id: *spec_id,
@@ -311,7 +302,7 @@ async fn table_targets(
             keys: rows.keys,
             gone: rows.gone,
             deleted: Vec::new(),
-            vector: vectors.remove(file.file_path()),
+            vector: rows.vector,
         });
     }
     Ok((targets, equality))

@@ -54,13 +54,24 @@ pub(super) fn max_known_bytes() -> usize {
 /// Fewest keys a file keeps before it is worth pruning its dead rows'.
 const PRUNE_MIN_KEYS: u64 = 1024;
 
+/// What a commit looks a live data file's keys up in.
+#[derive(Debug)]
+pub struct LiveRows {
+    /// The keys of its live rows (and perhaps some dead ones).
+    pub keys: Arc<FileKeys>,
+    /// Rows the table's deletes remove.
+    pub gone: RoaringBitmap,
+    /// The deletion vector it has, by its key: a new one replaces it.
+    pub vector: Option<String>,
+}
+
 /// One live data file's rows, as the table's deletes leave them.
 #[derive(Clone, Debug)]
-pub struct FileRows {
+struct FileRows {
     /// Keys of every row but `pruned`'s.
-    pub keys: Arc<FileKeys>,
+    keys: Arc<FileKeys>,
     /// Rows deleted by the table's position-delete files and its vector.
-    pub gone: RoaringBitmap,
+    gone: RoaringBitmap,
     /// Rows left out of `keys`: all were gone when they were left out.
     pruned: RoaringBitmap,
     /// Rows the folded position-delete files (not vectors) delete.
@@ -82,12 +93,15 @@ impl FileRows {
         }
     }
 
-    /// True when every row is deleted: no key can be found in it.
-    pub fn all_gone(&self) -> bool {
-        let Ok(rows) = u32::try_from(self.rows) else {
-            return false;
-        };
-        self.gone.range_cardinality(..rows) >= self.rows
+    /// What a commit looks its keys up in; `None` when every row is
+    /// deleted: no key can be found in it.
+    fn live(&self) -> Option<LiveRows> {
+        let rows = u32::try_from(self.rows).ok()?;
+        (self.gone.range_cardinality(..rows) < self.rows).then(|| LiveRows {
+            keys: self.keys.clone(),
+            gone: self.gone.clone(),
+            vector: self.vector.clone(),
+        })
     }
 
     fn bytes(&self) -> usize {
@@ -142,8 +156,9 @@ impl Default for KnownRows {
 
 impl KnownRows {
     /// Each of `live.data`'s rows as the table's position deletes and
-    /// vectors leave them, in `live.data`'s order. `table` is the table's
-    /// uuid: a table dropped and created again under its name starts over.
+    /// vectors leave them, in `live.data`'s order (`None` for a file whose
+    /// every row is deleted). `table` is the table's uuid: a table dropped
+    /// and created again under its name starts over.
     pub async fn live_rows(
         &self,
         locator: &Locator,
@@ -152,7 +167,7 @@ impl KnownRows {
         schema: &SchemaRef,
         key_names: &[String],
         live: &LiveFiles,
-    ) -> iceberg::Result<Vec<FileRows>> {
+    ) -> iceberg::Result<Vec<Option<LiveRows>>> {
         let id = table.to_string();
         // Taken out while it is brought up to date: an error on the way
         // leaves nothing half-folded behind.
@@ -195,10 +210,9 @@ impl KnownRows {
                 ));
             };
             rows.prune(false);
-            out.push(rows.clone());
+            out.push(rows.live());
         }
-        trim(&mut known);
-        let bytes = known.bytes();
+        let bytes = trim(&mut known);
         lock(&self.tables).put_weighed(&id, Arc::new(known), bytes);
         Ok(out)
     }
@@ -318,10 +332,12 @@ async fn fold_vectors(
 
 /// Prunes every file, then drops files' rows until the table weighs no more
 /// than [`max_known_bytes`]; a file dropped is read again when next asked.
-fn trim(known: &mut TableRows) {
+/// Returns what the table then weighs.
+fn trim(known: &mut TableRows) -> usize {
     let max = max_known_bytes();
-    if known.bytes() <= max {
-        return;
+    let bytes = known.bytes();
+    if bytes <= max {
+        return bytes;
     }
     // Dead rows' keys go before any file does.
     for file in known.files.values_mut() {
@@ -329,7 +345,7 @@ fn trim(known: &mut TableRows) {
     }
     let mut bytes = known.bytes();
     if bytes <= max {
-        return;
+        return bytes;
     }
     let paths: Vec<String> = known.files.keys().cloned().collect();
     for path in paths {
@@ -340,4 +356,5 @@ fn trim(known: &mut TableRows) {
             bytes = bytes.saturating_sub(file.bytes());
         }
     }
+    bytes
 }
