@@ -112,6 +112,10 @@ pub struct SyncArgs {
     /// instead of in pgoutput's binary mode.
     #[arg(long)]
     changes_text: bool,
+    /// Peek each batch (`pg_logical_slot_peek_binary_changes`) instead of
+    /// streaming over a replication session (`postgres.peek`).
+    #[arg(long)]
+    peek: bool,
     /// Print a JSON report.
     #[arg(long)]
     json: bool,
@@ -147,6 +151,7 @@ impl Source {
         if let Some(n) = pg.max_changes {
             out.max_changes = usize::try_from(n)?;
         }
+        out.stream = !pg.peek.unwrap_or(false);
         Ok(out)
     }
 
@@ -321,6 +326,7 @@ async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
         pg.max_changes = n;
     }
     pg.binary = !args.changes_text;
+    pg.stream &= !args.peek;
     let mut opts = SyncOptions::new(args.target.namespace(config)?);
     opts.max_batches = args.max_batches;
     opts.snapshot_columns = !args.snapshot_text;

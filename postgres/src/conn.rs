@@ -381,9 +381,19 @@ impl ConnSettings {
     }
 
     fn tls(&self) -> Result<MakeRustls, PgError> {
+        Ok(MakeRustls(self.tls_config()?))
+    }
+
+    /// The rustls client config `sslmode` and `sslrootcert` ask for.
+    pub(crate) fn tls_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>, PgError> {
         let config = client_config(self.verify(), self.roots()?)
             .map_err(|e| setup_error("TLS setup".into(), e))?;
-        Ok(MakeRustls(std::sync::Arc::new(config)))
+        Ok(std::sync::Arc::new(config))
+    }
+
+    /// A resolved connection parameter (the password included, if found).
+    pub(crate) fn param(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
     }
 
     /// Names what failed and what to do for the TLS failures libpq users meet.

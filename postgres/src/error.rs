@@ -202,6 +202,17 @@ pub enum PgError {
         /// The committed LSN passed in.
         committed: String,
     },
+    /// The replication session streaming changes failed: the server
+    /// refused a step, or the connection broke.
+    #[error("postgres: {context}: {message}")]
+    Stream {
+        /// What floe was doing.
+        context: String,
+        /// The server's message (with its detail and hint), or the I/O error.
+        message: String,
+        /// The server's SQLSTATE; None when the connection broke.
+        code: Option<String>,
+    },
     /// A pgoutput message was cut short or malformed.
     #[error("pgoutput: {0}")]
     Decode(String),
@@ -258,6 +269,10 @@ impl Classify for PgError {
         match self {
             PgError::Query { source, .. } if transient(source) => ErrorKind::Service,
             PgError::WatermarkLost { .. } => ErrorKind::Service,
+            PgError::Stream { code: None, .. } => ErrorKind::Service,
+            PgError::Stream {
+                code: Some(code), ..
+            } if transient_class(code) => ErrorKind::Service,
             // A SQLSTATE no retry outlives: a privilege, an object, the query.
             PgError::Query { .. }
             | PgError::Conninfo { .. }
@@ -274,6 +289,7 @@ impl Classify for PgError {
             | PgError::TableMissing { .. }
             | PgError::TableNotPublished { .. }
             | PgError::NoPrimaryKey { .. }
+            | PgError::Stream { .. }
             | PgError::SlotAhead { .. } => ErrorKind::Config,
             PgError::Schema { .. } => ErrorKind::Unsupported,
             PgError::Decode(_)
@@ -290,10 +306,7 @@ impl Classify for PgError {
 /// system errors (58). Without a server error, only a broken connection is.
 fn transient(e: &tokio_postgres::Error) -> bool {
     match e.code() {
-        Some(code) => matches!(
-            code.code().get(..2),
-            Some("08" | "40" | "53" | "55" | "57" | "58")
-        ),
+        Some(code) => transient_class(code.code()),
         None => {
             e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
         }
@@ -336,6 +349,11 @@ impl<T> Context<T> for Result<T, tokio_postgres::Error> {
             source,
         })
     }
+}
+
+/// Whether SQLSTATE `code` is of a class [`transient`] names.
+fn transient_class(code: &str) -> bool {
+    matches!(code.get(..2), Some("08" | "40" | "53" | "55" | "57" | "58"))
 }
 
 #[cfg(test)]

@@ -16,11 +16,16 @@
 //!
 //! # Reading
 //!
-//! Changes are peeked with `pg_logical_slot_peek_binary_changes`, which never
-//! moves the slot; on Postgres 14+ in pgoutput's binary mode ([`PgConfig::binary`]). The slot only moves in two ways: [`PgSource::read_batch`]
-//! first advances it to the caller's `committed_lsn` when it lags (never
-//! beyond), and the caller calls [`PgSource::advance`] after a batch is
-//! durably committed. A crash between commit and advance is harmless: the
+//! Changes stream over a replication session (`START_REPLICATION`,
+//! `stream.rs` over `wire.rs`), which the server decodes once, as they
+//! commit, beside floe's writing; or, with [`PgConfig::stream`] off, are
+//! peeked with `pg_logical_slot_peek_binary_changes`, which never moves the
+//! slot. Either way on Postgres 14+ in pgoutput's binary mode
+//! ([`PgConfig::binary`]). The slot only moves in two ways:
+//! [`PgSource::read_batch`] first advances it to the caller's
+//! `committed_lsn` when it lags (never beyond), and the caller calls
+//! [`PgSource::advance`] after a batch is durably committed (a session
+//! reports it as its flush position: the server never hears of more). A crash between commit and advance is harmless: the
 //! next call advances the slot itself; a crash before commit re-reads the
 //! same transactions. Batches hold whole transactions, and every line carries
 //! the end LSN of its transaction's commit as `_pos`, floe's own position field (not a column).
@@ -85,9 +90,12 @@ mod send;
 mod snapshot;
 mod source;
 pub mod status;
+mod stream;
 pub mod sync;
 mod tls;
+mod txn;
 pub mod values;
+mod wire;
 
 use std::fmt;
 
@@ -130,6 +138,13 @@ pub struct PgConfig {
     /// type floe cannot take in binary is read as text). False reads every
     /// value as text, as older servers send it.
     pub binary: bool,
+    /// Whether changes stream over a replication session
+    /// (`START_REPLICATION`), decoded once by the server as they commit.
+    /// False peeks each batch with `pg_logical_slot_peek_binary_changes`,
+    /// which decodes again from the slot's `restart_lsn` every time, for a
+    /// connection path that cannot carry a replication session (a pooler
+    /// in transaction mode).
+    pub stream: bool,
 }
 
 impl PgConfig {
@@ -151,6 +166,7 @@ impl PgConfig {
             chunk_bytes: 16 << 20,
             max_changes: 50_000,
             binary: true,
+            stream: true,
         }
     }
 

@@ -3,28 +3,42 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use arrow_array::BooleanArray;
 use arrow_select::filter::filter_record_batch;
 
+use tokio::time::Instant;
 use tokio_postgres::Client;
 use tracing::Instrument as _;
 
-use crate::copy_binary::PG_EPOCH_US;
+use crate::conn::ConnSettings;
 use crate::error::Context as _;
-use crate::pgoutput::{self, Datum, Message, OldTuple, Relation, Tuple};
+use crate::pgoutput::{Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
 use crate::snapshot::{self, Chunk, ChunkRows, TableProgress, WATERMARK_PREFIX, Watermark};
+use crate::stream::ChangeStream;
+use crate::txn::{Gather, Txn};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
     quote_ident, send,
 };
 use floe_core::change::{Change, ChangeOp};
+use floe_core::error::Classify as _;
 use floe_core::row::{Row, RowWriter};
 use floe_core::source::Reads;
 
 /// Most rows of a table's first chunk, before its rows' size is known.
 const FIRST_CHUNK_ROWS: usize = 10_000;
+
+/// How long a read from the replication session waits for the server to
+/// decode what was committed when it began. Only a server far behind (a
+/// large backlog before the slot's position) takes long; a read given up
+/// on ends its batch early, and the next read continues.
+const TAKE_WAIT: Duration = Duration::from_secs(60);
+
+/// The SQLSTATE of a slot another session holds.
+const OBJECT_IN_USE: &str = "55006";
 
 /// One table's share of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +156,9 @@ pub struct PgSource {
     columnar: HashSet<TableName>,
     /// Bytes per row of each table's last snapshot chunk, which sizes the next.
     row_bytes: HashMap<TableName, usize>,
+    /// The replication session changes stream over ([`PgConfig::stream`]),
+    /// open from the first read to [`PgSource::finish`].
+    stream: Option<ChangeStream>,
 }
 
 /// A snapshot chunk and the ids of the watermarks around its SELECT.
@@ -176,14 +193,6 @@ struct Followed {
     /// which is what binary values are in even when the catalog has
     /// changed a column's type since.
     wire: Vec<u32>,
-}
-
-/// One decoded transaction.
-struct Txn {
-    xid: u32,
-    end_lsn: u64,
-    ts_ms: i64,
-    messages: Vec<Message>,
 }
 
 impl PgSource {
@@ -233,6 +242,7 @@ impl PgSource {
             binary: AtomicBool::new(binary),
             columnar: HashSet::new(),
             row_bytes: HashMap::new(),
+            stream: None,
         }
     }
 
@@ -304,6 +314,11 @@ impl PgSource {
     /// Moves the slot to `lsn` (a batch's `last_lsn`, once durably committed),
     /// letting Postgres recycle the WAL before it. Never moves it back.
     pub async fn advance(&self, lsn: u64) -> Result<(), PgError> {
+        if let Some(stream) = &self.stream {
+            // The session holds the slot: it moves by what the session reports.
+            stream.flushed(lsn);
+            return self.flush_taken(lsn).await;
+        }
         if self.confirmed_flush_lsn().await? >= lsn {
             return Ok(());
         }
@@ -323,6 +338,35 @@ impl PgSource {
             other => other,
         }
         .context(|| format!("advancing slot {} to {target}", self.config.slot))?;
+        Ok(())
+    }
+
+    /// Waits, briefly, for the server to take the flush position `lsn`
+    /// reported over the replication session, so the slot shows it as
+    /// [`Self::advance`] promises. A server slow to take it (decoding a
+    /// large transaction) takes it later; nothing depends on it but WAL
+    /// recycling, since the tables hold what was committed.
+    async fn flush_taken(&self, lsn: u64) -> Result<(), PgError> {
+        let mut pause = Duration::from_millis(1);
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while self.confirmed_flush_lsn().await? < lsn {
+            if Instant::now() >= give_up {
+                tracing::warn!(slot = %self.config.slot, lsn = %format_lsn(lsn), "the server has not yet taken the flush position");
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Ends the replication session, if one is open, after reporting its
+    /// last flush position: the slot is free for other readers after.
+    pub async fn finish(&mut self) -> Result<(), PgError> {
+        if let Some(stream) = self.stream.take() {
+            stream.close().await;
+            preflight::claim_slot(&self.client, &self.config.slot).await?;
+        }
         Ok(())
     }
 
@@ -373,7 +417,7 @@ impl PgSource {
         held: usize,
     ) -> Result<PgBatch, PgError> {
         let max = self.config.max_changes.max(1);
-        let (txns, full) = self.peek(max.saturating_add(held)).await?;
+        let (txns, full) = self.changes(start, max, held).await?;
         let pending =
             self.tables
                 .iter()
@@ -401,7 +445,7 @@ impl PgSource {
             .read_chunk(&table, after.as_deref(), appends)
             .instrument(span)
             .await?;
-        let txns = self.peek_through(&read.high, max).await?;
+        let txns = self.changes_through(&read.high, start, max).await?;
         let chunk = &read.chunk;
         if let Some(per_row) = chunk.bytes.checked_div(chunk.len()) {
             self.row_bytes.insert(table.clone(), per_row.max(1));
@@ -442,7 +486,9 @@ impl PgSource {
     /// Brings the slot up to `committed`, never past it, and returns where
     /// reading starts.
     async fn sync_slot(&self, committed: Option<u64>) -> Result<u64, PgError> {
-        let confirmed = self.confirmed_flush_lsn().await?;
+        // A flush position reported but not yet taken is committed all the same.
+        let reported = self.stream.as_ref().map_or(0, ChangeStream::flush_position);
+        let confirmed = self.confirmed_flush_lsn().await?.max(reported);
         match committed {
             Some(c) if confirmed < c => {
                 self.advance(c).await?;
@@ -457,22 +503,115 @@ impl PgSource {
         }
     }
 
+    /// The transactions after `start`, about `upto` messages of them (true:
+    /// more may wait), streamed or peeked as [`PgConfig::stream`] says; a
+    /// peek reads past about `held` messages before `start` still in the slot.
+    async fn changes(
+        &mut self,
+        start: u64,
+        upto: usize,
+        held: usize,
+    ) -> Result<(Vec<Txn>, bool), PgError> {
+        if self.config.stream {
+            self.streamed(start, upto).await
+        } else {
+            self.peek(upto.saturating_add(held)).await
+        }
+    }
+
+    /// [`Self::changes`] from the replication session, opened (again) at
+    /// `start` unless it continues there.
+    async fn streamed(&mut self, start: u64, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
+        let mut retried = false;
+        loop {
+            let binary = self.reads_binary();
+            let stream = match self.stream.take() {
+                Some(s) if s.next == start && s.binary == binary => s,
+                old => {
+                    if let Some(old) = old {
+                        old.close().await;
+                    }
+                    self.open_stream(start, binary).await?
+                }
+            };
+            let stream = self.stream.insert(stream);
+            let target = wal_flushed(&self.client).await?;
+            let (txns, full) = match stream.take(upto, target, TAKE_WAIT).await {
+                Ok(read) => read,
+                Err(e) => {
+                    // A session that failed is never read again; a broken
+                    // connection gets one new session from the same place.
+                    self.stream = None;
+                    if retried || !e.is_transient() {
+                        return Err(e);
+                    }
+                    tracing::warn!(slot = %self.config.slot, error = %e, "the replication session broke; opening another");
+                    retried = true;
+                    continue;
+                }
+            };
+            if binary && self.falls_back_to_text(&txns) {
+                // Read again as text, from the same place.
+                self.stream = None;
+                continue;
+            }
+            return Ok((txns, full));
+        }
+    }
+
+    /// A replication session on the slot from `start`; a session still
+    /// holding the slot (this process's last, a killed run's) is waited
+    /// for or ended, once.
+    async fn open_stream(&self, start: u64, binary: bool) -> Result<ChangeStream, PgError> {
+        let settings = ConnSettings::resolve(&self.config.conninfo, self.config.secret.as_ref())?
+            .with_default_application_name("floe");
+        let c = &self.config;
+        let open = || {
+            ChangeStream::open(
+                &settings,
+                &c.slot,
+                &c.publication,
+                start,
+                binary,
+                c.max_changes.max(1),
+            )
+        };
+        match open().await {
+            Err(PgError::Stream {
+                code: Some(code), ..
+            }) if code == OBJECT_IN_USE => {
+                preflight::claim_slot(&self.client, &c.slot).await?;
+                open().await
+            }
+            other => other,
+        }
+    }
+
     /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).
     async fn peek(&self, upto: usize) -> Result<(Vec<Txn>, bool), PgError> {
         if self.binary.load(Ordering::Relaxed) {
             let (txns, full) = self.peek_as(upto, true).await?;
-            let Some((table, column)) = self.unreadable(&txns) else {
+            if !self.falls_back_to_text(&txns) {
                 return Ok((txns, full));
-            };
-            tracing::info!(
-                slot = %self.config.slot,
-                table = %table,
-                column = %column,
-                "a column's type has no binary reader in floe: reading changes as text from now on"
-            );
-            self.binary.store(false, Ordering::Relaxed);
+            }
         }
         self.peek_as(upto, false).await
+    }
+
+    /// Turns binary mode off for good when a relation message in `txns`
+    /// shows a configured table with a type floe cannot read in binary.
+    fn falls_back_to_text(&self, txns: &[Txn]) -> bool {
+        let Some((table, column)) = self.unreadable(txns) else {
+            return false;
+        };
+        tracing::info!(
+            slot = %self.config.slot,
+            table = %table,
+            column = %column,
+            "a column's type has no binary reader in floe: reading changes as text from now on"
+        );
+        self.binary.store(false, Ordering::Relaxed);
+        true
     }
 
     /// A configured table and its column, in a relation message of `txns`,
@@ -518,39 +657,48 @@ impl PgSource {
         .context(|| format!("peeking slot {}", self.config.slot))?;
         let full = rows.len() >= upto;
         let mut txns = Vec::new();
-        let mut open: Option<Txn> = None;
+        let mut gather = Gather::default();
         for row in &rows {
             let data: &[u8] = row.get(1);
-            match pgoutput::decode(data)? {
-                Message::Begin { xid, .. } => {
-                    open = Some(Txn {
-                        xid,
-                        end_lsn: 0,
-                        ts_ms: 0,
-                        messages: Vec::new(),
-                    })
-                }
-                Message::Commit { end_lsn, ts, .. } => {
-                    let mut txn = open.take().ok_or_else(|| {
-                        PgError::Decode(format!(
-                            "commit without begin at {}",
-                            row.get::<_, String>(0)
-                        ))
-                    })?;
-                    txn.end_lsn = end_lsn;
-                    txn.ts_ms = (ts + PG_EPOCH_US).div_euclid(1000);
-                    txns.push(txn);
-                }
-                // Non-transactional messages come outside any transaction
-                // and floe has no use for them.
-                message => {
-                    if let Some(txn) = open.as_mut() {
-                        txn.messages.push(message);
-                    }
-                }
+            if let Some(txn) = gather.push(data, &|| row.get::<_, String>(0))? {
+                txns.push(txn);
             }
         }
         Ok((txns, full))
+    }
+
+    /// The transactions after `start` through that of watermark `id`,
+    /// `upto` messages at a time: from the session (what it read past the
+    /// watermark is given back), or peeked with a growing limit.
+    async fn changes_through(
+        &mut self,
+        id: &str,
+        start: u64,
+        upto: usize,
+    ) -> Result<Vec<Txn>, PgError> {
+        if !self.config.stream {
+            return self.peek_through(id, upto).await;
+        }
+        let mut got: Vec<Txn> = Vec::new();
+        loop {
+            let from = got.last().map_or(start, |t| t.end_lsn);
+            let (txns, full) = self.streamed(from, upto).await?;
+            got.extend(txns);
+            if let Some(at) = got.iter().position(|t| is_watermark(t, id)) {
+                let rest = got.split_off(at + 1);
+                let next = got.last().map_or(start, |t| t.end_lsn);
+                if let Some(stream) = self.stream.as_mut() {
+                    stream.give_back(rest, next);
+                }
+                return Ok(got);
+            }
+            if !full {
+                return Err(PgError::WatermarkLost {
+                    slot: self.config.slot.clone(),
+                    id: id.to_string(),
+                });
+            }
+        }
     }
 
     /// Peeks until the transaction of watermark `id` is in, growing the limit.
@@ -558,10 +706,7 @@ impl PgSource {
         let mut upto = start;
         loop {
             let (mut txns, full) = self.peek(upto).await?;
-            if let Some(at) = txns
-                .iter()
-                .position(|t| watermark_of(t).is_some_and(|w| w.id == id))
-            {
+            if let Some(at) = txns.iter().position(|t| is_watermark(t, id)) {
                 txns.truncate(at + 1);
                 return Ok(txns);
             }
@@ -1030,6 +1175,11 @@ impl Assembly {
 }
 
 /// The parsed floe watermark a transaction carries, if any.
+/// Whether `txn` is the transaction of watermark `id`.
+fn is_watermark(txn: &Txn, id: &str) -> bool {
+    watermark_of(txn).is_some_and(|w| w.id == id)
+}
+
 fn watermark_of(txn: &Txn) -> Option<Watermark> {
     txn.messages.iter().find_map(|m| match m {
         Message::Message {
@@ -1120,6 +1270,16 @@ fn relation_name(rel: &Relation) -> TableName {
 
 /// Whether the slot was busy: another session is reading it (a killed run's
 /// backend still decoding, or `floe pg status`).
+/// The WAL the server has flushed: every transaction committed by now ends
+/// at or before it.
+async fn wal_flushed(client: &Client) -> Result<u64, PgError> {
+    let row = client
+        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+        .await
+        .context(|| "reading the server's flushed WAL position".to_string())?;
+    parse_lsn(&row.get::<_, String>(0))
+}
+
 fn in_use(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
 }

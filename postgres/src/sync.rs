@@ -606,6 +606,7 @@ pub async fn sync(
             break;
         }
     }
+    source.finish().await?;
     if report.confirmed_lsn.is_none() {
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);
     }

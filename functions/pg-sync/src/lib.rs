@@ -118,6 +118,7 @@ impl PgSyncFunction {
         if let Some(n) = pg.max_changes {
             config.max_changes = usize::try_from(n).unwrap_or(usize::MAX);
         }
+        config.stream = !pg.peek.unwrap_or(false);
         if let Some(arn) = &pg.secret {
             config.secret = Some(conn::login_for(&self.deployment.config, arn).await?);
         }

@@ -188,6 +188,7 @@ const POSTGRES: &[Key] = &[
             max: 10_000_000,
         },
     ),
+    key("peek", Kind::Bool),
     // A Lambda runs 15 minutes at most; the CLI may run a day.
     key(
         "max_seconds",

@@ -232,6 +232,7 @@
 //! | `namespace` | string | `raw` | Namespace of the Iceberg tables. |
 //! | `chunk_rows` | integer | `1000000` | Most rows per initial-snapshot chunk (chunks after a table's first, of up to 10,000 rows, also stop near 16 MiB). |
 //! | `max_changes` | integer | `50000` | Stream changes per micro-batch, about (transactions are never split). |
+//! | `peek` | bool | `false` | Read each batch with `pg_logical_slot_peek_binary_changes` instead of streaming over a replication session (`START_REPLICATION`): for a path that cannot carry a replication session, such as PgBouncer in transaction mode. A peek decodes the WAL again from the slot's `restart_lsn` each time, on the database's CPU. |
 //! | `max_seconds` | integer 1–86400 | — | Stop starting batches after this long (the function also stops in time for its deadline); the next run continues. |
 //!
 //! ## `[tables."namespace.table"]`: one table
@@ -598,6 +599,9 @@ pub struct PostgresConfig {
     /// A run's time budget in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_seconds: Option<u64>,
+    /// Peek each batch instead of streaming over a replication session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peek: Option<bool>,
 }
 
 /// `envelope`: what wraps a source's records.
