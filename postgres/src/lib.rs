@@ -82,6 +82,7 @@ pub mod conn;
 mod copy_binary;
 mod error;
 pub mod lsn;
+mod memory;
 pub mod pgoutput;
 mod preflight;
 mod privileges;
