@@ -4,7 +4,8 @@
 # cluster, makes a fresh database `db` holding a `rows`-row `orders` table
 # (orders.sql), sets up its slot and copies it into a warehouse in a
 # temporary directory removed on exit. Leaves `floe`, `base`, `conninfo`,
-# `work`, `warehouse`, `source_args` (the sync's source flags) and `psql_q`.
+# `work`, `warehouse`, `source_args` (the sync's source flags), `read_args`
+# (the measured syncs' `READ` flag) and `psql_q`.
 floe="$(local-dev/bench/floe-bin.sh --features full)"
 base="$(local-dev/pg.sh | tail -n 1)"
 conninfo="${base/dbname=postgres/dbname=$db}"
@@ -19,6 +20,11 @@ drop_db() {
 trap 'drop_db || true; rm -rf "$work"' EXIT
 warehouse="$work/warehouse"
 source_args=(--conninfo "$conninfo" --slot "$db" --publication "$db" --table public.orders)
+# READ=peek: the measured syncs peek each batch (`--peek`) instead of
+# streaming over a replication session; builds before that session always
+# peek, and have no such flag.
+read_args=()
+if [ "${READ:-stream}" = peek ]; then read_args=(--peek); fi
 
 drop_db
 psql_q "$base" "CREATE DATABASE $db"

@@ -15,6 +15,7 @@
 #                (pgoutput's binary mode, the default) or `text`
 #                (`--changes-text`); "text binary" alternates, to compare
 #                the two in one run
+#   READ         `stream` (a replication session, the default) or `peek` (`--peek`)
 #   FLOE_BIN     the binary (default this checkout's release build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,7 +49,7 @@ for n in $(seq 1 "$bursts"); do
   burst
   p50k="$(peek_ms 50000 "$binary")"
   pall="$(peek_ms 100000000 "$binary")"
-  run=(/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" "${as_text[@]}" --json)
+  run=(/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" "${read_args[@]}" "${as_text[@]}" --json)
   if [ "${PERF:-0}" = 1 ] && [ "$n" = "$bursts" ]; then
     run=(perf record -F 299 --call-graph dwarf,16384 -o pg_burst.perf -- "${run[@]}")
   fi
