@@ -37,7 +37,8 @@ type Read = Result<(Txn, u32), PgError>;
 /// What floe asks of the session's thread, which looks between reads.
 #[derive(Default)]
 struct Asks {
-    /// The flush position to report: only ever a committed batch's end.
+    /// The flush position to report: only ever a committed batch's end (0,
+    /// none yet, the server ignores).
     flush: AtomicU64,
     /// Report now, and ask the server to answer with where it is.
     ping: AtomicBool,
@@ -66,8 +67,9 @@ pub(crate) struct ChangeStream {
 impl ChangeStream {
     /// Opens a session on `slot` streaming `publication`'s transactions
     /// that commit after `start`, holding at most about `budget` messages
-    /// read ahead of the reader. `start` is durable (the slot's position or
-    /// a committed batch's), so it is also the first flush position reported.
+    /// read ahead of the reader. No flush position is reported until
+    /// [`Self::flushed`] gives one: `start` may be the end of a batch still
+    /// being written (a read ahead), which the slot must not pass.
     pub async fn open(
         settings: &ConnSettings,
         slot: &str,
@@ -93,7 +95,6 @@ impl ChangeStream {
         let (tx, txns) = mpsc::unbounded_channel();
         let (decoded_tx, decoded) = watch::channel(0);
         let asks = Arc::new(Asks::default());
-        asks.flush.store(start, Ordering::Release);
         let pump = Pump {
             wire: wire.into_blocking()?,
             txns: tx,

@@ -73,6 +73,30 @@ async fn one_session_streams_and_the_slot_moves_only_by_what_was_committed() {
         "the same session"
     );
 
+    // A batch read ahead of one still being written, on a new session
+    // opened where that one ends, moves nothing: the slot stays at the
+    // last commit even as the session reports its position.
+    drop(source);
+    let mut source = PgSource::connect(cfg.clone()).await.unwrap();
+    let ahead = source
+        .read_batch_after(&state, first.last_lsn, 0)
+        .await
+        .unwrap();
+    assert_eq!(ids(&ahead), [4, 5]);
+    assert_eq!(source.confirmed_flush_lsn().await.unwrap(), first.last_lsn);
+    drop(source);
+    let mut source = PgSource::connect(cfg.clone()).await.unwrap();
+    let ahead = source
+        .read_batch_after(&state, second.last_lsn, 0)
+        .await
+        .unwrap();
+    assert!(ahead.is_empty());
+    assert_eq!(
+        source.confirmed_flush_lsn().await.unwrap(),
+        first.last_lsn,
+        "a read past an uncommitted batch moved the slot"
+    );
+
     // Lost before the second batch commits: the next run reads it again,
     // and nothing the first committed.
     drop(source);
