@@ -315,18 +315,25 @@ async fn status_command(floe: &Embedded, args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
+impl SyncArgs {
+    /// `pg` as this run's flags change how it reads.
+    fn reading(&self, mut pg: PgConfig) -> PgConfig {
+        if let Some(n) = self.chunk_rows {
+            pg.chunk_rows = n;
+        }
+        if let Some(n) = self.max_changes {
+            pg.max_changes = n;
+        }
+        pg.binary = !self.changes_text;
+        pg.stream &= !self.peek;
+        pg
+    }
+}
+
 async fn sync_command(floe: &Embedded, args: SyncArgs) -> Result<()> {
     let started = Instant::now();
     let config = floe.config();
-    let mut pg = args.target.source.config(config).await?;
-    if let Some(n) = args.chunk_rows {
-        pg.chunk_rows = n;
-    }
-    if let Some(n) = args.max_changes {
-        pg.max_changes = n;
-    }
-    pg.binary = !args.changes_text;
-    pg.stream &= !args.peek;
+    let pg = args.reading(args.target.source.config(config).await?);
     let mut opts = SyncOptions::new(args.target.namespace(config)?);
     opts.max_batches = args.max_batches;
     opts.snapshot_columns = !args.snapshot_text;

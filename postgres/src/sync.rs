@@ -607,6 +607,11 @@ pub async fn sync(
             break;
         }
     }
+    finish(source, report).await
+}
+
+/// Ends the run's replication session and reports where the slot stands.
+async fn finish(source: &mut PgSource, mut report: SyncReport) -> Result<SyncReport, SyncError> {
     source.finish().await?;
     if report.confirmed_lsn.is_none() {
         report.confirmed_lsn = Some(source.confirmed_flush_lsn().await?);

@@ -25,6 +25,18 @@ fn ids(batch: &PgBatch) -> Vec<i64> {
         .collect()
 }
 
+/// A fresh database `slot` with an empty `t`, its slot and publication.
+async fn table(slot: &str) -> Option<(Client, PgConfig)> {
+    let conninfo = fresh_db(slot).await?;
+    let db = client(&conninfo).await;
+    db.batch_execute("CREATE TABLE t (id int8 PRIMARY KEY, v text)")
+        .await
+        .unwrap();
+    let cfg = config(&conninfo, slot, &["public.t"]);
+    setup(&cfg).await.unwrap();
+    Some((db, cfg))
+}
+
 async fn insert(db: &Client, ids: std::ops::RangeInclusive<i64>) {
     for i in ids {
         db.execute("INSERT INTO t VALUES ($1, 'v')", &[&i])
@@ -36,16 +48,10 @@ async fn insert(db: &Client, ids: std::ops::RangeInclusive<i64>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_streams_and_the_slot_moves_only_by_what_was_committed() {
     let slot = "floe_stream_session";
-    let Some(conninfo) = fresh_db(slot).await else {
+    let Some((db, cfg)) = table(slot).await else {
         return;
     };
-    let db = client(&conninfo).await;
-    db.batch_execute("CREATE TABLE t (id int8 PRIMARY KEY, v text)")
-        .await
-        .unwrap();
-    let cfg = config(&conninfo, slot, &["public.t"]);
     assert!(cfg.stream, "streaming is the default");
-    setup(&cfg).await.unwrap();
     let state = done(&["public.t"]);
     let mut source = PgSource::connect(cfg.clone()).await.unwrap();
     let before = source.confirmed_flush_lsn().await.unwrap();
@@ -114,17 +120,10 @@ async fn one_session_streams_and_the_slot_moves_only_by_what_was_committed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_comes_in_whole_transactions_of_about_max_changes() {
-    let slot = "floe_stream_backlog";
-    let Some(conninfo) = fresh_db(slot).await else {
+    let Some((db, mut cfg)) = table("floe_stream_backlog").await else {
         return;
     };
-    let db = client(&conninfo).await;
-    db.batch_execute("CREATE TABLE t (id int8 PRIMARY KEY, v text)")
-        .await
-        .unwrap();
-    let mut cfg = config(&conninfo, slot, &["public.t"]);
     cfg.max_changes = 250;
-    setup(&cfg).await.unwrap();
     // Ten transactions of 100 rows, then one of 1,000: larger than a
     // batch, and than what the session holds read ahead.
     for t in 0..10_i64 {
