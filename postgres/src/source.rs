@@ -17,7 +17,7 @@ use crate::error::Context as _;
 use crate::pgoutput::{Datum, Message, OldTuple, Relation, Tuple};
 use crate::schema::{PgColumn, TableSchema, table_schema};
 use crate::snapshot::{self, Chunk, ChunkRows, TableProgress, WATERMARK_PREFIX, Watermark};
-use crate::stream::ChangeStream;
+use crate::stream::{self, ChangeStream};
 use crate::txn::{Gather, Txn};
 use crate::{
     PgConfig, PgError, SnapshotState, SourceState, TableName, format_lsn, parse_lsn, preflight,
@@ -585,6 +585,7 @@ impl PgSource {
             }
             other => other,
         }
+        .map_err(stream::with_peek_hint)
     }
 
     /// Peeks up to about `upto` rows; true when the limit was reached (more may wait).

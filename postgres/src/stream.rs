@@ -379,3 +379,53 @@ impl Pump {
         Ok(())
     }
 }
+
+/// `e` with the fix for a path that cannot carry a replication session,
+/// when its SQLSTATE says the session itself was refused: a protocol or
+/// feature error (08, 0A; PgBouncer in transaction mode, RDS Proxy), or
+/// `START_REPLICATION` read as SQL (42601: a pooler dropped the
+/// `replication` parameter). A lost network or a refused login is not that.
+pub(crate) fn with_peek_hint(e: PgError) -> PgError {
+    match e {
+        PgError::Stream {
+            context,
+            message,
+            code: Some(code),
+        } if matches!(code.get(..2), Some("08" | "0A")) || code == "42601" => PgError::Stream {
+            context,
+            message: format!(
+                "{message}; if the connection goes through a pooler or proxy that cannot carry \
+                 a replication session (PgBouncer in transaction mode, RDS Proxy), read by \
+                 peeking instead: postgres.peek = true (or --peek)"
+            ),
+            code: Some(code),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: &str) -> String {
+        let e = PgError::Stream {
+            context: "starting replication".into(),
+            message: "refused".into(),
+            code: Some(code.into()),
+        };
+        with_peek_hint(e).to_string()
+    }
+
+    #[test]
+    fn a_session_refused_names_peeking_a_lost_login_does_not() {
+        // PgBouncer's "unsupported startup parameter", START_REPLICATION
+        // read as SQL, a feature a proxy does not support.
+        for code in ["08P01", "42601", "0A000"] {
+            assert!(refused(code).contains("postgres.peek = true"), "{code}");
+        }
+        for code in ["28P01", "55006", "42501"] {
+            assert!(!refused(code).contains("peek"), "{code}");
+        }
+    }
+}

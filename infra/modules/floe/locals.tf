@@ -196,6 +196,7 @@ locals {
     FLOE_POSTGRES_NAMESPACE   = var.pg_namespace
     FLOE_POSTGRES_CHUNK_ROWS  = tostring(var.pg_chunk_rows)
     FLOE_POSTGRES_MAX_CHANGES = tostring(var.pg_max_changes)
+    FLOE_POSTGRES_PEEK        = tostring(var.pg_peek)
     FLOE_POSTGRES_MAX_SECONDS = ""
   }
 

@@ -800,6 +800,12 @@ variable "pg_max_changes" {
   default     = 50000
 }
 
+variable "pg_peek" {
+  description = "FLOE_POSTGRES_PEEK: read each batch by peeking the slot instead of over a replication session, for a path that cannot carry one (RDS Proxy, PgBouncer in transaction mode); the peek decodes the WAL again each time, on the database's CPU."
+  type        = bool
+  default     = false
+}
+
 variable "pg_schedule" {
   description = "EventBridge schedule of pg-sync runs. Each run stops before its deadline; a run still going when the next is due makes that one wait (reserved concurrency 1), it never overlaps."
   type        = string
