@@ -126,6 +126,7 @@ impl ChangeStream {
             binary,
         })
     }
+
     /// Takes whole transactions until they hold about `upto` messages (true:
     /// more may wait) or the server has decoded past `target`, the WAL
     /// flushed when the read began, so every transaction committed by then

@@ -51,7 +51,7 @@ trait Io: AsyncRead + AsyncWrite + Unpin + Send {
 }
 
 /// A blocking socket, plain or encrypted.
-pub(crate) trait Blocking: Read + Write + Send {}
+trait Blocking: Read + Write + Send {}
 impl<T: Read + Write + Send> Blocking for T {}
 
 impl Io for tokio::net::TcpStream {
@@ -432,7 +432,7 @@ impl BlockingWire {
     }
 
     /// The next backend message if it is already read whole.
-    pub fn whole(&mut self) -> Result<Option<Frame>, PgError> {
+    fn whole(&mut self) -> Result<Option<Frame>, PgError> {
         whole_frame(&mut self.read).map_err(|e| PgError::Stream {
             context: format!("replication session with {}", self.host),
             message: format!("protocol violation: {e}"),
