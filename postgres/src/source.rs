@@ -10,6 +10,7 @@ use arrow_select::filter::filter_record_batch;
 
 use tokio::time::Instant;
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 use tracing::Instrument as _;
 
 use crate::conn::ConnSettings;
@@ -36,9 +37,6 @@ const FIRST_CHUNK_ROWS: usize = 10_000;
 /// large backlog before the slot's position) takes long; a read given up
 /// on ends its batch early, and the next read continues.
 const TAKE_WAIT: Duration = Duration::from_secs(60);
-
-/// The SQLSTATE of a slot another session holds.
-const OBJECT_IN_USE: &str = "55006";
 
 /// One table's share of a batch.
 #[derive(Debug, Clone, PartialEq)]
@@ -579,7 +577,7 @@ impl PgSource {
         match open().await {
             Err(PgError::Stream {
                 code: Some(code), ..
-            }) if code == OBJECT_IN_USE => {
+            }) if code == SqlState::OBJECT_IN_USE.code() => {
                 preflight::claim_slot(&self.client, &c.slot).await?;
                 open().await
             }
@@ -1282,7 +1280,7 @@ async fn wal_flushed(client: &Client) -> Result<u64, PgError> {
 }
 
 fn in_use(e: &tokio_postgres::Error) -> bool {
-    e.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE)
+    e.code() == Some(&SqlState::OBJECT_IN_USE)
 }
 
 /// Columns of `new` left out as unchanged that no full old row supplies.

@@ -378,11 +378,7 @@ impl Wire {
     }
 
     fn protocol(&self, what: &str) -> PgError {
-        PgError::Stream {
-            context: format!("replication session with {}", self.host),
-            message: format!("protocol violation: {what}"),
-            code: Some("08P01".into()),
-        }
+        protocol_error(&self.host, what)
     }
 }
 
@@ -433,11 +429,7 @@ impl BlockingWire {
 
     /// The next backend message if it is already read whole.
     fn whole(&mut self) -> Result<Option<Frame>, PgError> {
-        whole_frame(&mut self.read).map_err(|e| PgError::Stream {
-            context: format!("replication session with {}", self.host),
-            message: format!("protocol violation: {e}"),
-            code: Some("08P01".into()),
-        })
+        whole_frame(&mut self.read).map_err(|e| protocol_error(&self.host, e))
     }
 
     /// Sends one CopyData message holding `data`.
@@ -527,6 +519,15 @@ async fn tcp(settings: &ConnSettings) -> Result<tokio::net::TcpStream, PgError> 
     s.set_nodelay(true)
         .map_err(|e| broken(&host, "connecting", &e.to_string()))?;
     Ok(s)
+}
+
+/// The server sent what the protocol does not allow.
+fn protocol_error(host: &str, what: &str) -> PgError {
+    PgError::Stream {
+        context: format!("replication session with {host}"),
+        message: format!("protocol violation: {what}"),
+        code: Some("08P01".into()),
+    }
 }
 
 /// A broken connection: worth a retry.
