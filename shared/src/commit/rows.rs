@@ -96,8 +96,11 @@ impl FileRows {
     /// What a commit looks its keys up in; `None` when every row is
     /// deleted: no key can be found in it.
     fn live(&self) -> Option<LiveRows> {
-        let rows = u32::try_from(self.rows).ok()?;
-        (self.gone.range_cardinality(..rows) < self.rows).then(|| LiveRows {
+        // Deleted rows are u32 positions: a file with more rows than that
+        // always has some left, so it stays a target rather than skipped.
+        let all_gone = u32::try_from(self.rows)
+            .is_ok_and(|rows| self.gone.range_cardinality(..rows) >= self.rows);
+        (!all_gone).then(|| LiveRows {
             keys: self.keys.clone(),
             gone: self.gone.clone(),
             vector: self.vector.clone(),
