@@ -7,7 +7,7 @@
 # timed at 50,000 and at all its changes: what Postgres spends decoding
 # for one batch of the default size, and for all of them at once.
 # `PERF=1` records the last drain with `perf record --call-graph dwarf`
-# into pg_burst.perf.
+# into pg_burst.perf (`PERF_FREQ` samples a second, default 299).
 #
 # Usage: local-dev/bench/pg_burst.sh [ROWS] [BURSTS]   (1000000 3)
 #   MAX_CHANGES  passed to `floe pg sync --max-changes` (default 50000)
@@ -51,7 +51,7 @@ for n in $(seq 1 "$bursts"); do
   pall="$(peek_ms 100000000 "$binary")"
   run=(/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$floe" --warehouse "$warehouse" pg sync "${source_args[@]}" "${read_args[@]}" "${as_text[@]}" --json)
   if [ "${PERF:-0}" = 1 ] && [ "$n" = "$bursts" ]; then
-    run=(perf record -F 299 --call-graph dwarf,16384 -o pg_burst.perf -- "${run[@]}")
+    run=(perf record -F "${PERF_FREQ:-299}" --call-graph dwarf,16384 -o pg_burst.perf -- "${run[@]}")
   fi
   "${run[@]}" >"$work/report.json"
   python3 - "$n" "$work/time" "$work/report.json" "$p50k" "$pall" "$mode" <<'PY'
