@@ -110,19 +110,35 @@ impl Wire {
             .filter(|t| *t > 0)
             .map_or(Duration::from_secs(30), Duration::from_secs);
         let open = async {
-            let mut wire = match settings.sslmode {
-                SslMode::Disable | SslMode::Allow => Self::plain(settings).await?,
-                SslMode::Prefer => Self::encrypted(settings, false).await?,
+            match settings.sslmode {
+                SslMode::Disable => Self::open(settings, None).await,
+                // As libpq: a server that insists on TLS refuses the plain
+                // login, and then the session is asked for again encrypted
+                // (whose error, if it fails too, is the one returned).
+                SslMode::Allow => match Self::open(settings, None).await {
+                    Ok(wire) => Ok(wire),
+                    Err(_) => Self::open(settings, Some(true)).await,
+                },
+                SslMode::Prefer => Self::open(settings, Some(false)).await,
                 SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
-                    Self::encrypted(settings, true).await?
+                    Self::open(settings, Some(true)).await
                 }
-            };
-            wire.login(settings).await?;
-            Ok(wire)
+            }
         };
         tokio::time::timeout(timeout, open)
             .await
             .map_err(|_| broken(&host, "connecting", "timed out"))?
+    }
+
+    /// A logged-in session: plain with no `tls`, else encrypted if the
+    /// server agrees, `Some(true)` refusing a server that does not.
+    async fn open(settings: &ConnSettings, tls: Option<bool>) -> Result<Self, PgError> {
+        let mut wire = match tls {
+            None => Self::plain(settings).await?,
+            Some(required) => Self::encrypted(settings, required).await?,
+        };
+        wire.login(settings).await?;
+        Ok(wire)
     }
 
     /// The first host's socket, unencrypted.

@@ -74,35 +74,56 @@ async fn verify_full_with_the_ca_replicates_over_tls() {
          sslmode=verify-full sslrootcert={}",
         ca("ca.crt")
     );
-    let admin = connect(&full).await.unwrap();
+    replicates_over_tls(&full, "floe_tls").await;
+}
+
+/// libpq's `allow` tries a plain session first: this server refuses it, so
+/// every session, the replication session included, is asked for again
+/// over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_asks_again_over_tls_when_the_plain_login_is_refused() {
+    let Some((base, _)) = tls_cluster() else {
+        return;
+    };
+    let allow = format!("host=127.0.0.1 {base} password={PASSWORD} sslmode=allow");
+    replicates_over_tls(&allow, "floe_tls_allow").await;
+}
+
+/// Creates database `db` through `conninfo` (encrypted, by the server's
+/// account), and reads a row inserted there through a slot of that name
+/// over a replication session.
+async fn replicates_over_tls(conninfo: &str, db: &str) {
+    let admin = connect(conninfo).await.unwrap();
     assert!(encrypted(&admin).await);
     admin
         .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'floe_tls'",
-            &[],
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&db],
         )
         .await
         .unwrap();
     for sql in [
-        "DROP DATABASE IF EXISTS floe_tls WITH (FORCE)",
-        "CREATE DATABASE floe_tls",
+        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        format!("CREATE DATABASE {db}"),
     ] {
-        admin.batch_execute(sql).await.unwrap();
+        admin.batch_execute(&sql).await.unwrap();
     }
-    let conninfo = full.replace("dbname=postgres", "dbname=floe_tls");
-    let db = connect(&conninfo).await.unwrap();
-    db.batch_execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    let conninfo = conninfo.replace("dbname=postgres", &format!("dbname={db}"));
+    let client = connect(&conninfo).await.unwrap();
+    client
+        .batch_execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
         .await
         .unwrap();
     let mut cfg = floe_postgres::PgConfig::new(
         conninfo.as_str(),
-        "floe_tls",
-        "floe_tls_pub",
+        db,
+        format!("{db}_pub"),
         vec!["public.t".into()],
     );
     cfg.chunk_rows = 100;
     setup(&cfg).await.unwrap();
-    db.batch_execute("INSERT INTO t VALUES (1, 'over tls'), (2, 'also')")
+    client
+        .batch_execute("INSERT INTO t VALUES (1, 'over tls'), (2, 'also')")
         .await
         .unwrap();
     let mut source = PgSource::connect(cfg).await.unwrap();
@@ -110,11 +131,23 @@ async fn verify_full_with_the_ca_replicates_over_tls() {
         .read_batch(&floe_postgres::SourceState::default())
         .await
         .unwrap();
+    // The slot is held by the replication session, itself encrypted.
+    let session_ssl: bool = client
+        .query_one(
+            "SELECT s.ssl FROM pg_replication_slots r JOIN pg_stat_ssl s ON s.pid = r.active_pid \
+             WHERE r.slot_name = $1",
+            &[&db],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(session_ssl, "the replication session is encrypted");
     let lines: Vec<String> = batch.tables.iter().flat_map(|t| t.lines()).collect();
     assert!(
         lines.iter().any(|l| l.contains(r#""v":"over tls""#)),
         "{lines:?}"
     );
+    source.finish().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
