@@ -34,6 +34,10 @@ use floe_core::faults::Faults;
 use floe_core::metrics::emf::Sink;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc, not the system's malloc: see [`floe_core::memory`].
+#[global_allocator]
+static ALLOCATOR: floe_core::memory::Allocator = floe_core::memory::Allocator {};
+
 /// The version with the commit it was built from (build.rs), so a bug
 /// report names the code.
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLOE_COMMIT"), ")");

@@ -82,7 +82,6 @@ pub mod conn;
 mod copy_binary;
 mod error;
 pub mod lsn;
-mod memory;
 pub mod pgoutput;
 mod preflight;
 mod privileges;

@@ -595,7 +595,7 @@ pub async fn sync(
         // Every table of the batch holds it now: the slot may forget it.
         source.advance(batch.last_lsn).await?;
         report.committed(&batch, changed, started.elapsed(), parts.chunked);
-        crate::memory::release_freed_if_large();
+        floe_core::memory::release_freed_if_large();
         // Following and drained: let changes gather until the interval is up.
         if opts.follow.is_some() && batch.caught_up {
             let pause = opts.commit_interval.saturating_sub(started.elapsed());

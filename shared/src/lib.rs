@@ -35,6 +35,7 @@ pub mod keyed_mode;
 pub mod ledger;
 mod lru;
 pub mod maintain;
+pub mod memory;
 pub mod metrics;
 pub mod ndjson;
 pub mod pipeline;

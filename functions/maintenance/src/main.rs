@@ -9,6 +9,10 @@ use floe_maintenance::MaintenanceFunction;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 
+/// mimalloc, not the system's malloc: see [`floe_core::memory`].
+#[global_allocator]
+static ALLOCATOR: floe_core::memory::Allocator = floe_core::memory::Allocator {};
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();

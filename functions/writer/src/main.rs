@@ -8,6 +8,10 @@ use floe_core::deploy::{Deployment, Role};
 use floe_writer::{WriterEvent, WriterFunction};
 use lambda_runtime::{LambdaEvent, service_fn};
 
+/// mimalloc, not the system's malloc: see [`floe_core::memory`].
+#[global_allocator]
+static ALLOCATOR: floe_core::memory::Allocator = floe_core::memory::Allocator {};
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     Deployment::init_logging();
