@@ -29,6 +29,10 @@ const MAX_CACHED_ROWS: usize = 8 * 1024 * 1024;
 
 /// Filter bits per row: with two probes, one in 20 absent keys passes.
 const FILTER_BITS_PER_ROW: usize = 8;
+/// [`FileKeys::rows_of_sorted`] asks the filter for each digest while they
+/// number less than a file's rows over this: a probe costs about as much
+/// as walking this many rows in order.
+const FILTER_WINS_BELOW: usize = 8;
 
 /// The keys of one data file's rows, sorted by digest, behind a small
 /// filter. A commit asks every live file for every changed key, so most
@@ -92,6 +96,39 @@ impl FileKeys {
             .zip(&self.rows[start..])
             .take_while(move |(d, _)| **d == digest)
             .map(|(_, r)| *r)
+    }
+
+    /// Every row holding one of `digests` (ascending), with its digest,
+    /// once however often the digest is asked. Few digests against a large file ask the filter for each; otherwise
+    /// the two sorted lists are walked together, reading each once in
+    /// order instead of probing the filter at random for every digest.
+    pub fn rows_of_sorted(&self, digests: &[u128]) -> Vec<(u128, u32)> {
+        let mut out = Vec::new();
+        if digests.len() * FILTER_WINS_BELOW < self.sorted.len() {
+            let mut last = None;
+            for d in digests {
+                if last.replace(d) != Some(d) {
+                    out.extend(self.rows(*d).map(|r| (*d, r)));
+                }
+            }
+            return out;
+        }
+        let (mut i, mut j) = (0, 0);
+        while let (Some(d), Some(held)) = (digests.get(i), self.sorted.get(j)) {
+            match d.cmp(held) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    // Every row of the key; a repeat then finds it passed.
+                    while self.sorted.get(j) == Some(d) {
+                        out.push((*d, self.rows[j]));
+                        j += 1;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        out
     }
 
     /// The keys of every row but `gone`'s.
@@ -302,6 +339,38 @@ mod tests {
         assert!(absent.iter().all(|d| keys.rows(*d).next().is_none()));
         let passed = absent.iter().filter(|d| keys.may_hold(**d)).count();
         assert!(passed < 2_000, "{passed} of 20,000 absent keys passed");
+    }
+
+    /// Both ways of asking for many digests at once find what asking for
+    /// each does: few digests (the filter), as many as the file's rows and
+    /// more (the walk), with absent digests, repeats and a key on two rows.
+    #[test]
+    fn rows_of_sorted_digests_are_each_digests_rows() {
+        let mut held = digests(0..20_000);
+        held.push(held[11]);
+        let keys = FileKeys::of(&held);
+        for asked in [
+            digests(19_990..20_010),
+            digests(0..40_000),
+            digests(10_000..60_000),
+            [digests(5..6), digests(5..6), digests(11..12)].concat(),
+            Vec::new(),
+        ] {
+            let mut asked = asked;
+            asked.sort_unstable();
+            let mut want: Vec<(u128, u32)> = Vec::new();
+            let mut unique = asked.clone();
+            unique.dedup();
+            for d in &unique {
+                want.extend(keys.rows(*d).map(|r| (*d, r)));
+            }
+            let mut got = keys.rows_of_sorted(&asked);
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(got, want, "{} digests asked", asked.len());
+        }
+        let both = keys.rows_of_sorted(&[held[11]]);
+        assert_eq!(both, vec![(held[11], 11), (held[11], 20_000)]);
     }
 
     #[test]
