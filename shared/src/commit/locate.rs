@@ -99,9 +99,10 @@ impl FileKeys {
     }
 
     /// Every row holding one of `digests` (ascending), with its digest,
-    /// once however often the digest is asked. Few digests against a large file ask the filter for each; otherwise
-    /// the two sorted lists are walked together, reading each once in
-    /// order instead of probing the filter at random for every digest.
+    /// once however often the digest is asked. Few digests against a large
+    /// file ask the filter for each; otherwise the two sorted lists are
+    /// walked together, each read once in order instead of the filter
+    /// probed at random for every digest.
     pub fn rows_of_sorted(&self, digests: &[u128]) -> Vec<(u128, u32)> {
         let mut out = Vec::new();
         if digests.len() * FILTER_WINS_BELOW < self.sorted.len() {
@@ -343,7 +344,8 @@ mod tests {
 
     /// Both ways of asking for many digests at once find what asking for
     /// each does: few digests (the filter), as many as the file's rows and
-    /// more (the walk), with absent digests, repeats and a key on two rows.
+    /// more (the walk), with absent digests, repeats (both ways) and a key
+    /// on two rows.
     #[test]
     fn rows_of_sorted_digests_are_each_digests_rows() {
         let mut held = digests(0..20_000);
@@ -354,6 +356,7 @@ mod tests {
             digests(0..40_000),
             digests(10_000..60_000),
             [digests(5..6), digests(5..6), digests(11..12)].concat(),
+            [digests(0..5_000), digests(0..5_000), digests(11..12)].concat(),
             Vec::new(),
         ] {
             let mut asked = asked;
