@@ -235,7 +235,12 @@ impl HttpKeys {
             path: path.to_string(),
             source: Box::new(source),
         };
-        let body = serde_json::to_vec(record).unwrap_or_default();
+        let body = serde_json::to_vec(record).map_err(|e| {
+            err(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("encoding the record: {e}"),
+            ))
+        })?;
         self.file_io
             .new_output(path)
             .map_err(err)?
