@@ -25,10 +25,12 @@
 //! [`PgSource::read_batch`] first advances it to the caller's
 //! `committed_lsn` when it lags (never beyond), and the caller calls
 //! [`PgSource::advance`] after a batch is durably committed (a session
-//! reports it as its flush position: the server never hears of more). A crash between commit and advance is harmless: the
-//! next call advances the slot itself; a crash before commit re-reads the
-//! same transactions. Batches hold whole transactions, and every line carries
-//! the end LSN of its transaction's commit as `_pos`, floe's own position field (not a column).
+//! reports it as its flush position: the server never hears of more). A
+//! crash between commit and advance is harmless: the next call advances the
+//! slot itself; a crash before commit re-reads the same transactions.
+//! Batches hold whole transactions, and every line carries the end LSN of
+//! its transaction's commit as `_pos`, floe's own position field (not a
+//! column).
 //!
 //! # Initial snapshot
 //!

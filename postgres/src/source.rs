@@ -1173,12 +1173,12 @@ impl Assembly {
     }
 }
 
-/// The parsed floe watermark a transaction carries, if any.
 /// Whether `txn` is the transaction of watermark `id`.
 fn is_watermark(txn: &Txn, id: &str) -> bool {
     watermark_of(txn).is_some_and(|w| w.id == id)
 }
 
+/// The parsed floe watermark a transaction carries, if any.
 fn watermark_of(txn: &Txn) -> Option<Watermark> {
     txn.messages.iter().find_map(|m| match m {
         Message::Message {
@@ -1267,8 +1267,6 @@ fn relation_name(rel: &Relation) -> TableName {
     }
 }
 
-/// Whether the slot was busy: another session is reading it (a killed run's
-/// backend still decoding, or `floe pg status`).
 /// The WAL the server has flushed: every transaction committed by now ends
 /// at or before it.
 async fn wal_flushed(client: &Client) -> Result<u64, PgError> {
@@ -1279,6 +1277,8 @@ async fn wal_flushed(client: &Client) -> Result<u64, PgError> {
     parse_lsn(&row.get::<_, String>(0))
 }
 
+/// Whether the slot was busy: another session is reading it (a killed run's
+/// backend still decoding, or `floe pg status`).
 fn in_use(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::OBJECT_IN_USE)
 }
