@@ -141,17 +141,11 @@ impl Source {
             self.slot(config),
             self.publication(config),
             self.tables(config)?,
-        );
+        )
+        .tuned_by(pg);
         if let Some(arn) = self.secret_arn(config) {
             out.secret = Some(conn::login_for(config, arn).await?);
         }
-        if let Some(n) = pg.chunk_rows {
-            out.chunk_rows = usize::try_from(n)?;
-        }
-        if let Some(n) = pg.max_changes {
-            out.max_changes = usize::try_from(n)?;
-        }
-        out.stream = !pg.peek.unwrap_or(false);
         Ok(out)
     }
 

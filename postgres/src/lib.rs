@@ -172,6 +172,21 @@ impl PgConfig {
         }
     }
 
+    /// `self` with the `[postgres]` settings that tune reading
+    /// (`chunk_rows`, `max_changes`, `peek`); the CLI and the pg-sync
+    /// function read the rest their own ways.
+    pub fn tuned_by(mut self, pg: &floe_core::config::PostgresConfig) -> Self {
+        // Both are bounded to 10,000,000 by the config's checks.
+        if let Some(n) = pg.chunk_rows {
+            self.chunk_rows = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = pg.max_changes {
+            self.max_changes = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        self.stream = !pg.peek.unwrap_or(false);
+        self
+    }
+
     pub(crate) fn table_names(&self) -> Vec<TableName> {
         self.tables.iter().map(|t| TableName::parse(t)).collect()
     }

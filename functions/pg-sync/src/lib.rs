@@ -111,14 +111,8 @@ impl PgSyncFunction {
             pg.slot.clone().unwrap_or_else(|| "floe".into()),
             pg.publication.clone().unwrap_or_else(|| "floe".into()),
             pg.tables.clone(),
-        );
-        if let Some(n) = pg.chunk_rows {
-            config.chunk_rows = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-        if let Some(n) = pg.max_changes {
-            config.max_changes = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-        config.stream = !pg.peek.unwrap_or(false);
+        )
+        .tuned_by(pg);
         if let Some(arn) = &pg.secret {
             config.secret = Some(conn::login_for(&self.deployment.config, arn).await?);
         }
